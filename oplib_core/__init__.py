@@ -1,0 +1,131 @@
+"""oplib: define operators once, run them on any device through installable backends.
+
+``import oplib_core as oplib``. Importing loads the plugins installed under the ``oplib``
+entry-point group (``OPLIB_PLUGINS_AUTOLOAD=0`` to skip, ``OPLIB_DISABLE_PLUGINS=a,b`` to
+block some).
+"""
+
+from __future__ import annotations
+
+from . import backends, plugins
+from .backends import BackendSpec, device
+from .custom_op import CustomOpDef, custom_op
+from .device import Device
+from .dispatcher import DispatchKeySet, DispatchMode, OpOverload
+from .dtypes import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    set_default_dtype,
+)
+from .errors import (
+    BackendError,
+    DeviceMismatchError,
+    NoKernelError,
+    OplibError,
+    PluginError,
+    RegistrationError,
+    SchemaError,
+)
+from .factories import (
+    arange,
+    empty,
+    empty_like,
+    from_dlpack,
+    full,
+    ones,
+    ones_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .hookspecs import hookimpl, hookspec
+from .infer_schema import infer_schema
+from .library import (
+    Library,
+    define,
+    fallthrough_kernel,
+    impl,
+    impl_abstract,
+    register_fake,
+    register_kernel,
+)
+from .ops import OpOverloadPacket, ops
+from .schema import FunctionSchema, parse_schema
+from .tags import Tag
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "BackendSpec",
+    "CustomOpDef",
+    "Device",
+    "DeviceMismatchError",
+    "DispatchKeySet",
+    "DispatchMode",
+    "FunctionSchema",
+    "Library",
+    "NoKernelError",
+    "OpOverload",
+    "OpOverloadPacket",
+    "OplibError",
+    "PluginError",
+    "RegistrationError",
+    "SchemaError",
+    "Tag",
+    "Tensor",
+    "arange",
+    "backends",
+    "bool_",
+    "custom_op",
+    "define",
+    "device",
+    "empty",
+    "empty_like",
+    "enable_grad",
+    "fallthrough_kernel",
+    "float16",
+    "float32",
+    "float64",
+    "from_dlpack",
+    "full",
+    "get_default_dtype",
+    "hookimpl",
+    "hookspec",
+    "impl",
+    "impl_abstract",
+    "infer_schema",
+    "int32",
+    "int64",
+    "is_grad_enabled",
+    "no_grad",
+    "ones",
+    "ones_like",
+    "ops",
+    "parse_schema",
+    "plugins",
+    "register_fake",
+    "register_kernel",
+    "set_default_dtype",
+    "set_grad_enabled",
+    "tensor",
+    "zeros",
+    "zeros_like",
+]
+
+
+def _load_plugins() -> None:
+    from . import core_plugin
+
+    plugins.HOST.register(core_plugin, name="core")
+    plugins.HOST.load_entry_points()
+
+
+_load_plugins()

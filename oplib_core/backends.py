@@ -1,0 +1,308 @@
+"""Device backends: what a backend is (``BackendSpec``) and the table of installed ones."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .device import Device, parse_device
+from .errors import BackendError
+
+__all__ = [
+    "Backend",
+    "BackendSpec",
+    "BackendTable",
+    "device",
+    "get",
+    "list",
+    "register",
+]
+
+_builtin_list = list
+
+
+def _always_available() -> str | None:
+    return None
+
+
+def _one_device() -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Describes a device backend. Only ``name`` and a way to recognise arrays are required.
+
+    Arrays are recognised by ``array_types`` (classes, checked with ``isinstance``) or,
+    without importing anything, by ``array_type_names``: ``"module.ClassName"`` strings
+    matched against the array's class and its bases, module root only (``"cupy.ndarray"``
+    matches ``cupy._core.core.ndarray``). Use the names form for heavy libraries so that
+    loading the plugin never imports them.
+
+    Callables (all optional):
+
+    - ``status()``: ``None`` when usable, else the reason it is not (``"no CUDA device"``);
+      must never raise.
+    - ``device_count()``: number of devices (default 1).
+    - ``device_of(array)``: the index of the device an array lives on (default: ``None``,
+      a backend with one device).
+    - ``to_host(array)`` / ``from_host(ndarray, device)``: copies to and from numpy.
+    - ``empty(shape, dtype, device)``: allocate.
+    - ``namespace()``: the array module kernels are written against (numpy, cupy, ...).
+    - ``from_dlpack(obj)``: import a DLPack capsule producer whose
+      ``__dlpack_device__()[0] == dlpack_device_type``.
+
+    ``accepts`` names other backends whose arrays this backend's kernels take as inputs
+    (a backend always accepts 0-d CPU arrays as scalars). ``fake_kernels`` makes ops
+    without a kernel for this backend fall back to their fake kernel (the meta device).
+    """
+
+    name: str
+    array_types: tuple[type, ...] = ()
+    array_type_names: tuple[str, ...] = ()
+    key: str = ""
+    priority: int = 0
+    status: Callable[[], str | None] = _always_available
+    device_count: Callable[[], int] = _one_device
+    device_of: Callable[[Any], int | None] | None = None
+    to_host: Callable[[Any], np.ndarray] | None = None
+    from_host: Callable[[np.ndarray, Device], Any] | None = None
+    empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None = None
+    namespace: Callable[[], ModuleType] | None = None
+    from_dlpack: Callable[[Any], Any] | None = None
+    dlpack_device_type: int | None = None
+    accepts: tuple[str, ...] = ()
+    fake_kernels: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or self.name != self.name.lower():
+            raise ValueError(
+                f"BackendSpec: name must be a lower-case identifier like 'cuda', got {self.name!r}"
+            )
+        if not (self.array_types or self.array_type_names):
+            raise ValueError(
+                f"BackendSpec({self.name!r}): give array_types or array_type_names so that "
+                "oplib can recognise this backend's arrays"
+            )
+
+    @property
+    def dispatch_key(self) -> str:
+        """Dispatch key name (``"CPU"``, ``"CUDA"``, ...); defaults to the capitalised name."""
+        return self.key or self.name[:1].upper() + self.name[1:]
+
+
+@dataclass
+class Backend:
+    """An installed backend: its spec and where it came from."""
+
+    spec: BackendSpec
+    plugin: str | None = None
+    distribution: str | None = None
+    version: str | None = None
+    _names: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def __post_init__(self) -> None:
+        self._names = frozenset(self.spec.array_type_names)
+
+    def __repr__(self) -> str:
+        origin = f", distribution={self.distribution!r}" if self.distribution else ""
+        return f"<Backend {self.name!r} key={self.key!r}{origin}>"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def key(self) -> str:
+        return self.spec.dispatch_key
+
+    @property
+    def multi_device(self) -> bool:
+        return self.spec.device_of is not None
+
+    def status(self) -> str | None:
+        """``None`` when available, else why not. Never raises."""
+        try:
+            return self.spec.status()
+        except Exception as e:
+            return f"status check failed: {type(e).__name__}: {e}"
+
+    def is_available(self) -> bool:
+        return self.status() is None
+
+    def device_count(self) -> int:
+        if self.status() is not None:
+            return 0
+        try:
+            return int(self.spec.device_count())
+        except Exception:
+            return 0
+
+    def recognises(self, cls: type) -> bool:
+        if self.spec.array_types and issubclass(cls, self.spec.array_types):
+            return True
+        if self._names:
+            for base in cls.__mro__:
+                root = base.__module__.partition(".")[0]
+                if f"{root}.{base.__name__}" in self._names:
+                    return True
+        return False
+
+    def device_of(self, array: Any) -> Device:
+        dev_of = self.spec.device_of
+        return Device(self.name, 0 if dev_of is None else dev_of(array))
+
+    def to_host(self, array: Any) -> np.ndarray:
+        if self.spec.to_host is None:
+            return np.asarray(array)
+        return self.spec.to_host(array)
+
+    def from_host(self, array: np.ndarray, dev: Device) -> Any:
+        if self.spec.from_host is None:
+            raise BackendError(
+                f"backend {self.name!r} cannot receive data from the host (its BackendSpec "
+                "has no from_host)"
+            )
+        return self.spec.from_host(array, dev)
+
+    def namespace(self) -> ModuleType:
+        if self.spec.namespace is None:
+            raise BackendError(f"backend {self.name!r} does not declare an array namespace")
+        return self.spec.namespace()
+
+
+class BackendTable:
+    """The installed backends, and the (cached) map from array class to backend."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._backends: dict[str, Backend] = {}
+        self._by_type: dict[type, Backend | None] = {}
+        self._listeners: list[Callable[[str, Backend], None]] = []
+
+    def add_listener(self, fn: Callable[[str, Backend], None]) -> None:
+        """``fn(event, backend)`` is called with ``"added"``/``"removed"`` under the lock."""
+        self._listeners.append(fn)
+
+    def register(
+        self,
+        spec: BackendSpec,
+        *,
+        plugin: str | None = None,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> Callable[[], None]:
+        """Add a backend; returns a function that removes it again."""
+        with self._lock:
+            old = self._backends.get(spec.name)
+            if old is not None:
+                where = f"plugin {old.plugin!r}" if old.plugin else "at runtime"
+                raise BackendError(
+                    f"backends.register(): a backend named {spec.name!r} is already registered "
+                    f"({where}, distribution {old.distribution or '-'}); names must be unique"
+                )
+            for other in self._backends.values():
+                if other.key == spec.dispatch_key:
+                    raise BackendError(
+                        f"backends.register(): dispatch key {spec.dispatch_key!r} of backend "
+                        f"{spec.name!r} is already used by backend {other.name!r}"
+                    )
+            backend = Backend(spec, plugin, distribution, version)
+            self._backends[spec.name] = backend
+            self._by_type.clear()
+            for fn in self._listeners:
+                fn("added", backend)
+
+        def unregister() -> None:
+            with self._lock:
+                if self._backends.get(spec.name) is backend:
+                    del self._backends[spec.name]
+                    self._by_type.clear()
+                    for fn in self._listeners:
+                        fn("removed", backend)
+
+        return unregister
+
+    def get(self, name: str) -> Backend:
+        try:
+            return self._backends[name]
+        except KeyError:
+            raise BackendError(
+                f"no backend named {name!r} is installed; installed: {self.names_text()}"
+            ) from None
+
+    def find(self, name: str) -> Backend | None:
+        return self._backends.get(name)
+
+    def by_key(self, key: str) -> Backend | None:
+        for b in self._backends.values():
+            if b.key == key:
+                return b
+        return None
+
+    def all(self) -> list[Backend]:
+        """Backends, highest priority first, then by name."""
+        return sorted(self._backends.values(), key=lambda b: (-b.spec.priority, b.name))
+
+    def names_text(self) -> str:
+        return ", ".join(b.name for b in self.all()) or "(none)"
+
+    def for_type(self, cls: type) -> Backend | None:
+        """The backend whose arrays are of class ``cls`` (cached per class)."""
+        try:
+            return self._by_type[cls]
+        except KeyError:
+            pass
+        with self._lock:
+            found = None
+            for b in self.all():
+                if b.recognises(cls):
+                    found = b
+                    break
+            self._by_type[cls] = found
+            return found
+
+
+TABLE = BackendTable()
+
+
+def register(spec: BackendSpec) -> Callable[[], None]:
+    """Register a backend at runtime (tests, notebooks); returns a function undoing it."""
+    return TABLE.register(spec)
+
+
+def get(name: str) -> Backend:
+    """The installed backend called ``name`` (``BackendError`` if none)."""
+    return TABLE.get(name)
+
+
+def list() -> _builtin_list[Backend]:  # noqa: A001 - mirrors the public name backends.list()
+    """Installed backends, highest priority first."""
+    return TABLE.all()
+
+
+def default_accelerator() -> str:
+    """The backend an integer device index refers to: the highest-priority non-CPU
+    backend that is available, else ``cpu``."""
+    for b in TABLE.all():
+        if b.name not in ("cpu", "meta") and b.is_available():
+            return b.name
+    return "cpu"
+
+
+def device(spec: Device | str | int, index: int | None = None) -> Device:
+    """``device("cuda:1")`` → ``Device(type="cuda", index=1)``; also takes a ``Device`` or an
+    int (an index on the current accelerator backend, see :func:`default_accelerator`)."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec < 0:
+            raise ValueError(f"device(): device index must be >= 0, got {spec}")
+        return Device(default_accelerator(), spec)
+    return parse_device(spec, index)
+
+

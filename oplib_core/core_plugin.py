@@ -1,0 +1,62 @@
+"""The core op set, registered through the same plugin path as everyone else's ops.
+
+Schemas (``opset.CORE_OPS``) are defined here; backends give the kernels. The cross-device
+copy ``oplib::_to_copy`` is the one op core implements itself: it only needs the backends'
+host transfer functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .backends import TABLE
+from .device import Device
+from .dispatcher import OpOverload
+from .hookspecs import hookimpl
+from .opset import CORE_OPS
+from .plugins import Registrar
+from .registry import REGISTRY
+
+_oplib_core_plugin = True
+
+TO_COPY = "oplib::_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
+
+
+def _clone() -> OpOverload:
+    return REGISTRY.ops["oplib::clone"].overload
+
+
+def _astype() -> OpOverload:
+    return REGISTRY.ops["oplib::astype"].overload
+
+
+def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None = None) -> Any:
+    """Copy ``self`` to ``device`` (through host memory when the backends differ) and/or
+    cast to ``dtype``. Always returns a new array."""
+    src = TABLE.for_type(type(self))
+    assert src is not None, "the dispatcher only calls kernels with recognised arrays"
+    here = src.device_of(self)
+    target = here if device is None else device
+    if target.type == src.name and (target.index is None or target.index == here.index):
+        out = _clone()(self)
+        return out if dtype is None or out.dtype == dtype else _astype()(out, dtype)
+    host = src.to_host(self)
+    if dtype is not None:
+        host = host.astype(dtype, copy=False)
+    dst = TABLE.get(target.type)
+    index = target.index if target.index is not None else 0
+    return dst.from_host(host, Device(dst.name, index))
+
+
+@hookimpl
+def oplib_define(registrar: Registrar) -> None:
+    for op in CORE_OPS:
+        registrar.define(op.schema, tags=op.tags)
+    registrar.define(TO_COPY)
+
+
+@hookimpl
+def oplib_impl(registrar: Registrar) -> None:
+    registrar.impl("oplib::_to_copy", "default", to_copy)

@@ -1,0 +1,129 @@
+"""``custom_op``: define an operator from a Python function (its schema inferred from the
+annotations), as ``torch.library.custom_op`` does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .dispatcher import OpOverload
+from .infer_schema import infer_schema
+from .library import Library, _normalize_types
+from .registry import FAKE, REGISTRY
+from .tags import Tag
+
+__all__ = ["CustomOpDef", "custom_op"]
+
+
+class CustomOpDef:
+    """An operator made by :func:`custom_op`. Call it like the function; add kernels with
+    ``register_kernel``, a fake kernel with ``register_fake``, a gradient formula with
+    ``register_autograd``. Its registrations live as long as this object's Library."""
+
+    def __init__(
+        self, namespace: str, name: str, schema: str, fn: Callable[..., Any],
+        tags: Iterable[Tag] = (),
+    ) -> None:
+        self._namespace = namespace
+        self._name = name
+        self._init_fn = fn
+        self._lib = Library(namespace, "FRAGMENT")
+        qualname = self._lib.define(f"{name}{schema}", tags=tuple(tags))
+        self._qualname = qualname
+        self._opoverload: OpOverload = REGISTRY.ops[qualname].overload
+        self.__name__ = name
+        self.__qualname__ = qualname
+        self.__doc__ = fn.__doc__
+        self.__module__ = getattr(fn, "__module__", __name__)
+
+    @property
+    def _schema(self) -> Any:
+        return self._opoverload._schema
+
+    def __repr__(self) -> str:
+        return f"<CustomOpDef({self._qualname})>"
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        return self._opoverload(*args, **kwargs)
+
+    def register_kernel(
+        self, device_types: str | Sequence[str] | None, fn: Callable[..., Any] | None = None,
+        /, *, allow_override: bool = False,
+    ) -> Any:
+        """Register ``fn`` for ``device_types`` (``"cpu"``, ``["cpu", "cuda"]``; ``None``
+        means every device). Usable as a decorator."""
+        keys = _normalize_types(device_types, "register_kernel")
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            added = []
+            try:
+                for key in keys:
+                    added.append(REGISTRY.add_kernel(
+                        self._qualname, key, f, allow_override=allow_override,
+                        api="register_kernel",
+                    ))
+            except BaseException:
+                for h in reversed(added):
+                    h.destroy()
+                raise
+            for h in added:
+                self._lib._register(h)
+            return f
+
+        return register if fn is None else register(fn)
+
+    def register_fake(self, fn: Callable[..., Any] | None = None, /) -> Any:
+        """Register the fake kernel (output metadata from data-less inputs)."""
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            self._lib._register(REGISTRY.add_kernel(self._qualname, FAKE, f, api="register_fake"))
+            return f
+
+        return register if fn is None else register(fn)
+
+    def register_autograd(
+        self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
+    ) -> None:
+        """Register the gradient formula (see :func:`oplib_core.register_autograd`)."""
+        from .autograd.registration import register_autograd  # noqa: PLC0415
+
+        register_autograd(self._opoverload, backward, setup_context=setup_context, lib=self._lib)
+
+    def _destroy(self) -> None:
+        self._lib._destroy()
+
+
+def custom_op(
+    name: str,
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    mutates_args: Iterable[str] | str,
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+    tags: Iterable[Tag] | Tag = (),
+) -> Any:
+    """Wrap ``fn`` into operator ``name`` (``"mylib::op"``). The schema comes from ``fn``'s
+    annotations unless given; ``mutates_args`` names the arguments ``fn`` writes to (``()``
+    for none). ``fn`` becomes the kernel for ``device_types`` (every device when None) and
+    receives native arrays. Usable as a decorator."""
+    if not isinstance(name, str) or "::" not in name:
+        raise ValueError(
+            f"custom_op(): expected a qualified name 'namespace::op_name', got {name!r}"
+        )
+    namespace, _, opname = name.partition("::")
+    tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
+
+    def inner(f: Callable[..., Any]) -> CustomOpDef:
+        schema_str = schema if schema is not None else infer_schema(
+            f, mutates_args=mutates_args, op_name=name
+        )
+        op = CustomOpDef(namespace, opname, schema_str, f, tag_tuple)
+        try:
+            op.register_kernel(device_types, f)
+        except BaseException:
+            op._destroy()
+            raise
+        return op
+
+    return inner if fn is None else inner(fn)

@@ -1,0 +1,599 @@
+"""The hot path: calling an operator.
+
+``OpOverload.__call__`` handles the common case (positional arguments, every tensor
+argument of one array class, no active mode) with a type check and one dict lookup in the
+op's cache; everything else goes through ``_call_slow``, which binds arguments to the
+schema, picks the backend, runs modes and autograd, resolves the kernel (as torch's
+``resolve_key`` does) and fills the cache for next time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .arguments import Binder
+from .backends import TABLE, Backend
+from .device import Device
+from .errors import BackendError, DeviceMismatchError, NoKernelError
+from .grad_mode import STATE as GRAD
+from .registry import (
+    AUTOGRAD,
+    COMPOSITE_EXPLICIT,
+    COMPOSITE_IMPLICIT,
+    FAKE,
+    REGISTRY,
+    Kernel,
+    OpEntry,
+)
+from .schema import BaseType, ListType, OptionalType
+from .tensor import Tensor
+
+__all__ = ["DispatchKeySet", "DispatchMode", "OpOverload", "active_modes"]
+
+# Number of modes active in any thread: the hot path's only check for modes.
+_active = [0]
+_active_lock = threading.Lock()
+
+
+class _ModeStack(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[DispatchMode] = []
+
+
+_MODES = _ModeStack()
+
+
+def _push(mode: DispatchMode) -> None:
+    with _active_lock:
+        _MODES.stack.append(mode)
+        _active[0] += 1
+
+
+def _pop() -> DispatchMode:
+    with _active_lock:
+        mode = _MODES.stack.pop()
+        _active[0] -= 1
+        return mode
+
+
+def active_modes() -> tuple[DispatchMode, ...]:
+    """The dispatch modes active in this thread, innermost last."""
+    return tuple(_MODES.stack)
+
+
+class DispatchMode:
+    """Intercepts every operator call in this thread while active (``with Mode(): ...``).
+
+    Override ``__oplib_dispatch__(op, args, kwargs)``; inside it the mode is inactive, so
+    calling ``op(*args, **kwargs)`` runs the operator normally (or reaches the next outer
+    mode). ``op.py_impl(ModeClass)`` gives one op its own handler
+    ``fn(mode, *args, **kwargs)`` under that mode.
+    """
+
+    def __oplib_dispatch__(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return op(*args, **kwargs)
+
+    def __enter__(self) -> DispatchMode:
+        _push(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stack = _MODES.stack
+        if not stack or stack[-1] is not self:
+            raise RuntimeError(f"{type(self).__name__}: modes must exit in the reverse order they entered")
+        _pop()
+
+
+class DispatchKeySet:
+    """The keys a ``with_keyset=True`` kernel may redispatch to (highest priority first)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+
+    def highest_priority(self) -> str:
+        if not self.keys:
+            raise RuntimeError("redispatch(): the key set is empty")
+        return self.keys[0]
+
+    def remove(self, key: str) -> DispatchKeySet:
+        return DispatchKeySet(tuple(k for k in self.keys if k != key))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys
+
+    def __repr__(self) -> str:
+        return f"DispatchKeySet({', '.join(self.keys)})"
+
+
+def _is_plain_tensor(t: Any) -> bool:
+    return isinstance(t, BaseType) and t.name == "Tensor"
+
+
+def _tensor_like(t: Any) -> tuple[bool, bool]:
+    """(is tensor-like, is a list of tensors)."""
+    if isinstance(t, OptionalType):
+        return _tensor_like(t.elem)
+    if isinstance(t, ListType):
+        inner, _ = _tensor_like(t.elem)
+        return inner, inner
+    return _is_plain_tensor(t), False
+
+
+_FAST_TYPES: dict[str, frozenset[type]] = {
+    "int": frozenset({int}),
+    "SymInt": frozenset({int}),
+    "float": frozenset({float}),
+    "bool": frozenset({bool}),
+    "str": frozenset({str}),
+    "Scalar": frozenset({int, float, bool}),
+}
+
+
+class _Slot:
+    """Where a tensor-like argument sits in the bound arguments."""
+
+    __slots__ = ("index", "is_list", "kw", "name")
+
+    def __init__(self, name: str, kw: bool, index: Any, is_list: bool) -> None:
+        self.name = name
+        self.kw = kw
+        self.index = index
+        self.is_list = is_list
+
+
+class OpOverload:
+    """One overload of an operator (``ops.mylib.add.default``, ``ops.mylib.add.out``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_binder",
+        "_cache",
+        "_checks",
+        "_device_arg",
+        "_entry",
+        "_key0",
+        "_key_pos",
+        "_key_rest",
+        "_npos",
+        "_overloadname",
+        "_returns",
+        "_schema",
+        "_single_plain_return",
+        "_slots",
+        "overloadpacket",
+    )
+
+    def __init__(self, entry: OpEntry) -> None:
+        self._entry = entry
+        self._schema = entry.schema
+        self._overloadname = entry.schema.overload_name or "default"
+        self._cache = entry.cache
+        self._binder = Binder(entry.schema, entry.qualname)
+        self.overloadpacket: Any = None
+        self._plan()
+
+    def _plan(self) -> None:
+        schema = self._schema
+        key_pos: list[int] = []
+        checks: list[tuple[int, frozenset[type]]] = []
+        fast = not any(a.kwarg_only for a in schema.arguments)
+        slots: list[_Slot] = []
+        self._device_arg: _Slot | None = None
+        pos_i = 0
+        for a in schema.arguments:
+            is_tensor, is_list = _tensor_like(a.type)
+            index: Any = a.name if a.kwarg_only else pos_i
+            if is_tensor:
+                slots.append(_Slot(a.name, a.kwarg_only, index, is_list))
+            base = a.type.elem if isinstance(a.type, OptionalType) else a.type
+            if isinstance(base, BaseType) and base.name == "Device" and self._device_arg is None:
+                self._device_arg = _Slot(a.name, a.kwarg_only, index, False)
+            if not a.kwarg_only:
+                if _is_plain_tensor(a.type):
+                    key_pos.append(pos_i)
+                elif isinstance(a.type, BaseType) and a.type.name in _FAST_TYPES:
+                    checks.append((pos_i, _FAST_TYPES[a.type.name]))
+                else:
+                    fast = False
+                pos_i += 1
+        if not key_pos:
+            fast = False
+        self._slots = tuple(slots)
+        self._key_pos = tuple(key_pos)
+        self._key0 = key_pos[0] if key_pos else 0
+        self._key_rest = tuple(key_pos[1:])
+        self._checks = tuple(checks)
+        self._npos = pos_i if fast else -1
+        self._returns = _return_plan(schema)
+        rets = schema.returns
+        self._single_plain_return = (
+            len(rets) == 1 and _is_plain_tensor(rets[0].type) and rets[0].annotation is None
+        )
+
+    # -- hot path ---------------------------------------------------------------------------
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or _active[0] or len(args) != self._npos:
+            return self._call_slow(args, kwargs)
+        t = type(args[self._key0])
+        for i in self._key_rest:
+            if type(args[i]) is not t:
+                return self._call_slow(args, kwargs)
+        for i, ok in self._checks:
+            if type(args[i]) not in ok:
+                return self._call_slow(args, kwargs)
+        fn = self._cache.get(t)
+        if fn is None:
+            return self._call_slow(args, kwargs)
+        return fn(*args)
+
+    def _call_tensors(self, *args: Any) -> Any:
+        """Cached entry for all-Tensor calls (reached from ``__call__`` via the cache)."""
+        native = list(args)
+        requires_grad = False
+        for i in self._key_pos:
+            a = args[i]
+            if a._rg:
+                requires_grad = True
+            native[i] = a._data
+        if requires_grad and GRAD.enabled:
+            return self._call_slow(args, {})
+        t = type(native[self._key0])
+        for i in self._key_rest:
+            if type(native[i]) is not t:
+                return self._call_slow(args, {})
+        fn = self._cache.get((Tensor, t))
+        if fn is None:
+            return self._call_slow(args, {})
+        out = fn(*native)
+        if self._single_plain_return:
+            return Tensor._wrap(out)
+        return self._wrap(out, list(args), {})
+
+    # -- slow path --------------------------------------------------------------------------
+    def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        entry = self._entry
+        if not entry.alive:
+            raise RuntimeError(
+                f"operator {entry.qualname} no longer exists: the Library that defined it was "
+                "destroyed"
+            )
+        if _active[0] and _MODES.stack:
+            return self._call_mode(args, kwargs)
+        bargs, bkwargs = self._binder.bind(args, kwargs)
+        return self._dispatch(bargs, bkwargs, fill_cache=not kwargs and len(args) == self._npos)
+
+    def _call_mode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        mode = _pop()
+        try:
+            handler = self._entry.py_kernels.get(type(mode))
+            if handler is not None:
+                return handler(mode, *args, **kwargs)
+            return mode.__oplib_dispatch__(self, args, kwargs)
+        finally:
+            _push(mode)
+
+    def _dispatch(
+        self, bargs: list[Any], bkwargs: dict[str, Any], *, fill_cache: bool = False
+    ) -> Any:
+        nargs = list(bargs)
+        nkwargs = dict(bkwargs)
+        tensors_in = False
+        requires_grad = False
+        found: list[tuple[str, Any, Callable[[Any], None]]] = []
+        for slot in self._slots:
+            container: Any = nkwargs if slot.kw else nargs
+            value = container[slot.index]
+            if value is None:
+                continue
+            if slot.is_list:
+                items = list(value)
+                for j, item in enumerate(items):
+                    if item is None:
+                        continue
+                    if type(item) is Tensor:
+                        tensors_in = True
+                        requires_grad = requires_grad or item._rg
+                        item = item._data
+                        items[j] = item
+                    found.append((f"{slot.name}[{j}]", item, _setter(items, j)))
+                container[slot.index] = items
+            else:
+                if type(value) is Tensor:
+                    tensors_in = True
+                    requires_grad = requires_grad or value._rg
+                    value = value._data
+                    container[slot.index] = value
+                found.append((slot.name, value, _setter(container, slot.index)))
+
+        backend, converted = self._backend_for(found, nargs, nkwargs)
+        if tensors_in and requires_grad and GRAD.enabled:
+            autograd = self._autograd_kernel(backend)
+            if autograd is not None:
+                return autograd(*bargs, **bkwargs)
+        fn, key = self._kernel(backend)
+        if key == COMPOSITE_IMPLICIT:
+            return fn(*bargs, **bkwargs)
+        out = fn(*nargs, **nkwargs)
+        if fill_cache and not converted and found and not (backend.multi_device and len(found) > 1):
+            cls = type(found[0][1])
+            if all(type(f[1]) is cls for f in found):
+                with REGISTRY.lock:
+                    if self._entry.cache is self._cache and self._kernel(backend)[0] is fn:
+                        if tensors_in:
+                            self._cache[(Tensor, cls)] = fn
+                            self._cache[Tensor] = self._call_tensors
+                        else:
+                            self._cache[cls] = fn
+        if tensors_in:
+            return self._wrap(out, bargs, bkwargs)
+        return out
+
+    def _backend_for(
+        self, found: list[tuple[str, Any, Callable[[Any], None]]], nargs: list[Any],
+        nkwargs: dict[str, Any],
+    ) -> tuple[Backend, bool]:
+        """The backend the call runs on; moves 0-d CPU arrays (scalars) to it if needed."""
+        if not found:
+            return self._factory_backend(nargs, nkwargs), False
+        for_type = TABLE.for_type
+        main: list[tuple[str, Any, Backend]] = []
+        scalars: list[tuple[str, Any, Backend, Callable[[Any], None]]] = []
+        for name, arr, setter in found:
+            b = for_type(type(arr))
+            if b is None:
+                raise TypeError(
+                    f"{self._entry.qualname}(): argument {name!r} is a {type(arr).__name__}, "
+                    f"which no installed backend recognises ({TABLE.names_text()})"
+                )
+            if b.name == "cpu" and getattr(arr, "ndim", None) == 0:
+                scalars.append((name, arr, b, setter))
+            else:
+                main.append((name, arr, b))
+        if not main:
+            return scalars[0][2], False
+        backend = main[0][2]
+        backends = {b.name: b for _, _, b in main}
+        if len(backends) > 1:
+            backend = self._accepting_backend(backends, main)
+        if backend.multi_device:
+            devices = {name: backend.device_of(arr) for name, arr, b in main if b is backend}
+            if len(set(devices.values())) > 1:
+                self._mismatch({n: str(d) for n, d in devices.items()})
+        converted = False
+        if backend.name != "cpu" and scalars and "cpu" not in backend.spec.accepts:
+            dev = backend.device_of(main[0][1])
+            for _, arr, _, setter in scalars:
+                setter(backend.from_host(arr, dev))
+            converted = True
+        return backend, converted
+
+    def _accepting_backend(
+        self, backends: dict[str, Backend], main: list[tuple[str, Any, Backend]]
+    ) -> Backend:
+        for b in backends.values():
+            if all(o == b.name or o in b.spec.accepts for o in backends):
+                return b
+        self._mismatch({name: str(b.device_of(arr)) for name, arr, b in main})
+        raise AssertionError("unreachable")
+
+    def _mismatch(self, devices: dict[str, str]) -> None:
+        listing = ", ".join(f"{n!r} on {d}" for n, d in devices.items())
+        raise DeviceMismatchError(
+            f"{self._entry.qualname}(): expected all tensor arguments on one device, got "
+            f"{listing}; move them with .to(device) first",
+            op=self._entry.qualname,
+            devices=devices,
+        )
+
+    def _factory_backend(self, nargs: list[Any], nkwargs: dict[str, Any]) -> Backend:
+        slot = self._device_arg
+        dev: Device | None = None
+        if slot is not None:
+            dev = (nkwargs if slot.kw else nargs)[slot.index]
+        name = "cpu" if dev is None else dev.type
+        backend = TABLE.find(name)
+        if backend is None:
+            raise BackendError(
+                f"{self._entry.qualname}(): no backend {name!r} is installed (installed: "
+                f"{TABLE.names_text()})"
+            )
+        return backend
+
+    # -- kernel resolution (mirrors torch's resolve_key) -----------------------------------
+    def _kernel(self, backend: Backend) -> tuple[Callable[..., Any], str]:
+        entry = self._entry
+        cached = entry.cache.get(backend.name)
+        if cached is not None:
+            return cached
+        with REGISTRY.lock:
+            found = self._resolve(backend)
+            if entry.cache is self._cache:
+                entry.cache[backend.name] = found
+            return found
+
+    def _resolve(self, backend: Backend) -> tuple[Callable[..., Any], str]:
+        entry = self._entry
+        name = backend.name
+        keys = [name]
+        if backend.spec.fake_kernels:
+            keys.append(FAKE)
+        keys.append(COMPOSITE_EXPLICIT)
+        for key in keys:
+            fn = self._lookup(key, (name,))
+            if fn is not None:
+                return fn, key
+        if not entry.has_kernel(name) and name not in entry.py_kernels:
+            fn = self._lookup(COMPOSITE_IMPLICIT, (name,))
+            if fn is not None:
+                return fn, COMPOSITE_IMPLICIT
+        raise self._no_kernel(backend)
+
+    def _lookup(self, key: str, below: tuple[str, ...]) -> Callable[..., Any] | None:
+        entry = self._entry
+        py = entry.py_kernels.get(key)
+        if py is not None:
+            return py
+        k: Kernel | None = entry.kernel(key)
+        if k is None or k.is_fallthrough:
+            return None
+        if k.with_keyset:
+            fn = k.fn
+            keyset = DispatchKeySet(below)
+            return lambda *a, **kw: fn(keyset, *a, **kw)
+        return k.fn
+
+    def _autograd_kernel(self, backend: Backend) -> Callable[..., Any] | None:
+        """The kernel for the Autograd key, ``None`` to go straight to the backend
+        (fallthrough), or an error when the op has no formula."""
+        entry = self._entry
+        k = entry.py_kernels.get(AUTOGRAD) or entry.kernel(AUTOGRAD)
+        if isinstance(k, Kernel):
+            if k.is_fallthrough:
+                return None
+            if k.with_keyset:
+                fn, keyset = k.fn, DispatchKeySet((backend.name,))
+                return lambda *a, **kw: fn(keyset, *a, **kw)
+            return k.fn
+        if k is not None:
+            return k
+        has_backend = entry.has_kernel(backend.name) or entry.has_kernel(COMPOSITE_EXPLICIT)
+        implicit = self._lookup(COMPOSITE_IMPLICIT, (backend.name,))
+        if implicit is not None and not has_backend:
+            return implicit
+        raise RuntimeError(
+            f"Autograd has not been implemented for operator {entry.qualname}: an input "
+            "requires grad but the op has no autograd formula. Register one with "
+            f"oplib.register_autograd({entry.qualname!r}, backward, setup_context=...), or "
+            "call it under oplib.no_grad() or on detached inputs."
+        )
+
+    def _no_kernel(self, backend: Backend) -> NoKernelError:
+        entry = self._entry
+        have = sorted(k for k in entry.kernels if k != AUTOGRAD) or ["(none)"]
+        fake_hint = " (a fake kernel, register_fake, also serves this device)" if (
+            backend.spec.fake_kernels
+        ) else ""
+        return NoKernelError(
+            f"{entry.qualname}(): no kernel for backend {backend.name!r} (dispatch key "
+            f"{backend.key}){fake_hint}. Kernels are registered for: {', '.join(have)}. "
+            f"Installed backends: {TABLE.names_text()}. Register one with "
+            f"oplib.register_kernel({entry.qualname!r}, {backend.name!r}) or a 'default' kernel.",
+            op=entry.qualname,
+            key=backend.key,
+        )
+
+    # -- results ----------------------------------------------------------------------------
+    def _wrap(self, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
+        plan = self._returns
+        if len(plan) == 1:
+            return self._wrap_one(plan[0], out, bargs, bkwargs)
+        return tuple(self._wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True))
+
+    @staticmethod
+    def _wrap_one(plan: tuple[str, Any], value: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
+        kind, alias = plan
+        if alias is not None:
+            kw, index = alias
+            original = (bkwargs if kw else bargs)[index]
+            if type(original) is Tensor and original._data is value:
+                return original
+        if kind == "tensor":
+            return value if value is None else Tensor._wrap(value)
+        if kind == "list":
+            return [Tensor._wrap(v) for v in value]
+        return value
+
+    # -- introspection ----------------------------------------------------------------------
+    def name(self) -> str:
+        """``"ns::op"`` or ``"ns::op.overload"``."""
+        return self._entry.qualname
+
+    @property
+    def namespace(self) -> str:
+        return self._schema.namespace
+
+    @property
+    def tags(self) -> tuple[Any, ...]:
+        return self._entry.tags
+
+    def __repr__(self) -> str:
+        ns, _, op = self._schema.qualname.partition("::")
+        return f"<OpOverload(op='{ns}.{op}', overload='{self._overloadname}')>"
+
+    def __str__(self) -> str:
+        ns, _, op = self._schema.qualname.partition("::")
+        return f"{ns}.{op}.{self._overloadname}"
+
+    def py_impl(self, key: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: a Python kernel for a dispatch key (``"CPU"``, ``"Autograd"``...) or a
+        ``DispatchMode`` subclass (called as ``fn(mode, *args, **kwargs)``), taking
+        precedence over the kernels in the table."""
+        if isinstance(key, type) and issubclass(key, DispatchMode):
+            norm: Any = key
+        else:
+            norm = REGISTRY.normalize_key(key, api="py_impl")
+
+        def inner(fn: Callable[..., Any]) -> Callable[..., Any]:
+            REGISTRY.add_py_kernel(self._entry.qualname, norm, fn)
+            return fn
+
+        return inner
+
+    def redispatch(self, keyset: DispatchKeySet, /, *args: Any, **kwargs: Any) -> Any:
+        """Call the kernel of ``keyset``'s highest-priority key directly (no modes, no
+        autograd above it)."""
+        key = REGISTRY.normalize_key(keyset.highest_priority(), api="redispatch")
+        bargs, bkwargs = self._binder.bind(args, kwargs)
+        if key == AUTOGRAD:
+            backend = TABLE.get(keyset.remove(AUTOGRAD).highest_priority())
+            fn = self._autograd_kernel(backend)
+            if fn is not None:
+                return fn(*bargs, **bkwargs)
+            key = backend.name
+        fn = self._lookup(key, keyset.remove(key).keys)
+        if fn is None:
+            raise self._no_kernel(TABLE.get(key))
+        return fn(*bargs, **bkwargs)
+
+    def kernels(self) -> Iterator[tuple[str, Kernel]]:
+        for key, stack in self._entry.kernels.items():
+            yield key, stack[-1]
+
+
+def _setter(container: Any, index: Any) -> Callable[[Any], None]:
+    def set_value(value: Any) -> None:
+        container[index] = value
+
+    return set_value
+
+
+def _return_plan(schema: Any) -> tuple[tuple[str, Any], ...]:
+    """Per return: ("tensor" | "list" | "other", alias slot of the input it returns or None)."""
+    aliases: dict[frozenset[str], tuple[bool, Any]] = {}
+    pos_i = 0
+    for a in schema.arguments:
+        if a.annotation is not None and a.annotation.is_write:
+            aliases[frozenset(a.annotation.alias_set)] = (a.kwarg_only, a.name if a.kwarg_only else pos_i)
+        if not a.kwarg_only:
+            pos_i += 1
+    plan = []
+    for r in schema.returns:
+        is_tensor, is_list = _tensor_like(r.type)
+        kind = "list" if is_list else ("tensor" if is_tensor else "other")
+        alias = None
+        if r.annotation is not None and r.annotation.is_write:
+            alias = aliases.get(frozenset(r.annotation.alias_set))
+        plan.append((kind, alias))
+    return tuple(plan)
+
+
+def _install(event: str, entry: OpEntry) -> None:
+    if event == "defined" and entry.overload is None:
+        entry.overload = OpOverload(entry)
+
+
+REGISTRY.add_listener(_install)

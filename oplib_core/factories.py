@@ -1,0 +1,151 @@
+"""Tensor factories: ``tensor``, ``empty``, ``zeros``, ``ones``, ``full``, ``arange``, the
+``*_like`` forms, and ``from_dlpack``. They call the core factory ops, so every backend's
+kernels serve them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .backends import TABLE
+from .backends import device as to_device
+from .device import Device
+from .dtypes import get_default_dtype
+from .errors import BackendError
+from .registry import REGISTRY
+from .tensor import Tensor
+
+__all__ = [
+    "arange",
+    "empty",
+    "empty_like",
+    "from_dlpack",
+    "full",
+    "ones",
+    "tensor",
+    "zeros",
+    "zeros_like",
+]
+
+
+def _call(qualname: str, *args: Any, **kwargs: Any) -> Any:
+    return REGISTRY.ops[qualname].overload(*args, **kwargs)
+
+
+def _size(size: tuple[Any, ...]) -> list[Any]:
+    if len(size) == 1 and isinstance(size[0], (Sequence, np.ndarray)) and not isinstance(size[0], str):
+        return list(size[0])
+    return list(size)
+
+
+def _device(device: Any) -> Device | None:
+    return None if device is None else to_device(device)
+
+
+def _finish(data: Any, requires_grad: bool) -> Tensor:
+    t = Tensor._wrap(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(
+    data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """A Tensor from Python data or a native array of any installed backend.
+
+    Native arrays are wrapped without a copy when neither ``dtype`` nor ``device`` asks for a
+    change (a cupy array becomes a ``cuda`` tensor, a dask array a ``dask`` tensor). Python
+    floats become the default dtype (float32), as in torch.
+    """
+    if isinstance(data, Tensor):
+        data = data._data
+    backend = TABLE.for_type(type(data))
+    if backend is None:
+        arr = np.asarray(data)
+        if arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+            arr = arr.astype(get_default_dtype())
+        if arr.dtype.kind in "OUSV":
+            raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data ({arr.dtype})")
+        data = arr
+        if TABLE.find("cpu") is None:
+            raise BackendError("tensor(): the cpu backend (oplib-cpu) is not installed")
+    t = Tensor._wrap(data)
+    if dtype is not None or device is not None:
+        t = t.to(device, dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor of ``size`` (ints, or one sequence)."""
+    return _finish(_call("oplib::empty", _size(size), dtype=dtype, device=_device(device)), requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _finish(_call("oplib::zeros", _size(size), dtype=dtype, device=_device(device)), requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _finish(_call("oplib::ones", _size(size), dtype=dtype, device=_device(device)), requires_grad)
+
+
+def full(
+    size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _finish(
+        _call("oplib::full", list(size), fill_value, dtype=dtype, device=_device(device)),
+        requires_grad,
+    )
+
+
+def arange(
+    start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``arange(end)`` or ``arange(start, end, step)``; ints give int64, floats the default dtype."""
+    dev = _device(device)
+    if end is None:
+        data = _call("oplib::arange", start, dtype=dtype, device=dev)
+    else:
+        data = _call("oplib::arange.start", start, end, step, dtype=dtype, device=dev)
+    return _finish(data, requires_grad)
+
+
+def _like(name: str, other: Tensor, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{name}_like(): expected a Tensor, got {type(other).__name__}")
+    dev = _device(device) if device is not None else other.device
+    return _finish(
+        _call(f"oplib::{name}", list(other.shape), dtype=dtype or other.dtype, device=dev),
+        requires_grad,
+    )
+
+
+def empty_like(other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like("empty", other, dtype, device, requires_grad)
+
+
+def zeros_like(other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like("zeros", other, dtype, device, requires_grad)
+
+
+def ones_like(other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like("ones", other, dtype, device, requires_grad)
+
+
+def from_dlpack(obj: Any) -> Tensor:
+    """Zero-copy import of any DLPack producer (torch, jax, cupy, numpy arrays) as a Tensor
+    on the backend that owns its device."""
+    dev_type, _ = obj.__dlpack_device__()
+    for b in TABLE.all():
+        if b.spec.dlpack_device_type == dev_type and b.spec.from_dlpack is not None:
+            return Tensor._wrap(b.spec.from_dlpack(obj))
+    raise BackendError(
+        f"from_dlpack(): no installed backend imports DLPack device type {dev_type} "
+        f"(installed: {TABLE.names_text()})"
+    )

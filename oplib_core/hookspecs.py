@@ -1,0 +1,91 @@
+"""Hook specifications: the plugin author's manual.
+
+A plugin is a module (or object) with functions marked ``@oplib_core.hookimpl`` whose names
+are the hooks below, published through an entry point in group ``oplib``::
+
+    [project.entry-points.oplib]
+    acme = "acme_ops.plugin"
+
+When ``oplib_core`` is imported, every plugin is loaded and the hooks run in phases over
+all plugins: ``oplib_backends`` → ``oplib_define`` → ``oplib_impl`` →
+``oplib_register_fake`` → ``oplib_register_autograd``. So a plugin may give kernels to ops
+another plugin defines, whatever the install order. A plugin that fails to import, or whose
+hook raises, is reported (``oplib plugins list``) and skipped; what its failing hook had
+registered is rolled back, and every other plugin still loads.
+
+The ``registrar`` passed to the registration hooks has the methods ``define``, ``impl``,
+``register_kernel``, ``register_fake`` and ``register_autograd``, taking the same
+arguments as the top-level functions of ``oplib_core`` (without ``lib=``). Everything
+registered through it is credited to the plugin (``oplib ops show`` prints the plugin,
+distribution, version and ``file:line``).
+
+Loading a plugin module must be cheap: do not import heavy array libraries (cupy, dask) at
+module level; import them inside the callables of your ``BackendSpec`` and your kernels.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .backends import BackendSpec
+    from .plugins import Registrar
+
+PROJECT = "oplib"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def oplib_backends() -> list[BackendSpec]:
+    """Return the device backends this plugin provides, as a list of ``BackendSpec``.
+
+    Runs first. Each spec needs a ``name`` (the device type, e.g. ``"cuda"``) and a way to
+    recognise its arrays (``array_types``, or ``array_type_names`` such as
+    ``("cupy.ndarray",)`` so that the library is not imported until needed). Kernels other
+    plugins registered for this device type earlier go live when the backend appears.
+    """
+
+
+@hookspec
+def oplib_define(registrar: Registrar) -> None:
+    """Define operators: ``registrar.define("acme::scaled_add", "(Tensor x, Tensor y, *,
+    float alpha=1.0) -> Tensor", tags=(oplib_core.Tag.pointwise,))``.
+
+    Defining an operator another plugin already defined is a conflict: this plugin's hook
+    is rolled back and reported as failed, naming both origins.
+    """
+
+
+@hookspec
+def oplib_impl(registrar: Registrar) -> None:
+    """Register kernels: ``registrar.impl("acme::scaled_add", "cpu", fn)`` or
+    ``registrar.register_kernel(op, ["cpu", "cuda"], fn)``.
+
+    A kernel receives native arrays of its device (numpy for ``cpu``, cupy for ``cuda``),
+    positional schema arguments positionally (defaults filled in) and keyword-only ones by
+    keyword, and returns native arrays. A kernel for a device whose backend is not
+    installed is kept and shown as waiting until that backend registers. Registering a
+    kernel for an op and key that another plugin already covers is a conflict.
+    """
+
+
+@hookspec
+def oplib_register_fake(registrar: Registrar) -> None:
+    """Register fake kernels: ``registrar.register_fake("acme::scaled_add", fn)``; ``fn``
+    gets data-less arrays and returns data-less outputs (``oplib_core.empty_like`` ...)."""
+
+
+@hookspec
+def oplib_register_autograd(registrar: Registrar) -> None:
+    """Register gradient formulas: ``registrar.register_autograd(op, backward,
+    setup_context=setup_context)``, as ``oplib_core.register_autograd``."""
+
+
+@hookspec
+def oplib_sample_inputs(op: Any, device: Any) -> Any:
+    """Yield sample argument sets ``(args, kwargs)`` for checking ``op`` on ``device``
+    (used by ``oplib check`` and ``opcheck``); return None for ops you know nothing about."""

@@ -1,0 +1,326 @@
+"""The registration API, mirroring ``torch.library``: ``Library``, ``define``, ``impl``,
+``register_kernel``, ``register_fake``. A Library owns its registrations: destroying it (or
+losing the last reference to it) removes exactly those, and its ops vanish from ``ops``."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from .dispatcher import OpOverload
+from .errors import RegistrationError
+from .ops import OpOverloadPacket
+from .registry import FAKE, REGISTRY, Handle, fallthrough_kernel, origin_of
+from .schema import parse_schema, parse_signature
+from .tags import Tag
+
+__all__ = [
+    "Library",
+    "_scoped_library",
+    "define",
+    "fallthrough_kernel",
+    "impl",
+    "impl_abstract",
+    "register_fake",
+    "register_kernel",
+]
+
+_KINDS = ("DEF", "IMPL", "FRAGMENT")
+_def_lock = threading.Lock()
+_def_namespaces: dict[str, tuple[object, str]] = {}
+# Libraries made by the functional API (lib=None) live as long as the process.
+_keep_alive: dict[str, Library] = {}
+
+
+def _destroy_all(handles: list[Handle], ns: str, kind: str, def_token: object) -> None:
+    while handles:
+        handles.pop().destroy()
+    if kind == "DEF":
+        with _def_lock:
+            if _def_namespaces.get(ns, (None,))[0] is def_token:
+                del _def_namespaces[ns]
+
+
+class Library:
+    """A set of registrations in one namespace whose lifetime is the Library's.
+
+    ``kind`` is ``"DEF"`` (the namespace's owner: defines ops; one per namespace),
+    ``"FRAGMENT"`` (defines more ops in a namespace) or ``"IMPL"`` (only kernels).
+    ``dispatch_key`` is the default key for :meth:`impl`.
+    """
+
+    def __init__(
+        self, ns: str, kind: str, dispatch_key: str = "", *, _allow_reserved: bool = False
+    ) -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"Library(): kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+        if not isinstance(ns, str) or not ns.isidentifier():
+            raise ValueError(f"Library(): namespace must be an identifier, got {ns!r}")
+        if ns in REGISTRY.RESERVED_NAMESPACES and kind != "IMPL" and not _allow_reserved:
+            raise ValueError(
+                f"Library({ns!r}, {kind!r}): {ns!r} is a reserved namespace (the core op set); "
+                "define your operators in your own namespace"
+            )
+        if dispatch_key:
+            REGISTRY.normalize_key(dispatch_key, api="Library")
+        self.ns = ns
+        self.kind = kind
+        self.dispatch_key = dispatch_key
+        self._handles: list[Handle] = []
+        self._op_defs: set[str] = set()
+        self._def_token = object()
+        if kind == "DEF":
+            with _def_lock:
+                if ns in _def_namespaces:
+                    raise ValueError(
+                        f"Library({ns!r}, 'DEF'): only one DEF library may exist per namespace and "
+                        f"one already exists (created at {_def_namespaces[ns][1]}); use kind "
+                        "'FRAGMENT' to add operators to it"
+                    )
+                _def_namespaces[ns] = (self._def_token, origin_of().source)
+        self._finalizer = weakref.finalize(
+            self, _destroy_all, self._handles, ns, kind, self._def_token
+        )
+
+    def __repr__(self) -> str:
+        return f"Library(kind={self.kind}, ns={self.ns}, dispatch_key={self.dispatch_key})"
+
+    def _check_alive(self, api: str) -> None:
+        if not self._finalizer.alive:
+            raise RuntimeError(f"Library.{api}(): this Library ({self.ns}) was destroyed")
+
+    def define(
+        self, schema: str, alias_analysis: str = "", *, tags: Iterable[Tag] | Tag = ()
+    ) -> str:
+        """Define an operator from a full schema ``"name.overload(Tensor x) -> Tensor"``;
+        returns its qualified name."""
+        self._check_alive("define")
+        if self.kind == "IMPL":
+            raise RegistrationError(
+                f"Library({self.ns!r}, 'IMPL').define(): IMPL libraries cannot define "
+                "operators; use a DEF or FRAGMENT library"
+            )
+        if alias_analysis not in ("", "FROM_SCHEMA", "CONSERVATIVE"):
+            raise ValueError(f"define(): invalid alias_analysis {alias_analysis!r}")
+        parsed = parse_schema(schema)
+        ns, sep, name = parsed.name.rpartition("::")
+        if sep and ns != self.ns:
+            raise ValueError(
+                f"Library.define(): schema {schema!r} names namespace {ns!r} but this Library is "
+                f"for {self.ns!r}"
+            )
+        parsed = parsed.with_name(f"{self.ns}::{name}", parsed.overload_name)
+        tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
+        entry, handle = REGISTRY.define(parsed, tag_tuple)
+        self._handles.append(handle)
+        self._op_defs.add(entry.qualname)
+        return entry.qualname
+
+    def impl(
+        self,
+        op_name: str | OpOverload,
+        fn: Callable[..., Any],
+        dispatch_key: str = "",
+        *,
+        with_keyset: bool = False,
+        allow_override: bool = False,
+    ) -> None:
+        """Register ``fn`` as the kernel of ``op_name`` for ``dispatch_key`` (a key name such
+        as ``"CPU"``, a device type, ``"CompositeExplicitAutograd"``...; by default the
+        Library's key, else ``CompositeImplicitAutograd``)."""
+        self._check_alive("impl")
+        qualname = self._qualname(op_name)
+        key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
+        handle = REGISTRY.add_kernel(
+            qualname, key, fn, with_keyset=with_keyset, allow_override=allow_override,
+            api="Library.impl",
+        )
+        self._handles.append(handle)
+
+    def _register_fake(self, op_name: str | OpOverload, fn: Callable[..., Any], **kw: Any) -> None:
+        self._check_alive("_register_fake")
+        handle = REGISTRY.add_kernel(
+            self._qualname(op_name), FAKE, fn, api="register_fake", **kw
+        )
+        self._handles.append(handle)
+
+    def _register(self, handle: Handle) -> None:
+        self._handles.append(handle)
+
+    def _qualname(self, op_name: str | OpOverload) -> str:
+        qualname = qualname_of(op_name)
+        if "::" not in qualname:
+            qualname = f"{self.ns}::{qualname}"
+        ns = qualname.partition("::")[0]
+        if ns != self.ns:
+            raise ValueError(
+                f"Library({self.ns!r}).impl(): operator {qualname} is not in this Library's "
+                f"namespace; use Library({ns!r}, 'IMPL')"
+            )
+        return qualname
+
+    def _destroy(self) -> None:
+        """Remove every registration this Library made."""
+        self._finalizer()
+
+
+@contextlib.contextmanager
+def _scoped_library(ns: str, kind: str, dispatch_key: str = "") -> Iterator[Library]:
+    """A Library destroyed when the ``with`` block ends."""
+    lib = Library(ns, kind, dispatch_key)
+    try:
+        yield lib
+    finally:
+        lib._destroy()
+
+
+def qualname_of(op: Any) -> str:
+    """``"ns::name[.overload]"`` for a string, OpOverload, packet or custom op."""
+    if isinstance(op, str):
+        return op
+    if isinstance(op, OpOverload):
+        return op.name()
+    if isinstance(op, OpOverloadPacket):
+        return op._qualified_op_name
+    inner = getattr(op, "_opoverload", None)
+    if isinstance(inner, OpOverload):
+        return inner.name()
+    raise TypeError(
+        f"expected an operator (a 'ns::name' string, an OpOverload or a custom op), got {op!r}"
+    )
+
+
+def _lib_for(qualname: str, lib: Library | None) -> Library:
+    if lib is not None:
+        return lib
+    ns = qualname.partition("::")[0]
+    with _def_lock:
+        keep = _keep_alive.get(ns)
+        if keep is None:
+            keep = Library(ns, "FRAGMENT", _allow_reserved=True)
+            _keep_alive[ns] = keep
+        return keep
+
+
+def _split(qualname: str, api: str) -> tuple[str, str]:
+    ns, sep, name = qualname.partition("::")
+    if not sep or not ns or not name:
+        raise ValueError(f"{api}(): expected a qualified name 'namespace::name', got {qualname!r}")
+    return ns, name
+
+
+def define(
+    qualname: str, schema: str, *, lib: Library | None = None, tags: Iterable[Tag] | Tag = ()
+) -> str:
+    """Define ``qualname`` (``"mylib::sin"``) with an arguments-only ``schema``
+    (``"(Tensor x) -> Tensor"``); returns the qualified name."""
+    ns, name = _split(qualname, "define")
+    if ns in REGISTRY.RESERVED_NAMESPACES:
+        raise ValueError(f"define(): {ns!r} is a reserved namespace; use your own namespace")
+    op_name, _, overload = name.partition(".")
+    parsed = parse_signature(schema, name=op_name, overload_name=overload)
+    return _lib_for(qualname, lib).define(str(parsed), tags=tags)
+
+
+def _normalize_types(types: str | Sequence[str] | None, api: str) -> tuple[str, ...]:
+    if types is None:
+        return ("default",)
+    if isinstance(types, str):
+        return (types,)
+    out = tuple(types)
+    if not out or not all(isinstance(t, str) for t in out):
+        raise TypeError(f"{api}(): expected a device type or a sequence of them, got {types!r}")
+    return out
+
+
+def _register_many(
+    qualname: str, keys: tuple[str, ...], fn: Callable[..., Any], lib: Library | None,
+    api: str, allow_override: bool,
+) -> None:
+    handles: list[Handle] = []
+    try:
+        for key in keys:
+            handles.append(
+                REGISTRY.add_kernel(qualname, key, fn, allow_override=allow_override, api=api)
+            )
+    except BaseException:
+        for h in reversed(handles):
+            h.destroy()
+        raise
+    target = _lib_for(qualname, lib)
+    for h in handles:
+        target._register(h)
+
+
+def impl(
+    qualname: str | OpOverload,
+    types: str | Sequence[str],
+    func: Callable[..., Any] | None = None,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> Any:
+    """Register ``func`` for device types / ``"default"`` / dispatch key names; usable as a
+    decorator. ``allow_override=True`` replaces an existing kernel (the old one comes back
+    when the new registration goes)."""
+    name = qualname_of(qualname)
+    keys = _normalize_types(types, "impl")
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _register_many(name, keys, fn, lib, "impl", allow_override)
+        return fn
+
+    return register if func is None else register(func)
+
+
+def register_kernel(
+    op: Any,
+    device_types: str | Sequence[str] | None,
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> Any:
+    """Register a kernel of ``op`` for ``device_types`` (None: every device, as ``"default"``)."""
+    if hasattr(op, "register_kernel") and not isinstance(op, (str, OpOverload)) and lib is None:
+        return op.register_kernel(device_types, func, allow_override=allow_override)
+    name = qualname_of(op)
+    keys = _normalize_types(device_types, "register_kernel")
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _register_many(name, keys, fn, lib, "register_kernel", allow_override)
+        return fn
+
+    return register if func is None else register(func)
+
+
+def register_fake(
+    op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None,
+    allow_override: bool = False,
+) -> Any:
+    """Register the fake kernel of ``op``: computes output metadata (shape, dtype, device)
+    from data-less inputs. Serves the meta device and ``FakeTensorMode``."""
+    if hasattr(op, "register_fake") and not isinstance(op, (str, OpOverload)) and lib is None:
+        return op.register_fake(func)
+    name = qualname_of(op)
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _register_many(name, (FAKE,), fn, lib, "register_fake", allow_override)
+        return fn
+
+    return register if func is None else register(func)
+
+
+def impl_abstract(op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None) -> Any:
+    """Deprecated alias of :func:`register_fake`."""
+    warnings.warn(
+        "oplib.impl_abstract was renamed to oplib.register_fake; please use that instead",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return register_fake(op, func, lib=lib)

@@ -1,0 +1,166 @@
+"""``ops.<namespace>.<name>``: operator packets with overload resolution, kept in step with
+the registry (an op whose Library is destroyed disappears from here)."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from types import ModuleType
+from typing import Any
+
+from .dispatcher import OpOverload
+from .registry import REGISTRY, OpEntry
+
+__all__ = ["OpOverloadPacket", "ops"]
+
+
+class OpOverloadPacket:
+    """All overloads of ``ns::name``; calling it picks the first overload whose schema the
+    arguments fit (the default overload first, then in definition order)."""
+
+    __slots__ = ("__weakref__", "_name", "_ns", "_only", "_overloads", "_resolved")
+
+    def __init__(self, ns: str, name: str) -> None:
+        self._ns = ns
+        self._name = name
+        self._overloads: dict[str, OpOverload] = {}
+        self._only: OpOverload | None = None
+        self._resolved: dict[Any, OpOverload] = {}
+
+    def _set(self, overloads: dict[str, OpOverload]) -> None:
+        ordered = dict(sorted(overloads.items(), key=lambda kv: kv[0] != "default"))
+        self._overloads = ordered
+        self._resolved = {}
+        self._only = next(iter(ordered.values())) if len(ordered) == 1 else None
+
+    @property
+    def _qualified_op_name(self) -> str:
+        return f"{self._ns}::{self._name}"
+
+    def overloads(self) -> list[str]:
+        return list(self._overloads)
+
+    def __getattr__(self, name: str) -> OpOverload:
+        try:
+            return self._overloads[name]
+        except KeyError:
+            raise AttributeError(
+                f"operator {self._qualified_op_name} has no overload {name!r}; overloads: "
+                f"{', '.join(self._overloads) or '(none)'}"
+            ) from None
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        op = self._only
+        if op is None:
+            op = self._pick(args, kwargs)
+        return op(*args, **kwargs)
+
+    def _pick(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
+        sig = (tuple(map(type, args)), tuple(kwargs))
+        op = self._resolved.get(sig)
+        if op is not None:
+            return op
+        for candidate in self._overloads.values():
+            if candidate._binder.matches(args, kwargs):
+                if len(self._resolved) < 256:
+                    self._resolved[sig] = candidate
+                return candidate
+        if not self._overloads:
+            raise RuntimeError(f"operator {self._qualified_op_name} no longer exists")
+        schemas = "\n".join(f"  {o._schema}" for o in self._overloads.values())
+        raise TypeError(
+            f"{self._qualified_op_name}(): no overload matches the arguments "
+            f"({', '.join(type(a).__name__ for a in args)}"
+            f"{', ' if args and kwargs else ''}{', '.join(f'{k}=' for k in kwargs)}); "
+            f"tried:\n{schemas}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<OpOverloadPacket(op='{self._ns}.{self._name}')>"
+
+    def __str__(self) -> str:
+        return f"{self._ns}.{self._name}"
+
+
+class _OpNamespace(ModuleType):
+    """``ops.mylib``: packets are cached as attributes and dropped when their ops go."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"oplib_core.ops.{name}")
+        self.name = name
+
+    def __getattr__(self, op_name: str) -> OpOverloadPacket:
+        if op_name.startswith("__"):
+            raise AttributeError(op_name)
+        with REGISTRY.lock:
+            overloads = _overloads_of(self.name, op_name)
+            if not overloads:
+                raise AttributeError(
+                    f"'_OpNamespace' '{self.name}' object has no attribute '{op_name}': no "
+                    f"operator {self.name}::{op_name} is defined"
+                )
+            packet = OpOverloadPacket(self.name, op_name)
+            packet._set(overloads)
+            for ov in overloads.values():
+                ov.overloadpacket = packet
+            setattr(self, op_name, packet)
+            return packet
+
+
+def _overloads_of(ns: str, name: str) -> dict[str, OpOverload]:
+    prefix = f"{ns}::{name}"
+    out = {}
+    for qualname, entry in REGISTRY.ops.items():
+        if qualname == prefix or qualname.startswith(prefix + "."):
+            if entry.schema.qualname == prefix:
+                out[entry.overload._overloadname] = entry.overload
+    return out
+
+
+class _Ops(ModuleType):
+    """The root: ``ops.mylib`` is created on first access, like torch.ops."""
+
+    def __init__(self) -> None:
+        super().__init__("oplib_core.ops")
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> _OpNamespace:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        with self._lock:
+            ns = self.__dict__.get(name)
+            if ns is None:
+                ns = _OpNamespace(name)
+                setattr(self, name, ns)
+            return ns
+
+    def import_module(self, module: str) -> ModuleType:
+        """Import a Python module that registers operators (torch.ops.import_module)."""
+        return importlib.import_module(module)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(sorted({q.partition("::")[0] for q in REGISTRY.ops}))
+
+
+ops = _Ops()
+
+
+def _sync(event: str, entry: OpEntry) -> None:
+    if event not in ("defined", "undefined"):
+        return
+    ns_name, _, name = entry.schema.qualname.partition("::")
+    ns = ops.__dict__.get(ns_name)
+    if ns is None:
+        return
+    packet = ns.__dict__.get(name)
+    if packet is None:
+        return
+    overloads = _overloads_of(ns_name, name)
+    packet._set(overloads)
+    for ov in overloads.values():
+        ov.overloadpacket = packet
+    if not overloads:
+        delattr(ns, name)
+
+
+REGISTRY.add_listener(_sync)

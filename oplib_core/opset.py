@@ -1,0 +1,138 @@
+"""The standard op set of namespace ``oplib``: schemas and tags only, no behaviour.
+
+Backends bind kernels to these schemas (:func:`oplib_core.kernels.array_kernels` writes
+them once against an array namespace); fake kernels and autograd formulas live elsewhere.
+The cross-device copy (``_to_copy``) belongs to the dispatcher layer, not to this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oplib_core.tags import Tag
+
+__all__ = ["CORE_OPS", "NAMESPACE", "CoreOp"]
+
+#: The namespace every core op lives in.
+NAMESPACE = "oplib"
+
+
+@dataclass(frozen=True, slots=True)
+class CoreOp:
+    """One core operator: its full schema (``"oplib::add.Scalar(Tensor self, Scalar other)
+    -> Tensor"``) and the tags it is defined with."""
+
+    schema: str
+    tags: tuple[Tag, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The name with overload and without namespace (``"add"``, ``"add.Scalar"``): the key
+        of this op's kernel in :func:`oplib_core.kernels.array_kernels`."""
+        return self.schema.split("::", 1)[1].split("(", 1)[0]
+
+
+_P = (Tag.pointwise,)
+_R = (Tag.reduction,)
+_F = (Tag.factory,)
+
+#: Every core op, in definition order.
+CORE_OPS: tuple[CoreOp, ...] = (
+    # unary pointwise
+    CoreOp("oplib::neg(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::exp(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::log(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::sin(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::cos(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::tanh(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::sigmoid(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::relu(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::abs(Tensor self) -> Tensor", _P),
+    CoreOp("oplib::sqrt(Tensor self) -> Tensor", _P),
+    # binary pointwise
+    CoreOp("oplib::add(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::sub(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::mul(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::div(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::pow(Tensor self, Tensor exponent) -> Tensor", _P),
+    CoreOp("oplib::maximum(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::minimum(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::add.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::sub.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::mul.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::div.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::pow.Scalar(Tensor self, Scalar exponent) -> Tensor", _P),
+    # reversed scalar forms, for ``2.0 - t``, ``2.0 / t``, ``2.0 ** t``
+    CoreOp("oplib::rsub.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::rdiv.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::rpow.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    # comparisons (bool results)
+    CoreOp("oplib::eq(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::ne(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::lt(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::le(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::gt(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::ge(Tensor self, Tensor other) -> Tensor", _P),
+    CoreOp("oplib::eq.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::ne.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::lt.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::le.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::gt.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::ge.Scalar(Tensor self, Scalar other) -> Tensor", _P),
+    CoreOp("oplib::where(Tensor condition, Tensor self, Tensor other) -> Tensor", _P),
+    # reductions
+    CoreOp(
+        "oplib::sum(Tensor self, int[]? dim=None, bool keepdim=False, *, "
+        "ScalarType? dtype=None) -> Tensor",
+        _R,
+    ),
+    CoreOp(
+        "oplib::mean(Tensor self, int[]? dim=None, bool keepdim=False, *, "
+        "ScalarType? dtype=None) -> Tensor",
+        _R,
+    ),
+    CoreOp("oplib::amax(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor", _R),
+    CoreOp("oplib::amin(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor", _R),
+    # linear algebra
+    CoreOp("oplib::matmul(Tensor self, Tensor other) -> Tensor"),
+    # shape ops; annotated as in torch because their kernels may return views of ``self``
+    CoreOp("oplib::transpose(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"),
+    CoreOp("oplib::permute(Tensor(a) self, int[] dims) -> Tensor(a)"),
+    CoreOp("oplib::reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)"),
+    CoreOp("oplib::broadcast_to(Tensor(a) self, SymInt[] size) -> Tensor(a)"),
+    CoreOp("oplib::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"),
+    CoreOp("oplib::squeeze(Tensor(a) self, int[]? dim=None) -> Tensor(a)"),
+    CoreOp("oplib::cat(Tensor[] tensors, int dim=0) -> Tensor"),
+    CoreOp("oplib::stack(Tensor[] tensors, int dim=0) -> Tensor"),
+    # copies
+    CoreOp("oplib::clone(Tensor self) -> Tensor"),
+    CoreOp("oplib::copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"),
+    CoreOp("oplib::astype(Tensor self, ScalarType dtype) -> Tensor"),
+    # factories
+    CoreOp(
+        "oplib::empty(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+        _F,
+    ),
+    CoreOp(
+        "oplib::zeros(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+        _F,
+    ),
+    CoreOp(
+        "oplib::ones(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+        _F,
+    ),
+    CoreOp(
+        "oplib::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, "
+        "Device? device=None) -> Tensor",
+        _F,
+    ),
+    CoreOp(
+        "oplib::arange(Scalar end, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+        _F,
+    ),
+    CoreOp(
+        "oplib::arange.start(Scalar start, Scalar end, Scalar step=1, *, "
+        "ScalarType? dtype=None, Device? device=None) -> Tensor",
+        _F,
+    ),
+)

@@ -1,0 +1,365 @@
+"""Plugin discovery and loading: entry points of group ``oplib``, merged by pluggy, run in
+phases (backends → define → impl → fake → autograd), each plugin isolated from the others.
+
+``register(obj)`` adds a plugin in-process (tests, notebooks); ``list()`` reports every
+plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .backends import TABLE, BackendSpec
+from .errors import PluginError
+from .library import (
+    _normalize_types,
+    _register_many,
+    _split,
+    qualname_of,
+    register_fake,
+    register_kernel,
+)
+from .registry import REGISTRY, Handle, PluginContext, current_plugin
+from .schema import parse_schema, parse_signature
+from .tags import Tag
+
+__all__ = ["PluginRecord", "PluginWarning", "Registrar", "list", "register", "unregister"]
+
+_builtin_list = list
+
+ENTRY_POINT_GROUP = "oplib"
+PHASES = (
+    "oplib_backends",
+    "oplib_define",
+    "oplib_impl",
+    "oplib_register_fake",
+    "oplib_register_autograd",
+)
+
+
+class PluginWarning(UserWarning):
+    """A plugin failed to load; the others still did. ``oplib plugins list`` has details."""
+
+
+@dataclass
+class PluginRecord:
+    """What oplib knows about one plugin."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    module: str | None = None
+    entry_point: str | None = None
+    hooks: list[str] = field(default_factory=_builtin_list)
+    status: str = "loaded"
+    error: str | None = None
+    traceback: str | None = None
+    load_ms: float = 0.0
+    plugin: Any = field(default=None, repr=False)
+    registrar: Registrar | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "module": self.module,
+            "entry_point": self.entry_point,
+            "hooks": self.hooks,
+            "status": self.status,
+            "error": self.error,
+            "traceback": self.traceback,
+            "load_ms": round(self.load_ms, 3),
+        }
+
+
+class Registrar:
+    """Passed to a plugin's registration hooks; everything registered through it is
+    credited to the plugin and undone together if one of its hooks raises."""
+
+    def __init__(self, record: PluginRecord, *, allow_reserved: bool = False) -> None:
+        self._record = record
+        self._allow_reserved = allow_reserved
+        self._handles: list[Handle] = []
+
+    @property
+    def plugin_name(self) -> str:
+        return self._record.name
+
+    def _register(self, handle: Handle) -> None:
+        self._handles.append(handle)
+
+    def define(
+        self, qualname: str, schema: str | None = None, *, tags: Iterable[Tag] | Tag = ()
+    ) -> str:
+        """``define("ns::op", "(Tensor x) -> Tensor")`` or ``define("ns::op(Tensor x) -> Tensor")``."""
+        if schema is None:
+            parsed = parse_schema(qualname)
+        else:
+            _, name = _split(qualname, "define")
+            op_name, _, overload = name.partition(".")
+            parsed = parse_signature(schema, name=qualname.partition(".")[0], overload_name=overload)
+            del op_name
+        ns = parsed.namespace
+        if not ns:
+            raise ValueError(f"define(): expected a qualified name 'namespace::name', got {parsed.name!r}")
+        if ns in REGISTRY.RESERVED_NAMESPACES and not self._allow_reserved:
+            raise ValueError(f"define(): {ns!r} is a reserved namespace; use your own namespace")
+        tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
+        entry, handle = REGISTRY.define(parsed, tag_tuple)
+        self._handles.append(handle)
+        return entry.qualname
+
+    def impl(
+        self, qualname: Any, types: str | Sequence[str], func: Callable[..., Any] | None = None,
+        *, allow_override: bool = False,
+    ) -> Any:
+        name = qualname_of(qualname)
+        keys = _normalize_types(types, "impl")
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            _register_many(name, keys, fn, self, "impl", allow_override)  # type: ignore[arg-type]
+            return fn
+
+        return register if func is None else register(func)
+
+    def register_kernel(
+        self, op: Any, device_types: str | Sequence[str] | None,
+        func: Callable[..., Any] | None = None, /, *, allow_override: bool = False,
+    ) -> Any:
+        return register_kernel(op, device_types, func, lib=self, allow_override=allow_override)  # type: ignore[arg-type]
+
+    def register_fake(self, op: Any, func: Callable[..., Any] | None = None, /) -> Any:
+        return register_fake(op, func, lib=self)  # type: ignore[arg-type]
+
+    def register_autograd(
+        self, op: Any, backward: Callable[..., Any], /, *,
+        setup_context: Callable[..., Any] | None = None,
+    ) -> None:
+        from .autograd.registration import register_autograd  # noqa: PLC0415
+
+        register_autograd(op, backward, setup_context=setup_context, lib=self)  # type: ignore[arg-type]
+
+    def _rollback(self, mark: int = 0) -> None:
+        while len(self._handles) > mark:
+            self._handles.pop().destroy()
+
+
+def _last_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return text[-1] if text else type(e).__name__
+
+
+class PluginHost:
+    """The pluggy manager plus what oplib records about each plugin."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: dict[str, PluginRecord] = {}
+        self.autoload = True
+        self.disabled: frozenset[str] = frozenset()
+
+    # -- discovery ------------------------------------------------------------------------
+    def load_entry_points(self) -> None:
+        """Load every ``oplib`` entry point (unless ``OPLIB_PLUGINS_AUTOLOAD=0``), honouring
+        ``OPLIB_DISABLE_PLUGINS``, then run the phases over all of them."""
+        self.autoload = os.environ.get("OPLIB_PLUGINS_AUTOLOAD", "1").strip().lower() not in (
+            "0", "false", "no", "off",
+        )
+        self.disabled = frozenset(
+            n.strip() for n in os.environ.get("OPLIB_DISABLE_PLUGINS", "").split(",") if n.strip()
+        )
+        if not self.autoload:
+            return
+        from importlib.metadata import entry_points  # noqa: PLC0415 - only when autoloading
+
+        loaded: list[PluginRecord] = []
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            record = self._load_entry_point(ep)
+            if record is not None:
+                loaded.append(record)
+        self._run_phases(loaded)
+
+    def _load_entry_point(self, ep: Any) -> PluginRecord | None:
+        dist = getattr(ep, "dist", None)
+        record = PluginRecord(
+            name=ep.name,
+            distribution=getattr(dist, "name", None),
+            version=getattr(dist, "version", None),
+            entry_point=ep.value,
+        )
+        with self.lock:
+            if ep.name in self.records:
+                other = self.records[ep.name]
+                record.status = "failed"
+                record.error = (
+                    f"an entry point named {ep.name!r} is already provided by "
+                    f"{other.distribution or other.entry_point}"
+                )
+                self.records[f"{ep.name} ({record.distribution})"] = record
+                self._warn(record)
+                return None
+            self.records[ep.name] = record
+        if ep.name in self.disabled:
+            self.pm.set_blocked(ep.name)
+            record.status = "blocked"
+            return None
+        start = time.perf_counter()
+        try:
+            module = ep.load()
+        except BaseException as e:  # a plugin must never take oplib down with it
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            record.load_ms = (time.perf_counter() - start) * 1000
+            self._fail(record, e)
+            return None
+        record.load_ms = (time.perf_counter() - start) * 1000
+        record.module = getattr(module, "__file__", None) or repr(module)
+        if not self._register_with_pluggy(record, module):
+            return None
+        return record
+
+    def _register_with_pluggy(self, record: PluginRecord, plugin: Any) -> bool:
+        try:
+            self.pm.register(plugin, name=record.name)
+        except BaseException as e:
+            self._fail(record, e)
+            return False
+        unknown = [
+            caller.name for caller in (self.pm.get_hookcallers(plugin) or [])
+            if caller.spec is None
+        ]
+        if unknown:
+            self.pm.unregister(plugin)
+            self._fail(record, PluginError(
+                f"plugin {record.name!r} implements unknown hook(s) {', '.join(unknown)}; known "
+                f"hooks: {', '.join(n for n in dir(hookspecs) if n.startswith('oplib_'))}",
+                plugin=record.name,
+            ))
+            return False
+        record.plugin = plugin
+        record.hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
+        return True
+
+    # -- phases ---------------------------------------------------------------------------
+    def _run_phases(self, records: Sequence[PluginRecord]) -> None:
+        for r in records:
+            r.registrar = Registrar(r, allow_reserved=getattr(r.plugin, "_oplib_core_plugin", False))
+        for phase in PHASES:
+            for r in records:
+                if r.status != "loaded" or phase not in r.hooks:
+                    continue
+                start = time.perf_counter()
+                self._run_hook(r, phase)
+                r.load_ms += (time.perf_counter() - start) * 1000
+
+    def _run_hook(self, record: PluginRecord, phase: str) -> None:
+        registrar = record.registrar
+        assert registrar is not None
+        impls = [i for i in getattr(self.pm.hook, phase).get_hookimpls() if i.plugin is record.plugin]
+        token = current_plugin.set(
+            PluginContext(record.name, record.distribution, record.version)
+        )
+        try:
+            if phase == "oplib_backends":
+                specs = [s for impl in impls for s in (impl.function() or ())]
+                for spec in specs:
+                    if not isinstance(spec, BackendSpec):
+                        raise TypeError(
+                            f"oplib_backends() of plugin {record.name!r} must return BackendSpec "
+                            f"objects, got {type(spec).__name__}"
+                        )
+                    undo = TABLE.register(
+                        spec, plugin=record.name, distribution=record.distribution,
+                        version=record.version,
+                    )
+                    registrar._register(Handle(undo, f"backend {spec.name}"))
+            else:
+                for impl in impls:
+                    impl.function(**({"registrar": registrar} if impl.argnames else {}))
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            registrar._rollback()
+            self._fail(record, e, during=phase)
+        finally:
+            current_plugin.reset(token)
+
+    def _fail(self, record: PluginRecord, e: BaseException, during: str | None = None) -> None:
+        record.status = "failed"
+        where = f" in {during}()" if during else ""
+        record.error = f"{_last_line(e)}{where}"
+        record.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        if record.plugin is not None and self.pm.is_registered(record.plugin):
+            self.pm.unregister(record.plugin)
+        self._warn(record)
+
+    @staticmethod
+    def _warn(record: PluginRecord) -> None:
+        warnings.warn(
+            f"oplib: plugin {record.name!r} ({record.distribution or 'in-process'}) failed to "
+            f"load and was skipped: {record.error}",
+            PluginWarning,
+            stacklevel=2,
+        )
+
+    # -- in-process plugins -------------------------------------------------------------
+    def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
+        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        with self.lock:
+            if name in self.records and self.records[name].status == "loaded":
+                raise PluginError(f"a plugin named {name!r} is already registered", plugin=name)
+            record = PluginRecord(name=name, module=getattr(plugin, "__file__", None) or repr(plugin))
+            self.records[name] = record
+            if self.pm.is_blocked(name) or name in self.disabled:
+                record.status = "blocked"
+                return record
+            if self._register_with_pluggy(record, plugin):
+                self._run_phases([record])
+            return record
+
+    def unregister(self, plugin_or_name: Any) -> None:
+        with self.lock:
+            record = self._find(plugin_or_name)
+            if record.registrar is not None:
+                record.registrar._rollback()
+            if record.plugin is not None and self.pm.is_registered(record.plugin):
+                self.pm.unregister(record.plugin)
+            del self.records[record.name]
+
+    def _find(self, plugin_or_name: Any) -> PluginRecord:
+        for r in self.records.values():
+            if r.name == plugin_or_name or (r.plugin is not None and r.plugin is plugin_or_name):
+                return r
+        raise PluginError(f"no plugin {plugin_or_name!r} is registered", plugin=str(plugin_or_name))
+
+
+HOST = PluginHost()
+
+
+def register(plugin: Any, name: str | None = None) -> PluginRecord:
+    """Add a plugin in-process and run its hooks now (all phases). Returns its record; a
+    failing plugin is rolled back and its record says why (status ``failed``)."""
+    return HOST.register(plugin, name)
+
+
+def unregister(plugin_or_name: Any) -> None:
+    """Remove an in-process or entry-point plugin and everything it registered."""
+    HOST.unregister(plugin_or_name)
+
+
+def list() -> _builtin_list[PluginRecord]:  # noqa: A001 - mirrors oplib.plugins.list()
+    """Every plugin oplib knows of, loaded or not, in load order."""
+    return _builtin_list(HOST.records.values())

@@ -1,0 +1,378 @@
+"""The dispatch table: operators, their kernels per dispatch key, and where each came from.
+
+Every registration returns a :class:`Handle` that undoes exactly it. The registry never
+imports the dispatcher; layers above it listen for changes (``add_listener``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .backends import TABLE, Backend, BackendTable
+from .errors import RegistrationError
+from .schema import FunctionSchema
+from .tags import Tag
+
+__all__ = [
+    "ALIAS_KEYS",
+    "Handle",
+    "Kernel",
+    "OpEntry",
+    "Origin",
+    "Registry",
+    "fallthrough_kernel",
+]
+
+COMPOSITE_EXPLICIT = "CompositeExplicitAutograd"
+COMPOSITE_IMPLICIT = "CompositeImplicitAutograd"
+AUTOGRAD = "Autograd"
+FAKE = "Fake"
+ALIAS_KEYS = (COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, AUTOGRAD, FAKE)
+
+# torch's names for backend keys; other backends use their BackendSpec.key.
+_WELL_KNOWN_KEYS = {
+    "CPU": "cpu",
+    "CUDA": "cuda",
+    "Meta": "meta",
+    "PrivateUse1": "privateuse1",
+    "XPU": "xpu",
+    "MPS": "mps",
+    "XLA": "xla",
+    "HPU": "hpu",
+    "Dask": "dask",
+}
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:
+    """Register this for a key to make dispatch skip that key and go on to the next one."""
+    raise NotImplementedError("fallthrough_kernel should never be called; dispatch skips it")
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a registration came from: ``file:line``, and the plugin and distribution if any."""
+
+    source: str
+    plugin: str | None = None
+    distribution: str | None = None
+    version: str | None = None
+
+    def __str__(self) -> str:
+        if self.plugin is None:
+            return self.source
+        dist = f", {self.distribution} {self.version}" if self.distribution else ""
+        return f"{self.source} (plugin {self.plugin!r}{dist})"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginContext:
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+
+
+#: Set while a plugin's hook runs, so registrations are credited to it.
+current_plugin: contextvars.ContextVar[PluginContext | None] = contextvars.ContextVar(
+    "oplib_current_plugin", default=None
+)
+
+
+def _location_of(fn: Any) -> str | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        wrapped = getattr(fn, "__wrapped__", None) or getattr(fn, "__func__", None)
+        code = getattr(wrapped, "__code__", None)
+    if code is None:
+        return None
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _caller_location() -> str:
+    """The first frame outside oplib_core: used where no function object exists (define)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def origin_of(fn: Any = None) -> Origin:
+    """The origin of a registration of ``fn`` (or of a definition, when ``fn`` is None)."""
+    source = (_location_of(fn) if fn is not None else None) or _caller_location()
+    ctx = current_plugin.get()
+    if ctx is None:
+        return Origin(source)
+    return Origin(source, ctx.plugin, ctx.distribution, ctx.version)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Kernel:
+    """One kernel registered for one op and one dispatch key."""
+
+    fn: Callable[..., Any]
+    key: str
+    origin: Origin
+    with_keyset: bool = False
+    allow_override: bool = False
+
+    @property
+    def is_fallthrough(self) -> bool:
+        return self.fn is fallthrough_kernel
+
+
+class OpEntry:
+    """An operator overload: schema, tags, kernels per key (a stack: the last one serves)."""
+
+    __slots__ = (
+        "alive",
+        "cache",
+        "kernels",
+        "origin",
+        "overload",
+        "py_kernels",
+        "qualname",
+        "schema",
+        "tags",
+    )
+
+    def __init__(self, schema: FunctionSchema, tags: tuple[Tag, ...], origin: Origin) -> None:
+        self.schema = schema
+        self.qualname = schema.qualname if not schema.overload_name else (
+            f"{schema.qualname}.{schema.overload_name}"
+        )
+        self.tags = tags
+        self.origin = origin
+        self.kernels: dict[str, list[Kernel]] = {}
+        self.py_kernels: dict[Any, Callable[..., Any]] = {}
+        # The dispatcher's per-op cache (array class or backend name -> kernel). The
+        # registry clears it whenever an answer may change; never mutated elsewhere
+        # outside the registry lock except by the dispatcher filling it under the lock.
+        self.cache: dict[Any, Any] = {}
+        self.alive = True
+        self.overload: Any = None
+
+    def kernel(self, key: str) -> Kernel | None:
+        stack = self.kernels.get(key)
+        return stack[-1] if stack else None
+
+    def has_kernel(self, key: str) -> bool:
+        return bool(self.kernels.get(key))
+
+
+class Handle:
+    """Undoes one registration. Calling ``destroy()`` twice is harmless."""
+
+    __slots__ = ("_undo", "description")
+
+    def __init__(self, undo: Callable[[], None], description: str) -> None:
+        self._undo: Callable[[], None] | None = undo
+        self.description = description
+
+    def destroy(self) -> None:
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            undo()
+
+    @property
+    def active(self) -> bool:
+        return self._undo is not None
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "destroyed"
+        return f"<Handle {self.description} ({state})>"
+
+
+Listener = Callable[[str, OpEntry], None]
+
+
+class Registry:
+    """All operators. Mutations and cache fills happen under one re-entrant lock."""
+
+    RESERVED_NAMESPACES = frozenset({"oplib", "prim"})
+
+    def __init__(self, backends: BackendTable = TABLE) -> None:
+        self.lock = threading.RLock()
+        self.backends = backends
+        self.ops: dict[str, OpEntry] = {}
+        self._listeners: list[Listener] = []
+        self._renames: dict[str, str] = {}
+        backends.add_listener(self._on_backend_change)
+
+    # -- listeners ------------------------------------------------------------------------
+    def add_listener(self, fn: Listener) -> None:
+        """``fn(event, entry)`` with event ``"defined"``, ``"undefined"`` or ``"changed"``."""
+        self._listeners.append(fn)
+
+    def _notify(self, event: str, entry: OpEntry) -> None:
+        for fn in self._listeners:
+            fn(event, entry)
+
+    def _on_backend_change(self, event: str, backend: Backend) -> None:
+        with self.lock:
+            for entry in self.ops.values():
+                entry.cache.clear()
+
+    # -- keys -----------------------------------------------------------------------------
+    def rename_key(self, old: str, new: str) -> None:
+        """Make key/device name ``old`` mean ``new`` (privateuse1 → the vendor's name); kernels
+        already registered under ``old`` move to ``new``."""
+        with self.lock:
+            self._renames[old] = new
+            for entry in self.ops.values():
+                stack = entry.kernels.pop(old, None)
+                if stack:
+                    entry.kernels.setdefault(new, []).extend(stack)
+                entry.cache.clear()
+
+    def normalize_key(self, key: str, *, api: str = "impl") -> str:
+        """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
+        if not isinstance(key, str):
+            raise TypeError(f"{api}(): expected a device type or dispatch key name (str), got {key!r}")
+        if key == "default":
+            return COMPOSITE_EXPLICIT
+        if key in ALIAS_KEYS:
+            return key
+        name = _WELL_KNOWN_KEYS.get(key)
+        if name is None:
+            backend = self.backends.by_key(key)
+            name = backend.name if backend is not None else key
+        name = self._renames.get(name, name)
+        if not name.isidentifier() or name != name.lower():
+            raise RegistrationError(
+                f"{api}(): unknown dispatch key {key!r}; expected a device type such as 'cpu' "
+                f"or 'cuda', 'default', or one of {', '.join(ALIAS_KEYS[:3])}, "
+                f"{', '.join(_WELL_KNOWN_KEYS)}"
+            )
+        return name
+
+    # -- definitions ----------------------------------------------------------------------
+    def entry(self, qualname: str) -> OpEntry:
+        try:
+            return self.ops[qualname]
+        except KeyError:
+            raise RegistrationError(
+                f"operator {qualname!r} does not exist; define it first "
+                f"(oplib.define({qualname!r}, '(...) -> ...'))",
+                op=qualname,
+            ) from None
+
+    def define(
+        self, schema: FunctionSchema, tags: Iterable[Tag] = (), *, origin: Origin | None = None
+    ) -> tuple[OpEntry, Handle]:
+        tags_t = tuple(tags)
+        for t in tags_t:
+            if not isinstance(t, Tag):
+                raise TypeError(f"define(): tags must be oplib.Tag members, got {t!r}")
+        origin = origin or origin_of()
+        entry = OpEntry(schema, tags_t, origin)
+        with self.lock:
+            old = self.ops.get(entry.qualname)
+            if old is not None:
+                raise RegistrationError(
+                    f"define(): operator {entry.qualname} is already defined at {old.origin}; "
+                    f"this definition at {origin} conflicts. Use another name or overload name.",
+                    op=entry.qualname,
+                    existing=str(old.origin),
+                )
+            self.ops[entry.qualname] = entry
+            self._notify("defined", entry)
+
+        def undo() -> None:
+            with self.lock:
+                if self.ops.get(entry.qualname) is entry:
+                    del self.ops[entry.qualname]
+                    entry.alive = False
+                    entry.cache.clear()
+                    self._notify("undefined", entry)
+
+        return entry, Handle(undo, f"define {entry.qualname}")
+
+    # -- kernels --------------------------------------------------------------------------
+    def add_kernel(
+        self,
+        qualname: str,
+        key: str,
+        fn: Callable[..., Any],
+        *,
+        origin: Origin | None = None,
+        with_keyset: bool = False,
+        allow_override: bool = False,
+        api: str = "impl",
+    ) -> Handle:
+        if not callable(fn):
+            raise TypeError(f"{api}(): expected a callable kernel for {qualname}, got {fn!r}")
+        origin = origin or origin_of(fn)
+        with self.lock:
+            entry = self.entry(qualname)
+            key = self.normalize_key(key, api=api)
+            kernel = Kernel(fn, key, origin, with_keyset, allow_override)
+            current = entry.kernel(key)
+            if current is not None and not allow_override:
+                what = "a fake kernel" if key == FAKE else f"a kernel for {key!r}"
+                if key == AUTOGRAD:
+                    what = "an autograd formula"
+                raise RegistrationError(
+                    f"{api}(): {qualname} already has {what} registered at {current.origin}; "
+                    f"the one at {origin} conflicts. Remove the earlier registration (or destroy "
+                    "its Library), or pass allow_override=True to replace it.",
+                    op=qualname,
+                    existing=str(current.origin),
+                )
+            entry.kernels.setdefault(key, []).append(kernel)
+            entry.cache.clear()
+            self._notify("changed", entry)
+
+        def undo() -> None:
+            with self.lock:
+                stack = entry.kernels.get(kernel.key)
+                if stack and kernel in stack:
+                    stack.remove(kernel)
+                    if not stack:
+                        del entry.kernels[kernel.key]
+                    entry.cache.clear()
+                    self._notify("changed", entry)
+
+        return Handle(undo, f"{key} kernel of {qualname}")
+
+    def add_py_kernel(self, qualname: str, key: Any, fn: Callable[..., Any]) -> Handle:
+        with self.lock:
+            entry = self.entry(qualname)
+            if key in entry.py_kernels:
+                raise RegistrationError(
+                    f"py_impl(): {qualname} already has a Python kernel for {key!r}", op=qualname
+                )
+            entry.py_kernels[key] = fn
+            entry.cache.clear()
+
+        def undo() -> None:
+            with self.lock:
+                if entry.py_kernels.get(key) is fn:
+                    del entry.py_kernels[key]
+                    entry.cache.clear()
+
+        return Handle(undo, f"py_impl {key!r} of {qualname}")
+
+    # -- introspection --------------------------------------------------------------------
+    def kernel_status(self, key: str) -> str:
+        """``"live"`` when the key's backend is installed (or it is an alias key), else
+        ``"waiting"`` (kept until that backend registers)."""
+        if key in ALIAS_KEYS or self.backends.find(key) is not None:
+            return "live"
+        return "waiting"
+
+    def ops_with_kernels_for(self, backend: str) -> int:
+        with self.lock:
+            return sum(1 for e in self.ops.values() if e.has_kernel(backend))
+
+
+REGISTRY = Registry()

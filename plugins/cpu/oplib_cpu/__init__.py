@@ -1,0 +1,1 @@
+"""oplib's CPU backend (numpy). Installed, it is found through the ``oplib`` entry point."""
