@@ -115,9 +115,7 @@ def custom_op(
     tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
 
     def inner(f: Callable[..., Any]) -> CustomOpDef:
-        schema_str = schema if schema is not None else infer_schema(
-            f, mutates_args=mutates_args, op_name=name
-        )
+        schema_str = schema if schema is not None else infer_schema(f, mutates_args=mutates_args)
         op = CustomOpDef(namespace, opname, schema_str, f, tag_tuple)
         try:
             op.register_kernel(device_types, f)

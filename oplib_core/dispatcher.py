@@ -30,7 +30,9 @@ from .registry import (
 from .schema import BaseType, ListType, OptionalType
 from .tensor import Tensor
 
-__all__ = ["DispatchKeySet", "DispatchMode", "OpOverload", "active_modes"]
+_new = object.__new__
+
+__all__ = ["DispatchKeySet", "DispatchMode", "FastCall", "OpOverload", "active_modes"]
 
 # Number of modes active in any thread: the hot path's only check for modes.
 _active = [0]
@@ -145,7 +147,42 @@ class _Slot:
         self.is_list = is_list
 
 
-class OpOverload:
+class FastCall:
+    """The hot path, shared by ``OpOverload`` and single-overload ``OpOverloadPacket``s.
+
+    Subclasses set ``_npos`` (positional arity for the fast path, -1 to always take the slow
+    path), ``_key0``/``_key_rest`` (tensor argument positions), ``_checks`` (positions of
+    scalar arguments and the exact types accepted without conversion), ``_multi`` (whether
+    either of the latter is non-empty) and ``_cache`` (the op's cache dict).
+    """
+
+    __slots__ = ()
+    _npos: int
+    _key0: int
+    _key_rest: tuple[int, ...]
+    _checks: tuple[tuple[int, frozenset[type]], ...]
+    _multi: bool
+    _cache: dict[Any, Any]
+    _call_slow: Callable[[tuple[Any, ...], dict[str, Any]], Any]
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or _active[0] or len(args) != self._npos:
+            return self._call_slow(args, kwargs)
+        t = type(args[self._key0])
+        if self._multi:
+            for i in self._key_rest:
+                if type(args[i]) is not t:
+                    return self._call_slow(args, kwargs)
+            for i, ok in self._checks:
+                if type(args[i]) not in ok:
+                    return self._call_slow(args, kwargs)
+        fn = self._cache.get(t)
+        if fn is None:
+            return self._call_slow(args, kwargs)
+        return fn(*args)
+
+
+class OpOverload(FastCall):
     """One overload of an operator (``ops.mylib.add.default``, ``ops.mylib.add.out``)."""
 
     __slots__ = (
@@ -158,12 +195,15 @@ class OpOverload:
         "_key0",
         "_key_pos",
         "_key_rest",
+        "_multi",
         "_npos",
         "_overloadname",
         "_returns",
         "_schema",
         "_single_plain_return",
         "_slots",
+        "_tcache",
+        "_tensor_entry",
         "overloadpacket",
     )
 
@@ -172,6 +212,7 @@ class OpOverload:
         self._schema = entry.schema
         self._overloadname = entry.schema.overload_name or "default"
         self._cache = entry.cache
+        self._tcache = entry.tcache
         self._binder = Binder(entry.schema, entry.qualname)
         self.overloadpacket: Any = None
         self._plan()
@@ -207,28 +248,31 @@ class OpOverload:
         self._key0 = key_pos[0] if key_pos else 0
         self._key_rest = tuple(key_pos[1:])
         self._checks = tuple(checks)
+        self._multi = bool(self._key_rest or self._checks)
         self._npos = pos_i if fast else -1
         self._returns = _return_plan(schema)
         rets = schema.returns
         self._single_plain_return = (
             len(rets) == 1 and _is_plain_tensor(rets[0].type) and rets[0].annotation is None
         )
+        self._tensor_entry = (
+            self._call_tensor1 if pos_i == 1 and self._single_plain_return else self._call_tensors
+        )
 
-    # -- hot path ---------------------------------------------------------------------------
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or _active[0] or len(args) != self._npos:
-            return self._call_slow(args, kwargs)
-        t = type(args[self._key0])
-        for i in self._key_rest:
-            if type(args[i]) is not t:
-                return self._call_slow(args, kwargs)
-        for i, ok in self._checks:
-            if type(args[i]) not in ok:
-                return self._call_slow(args, kwargs)
-        fn = self._cache.get(t)
+    def _call_tensor1(self, a: Tensor) -> Any:
+        """Cached entry for unary ops called with a Tensor (reached via ``__call__``)."""
+        if a._rg and GRAD.enabled:
+            return self._call_slow((a,), {})
+        data = a._data
+        fn = self._tcache.get(type(data))
         if fn is None:
-            return self._call_slow(args, kwargs)
-        return fn(*args)
+            return self._call_slow((a,), {})
+        t = _new(Tensor)
+        t._data = fn(data)
+        t._rg = False
+        t.grad = None
+        t.grad_fn = None
+        return t
 
     def _call_tensors(self, *args: Any) -> Any:
         """Cached entry for all-Tensor calls (reached from ``__call__`` via the cache)."""
@@ -245,7 +289,7 @@ class OpOverload:
         for i in self._key_rest:
             if type(native[i]) is not t:
                 return self._call_slow(args, {})
-        fn = self._cache.get((Tensor, t))
+        fn = self._tcache.get(t)
         if fn is None:
             return self._call_slow(args, {})
         out = fn(*native)
@@ -324,8 +368,8 @@ class OpOverload:
                 with REGISTRY.lock:
                     if self._entry.cache is self._cache and self._kernel(backend)[0] is fn:
                         if tensors_in:
-                            self._cache[(Tensor, cls)] = fn
-                            self._cache[Tensor] = self._call_tensors
+                            self._tcache[cls] = fn
+                            self._cache[Tensor] = self._tensor_entry
                         else:
                             self._cache[cls] = fn
         if tensors_in:

@@ -8,17 +8,16 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .dispatcher import OpOverload
+from .dispatcher import FastCall, OpOverload
 from .registry import REGISTRY, OpEntry
 
 __all__ = ["OpOverloadPacket", "ops"]
 
 
-class OpOverloadPacket:
+class OpOverloadPacket(FastCall):
     """All overloads of ``ns::name``; calling it picks the first overload whose schema the
-    arguments fit (the default overload first, then in definition order)."""
-
-    __slots__ = ("__weakref__", "_name", "_ns", "_only", "_overloads", "_resolved")
+    arguments fit (the default overload first, then in definition order). Overloads are
+    attributes: ``packet.default``, ``packet.out``."""
 
     def __init__(self, ns: str, name: str) -> None:
         self._ns = ns
@@ -26,12 +25,29 @@ class OpOverloadPacket:
         self._overloads: dict[str, OpOverload] = {}
         self._only: OpOverload | None = None
         self._resolved: dict[Any, OpOverload] = {}
+        self._npos = -1
 
     def _set(self, overloads: dict[str, OpOverload]) -> None:
+        for old in self._overloads:
+            self.__dict__.pop(old, None)
         ordered = dict(sorted(overloads.items(), key=lambda kv: kv[0] != "default"))
         self._overloads = ordered
         self._resolved = {}
-        self._only = next(iter(ordered.values())) if len(ordered) == 1 else None
+        for name, op in ordered.items():
+            self.__dict__[name] = op
+            op.overloadpacket = self
+        only = next(iter(ordered.values())) if len(ordered) == 1 else None
+        self._only = only
+        # A single overload shares its fast path: same plan, same cache dict.
+        if only is not None:
+            self._key0 = only._key0
+            self._key_rest = only._key_rest
+            self._checks = only._checks
+            self._multi = only._multi
+            self._cache = only._cache
+            self._npos = only._npos
+        else:
+            self._npos = -1
 
     @property
     def _qualified_op_name(self) -> str:
@@ -40,20 +56,11 @@ class OpOverloadPacket:
     def overloads(self) -> list[str]:
         return list(self._overloads)
 
-    def __getattr__(self, name: str) -> OpOverload:
-        try:
-            return self._overloads[name]
-        except KeyError:
-            raise AttributeError(
-                f"operator {self._qualified_op_name} has no overload {name!r}; overloads: "
-                f"{', '.join(self._overloads) or '(none)'}"
-            ) from None
-
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+    def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         op = self._only
         if op is None:
             op = self._pick(args, kwargs)
-        return op(*args, **kwargs)
+        return op._call_slow(args, kwargs)
 
     def _pick(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
         sig = (tuple(map(type, args)), tuple(kwargs))
@@ -68,11 +75,10 @@ class OpOverloadPacket:
         if not self._overloads:
             raise RuntimeError(f"operator {self._qualified_op_name} no longer exists")
         schemas = "\n".join(f"  {o._schema}" for o in self._overloads.values())
+        given = [type(a).__name__ for a in args] + [f"{k}=" for k in kwargs]
         raise TypeError(
             f"{self._qualified_op_name}(): no overload matches the arguments "
-            f"({', '.join(type(a).__name__ for a in args)}"
-            f"{', ' if args and kwargs else ''}{', '.join(f'{k}=' for k in kwargs)}); "
-            f"tried:\n{schemas}"
+            f"({', '.join(given)}); tried:\n{schemas}"
         )
 
     def __repr__(self) -> str:
@@ -83,13 +89,18 @@ class OpOverloadPacket:
 
 
 class _OpNamespace(ModuleType):
-    """``ops.mylib``: packets are cached as attributes and dropped when their ops go."""
+    """``ops.mylib``: packets are cached as attributes and dropped when their ops go.
+
+    Missing attributes are resolved through a module-level ``__getattr__`` (PEP 562) kept in
+    the instance dict, so that found attributes take the plain, fast module lookup.
+    """
 
     def __init__(self, name: str) -> None:
         super().__init__(f"oplib_core.ops.{name}")
         self.name = name
+        self.__dict__["__getattr__"] = self._missing
 
-    def __getattr__(self, op_name: str) -> OpOverloadPacket:
+    def _missing(self, op_name: str) -> OpOverloadPacket:
         if op_name.startswith("__"):
             raise AttributeError(op_name)
         with REGISTRY.lock:
@@ -101,8 +112,6 @@ class _OpNamespace(ModuleType):
                 )
             packet = OpOverloadPacket(self.name, op_name)
             packet._set(overloads)
-            for ov in overloads.values():
-                ov.overloadpacket = packet
             setattr(self, op_name, packet)
             return packet
 
@@ -123,8 +132,9 @@ class _Ops(ModuleType):
     def __init__(self) -> None:
         super().__init__("oplib_core.ops")
         self._lock = threading.Lock()
+        self.__dict__["__getattr__"] = self._missing
 
-    def __getattr__(self, name: str) -> _OpNamespace:
+    def _missing(self, name: str) -> _OpNamespace:
         if name.startswith("__"):
             raise AttributeError(name)
         with self._lock:
@@ -157,8 +167,6 @@ def _sync(event: str, entry: OpEntry) -> None:
         return
     overloads = _overloads_of(ns_name, name)
     packet._set(overloads)
-    for ov in overloads.values():
-        ov.overloadpacket = packet
     if not overloads:
         delattr(ns, name)
 

@@ -49,6 +49,11 @@ _WELL_KNOWN_KEYS = {
 }
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames in these files are the registration machinery, never the registration's origin.
+_MACHINERY = frozenset(
+    os.path.join(_PACKAGE_DIR, f)
+    for f in ("registry.py", "library.py", "plugins.py", "custom_op.py", "__init__.py")
+) | frozenset(os.path.join(_PACKAGE_DIR, "autograd", f) for f in ("registration.py",))
 
 
 def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:
@@ -96,11 +101,12 @@ def _location_of(fn: Any) -> str | None:
 
 
 def _caller_location() -> str:
-    """The first frame outside oplib_core: used where no function object exists (define)."""
+    """The first frame outside the registration machinery: used where no function object
+    exists (``define``)."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        if os.path.abspath(filename) not in _MACHINERY:
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
@@ -143,6 +149,7 @@ class OpEntry:
         "qualname",
         "schema",
         "tags",
+        "tcache",
     )
 
     def __init__(self, schema: FunctionSchema, tags: tuple[Tag, ...], origin: Origin) -> None:
@@ -158,8 +165,14 @@ class OpEntry:
         # registry clears it whenever an answer may change; never mutated elsewhere
         # outside the registry lock except by the dispatcher filling it under the lock.
         self.cache: dict[Any, Any] = {}
+        # The same for calls with Tensors, keyed by the wrapped array's class.
+        self.tcache: dict[type, Any] = {}
         self.alive = True
         self.overload: Any = None
+
+    def invalidate(self) -> None:
+        self.cache.clear()
+        self.tcache.clear()
 
     def kernel(self, key: str) -> Kernel | None:
         stack = self.kernels.get(key)
@@ -220,7 +233,7 @@ class Registry:
     def _on_backend_change(self, event: str, backend: Backend) -> None:
         with self.lock:
             for entry in self.ops.values():
-                entry.cache.clear()
+                entry.invalidate()
 
     # -- keys -----------------------------------------------------------------------------
     def rename_key(self, old: str, new: str) -> None:
@@ -232,7 +245,7 @@ class Registry:
                 stack = entry.kernels.pop(old, None)
                 if stack:
                     entry.kernels.setdefault(new, []).extend(stack)
-                entry.cache.clear()
+                entry.invalidate()
 
     def normalize_key(self, key: str, *, api: str = "impl") -> str:
         """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
@@ -292,7 +305,7 @@ class Registry:
                 if self.ops.get(entry.qualname) is entry:
                     del self.ops[entry.qualname]
                     entry.alive = False
-                    entry.cache.clear()
+                    entry.invalidate()
                     self._notify("undefined", entry)
 
         return entry, Handle(undo, f"define {entry.qualname}")
@@ -329,7 +342,7 @@ class Registry:
                     existing=str(current.origin),
                 )
             entry.kernels.setdefault(key, []).append(kernel)
-            entry.cache.clear()
+            entry.invalidate()
             self._notify("changed", entry)
 
         def undo() -> None:
@@ -339,7 +352,7 @@ class Registry:
                     stack.remove(kernel)
                     if not stack:
                         del entry.kernels[kernel.key]
-                    entry.cache.clear()
+                    entry.invalidate()
                     self._notify("changed", entry)
 
         return Handle(undo, f"{key} kernel of {qualname}")
@@ -352,13 +365,13 @@ class Registry:
                     f"py_impl(): {qualname} already has a Python kernel for {key!r}", op=qualname
                 )
             entry.py_kernels[key] = fn
-            entry.cache.clear()
+            entry.invalidate()
 
         def undo() -> None:
             with self.lock:
                 if entry.py_kernels.get(key) is fn:
                     del entry.py_kernels[key]
-                    entry.cache.clear()
+                    entry.invalidate()
 
         return Handle(undo, f"py_impl {key!r} of {qualname}")
 

@@ -862,9 +862,9 @@ def parse_signature(text: str, name: str = "", overload_name: str = "") -> Funct
     Raises :class:`SchemaError` with the position of the offending character.
     """
     if name:
-        np_ = _Parser(name)
-        parsed_name, parsed_overload = np_.parse_op_name()
-        np_.expect_end("the operator name")
+        name_parser = _Parser(name)
+        parsed_name, parsed_overload = name_parser.parse_op_name()
+        name_parser.expect_end("the operator name")
         if parsed_overload:
             raise SchemaError(
                 "give the overload name as overload_name, not in the name", name, name.index(".")

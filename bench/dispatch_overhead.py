@@ -1,0 +1,76 @@
+"""Dispatch overhead on the hot path: a cached one-tensor op on a one-element float64 array.
+
+Prints ns per call for (a) the kernel called directly, (b) ``oplib.ops.ns.op(x)`` with a
+numpy array (attribute lookups included, and with the packet bound to a name), (c) with an
+``oplib.Tensor``, (d) the ``OpOverload`` ``.default`` path; then the overheads against (a),
+all measured in this run. Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns.
+
+    python bench/dispatch_overhead.py [--repeat 7] [--number 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+
+import numpy as np
+
+import oplib_core as oplib
+
+
+def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
+    times = timeit.repeat(stmt, globals=env, number=number, repeat=repeat)
+    return min(times) / number * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--number", type=int, default=200_000)
+    args = parser.parse_args()
+
+    lib = oplib.Library("bench", "DEF")
+    lib.define("neg(Tensor x) -> Tensor")
+
+    def kernel(x):
+        return np.negative(x)
+
+    lib.impl("neg", kernel, "CPU")
+
+    x = np.ones(1)
+    t = oplib.tensor(x)
+    env = {
+        "kernel": kernel,
+        "oplib": oplib,
+        "x": x,
+        "t": t,
+        "packet": oplib.ops.bench.neg,
+        "overload": oplib.ops.bench.neg.default,
+    }
+    # warm the caches
+    for stmt in ("oplib.ops.bench.neg(x)", "oplib.ops.bench.neg(t)", "overload(x)"):
+        eval(stmt, env)
+
+    rows = [
+        ("(a) kernel(x) direct", "kernel(x)"),
+        ("(b) oplib.ops.bench.neg(x)", "oplib.ops.bench.neg(x)"),
+        ("(b') packet(x), bound", "packet(x)"),
+        ("(c) oplib.ops.bench.neg(t) Tensor", "oplib.ops.bench.neg(t)"),
+        ("(d) ops.bench.neg.default(x)", "overload(x)"),
+        ("(d') .default(t) Tensor", "overload(t)"),
+    ]
+    results = {name: best_ns(stmt, env, args.number, args.repeat) for name, stmt in rows}
+    base = results["(a) kernel(x) direct"]
+    print(f"{'path':40s} {'ns/call':>9s} {'overhead':>9s}")
+    for name, ns in results.items():
+        print(f"{name:40s} {ns:9.0f} {ns - base:9.0f}")
+    b = results["(b) oplib.ops.bench.neg(x)"] - base
+    c = results["(c) oplib.ops.bench.neg(t) Tensor"] - base
+    d = results["(d) ops.bench.neg.default(x)"] - base
+    print(f"\nnative overhead (b-a): {b:.0f} ns (budget 500)   OpOverload (d-a): {d:.0f} ns")
+    print(f"Tensor overhead (c-a): {c:.0f} ns (budget 1500)")
+    lib._destroy()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""``oplib``: what is installed and registered. Every command takes ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import introspect
+
+__all__ = ["main"]
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    fmt = "  ".join(f"{{:{w}}}" for w in widths)
+    lines = [fmt.format(*headers).rstrip(), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*row).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _dist(name: Any, version: Any) -> str:
+    if not name:
+        return "-"
+    return f"{name} {version}" if version else str(name)
+
+
+def _backends_list(args: argparse.Namespace) -> int:
+    rows = introspect.backend_rows()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no backends installed (pip install oplib-cpu)")
+        return 0
+    table = [
+        [
+            r["name"],
+            r["key"],
+            _dist(r["distribution"], r["version"]),
+            "yes" if r["available"] else f"no: {r['reason']}",
+            str(r["device_count"]),
+            str(r["ops"]),
+        ]
+        for r in rows
+    ]
+    print(_table(table, ["backend", "key", "distribution", "available", "devices", "ops"]))
+    failed = [p for p in introspect.plugin_rows() if p["status"] == "failed"]
+    for p in failed:
+        print(f"\nplugin {p['name']!r} ({_dist(p['distribution'], p['version'])}) failed to "
+              f"load: {p['error']}")
+    return 0
+
+
+def _plugins_list(args: argparse.Namespace) -> int:
+    rows = introspect.plugin_rows()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = [
+        [
+            r["name"],
+            _dist(r["distribution"], r["version"]),
+            r["status"] + (f": {r['error']}" if r["error"] else ""),
+            ", ".join(h.removeprefix("oplib_") for h in r["hooks"]) or "-",
+            f"{r['load_ms']:.1f}",
+            r["module"] or "-",
+        ]
+        for r in rows
+    ]
+    print(_table(table, ["plugin", "distribution", "status", "hooks", "ms", "module"]))
+    from .plugins import HOST  # noqa: PLC0415 - CLI only
+
+    notes = []
+    if not HOST.autoload:
+        notes.append("OPLIB_PLUGINS_AUTOLOAD=0: entry points were not loaded")
+    if HOST.disabled:
+        notes.append(f"OPLIB_DISABLE_PLUGINS={','.join(sorted(HOST.disabled))}")
+    for n in notes:
+        print(n)
+    return 0
+
+
+def _ops_list(args: argparse.Namespace) -> int:
+    rows = introspect.op_rows(args.namespace)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = [
+        [
+            r["qualname"],
+            ", ".join(r["keys"]) or "-",
+            "yes" if r["fake"] else "-",
+            "yes" if r["autograd"] else "-",
+        ]
+        for r in rows
+    ]
+    print(_table(table, ["op", "kernels", "fake", "autograd"]))
+    return 0
+
+
+def _ops_show(args: argparse.Namespace) -> int:
+    try:
+        d = introspect.op_detail(args.qualname)
+    except KeyError:
+        print(f"oplib: no operator {args.qualname!r} (see 'oplib ops list')", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return 0
+    print(f"{d['qualname']}\n  schema:  {d['schema']}\n  defined: {d['defined_at']}")
+    if d["tags"]:
+        print(f"  tags:    {', '.join(d['tags'])}")
+
+    def origin(k: dict[str, Any]) -> str:
+        who = f"plugin {k['plugin']} ({_dist(k['distribution'], k['version'])})" if k["plugin"] else "runtime"
+        return f"{k['source']}  [{who}]"
+
+    rows = [[k["key"], k["status"] + (" (override)" if k["overrides"] else ""), origin(k)]
+            for k in d["kernels"]]
+    for label in ("fake", "autograd"):
+        k = d[label]
+        rows.append([label, "live" if k else "-", origin(k) if k else "not registered"])
+    print(_table(rows, ["key", "status", "source"]))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oplib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def leaf(parent: Any, name: str, help: str, fn: Any) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, help=help)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(fn=fn)
+        return p
+
+    backends = sub.add_parser("backends", help="installed device backends").add_subparsers(
+        dest="sub", required=True)
+    leaf(backends, "list", "list backends", _backends_list)
+    plugins = sub.add_parser("plugins", help="installed plugins").add_subparsers(
+        dest="sub", required=True)
+    leaf(plugins, "list", "list plugins and their status", _plugins_list)
+    ops = sub.add_parser("ops", help="registered operators").add_subparsers(dest="sub", required=True)
+    lst = leaf(ops, "list", "list operators", _ops_list)
+    lst.add_argument("--namespace", "-n", help="only this namespace")
+    show = leaf(ops, "show", "one operator: schema, kernels and their origins", _ops_show)
+    show.add_argument("qualname", help="e.g. oplib::add or acme::scaled_add.out")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv with every oplib distribution installed editable, plus the test tools,
+# then run the quickstart demo. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+# Every distribution in this repo, editable; cupy is not installed (no GPU needed).
+dists=(-e ".[test]")
+for d in plugins/*/; do
+  [ -f "$d/pyproject.toml" ] && dists+=(-e "$d")
+done
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "${dists[@]}"
+if [ "${OPLIB_SKIP_DEMO:-0}" != "1" ]; then
+  .venv/bin/python examples/quickstart.py
+fi
