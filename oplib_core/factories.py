@@ -116,25 +116,34 @@ def arange(
     return _finish(data, requires_grad)
 
 
-def _like(name: str, other: Tensor, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    if not isinstance(other, Tensor):
-        raise TypeError(f"{name}_like(): expected a Tensor, got {type(other).__name__}")
-    dev = _device(device) if device is not None else other.device
-    return _finish(
-        _call(f"oplib::{name}", list(other.shape), dtype=dtype or other.dtype, device=dev),
-        requires_grad,
-    )
+def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -> Any:
+    """``*_like`` of a Tensor gives a Tensor; of a native array (as in kernels and fake
+    kernels), a native array of the same backend."""
+    native = not isinstance(other, Tensor)
+    if native:
+        backend = TABLE.for_type(type(other))
+        if backend is None:
+            raise TypeError(
+                f"{name}_like(): expected a Tensor or a native array of an installed backend, "
+                f"got {type(other).__name__}"
+            )
+        here = backend.device_of(other)
+    else:
+        here = other.device
+    dev = _device(device) if device is not None else here
+    data = _call(f"oplib::{name}", list(other.shape), dtype=dtype or other.dtype, device=dev)
+    return data if native else _finish(data, requires_grad)
 
 
-def empty_like(other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def empty_like(other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Any:
     return _like("empty", other, dtype, device, requires_grad)
 
 
-def zeros_like(other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros_like(other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Any:
     return _like("zeros", other, dtype, device, requires_grad)
 
 
-def ones_like(other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def ones_like(other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Any:
     return _like("ones", other, dtype, device, requires_grad)
 
 
