@@ -31,6 +31,7 @@ from .errors import (
     RegistrationError,
     SchemaError,
 )
+from .explain import DispatchExplanation, explain
 from .factories import (
     arange,
     empty,
@@ -59,8 +60,8 @@ from .ops import OpOverloadPacket, ops
 from .schema import FunctionSchema, parse_schema
 from .tags import Tag
 from .tensor import Tensor
+from .version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
@@ -68,6 +69,7 @@ __all__ = [
     "CustomOpDef",
     "Device",
     "DeviceMismatchError",
+    "DispatchExplanation",
     "DispatchKeySet",
     "DispatchMode",
     "FunctionSchema",
@@ -90,6 +92,7 @@ __all__ = [
     "empty",
     "empty_like",
     "enable_grad",
+    "explain",
     "fallthrough_kernel",
     "float16",
     "float32",

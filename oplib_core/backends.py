@@ -156,7 +156,7 @@ class Backend:
 
     def device_of(self, array: Any) -> Device:
         dev_of = self.spec.device_of
-        return Device(self.name, 0 if dev_of is None else dev_of(array))
+        return Device(self.name, None if dev_of is None else dev_of(array))
 
     def to_host(self, array: Any) -> np.ndarray:
         if self.spec.to_host is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -129,6 +130,48 @@ def _ops_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_argument(arg: Any, device: str, requires_grad: bool) -> Any:
+    from .factories import ones  # noqa: PLC0415 - CLI only
+
+    base = str(arg.type).rstrip("?")
+    if base == "Tensor":
+        return ones(2, device=device, requires_grad=requires_grad)
+    if base == "Tensor[]":
+        return [ones(2, device=device, requires_grad=requires_grad)] * 2
+    if arg.has_default:
+        return arg.default_value
+    samples = {"int": 0, "SymInt": 1, "float": 1.0, "bool": False, "str": "", "Scalar": 1.0,
+               "int[]": [0], "SymInt[]": [2], "ScalarType": "float32", "Device": device}
+    if base in samples:
+        return samples[base]
+    raise ValueError(f"cannot make a sample for argument {arg.name!r} of type {arg.type}")
+
+
+def _ops_explain(args: argparse.Namespace) -> int:
+    from .explain import explain  # noqa: PLC0415 - CLI only
+    from .registry import REGISTRY  # noqa: PLC0415
+
+    entry = REGISTRY.ops.get(args.qualname)
+    if entry is None:
+        print(f"oplib: no operator {args.qualname!r} (see 'oplib ops list')", file=sys.stderr)
+        return 2
+    call_args, call_kwargs = [], {}
+    for a in entry.schema.arguments:
+        value = _sample_argument(a, args.device, args.requires_grad)
+        if a.kwarg_only:
+            call_kwargs[a.name] = value
+        else:
+            call_args.append(value)
+    result = explain(entry.overload, *call_args, **call_kwargs)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=2))
+    else:
+        print(f"sample call: tensors of shape (2,) on {args.device}"
+              f"{', requiring grad' if args.requires_grad else ''}")
+        print(result)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oplib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -150,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--namespace", "-n", help="only this namespace")
     show = leaf(ops, "show", "one operator: schema, kernels and their origins", _ops_show)
     show.add_argument("qualname", help="e.g. oplib::add or acme::scaled_add.out")
+    exp = leaf(ops, "explain", "how a call with sample tensors would dispatch", _ops_explain)
+    exp.add_argument("qualname", help="e.g. oplib::add")
+    exp.add_argument("--device", default="cpu", help="where the sample tensors live")
+    exp.add_argument("--requires-grad", action="store_true", help="sample tensors require grad")
     return parser
 
 

@@ -9,6 +9,8 @@ schema, picks the backend, runs modes and autograd, resolves the kernel (as torc
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,6 +35,15 @@ from .tensor import Tensor
 _new = object.__new__
 
 __all__ = ["DispatchKeySet", "DispatchMode", "FastCall", "OpOverload", "active_modes"]
+
+#: ``OPLIB_LOG_DISPATCH=1``: log every dispatch decision to the ``oplib.dispatch`` logger
+#: (calls then always take the slow path, which is where decisions are made).
+LOG_DISPATCH = os.environ.get("OPLIB_LOG_DISPATCH", "").strip() not in ("", "0")
+_log = logging.getLogger("oplib.dispatch")
+if LOG_DISPATCH:
+    _log.setLevel(logging.DEBUG)
+    if not _log.handlers and not logging.getLogger().handlers:
+        _log.addHandler(logging.StreamHandler())
 
 # Number of modes active in any thread: the hot path's only check for modes.
 _active = [0]
@@ -133,6 +144,24 @@ _FAST_TYPES: dict[str, frozenset[type]] = {
     "str": frozenset({str}),
     "Scalar": frozenset({int, float, bool}),
 }
+
+
+class _Call:
+    """A call after unwrapping: native arguments, where the arrays are, the backend."""
+
+    __slots__ = ("backend", "converted", "found", "nargs", "nkwargs", "requires_grad", "tensors_in")
+
+    def __init__(
+        self, nargs: list[Any], nkwargs: dict[str, Any], found: list[Any], tensors_in: bool,
+        requires_grad: bool, backend: Backend, converted: bool,
+    ) -> None:
+        self.nargs = nargs
+        self.nkwargs = nkwargs
+        self.found = found
+        self.tensors_in = tensors_in
+        self.requires_grad = requires_grad
+        self.backend = backend
+        self.converted = converted
 
 
 class _Slot:
@@ -320,9 +349,8 @@ class OpOverload(FastCall):
         finally:
             _push(mode)
 
-    def _dispatch(
-        self, bargs: list[Any], bkwargs: dict[str, Any], *, fill_cache: bool = False
-    ) -> Any:
+    def _prepare(self, bargs: list[Any], bkwargs: dict[str, Any]) -> _Call:
+        """Unwrap Tensors, find the arrays and the backend the call runs on."""
         nargs = list(bargs)
         nkwargs = dict(bkwargs)
         tensors_in = False
@@ -352,19 +380,29 @@ class OpOverload(FastCall):
                     value = value._data
                     container[slot.index] = value
                 found.append((slot.name, value, _setter(container, slot.index)))
-
         backend, converted = self._backend_for(found, nargs, nkwargs)
-        if tensors_in and requires_grad and GRAD.enabled:
+        return _Call(nargs, nkwargs, found, tensors_in, requires_grad, backend, converted)
+
+    def _dispatch(
+        self, bargs: list[Any], bkwargs: dict[str, Any], *, fill_cache: bool = False
+    ) -> Any:
+        call = self._prepare(bargs, bkwargs)
+        nargs, nkwargs = call.nargs, call.nkwargs
+        tensors_in, backend = call.tensors_in, call.backend
+        if tensors_in and call.requires_grad and GRAD.enabled:
             autograd = self._autograd_kernel(backend)
             if autograd is not None:
                 return autograd(*bargs, **bkwargs)
         fn, key = self._kernel(backend)
+        if LOG_DISPATCH:
+            _log.debug("%s: backend %s (%s), kernel for key %s", self._entry.qualname,
+                       backend.name, "Tensors" if tensors_in else "native arrays", key)
         if key == COMPOSITE_IMPLICIT:
             return fn(*bargs, **bkwargs)
         out = fn(*nargs, **nkwargs)
-        if fill_cache and not converted and found and not (backend.multi_device and len(found) > 1):
-            cls = type(found[0][1])
-            if all(type(f[1]) is cls for f in found):
+        if fill_cache:
+            cls = self._cache_class(call)
+            if cls is not None:
                 with REGISTRY.lock:
                     if self._entry.cache is self._cache and self._kernel(backend)[0] is fn:
                         if tensors_in:
@@ -375,6 +413,16 @@ class OpOverload(FastCall):
         if tensors_in:
             return self._wrap(out, bargs, bkwargs)
         return out
+
+    def _cache_class(self, call: _Call) -> type | None:
+        """The array class the fast path caches this kind of call under (None: not cached)."""
+        found = call.found
+        if LOG_DISPATCH or call.converted or not found or (
+            call.backend.multi_device and len(found) > 1
+        ):
+            return None
+        cls = type(found[0][1])
+        return cls if all(type(f[1]) is cls for f in found) else None
 
     def _backend_for(
         self, found: list[tuple[str, Any, Callable[[Any], None]]], nargs: list[Any],
@@ -460,6 +508,16 @@ class OpOverload(FastCall):
             return found
 
     def _resolve(self, backend: Backend) -> tuple[Callable[..., Any], str]:
+        for key, fn, _ in self.resolution_steps(backend):
+            if fn is not None:
+                return fn, key
+        raise self._no_kernel(backend)
+
+    def resolution_steps(
+        self, backend: Backend
+    ) -> Iterator[tuple[str, Callable[..., Any] | None, str]]:
+        """The keys tried for ``backend`` in order, as ``(key, kernel or None, why)``; the
+        first step with a kernel is the one dispatch takes (torch's ``resolve_key``)."""
         entry = self._entry
         name = backend.name
         keys = [name]
@@ -468,13 +526,23 @@ class OpOverload(FastCall):
         keys.append(COMPOSITE_EXPLICIT)
         for key in keys:
             fn = self._lookup(key, (name,))
+            yield key, fn, self._why(key, fn)
             if fn is not None:
-                return fn, key
-        if not entry.has_kernel(name) and name not in entry.py_kernels:
-            fn = self._lookup(COMPOSITE_IMPLICIT, (name,))
-            if fn is not None:
-                return fn, COMPOSITE_IMPLICIT
-        raise self._no_kernel(backend)
+                return
+        if entry.has_kernel(name) or name in entry.py_kernels:
+            yield COMPOSITE_IMPLICIT, None, f"skipped: not used when {name!r} has a kernel"
+            return
+        fn = self._lookup(COMPOSITE_IMPLICIT, (name,))
+        yield COMPOSITE_IMPLICIT, fn, self._why(COMPOSITE_IMPLICIT, fn)
+
+    def _why(self, key: str, fn: Callable[..., Any] | None) -> str:
+        if fn is None:
+            k = self._entry.kernel(key)
+            return "skipped: fallthrough_kernel" if k is not None else "skipped: no kernel"
+        if key in self._entry.py_kernels:
+            return "taken: py_impl kernel"
+        k = self._entry.kernel(key)
+        return f"taken: kernel at {k.origin}" if k is not None else "taken"
 
     def _lookup(self, key: str, below: tuple[str, ...]) -> Callable[..., Any] | None:
         entry = self._entry

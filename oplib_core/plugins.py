@@ -20,6 +20,8 @@ import pluggy
 
 from . import hookspecs
 from .backends import TABLE, BackendSpec
+from .discovery import CORE_DISTRIBUTION, EntryPointInfo, find_entry_points
+from .discovery import load as load_entry_point
 from .errors import PluginError
 from .library import (
     _normalize_types,
@@ -32,12 +34,12 @@ from .library import (
 from .registry import REGISTRY, Handle, PluginContext, current_plugin
 from .schema import parse_schema, parse_signature
 from .tags import Tag
+from .version import __version__
 
 __all__ = ["PluginRecord", "PluginWarning", "Registrar", "list", "register", "unregister"]
 
 _builtin_list = list
 
-ENTRY_POINT_GROUP = "oplib"
 PHASES = (
     "oplib_backends",
     "oplib_define",
@@ -183,21 +185,18 @@ class PluginHost:
         )
         if not self.autoload:
             return
-        from importlib.metadata import entry_points  # noqa: PLC0415 - only when autoloading
-
         loaded: list[PluginRecord] = []
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        for ep in find_entry_points(__version__):
             record = self._load_entry_point(ep)
             if record is not None:
                 loaded.append(record)
         self._run_phases(loaded)
 
-    def _load_entry_point(self, ep: Any) -> PluginRecord | None:
-        dist = getattr(ep, "dist", None)
+    def _load_entry_point(self, ep: EntryPointInfo) -> PluginRecord | None:
         record = PluginRecord(
             name=ep.name,
-            distribution=getattr(dist, "name", None),
-            version=getattr(dist, "version", None),
+            distribution=ep.distribution,
+            version=ep.version,
             entry_point=ep.value,
         )
         with self.lock:
@@ -216,9 +215,16 @@ class PluginHost:
             self.pm.set_blocked(ep.name)
             record.status = "blocked"
             return None
+        if not ep.compatible:
+            record.status = "incompatible"
+            record.error = (
+                f"incompatible: needs {ep.requirement}, have {CORE_DISTRIBUTION} {__version__}"
+            )
+            self._warn(record)
+            return None
         start = time.perf_counter()
         try:
-            module = ep.load()
+            module = load_entry_point(ep)
         except BaseException as e:  # a plugin must never take oplib down with it
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -308,9 +314,10 @@ class PluginHost:
 
     @staticmethod
     def _warn(record: PluginRecord) -> None:
+        what = "is incompatible" if record.status == "incompatible" else "failed to load"
         warnings.warn(
-            f"oplib: plugin {record.name!r} ({record.distribution or 'in-process'}) failed to "
-            f"load and was skipped: {record.error}",
+            f"oplib: plugin {record.name!r} ({record.distribution or 'in-process'}) {what} "
+            f"and was skipped: {record.error}",
             PluginWarning,
             stacklevel=2,
         )

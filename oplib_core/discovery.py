@@ -1,0 +1,134 @@
+"""Finding plugins cheaply: the ``oplib`` entry points of installed distributions.
+
+Scanning every installed distribution's metadata costs tens of milliseconds (and imports
+``importlib.metadata`` and ``email``). The result is cached in a small JSON file keyed on
+what can change it: the interpreter, ``sys.path``, and the modification time of every
+``sys.path`` directory (installing or removing a distribution adds or removes a
+``*.dist-info`` directory there, which changes that time). ``OPLIB_ENTRY_POINT_CACHE=0``
+turns the cache off; ``OPLIB_CACHE_DIR`` moves it.
+
+Each entry also records whether the distribution's requirement on ``oplib-core`` accepts
+the installed version, so an incompatible plugin is reported before its module is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["EntryPointInfo", "find_entry_points", "load"]
+
+GROUP = "oplib"
+CORE_DISTRIBUTION = "oplib-core"
+_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EntryPointInfo:
+    """One ``oplib`` entry point and what its distribution says about compatibility."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+    requirement: str | None  # e.g. "oplib-core>=0.1,<0.2" (None: no requirement stated)
+    compatible: bool
+
+
+def load(info: EntryPointInfo) -> Any:
+    """Import the entry point's object (``module`` or ``module:attr``)."""
+    module, _, attr = info.value.partition(":")
+    obj = importlib.import_module(module.strip())
+    for part in attr.strip().split(".") if attr else ():
+        obj = getattr(obj, part)
+    return obj
+
+
+def _fingerprint(core_version: str) -> dict[str, Any]:
+    dirs = []
+    for p in sys.path:
+        try:
+            st = os.stat(p or ".")
+        except OSError:
+            continue
+        dirs.append([p, st.st_mtime_ns])
+    return {"v": _CACHE_VERSION, "python": sys.executable, "core": core_version, "path": dirs}
+
+
+def _cache_file(fingerprint: dict[str, Any]) -> str:
+    base = os.environ.get("OPLIB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "oplib",
+    )
+    key = hashlib.sha1(f"{fingerprint['python']}|{sys.path}".encode()).hexdigest()[:16]
+    return os.path.join(base, f"entry-points-{key}.json")
+
+
+def _normalize(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _scan(core_version: str) -> list[EntryPointInfo]:
+    from importlib.metadata import entry_points  # noqa: PLC0415 - only on a cache miss
+
+    found = []
+    for ep in entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        requirement, compatible = None, True
+        if dist is not None:
+            requirement, compatible = _check_requirement(dist.requires or (), core_version)
+        found.append(EntryPointInfo(
+            name=ep.name,
+            value=ep.value,
+            distribution=getattr(dist, "name", None),
+            version=getattr(dist, "version", None),
+            requirement=requirement,
+            compatible=compatible,
+        ))
+    return found
+
+
+def _check_requirement(requires: Any, core_version: str) -> tuple[str | None, bool]:
+    from packaging.requirements import Requirement  # noqa: PLC0415 - only on a cache miss
+
+    for text in requires:
+        req = Requirement(text)
+        if _normalize(req.name) != CORE_DISTRIBUTION:
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        ok = not req.specifier or req.specifier.contains(core_version, prereleases=True)
+        return f"{CORE_DISTRIBUTION}{req.specifier}", ok
+    return None, True
+
+
+def find_entry_points(core_version: str) -> list[EntryPointInfo]:
+    """The ``oplib`` entry points of installed distributions (cached; see module doc)."""
+    use_cache = os.environ.get("OPLIB_ENTRY_POINT_CACHE", "1") not in ("0", "false", "no")
+    fingerprint = _fingerprint(core_version)
+    path = _cache_file(fingerprint)
+    if use_cache:
+        try:
+            with open(path, encoding="utf-8") as f:
+                cached = json.load(f)
+            if cached.get("fingerprint") == fingerprint:
+                return [EntryPointInfo(**e) for e in cached["entry_points"]]
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # no cache, or a stale/corrupt one: scan again
+    found = _scan(core_version)
+    if use_cache:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"fingerprint": fingerprint,
+                           "entry_points": [asdict(e) for e in found]}, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home directory only costs the next start-up a scan
+    return found

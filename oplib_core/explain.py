@@ -1,0 +1,115 @@
+"""``explain(op, *args, **kwargs)``: the dispatch decision for a call, without running a kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dispatcher import OpOverload, active_modes
+from .grad_mode import STATE as GRAD
+from .registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
+
+__all__ = ["DispatchExplanation", "explain"]
+
+
+@dataclass
+class DispatchExplanation:
+    """What dispatch would do: the keys computed from the arguments, each candidate kernel
+    with why it was taken or skipped, and whether the dispatch cache would serve the call."""
+
+    op: str
+    schema: str
+    modes: list[str]
+    arrays: dict[str, str]
+    backend: str | None
+    keys: list[str]
+    steps: list[tuple[str, str]] = field(default_factory=list)
+    chosen: str | None = None
+    cache_hit: bool = False
+    error: str | None = None
+
+    def __str__(self) -> str:
+        lines = [f"{self.op}: {self.schema}"]
+        if self.modes:
+            lines.append(f"  modes: {', '.join(self.modes)} (the innermost intercepts the call)")
+        for name, where in self.arrays.items():
+            lines.append(f"  argument {name}: {where}")
+        lines.append(f"  dispatch keys: {' > '.join(self.keys) or '(none)'}")
+        for key, why in self.steps:
+            lines.append(f"    {key:28s} {why}")
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        else:
+            lines.append(f"  kernel: {self.chosen}")
+        lines.append(f"  dispatch cache: {'hit' if self.cache_hit else 'miss (slow path)'}")
+        return "\n".join(lines)
+
+
+def _overload(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
+    if isinstance(op, OpOverload):
+        return op
+    if isinstance(op, str):
+        entry = REGISTRY.entry(op)
+        return entry.overload
+    inner = getattr(op, "_opoverload", None)
+    if isinstance(inner, OpOverload):
+        return inner
+    pick = getattr(op, "_pick", None)
+    if pick is not None:
+        return op._only or pick(args, kwargs)
+    raise TypeError(f"explain(): expected an operator, got {op!r}")
+
+
+def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
+    """Explain how ``op(*args, **kwargs)`` would dispatch; runs no kernel.
+
+    Raises ``TypeError`` like the call itself when the arguments do not fit the schema.
+    """
+    ov = _overload(op, args, kwargs)
+    entry = ov._entry
+    bargs, bkwargs = ov._binder.bind(args, kwargs)
+    out = DispatchExplanation(
+        op=entry.qualname, schema=str(entry.schema),
+        modes=[type(m).__name__ for m in active_modes()], arrays={}, backend=None, keys=[],
+    )
+    try:
+        call = ov._prepare(bargs, bkwargs)
+    except Exception as e:  # a device mismatch is part of the answer
+        out.error = f"{type(e).__name__}: {e}"
+        return out
+    backend = call.backend
+    out.backend = backend.name
+    for name, arr, _ in call.found:
+        b = REGISTRY.backends.for_type(type(arr))
+        dev = b.device_of(arr) if b is not None else "?"
+        out.arrays[name] = f"{type(arr).__module__}.{type(arr).__name__} on {dev}"
+    if not call.found:
+        out.arrays["(no tensors)"] = f"factory: device argument selects {backend.name}"
+    autograd = call.tensors_in and call.requires_grad and GRAD.enabled
+    out.keys = [*out.modes, *([AUTOGRAD] if autograd else []), backend.key]
+    if autograd:
+        try:
+            fn = ov._autograd_kernel(backend)
+        except RuntimeError as e:
+            out.steps.append((AUTOGRAD, "error: no formula"))
+            out.error = str(e)
+            return out
+        if fn is not None:
+            out.steps.append((AUTOGRAD, "taken: autograd formula (or implicit composite)"))
+            out.chosen = f"{AUTOGRAD} kernel of {entry.qualname}"
+            return out
+        out.steps.append((AUTOGRAD, "skipped: fallthrough_kernel"))
+    elif call.tensors_in and call.requires_grad:
+        out.steps.append((AUTOGRAD, "skipped: grad mode is off"))
+    for key, fn, why in ov.resolution_steps(backend):
+        out.steps.append((key, why))
+        if fn is not None:
+            out.chosen = key if key != COMPOSITE_IMPLICIT else f"{key} (decomposes)"
+    if out.chosen is None:
+        out.error = str(ov._no_kernel(backend))
+    cls = ov._cache_class(call)
+    fast = not kwargs and len(args) == ov._npos and not out.modes
+    if cls is not None and fast:
+        key = type(next(iter(args[i] for i in ov._key_pos)))
+        out.cache_hit = key in entry.cache and (not call.tensors_in or cls in entry.tcache)
+    return out
