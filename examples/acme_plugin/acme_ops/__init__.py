@@ -1,0 +1,1 @@
+"""acme-ops: an example oplib plugin. Import nothing heavy here."""
