@@ -1,0 +1,126 @@
+"""The ``oplib`` command: text tables and stable ``--json`` keys."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_backends_list_table(capsys):
+    code, out = run(capsys, "backends", "list")
+    assert code == 0
+    header, rule, *rows = out.splitlines()
+    assert header.split() == ["backend", "key", "distribution", "available", "devices", "ops"]
+    cpu = next(r for r in rows if r.startswith("cpu "))
+    assert cpu.split()[:6] == ["cpu", "CPU", "oplib-cpu", "0.1.0", "yes", "1"]
+
+
+def test_backends_list_json_keys_and_op_count(capsys):
+    code, out = run(capsys, "backends", "list", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0
+    assert set(rows["cpu"]) == {
+        "name", "key", "distribution", "version", "available", "reason", "device_count", "ops"
+    }
+    before = rows["cpu"]["ops"]
+    with oplib.library._scoped_library("clicount", "FRAGMENT") as lib:
+        lib.define("op(Tensor x) -> Tensor")
+        lib.impl("op", np.negative, "CPU")
+        _, out = run(capsys, "backends", "list", "--json")
+        assert {r["name"]: r for r in json.loads(out)}["cpu"]["ops"] == before + 1
+
+
+def test_plugins_list(capsys):
+    code, out = run(capsys, "plugins", "list")
+    assert code == 0
+    assert any(line.startswith("cpu ") and "loaded" in line for line in out.splitlines())
+    _, out = run(capsys, "plugins", "list", "--json")
+    rows = {p["name"]: p for p in json.loads(out)}
+    assert rows["core"]["status"] == "loaded"
+    assert {"name", "distribution", "version", "module", "hooks", "status", "error",
+            "load_ms"} <= set(rows["cpu"])
+
+
+def test_ops_list_namespace_filter(capsys):
+    with oplib.library._scoped_library("clins", "FRAGMENT") as lib:
+        lib.define("a(Tensor x) -> Tensor")
+        lib.define("b(Tensor x) -> Tensor")
+        lib.impl("a", np.negative, "CPU")
+        _, out = run(capsys, "ops", "list", "--namespace", "clins", "--json")
+        rows = json.loads(out)
+    assert [r["qualname"] for r in rows] == ["clins::a", "clins::b"]
+    assert rows[0]["keys"] == ["cpu"] and rows[1]["keys"] == []
+    assert rows[0]["schema"] == "clins::a(Tensor x) -> Tensor"
+
+
+def test_ops_show_text_and_json(capsys):
+    with oplib.library._scoped_library("clishow", "FRAGMENT") as lib:
+        lib.define("op(Tensor x) -> Tensor")
+        lib.impl("op", np.negative, "CPU")
+        lib.impl("op", np.negative, "cudax")
+        code, out = run(capsys, "ops", "show", "clishow::op")
+        assert code == 0
+        assert "schema:  clishow::op(Tensor x) -> Tensor" in out
+        assert "cudax" in out and "waiting" in out
+        _, out = run(capsys, "ops", "show", "clishow::op", "--json")
+        d = json.loads(out)
+    assert {"qualname", "schema", "kernels", "fake", "autograd"} <= set(d)
+    keys = {k["key"]: k for k in d["kernels"]}
+    assert keys["cpu"]["status"] == "live" and keys["cudax"]["status"] == "waiting"
+    assert set(keys["cpu"]) >= {"key", "source", "plugin", "distribution", "status"}
+    assert re.fullmatch(r".+:\d+", keys["cpu"]["source"])
+
+
+def test_ops_show_override_is_visible(capsys):
+    with oplib.library._scoped_library("cliov", "FRAGMENT") as lib:
+        lib.define("op(Tensor x) -> Tensor")
+        lib.impl("op", np.negative, "CPU")
+
+        def mine(x):
+            return x
+
+        oplib.impl("cliov::op", "cpu", mine, lib=lib, allow_override=True)
+        _, out = run(capsys, "ops", "show", "cliov::op", "--json")
+        d = json.loads(out)
+        assert d["kernels"][0]["overrides"] is True
+        assert d["kernels"][0]["source"].endswith(f"{mine.__code__.co_firstlineno}")
+        assert len(d["overridden"]) == 1
+
+
+def test_ops_show_unknown_op(capsys):
+    code = main(["ops", "show", "nope::nothing"])
+    assert code == 2
+    assert "no operator 'nope::nothing'" in capsys.readouterr().err
+
+
+def test_ops_explain(capsys):
+    code, out = run(capsys, "ops", "explain", "oplib::matmul")
+    assert code == 0
+    assert "dispatch keys: CPU" in out and "taken: kernel at" in out
+
+
+def test_console_script_runs_in_a_subprocess():
+    r = subprocess.run([sys.executable, "-m", "oplib_core.cli", "backends", "list", "--json"],
+                       capture_output=True, text=True, check=True)
+    assert "cpu" in {row["name"] for row in json.loads(r.stdout)}
+
+
+def test_plugin_docs_hook_reference_matches_hookspecs():
+    r = subprocess.run([sys.executable, "scripts/gen_hook_reference.py", "--check"],
+                       capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stdout
