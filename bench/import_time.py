@@ -51,8 +51,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=15)
     parser.add_argument("--venv", default=os.path.dirname(os.path.dirname(sys.executable)))
-    parser.add_argument("--make-crowded", type=int, default=0, metavar="COUNT",
-                        help="first add COUNT filler distributions to the venv")
+    parser.add_argument(
+        "--make-crowded",
+        type=int,
+        default=0,
+        metavar="COUNT",
+        help="first add COUNT filler distributions to the venv",
+    )
     args = parser.parse_args()
     python = os.path.join(args.venv, "bin", "python")
     if args.make_crowded:

@@ -1,6 +1,6 @@
 """oplib in one page: define an op, give it a numpy kernel, call it, look at what is installed.
 
-    python examples/quickstart.py
+python examples/quickstart.py
 """
 
 import numpy as np

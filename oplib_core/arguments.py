@@ -160,7 +160,9 @@ class Binder:
     def _error(self, message: str) -> TypeError:
         return TypeError(f"{self.qualname}(): {message}\n  schema: {self.schema}")
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
         pos = self._pos
         if len(args) > len(pos):
             raise self._error(
@@ -202,9 +204,7 @@ class Binder:
     def _convert(self, a: Argument, value: Any) -> Any:
         out = self._converters[a.name](value)
         if out is _INVALID:
-            raise self._error(
-                f"argument {a.name!r} must be {a.type}, got {_describe(value)}"
-            )
+            raise self._error(f"argument {a.name!r} must be {a.type}, got {_describe(value)}")
         return out
 
 
@@ -212,6 +212,8 @@ def _describe(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         inner = ", ".join(sorted({type(v).__name__ for v in value})) or "empty"
         return f"{type(value).__name__} of {inner}"
-    return f"{type(value).__name__} ({value!r})" if isinstance(value, (int, float, str)) else (
-        type(value).__name__
+    return (
+        f"{type(value).__name__} ({value!r})"
+        if isinstance(value, (int, float, str))
+        else (type(value).__name__)
     )

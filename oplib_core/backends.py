@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ class BackendSpec:
     ``accepts`` names other backends whose arrays this backend's kernels take as inputs
     (a backend always accepts 0-d CPU arrays as scalars). ``fake_kernels`` makes ops
     without a kernel for this backend fall back to their fake kernel (the meta device).
+    ``device_module`` is the backend's device module (``is_available``, ``device_count``,
+    ``current_device``, ``manual_seed_all`` ...): it is ``oplib_core.<name>`` while the
+    backend is installed, under its current name (after ``rename_privateuse1_backend``).
     """
 
     name: str
@@ -79,6 +83,7 @@ class BackendSpec:
     accepts: tuple[str, ...] = ()
     fake_kernels: bool = False
     description: str = ""
+    device_module: Any = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -185,6 +190,7 @@ class BackendTable:
         self._backends: dict[str, Backend] = {}
         self._by_type: dict[type, Backend | None] = {}
         self._listeners: list[Callable[[str, Backend], None]] = []
+        self._renames: dict[str, str] = {}
 
     def add_listener(self, fn: Callable[[str, Backend], None]) -> None:
         """``fn(event, backend)`` is called with ``"added"``/``"removed"`` under the lock."""
@@ -200,6 +206,8 @@ class BackendTable:
     ) -> Callable[[], None]:
         """Add a backend; returns a function that removes it again."""
         with self._lock:
+            if spec.name in self._renames:
+                spec = dataclasses.replace(spec, name=self._renames[spec.name])
             old = self._backends.get(spec.name)
             if old is not None:
                 where = f"plugin {old.plugin!r}" if old.plugin else "at runtime"
@@ -221,15 +229,37 @@ class BackendTable:
 
         def unregister() -> None:
             with self._lock:
-                if self._backends.get(spec.name) is backend:
-                    del self._backends[spec.name]
+                if self._backends.get(backend.name) is backend:
+                    del self._backends[backend.name]
                     self._by_type.clear()
                     for fn in self._listeners:
                         fn("removed", backend)
 
         return unregister
 
+    def rename(self, old: str, new: str) -> None:
+        """Give backend ``old`` the name ``new`` (the private-use slot), now and for a backend
+        called ``old`` registered later; ``old`` stays an alias in ``get``/``find``. Listeners
+        see ``"renamed"``."""
+        with self._lock:
+            taken = self._backends.get(new)
+            if taken is not None:
+                raise BackendError(
+                    f"cannot rename backend {old!r} to {new!r}: a backend named {new!r} is "
+                    f"already registered (plugin {taken.plugin!r}, distribution "
+                    f"{taken.distribution or '-'})"
+                )
+            self._renames[old] = new
+            backend = self._backends.pop(old, None)
+            if backend is not None:
+                backend.spec = dataclasses.replace(backend.spec, name=new)
+                self._backends[new] = backend
+                self._by_type.clear()
+                for fn in self._listeners:
+                    fn("renamed", backend)
+
     def get(self, name: str) -> Backend:
+        name = self._renames.get(name, name)
         try:
             return self._backends[name]
         except KeyError:
@@ -238,7 +268,7 @@ class BackendTable:
             ) from None
 
     def find(self, name: str) -> Backend | None:
-        return self._backends.get(name)
+        return self._backends.get(self._renames.get(name, name))
 
     def by_key(self, key: str) -> Backend | None:
         for b in self._backends.values():
@@ -282,7 +312,7 @@ def get(name: str) -> Backend:
     return TABLE.get(name)
 
 
-def list() -> _builtin_list[Backend]:  # noqa: A001 - mirrors the public name backends.list()
+def list() -> _builtin_list[Backend]:
     """Installed backends, highest priority first."""
     return TABLE.all()
 
@@ -304,5 +334,3 @@ def device(spec: Device | str | int, index: int | None = None) -> Device:
             raise ValueError(f"device(): device index must be >= 0, got {spec}")
         return Device(default_accelerator(), spec)
     return parse_device(spec, index)
-
-

@@ -10,6 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import introspect
+from .explain import explain
+from .factories import ones
+from .plugins import HOST
+from .registry import REGISTRY
 
 __all__ = ["main"]
 
@@ -52,8 +56,10 @@ def _backends_list(args: argparse.Namespace) -> int:
     print(_table(table, ["backend", "key", "distribution", "available", "devices", "ops"]))
     failed = [p for p in introspect.plugin_rows() if p["status"] == "failed"]
     for p in failed:
-        print(f"\nplugin {p['name']!r} ({_dist(p['distribution'], p['version'])}) failed to "
-              f"load: {p['error']}")
+        print(
+            f"\nplugin {p['name']!r} ({_dist(p['distribution'], p['version'])}) failed to "
+            f"load: {p['error']}"
+        )
     return 0
 
 
@@ -74,8 +80,6 @@ def _plugins_list(args: argparse.Namespace) -> int:
         for r in rows
     ]
     print(_table(table, ["plugin", "distribution", "status", "hooks", "ms", "module"]))
-    from .plugins import HOST  # noqa: PLC0415 - CLI only
-
     notes = []
     if not HOST.autoload:
         notes.append("OPLIB_PLUGINS_AUTOLOAD=0: entry points were not loaded")
@@ -118,11 +122,17 @@ def _ops_show(args: argparse.Namespace) -> int:
         print(f"  tags:    {', '.join(d['tags'])}")
 
     def origin(k: dict[str, Any]) -> str:
-        who = f"plugin {k['plugin']} ({_dist(k['distribution'], k['version'])})" if k["plugin"] else "runtime"
+        who = (
+            f"plugin {k['plugin']} ({_dist(k['distribution'], k['version'])})"
+            if k["plugin"]
+            else "runtime"
+        )
         return f"{k['source']}  [{who}]"
 
-    rows = [[k["key"], k["status"] + (" (override)" if k["overrides"] else ""), origin(k)]
-            for k in d["kernels"]]
+    rows = [
+        [k["key"], k["status"] + (" (override)" if k["overrides"] else ""), origin(k)]
+        for k in d["kernels"]
+    ]
     for label in ("fake", "autograd"):
         k = d[label]
         rows.append([label, "live" if k else "-", origin(k) if k else "not registered"])
@@ -131,8 +141,6 @@ def _ops_show(args: argparse.Namespace) -> int:
 
 
 def _sample_argument(arg: Any, device: str, requires_grad: bool) -> Any:
-    from .factories import ones  # noqa: PLC0415 - CLI only
-
     base = str(arg.type).rstrip("?")
     if base == "Tensor":
         return ones(2, device=device, requires_grad=requires_grad)
@@ -140,17 +148,24 @@ def _sample_argument(arg: Any, device: str, requires_grad: bool) -> Any:
         return [ones(2, device=device, requires_grad=requires_grad)] * 2
     if arg.has_default:
         return arg.default_value
-    samples = {"int": 0, "SymInt": 1, "float": 1.0, "bool": False, "str": "", "Scalar": 1.0,
-               "int[]": [0], "SymInt[]": [2], "ScalarType": "float32", "Device": device}
+    samples = {
+        "int": 0,
+        "SymInt": 1,
+        "float": 1.0,
+        "bool": False,
+        "str": "",
+        "Scalar": 1.0,
+        "int[]": [0],
+        "SymInt[]": [2],
+        "ScalarType": "float32",
+        "Device": device,
+    }
     if base in samples:
         return samples[base]
     raise ValueError(f"cannot make a sample for argument {arg.name!r} of type {arg.type}")
 
 
 def _ops_explain(args: argparse.Namespace) -> int:
-    from .explain import explain  # noqa: PLC0415 - CLI only
-    from .registry import REGISTRY  # noqa: PLC0415
-
     entry = REGISTRY.ops.get(args.qualname)
     if entry is None:
         print(f"oplib: no operator {args.qualname!r} (see 'oplib ops list')", file=sys.stderr)
@@ -166,8 +181,10 @@ def _ops_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(result), indent=2))
     else:
-        print(f"sample call: tensors of shape (2,) on {args.device}"
-              f"{', requiring grad' if args.requires_grad else ''}")
+        print(
+            f"sample call: tensors of shape (2,) on {args.device}"
+            f"{', requiring grad' if args.requires_grad else ''}"
+        )
         print(result)
     return 0
 
@@ -183,12 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     backends = sub.add_parser("backends", help="installed device backends").add_subparsers(
-        dest="sub", required=True)
+        dest="sub", required=True
+    )
     leaf(backends, "list", "list backends", _backends_list)
     plugins = sub.add_parser("plugins", help="installed plugins").add_subparsers(
-        dest="sub", required=True)
+        dest="sub", required=True
+    )
     leaf(plugins, "list", "list plugins and their status", _plugins_list)
-    ops = sub.add_parser("ops", help="registered operators").add_subparsers(dest="sub", required=True)
+    ops = sub.add_parser("ops", help="registered operators").add_subparsers(
+        dest="sub", required=True
+    )
     lst = leaf(ops, "list", "list operators", _ops_list)
     lst.add_argument("--namespace", "-n", help="only this namespace")
     show = leaf(ops, "show", "one operator: schema, kernels and their origins", _ops_show)

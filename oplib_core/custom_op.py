@@ -21,7 +21,11 @@ class CustomOpDef:
     ``register_autograd``. Its registrations live as long as this object's Library."""
 
     def __init__(
-        self, namespace: str, name: str, schema: str, fn: Callable[..., Any],
+        self,
+        namespace: str,
+        name: str,
+        schema: str,
+        fn: Callable[..., Any],
         tags: Iterable[Tag] = (),
     ) -> None:
         self._namespace = namespace
@@ -47,8 +51,12 @@ class CustomOpDef:
         return self._opoverload(*args, **kwargs)
 
     def register_kernel(
-        self, device_types: str | Sequence[str] | None, fn: Callable[..., Any] | None = None,
-        /, *, allow_override: bool = False,
+        self,
+        device_types: str | Sequence[str] | None,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        allow_override: bool = False,
     ) -> Any:
         """Register ``fn`` for ``device_types`` (``"cpu"``, ``["cpu", "cuda"]``; ``None``
         means every device). Usable as a decorator."""
@@ -58,10 +66,15 @@ class CustomOpDef:
             added = []
             try:
                 for key in keys:
-                    added.append(REGISTRY.add_kernel(
-                        self._qualname, key, f, allow_override=allow_override,
-                        api="register_kernel",
-                    ))
+                    added.append(
+                        REGISTRY.add_kernel(
+                            self._qualname,
+                            key,
+                            f,
+                            allow_override=allow_override,
+                            api="register_kernel",
+                        )
+                    )
             except BaseException:
                 for h in reversed(added):
                     h.destroy()
@@ -85,7 +98,7 @@ class CustomOpDef:
         self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
     ) -> None:
         """Register the gradient formula (see :func:`oplib_core.register_autograd`)."""
-        from .autograd.registration import register_autograd  # noqa: PLC0415
+        from .autograd.registration import register_autograd
 
         register_autograd(self._opoverload, backward, setup_context=setup_context, lib=self._lib)
 

@@ -74,7 +74,7 @@ def _normalize(name: str) -> str:
 
 
 def _scan(core_version: str) -> list[EntryPointInfo]:
-    from importlib.metadata import entry_points  # noqa: PLC0415 - only on a cache miss
+    from importlib.metadata import entry_points  # costly: only on a cache miss
 
     found = []
     for ep in entry_points(group=GROUP):
@@ -82,19 +82,21 @@ def _scan(core_version: str) -> list[EntryPointInfo]:
         requirement, compatible = None, True
         if dist is not None:
             requirement, compatible = _check_requirement(dist.requires or (), core_version)
-        found.append(EntryPointInfo(
-            name=ep.name,
-            value=ep.value,
-            distribution=getattr(dist, "name", None),
-            version=getattr(dist, "version", None),
-            requirement=requirement,
-            compatible=compatible,
-        ))
+        found.append(
+            EntryPointInfo(
+                name=ep.name,
+                value=ep.value,
+                distribution=getattr(dist, "name", None),
+                version=getattr(dist, "version", None),
+                requirement=requirement,
+                compatible=compatible,
+            )
+        )
     return found
 
 
 def _check_requirement(requires: Any, core_version: str) -> tuple[str | None, bool]:
-    from packaging.requirements import Requirement  # noqa: PLC0415 - only on a cache miss
+    from packaging.requirements import Requirement  # costly: only on a cache miss
 
     for text in requires:
         req = Requirement(text)
@@ -126,8 +128,9 @@ def find_entry_points(core_version: str) -> list[EntryPointInfo]:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"fingerprint": fingerprint,
-                           "entry_points": [asdict(e) for e in found]}, f)
+                json.dump(
+                    {"fingerprint": fingerprint, "entry_points": [asdict(e) for e in found]}, f
+                )
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only home directory only costs the next start-up a scan

@@ -85,7 +85,9 @@ class DispatchMode:
     ``fn(mode, *args, **kwargs)`` under that mode.
     """
 
-    def __oplib_dispatch__(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def __oplib_dispatch__(
+        self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         return op(*args, **kwargs)
 
     def __enter__(self) -> DispatchMode:
@@ -95,7 +97,9 @@ class DispatchMode:
     def __exit__(self, *exc: object) -> None:
         stack = _MODES.stack
         if not stack or stack[-1] is not self:
-            raise RuntimeError(f"{type(self).__name__}: modes must exit in the reverse order they entered")
+            raise RuntimeError(
+                f"{type(self).__name__}: modes must exit in the reverse order they entered"
+            )
         _pop()
 
 
@@ -152,8 +156,14 @@ class _Call:
     __slots__ = ("backend", "converted", "found", "nargs", "nkwargs", "requires_grad", "tensors_in")
 
     def __init__(
-        self, nargs: list[Any], nkwargs: dict[str, Any], found: list[Any], tensors_in: bool,
-        requires_grad: bool, backend: Backend, converted: bool,
+        self,
+        nargs: list[Any],
+        nkwargs: dict[str, Any],
+        found: list[Any],
+        tensors_in: bool,
+        requires_grad: bool,
+        backend: Backend,
+        converted: bool,
     ) -> None:
         self.nargs = nargs
         self.nkwargs = nkwargs
@@ -205,8 +215,9 @@ class FastCall:
             for i, ok in self._checks:
                 if type(args[i]) not in ok:
                     return self._call_slow(args, kwargs)
-        fn = self._cache.get(t)
-        if fn is None:
+        try:
+            fn = self._cache[t]
+        except KeyError:
             return self._call_slow(args, kwargs)
         return fn(*args)
 
@@ -395,8 +406,13 @@ class OpOverload(FastCall):
                 return autograd(*bargs, **bkwargs)
         fn, key = self._kernel(backend)
         if LOG_DISPATCH:
-            _log.debug("%s: backend %s (%s), kernel for key %s", self._entry.qualname,
-                       backend.name, "Tensors" if tensors_in else "native arrays", key)
+            _log.debug(
+                "%s: backend %s (%s), kernel for key %s",
+                self._entry.qualname,
+                backend.name,
+                "Tensors" if tensors_in else "native arrays",
+                key,
+            )
         if key == COMPOSITE_IMPLICIT:
             return fn(*bargs, **bkwargs)
         out = fn(*nargs, **nkwargs)
@@ -417,15 +433,20 @@ class OpOverload(FastCall):
     def _cache_class(self, call: _Call) -> type | None:
         """The array class the fast path caches this kind of call under (None: not cached)."""
         found = call.found
-        if LOG_DISPATCH or call.converted or not found or (
-            call.backend.multi_device and len(found) > 1
+        if (
+            LOG_DISPATCH
+            or call.converted
+            or not found
+            or (call.backend.multi_device and len(found) > 1)
         ):
             return None
         cls = type(found[0][1])
         return cls if all(type(f[1]) is cls for f in found) else None
 
     def _backend_for(
-        self, found: list[tuple[str, Any, Callable[[Any], None]]], nargs: list[Any],
+        self,
+        found: list[tuple[str, Any, Callable[[Any], None]]],
+        nargs: list[Any],
         nkwargs: dict[str, Any],
     ) -> tuple[Backend, bool]:
         """The backend the call runs on; moves 0-d CPU arrays (scalars) to it if needed."""
@@ -586,9 +607,11 @@ class OpOverload(FastCall):
     def _no_kernel(self, backend: Backend) -> NoKernelError:
         entry = self._entry
         have = sorted(k for k in entry.kernels if k != AUTOGRAD) or ["(none)"]
-        fake_hint = " (a fake kernel, register_fake, also serves this device)" if (
-            backend.spec.fake_kernels
-        ) else ""
+        fake_hint = (
+            " (a fake kernel, register_fake, also serves this device)"
+            if (backend.spec.fake_kernels)
+            else ""
+        )
         return NoKernelError(
             f"{entry.qualname}(): no kernel for backend {backend.name!r} (dispatch key "
             f"{backend.key}){fake_hint}. Kernels are registered for: {', '.join(have)}. "
@@ -606,7 +629,9 @@ class OpOverload(FastCall):
         return tuple(self._wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True))
 
     @staticmethod
-    def _wrap_one(plan: tuple[str, Any], value: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
+    def _wrap_one(
+        plan: tuple[str, Any], value: Any, bargs: list[Any], bkwargs: dict[str, Any]
+    ) -> Any:
         kind, alias = plan
         if alias is not None:
             kw, index = alias
@@ -689,7 +714,10 @@ def _return_plan(schema: Any) -> tuple[tuple[str, Any], ...]:
     pos_i = 0
     for a in schema.arguments:
         if a.annotation is not None and a.annotation.is_write:
-            aliases[frozenset(a.annotation.alias_set)] = (a.kwarg_only, a.name if a.kwarg_only else pos_i)
+            aliases[frozenset(a.annotation.alias_set)] = (
+                a.kwarg_only,
+                a.name if a.kwarg_only else pos_i,
+            )
         if not a.kwarg_only:
             pos_i += 1
     plan = []

@@ -34,7 +34,9 @@ def to_dtype(dtype: object) -> np.dtype:
     try:
         return np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError as e:
-        raise TypeError(f"expected a dtype (numpy dtype, scalar type or name), got {dtype!r}") from e
+        raise TypeError(
+            f"expected a dtype (numpy dtype, scalar type or name), got {dtype!r}"
+        ) from e
 
 
 def get_default_dtype() -> np.dtype:

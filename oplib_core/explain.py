@@ -69,8 +69,12 @@ def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     entry = ov._entry
     bargs, bkwargs = ov._binder.bind(args, kwargs)
     out = DispatchExplanation(
-        op=entry.qualname, schema=str(entry.schema),
-        modes=[type(m).__name__ for m in active_modes()], arrays={}, backend=None, keys=[],
+        op=entry.qualname,
+        schema=str(entry.schema),
+        modes=[type(m).__name__ for m in active_modes()],
+        arrays={},
+        backend=None,
+        keys=[],
     )
     try:
         call = ov._prepare(bargs, bkwargs)

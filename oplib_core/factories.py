@@ -35,7 +35,8 @@ def _call(qualname: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def _size(size: tuple[Any, ...]) -> list[Any]:
-    if len(size) == 1 and isinstance(size[0], (Sequence, np.ndarray)) and not isinstance(size[0], str):
+    first = size[0] if len(size) == 1 else None
+    if isinstance(first, (Sequence, np.ndarray)) and not isinstance(first, str):
         return list(size[0])
     return list(size)
 
@@ -65,10 +66,16 @@ def tensor(
     backend = TABLE.for_type(type(data))
     if backend is None:
         arr = np.asarray(data)
-        if arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
-            arr = arr.astype(get_default_dtype())
+        if not isinstance(data, (np.ndarray, np.generic)):
+            # Python floats (and, as in torch, complex numbers) follow the default dtype
+            if arr.dtype == np.float64:
+                arr = arr.astype(get_default_dtype())
+            elif arr.dtype == np.complex128:
+                arr = arr.astype(np.result_type(get_default_dtype(), np.complex64))
         if arr.dtype.kind in "OUSV":
-            raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data ({arr.dtype})")
+            raise TypeError(
+                f"tensor(): cannot make a tensor from {type(data).__name__} data ({arr.dtype})"
+            )
         data = arr
         if TABLE.find("cpu") is None:
             raise BackendError("tensor(): the cpu backend (oplib-cpu) is not installed")
@@ -82,19 +89,26 @@ def tensor(
 
 def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor of ``size`` (ints, or one sequence)."""
-    return _finish(_call("oplib::empty", _size(size), dtype=dtype, device=_device(device)), requires_grad)
+    data = _call("oplib::empty", _size(size), dtype=dtype, device=_device(device))
+    return _finish(data, requires_grad)
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _finish(_call("oplib::zeros", _size(size), dtype=dtype, device=_device(device)), requires_grad)
+    data = _call("oplib::zeros", _size(size), dtype=dtype, device=_device(device))
+    return _finish(data, requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _finish(_call("oplib::ones", _size(size), dtype=dtype, device=_device(device)), requires_grad)
+    data = _call("oplib::ones", _size(size), dtype=dtype, device=_device(device))
+    return _finish(data, requires_grad)
 
 
 def full(
-    size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+    size: Sequence[int],
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     return _finish(
@@ -104,10 +118,16 @@ def full(
 
 
 def arange(
-    start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    *,
+    dtype: Any = None,
+    device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """``arange(end)`` or ``arange(start, end, step)``; ints give int64, floats the default dtype."""
+    """``arange(end)`` or ``arange(start, end, step)``; ints give int64, floats the default
+    dtype."""
     dev = _device(device)
     if end is None:
         data = _call("oplib::arange", start, dtype=dtype, device=dev)
@@ -135,15 +155,21 @@ def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -
     return data if native else _finish(data, requires_grad)
 
 
-def empty_like(other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Any:
+def empty_like(
+    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Any:
     return _like("empty", other, dtype, device, requires_grad)
 
 
-def zeros_like(other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Any:
+def zeros_like(
+    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Any:
     return _like("zeros", other, dtype, device, requires_grad)
 
 
-def ones_like(other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Any:
+def ones_like(
+    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Any:
     return _like("ones", other, dtype, device, requires_grad)
 
 

@@ -16,16 +16,18 @@ def backend_rows() -> list[dict[str, Any]]:
     rows = []
     for b in TABLE.all():
         reason = b.status()
-        rows.append({
-            "name": b.name,
-            "key": b.key,
-            "distribution": b.distribution,
-            "version": b.version,
-            "available": reason is None,
-            "reason": reason,
-            "device_count": b.device_count(),
-            "ops": REGISTRY.ops_with_kernels_for(b.name),
-        })
+        rows.append(
+            {
+                "name": b.name,
+                "key": b.key,
+                "distribution": b.distribution,
+                "version": b.version,
+                "available": reason is None,
+                "reason": reason,
+                "device_count": b.device_count(),
+                "ops": REGISTRY.ops_with_kernels_for(b.name),
+            }
+        )
     return rows
 
 
@@ -73,8 +75,11 @@ def find_entry(qualname: str) -> OpEntry:
 def op_detail(qualname: str) -> dict[str, Any]:
     with REGISTRY.lock:
         e = find_entry(qualname)
-        kernels = [_kernel_json(stack[-1]) for key, stack in sorted(e.kernels.items())
-                   if key not in (FAKE, AUTOGRAD)]
+        kernels = [
+            _kernel_json(stack[-1])
+            for key, stack in sorted(e.kernels.items())
+            if key not in (FAKE, AUTOGRAD)
+        ]
         overridden = [
             _kernel_json(k) for key, stack in sorted(e.kernels.items()) for k in stack[:-1]
         ]

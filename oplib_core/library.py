@@ -136,16 +136,18 @@ class Library:
         qualname = self._qualname(op_name)
         key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
         handle = REGISTRY.add_kernel(
-            qualname, key, fn, with_keyset=with_keyset, allow_override=allow_override,
+            qualname,
+            key,
+            fn,
+            with_keyset=with_keyset,
+            allow_override=allow_override,
             api="Library.impl",
         )
         self._handles.append(handle)
 
     def _register_fake(self, op_name: str | OpOverload, fn: Callable[..., Any], **kw: Any) -> None:
         self._check_alive("_register_fake")
-        handle = REGISTRY.add_kernel(
-            self._qualname(op_name), FAKE, fn, api="register_fake", **kw
-        )
+        handle = REGISTRY.add_kernel(self._qualname(op_name), FAKE, fn, api="register_fake", **kw)
         self._handles.append(handle)
 
     def _register(self, handle: Handle) -> None:
@@ -238,8 +240,12 @@ def _normalize_types(types: str | Sequence[str] | None, api: str) -> tuple[str, 
 
 
 def _register_many(
-    qualname: str, keys: tuple[str, ...], fn: Callable[..., Any], lib: Library | None,
-    api: str, allow_override: bool,
+    qualname: str,
+    keys: tuple[str, ...],
+    fn: Callable[..., Any],
+    lib: Library | None,
+    api: str,
+    allow_override: bool,
 ) -> None:
     handles: list[Handle] = []
     try:
@@ -300,7 +306,11 @@ def register_kernel(
 
 
 def register_fake(
-    op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None,
+    op: Any,
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    lib: Library | None = None,
     allow_override: bool = False,
 ) -> Any:
     """Register the fake kernel of ``op``: computes output metadata (shape, dtype, device)
@@ -316,7 +326,9 @@ def register_fake(
     return register if func is None else register(func)
 
 
-def impl_abstract(op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None) -> Any:
+def impl_abstract(
+    op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None
+) -> Any:
     """Deprecated alias of :func:`register_fake`."""
     warnings.warn(
         "oplib.impl_abstract was renamed to oplib.register_fake; please use that instead",

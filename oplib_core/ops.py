@@ -63,7 +63,7 @@ class OpOverloadPacket(FastCall):
         return op._call_slow(args, kwargs)
 
     def _pick(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
-        sig = (tuple(map(type, args)), tuple(kwargs))
+        sig = (tuple(map(_match_key, args)), tuple((k, _match_key(v)) for k, v in kwargs.items()))
         op = self._resolved.get(sig)
         if op is not None:
             return op
@@ -86,6 +86,17 @@ class OpOverloadPacket(FastCall):
 
     def __str__(self) -> str:
         return f"{self._ns}.{self._name}"
+
+
+def _match_key(value: Any) -> Any:
+    """What overload matching depends on: the type, plus the element types of a list (int[]
+    vs Tensor[], fixed sizes) and the text of a str (a Device or ScalarType name vs a str)."""
+    t = type(value)
+    if t is list or t is tuple:
+        return (t, tuple(map(_match_key, value)))
+    if t is str:
+        return (t, value)
+    return t
 
 
 class _OpNamespace(ModuleType):
@@ -120,9 +131,10 @@ def _overloads_of(ns: str, name: str) -> dict[str, OpOverload]:
     prefix = f"{ns}::{name}"
     out = {}
     for qualname, entry in REGISTRY.ops.items():
-        if qualname == prefix or qualname.startswith(prefix + "."):
-            if entry.schema.qualname == prefix:
-                out[entry.overload._overloadname] = entry.overload
+        if (qualname == prefix or qualname.startswith(prefix + ".")) and (
+            entry.schema.qualname == prefix
+        ):
+            out[entry.overload._overloadname] = entry.overload
     return out
 
 

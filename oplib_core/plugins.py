@@ -104,17 +104,19 @@ class Registrar:
     def define(
         self, qualname: str, schema: str | None = None, *, tags: Iterable[Tag] | Tag = ()
     ) -> str:
-        """``define("ns::op", "(Tensor x) -> Tensor")`` or ``define("ns::op(Tensor x) -> Tensor")``."""
+        """``define("ns::op", "(Tensor x) -> Tensor")``, or one full schema string
+        ``define("ns::op(Tensor x) -> Tensor")``."""
         if schema is None:
             parsed = parse_schema(qualname)
         else:
-            _, name = _split(qualname, "define")
-            op_name, _, overload = name.partition(".")
-            parsed = parse_signature(schema, name=qualname.partition(".")[0], overload_name=overload)
-            del op_name
+            _split(qualname, "define")
+            name, _, overload = qualname.partition(".")
+            parsed = parse_signature(schema, name=name, overload_name=overload)
         ns = parsed.namespace
         if not ns:
-            raise ValueError(f"define(): expected a qualified name 'namespace::name', got {parsed.name!r}")
+            raise ValueError(
+                f"define(): expected a qualified name 'namespace::name', got {parsed.name!r}"
+            )
         if ns in REGISTRY.RESERVED_NAMESPACES and not self._allow_reserved:
             raise ValueError(f"define(): {ns!r} is a reserved namespace; use your own namespace")
         tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
@@ -123,8 +125,12 @@ class Registrar:
         return entry.qualname
 
     def impl(
-        self, qualname: Any, types: str | Sequence[str], func: Callable[..., Any] | None = None,
-        *, allow_override: bool = False,
+        self,
+        qualname: Any,
+        types: str | Sequence[str],
+        func: Callable[..., Any] | None = None,
+        *,
+        allow_override: bool = False,
     ) -> Any:
         name = qualname_of(qualname)
         keys = _normalize_types(types, "impl")
@@ -136,8 +142,13 @@ class Registrar:
         return register if func is None else register(func)
 
     def register_kernel(
-        self, op: Any, device_types: str | Sequence[str] | None,
-        func: Callable[..., Any] | None = None, /, *, allow_override: bool = False,
+        self,
+        op: Any,
+        device_types: str | Sequence[str] | None,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        allow_override: bool = False,
     ) -> Any:
         return register_kernel(op, device_types, func, lib=self, allow_override=allow_override)  # type: ignore[arg-type]
 
@@ -145,10 +156,14 @@ class Registrar:
         return register_fake(op, func, lib=self)  # type: ignore[arg-type]
 
     def register_autograd(
-        self, op: Any, backward: Callable[..., Any], /, *,
+        self,
+        op: Any,
+        backward: Callable[..., Any],
+        /,
+        *,
         setup_context: Callable[..., Any] | None = None,
     ) -> None:
-        from .autograd.registration import register_autograd  # noqa: PLC0415
+        from .autograd.registration import register_autograd
 
         register_autograd(op, backward, setup_context=setup_context, lib=self)  # type: ignore[arg-type]
 
@@ -178,7 +193,10 @@ class PluginHost:
         """Load every ``oplib`` entry point (unless ``OPLIB_PLUGINS_AUTOLOAD=0``), honouring
         ``OPLIB_DISABLE_PLUGINS``, then run the phases over all of them."""
         self.autoload = os.environ.get("OPLIB_PLUGINS_AUTOLOAD", "1").strip().lower() not in (
-            "0", "false", "no", "off",
+            "0",
+            "false",
+            "no",
+            "off",
         )
         self.disabled = frozenset(
             n.strip() for n in os.environ.get("OPLIB_DISABLE_PLUGINS", "").split(",") if n.strip()
@@ -244,16 +262,19 @@ class PluginHost:
             self._fail(record, e)
             return False
         unknown = [
-            caller.name for caller in (self.pm.get_hookcallers(plugin) or [])
-            if caller.spec is None
+            caller.name for caller in (self.pm.get_hookcallers(plugin) or []) if caller.spec is None
         ]
         if unknown:
             self.pm.unregister(plugin)
-            self._fail(record, PluginError(
-                f"plugin {record.name!r} implements unknown hook(s) {', '.join(unknown)}; known "
-                f"hooks: {', '.join(n for n in dir(hookspecs) if n.startswith('oplib_'))}",
-                plugin=record.name,
-            ))
+            self._fail(
+                record,
+                PluginError(
+                    f"plugin {record.name!r} implements unknown hook(s) "
+                    f"{', '.join(unknown)}; known hooks: "
+                    f"{', '.join(n for n in dir(hookspecs) if n.startswith('oplib_'))}",
+                    plugin=record.name,
+                ),
+            )
             return False
         record.plugin = plugin
         record.hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
@@ -262,7 +283,9 @@ class PluginHost:
     # -- phases ---------------------------------------------------------------------------
     def _run_phases(self, records: Sequence[PluginRecord]) -> None:
         for r in records:
-            r.registrar = Registrar(r, allow_reserved=getattr(r.plugin, "_oplib_core_plugin", False))
+            r.registrar = Registrar(
+                r, allow_reserved=getattr(r.plugin, "_oplib_core_plugin", False)
+            )
         for phase in PHASES:
             for r in records:
                 if r.status != "loaded" or phase not in r.hooks:
@@ -274,10 +297,10 @@ class PluginHost:
     def _run_hook(self, record: PluginRecord, phase: str) -> None:
         registrar = record.registrar
         assert registrar is not None
-        impls = [i for i in getattr(self.pm.hook, phase).get_hookimpls() if i.plugin is record.plugin]
-        token = current_plugin.set(
-            PluginContext(record.name, record.distribution, record.version)
-        )
+        impls = [
+            i for i in getattr(self.pm.hook, phase).get_hookimpls() if i.plugin is record.plugin
+        ]
+        token = current_plugin.set(PluginContext(record.name, record.distribution, record.version))
         try:
             if phase == "oplib_backends":
                 specs = [s for impl in impls for s in (impl.function() or ())]
@@ -288,7 +311,9 @@ class PluginHost:
                             f"objects, got {type(spec).__name__}"
                         )
                     undo = TABLE.register(
-                        spec, plugin=record.name, distribution=record.distribution,
+                        spec,
+                        plugin=record.name,
+                        distribution=record.distribution,
                         version=record.version,
                     )
                     registrar._register(Handle(undo, f"backend {spec.name}"))
@@ -328,7 +353,9 @@ class PluginHost:
         with self.lock:
             if name in self.records and self.records[name].status == "loaded":
                 raise PluginError(f"a plugin named {name!r} is already registered", plugin=name)
-            record = PluginRecord(name=name, module=getattr(plugin, "__file__", None) or repr(plugin))
+            record = PluginRecord(
+                name=name, module=getattr(plugin, "__file__", None) or repr(plugin)
+            )
             self.records[name] = record
             if self.pm.is_blocked(name) or name in self.disabled:
                 record.status = "blocked"
@@ -367,6 +394,6 @@ def unregister(plugin_or_name: Any) -> None:
     HOST.unregister(plugin_or_name)
 
 
-def list() -> _builtin_list[PluginRecord]:  # noqa: A001 - mirrors oplib.plugins.list()
+def list() -> _builtin_list[PluginRecord]:
     """Every plugin oplib knows of, loaded or not, in load order."""
     return _builtin_list(HOST.records.values())

@@ -154,8 +154,10 @@ class OpEntry:
 
     def __init__(self, schema: FunctionSchema, tags: tuple[Tag, ...], origin: Origin) -> None:
         self.schema = schema
-        self.qualname = schema.qualname if not schema.overload_name else (
-            f"{schema.qualname}.{schema.overload_name}"
+        self.qualname = (
+            schema.qualname
+            if not schema.overload_name
+            else (f"{schema.qualname}.{schema.overload_name}")
         )
         self.tags = tags
         self.origin = origin
@@ -238,19 +240,39 @@ class Registry:
     # -- keys -----------------------------------------------------------------------------
     def rename_key(self, old: str, new: str) -> None:
         """Make key/device name ``old`` mean ``new`` (privateuse1 → the vendor's name); kernels
-        already registered under ``old`` move to ``new``."""
+        already registered under ``old`` move to ``new``, beneath kernels registered under
+        ``new`` itself (as if registered first). A kernel already under ``new`` for the same
+        op conflicts unless it was registered with ``allow_override=True``; on a conflict
+        nothing is renamed."""
         with self.lock:
+            for entry in self.ops.values():
+                moved, there = entry.kernels.get(old), entry.kernels.get(new)
+                if moved and there and not there[0].allow_override:
+                    raise RegistrationError(
+                        f"renaming {old!r} to {new!r}: {entry.qualname} has a kernel for {old!r} "
+                        f"registered at {moved[-1].origin} and one for {new!r} at "
+                        f"{there[0].origin}. Register the {new!r} one with allow_override=True "
+                        "to replace the other.",
+                        op=entry.qualname,
+                        existing=str(moved[-1].origin),
+                    )
             self._renames[old] = new
             for entry in self.ops.values():
                 stack = entry.kernels.pop(old, None)
                 if stack:
-                    entry.kernels.setdefault(new, []).extend(stack)
+                    entry.kernels[new] = stack + entry.kernels.get(new, [])
+                if old in entry.py_kernels:
+                    entry.py_kernels.setdefault(new, entry.py_kernels.pop(old))
                 entry.invalidate()
+                if stack:
+                    self._notify("changed", entry)
 
     def normalize_key(self, key: str, *, api: str = "impl") -> str:
         """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
         if not isinstance(key, str):
-            raise TypeError(f"{api}(): expected a device type or dispatch key name (str), got {key!r}")
+            raise TypeError(
+                f"{api}(): expected a device type or dispatch key name (str), got {key!r}"
+            )
         if key == "default":
             return COMPOSITE_EXPLICIT
         if key in ALIAS_KEYS:
@@ -347,11 +369,12 @@ class Registry:
 
         def undo() -> None:
             with self.lock:
-                stack = entry.kernels.get(kernel.key)
+                key_now = self._renames.get(kernel.key, kernel.key)  # moved by rename_key
+                stack = entry.kernels.get(key_now)
                 if stack and kernel in stack:
                     stack.remove(kernel)
                     if not stack:
-                        del entry.kernels[kernel.key]
+                        del entry.kernels[key_now]
                     entry.invalidate()
                     self._notify("changed", entry)
 
@@ -369,8 +392,9 @@ class Registry:
 
         def undo() -> None:
             with self.lock:
-                if entry.py_kernels.get(key) is fn:
-                    del entry.py_kernels[key]
+                key_now = self._renames.get(key, key) if isinstance(key, str) else key
+                if entry.py_kernels.get(key_now) is fn:
+                    del entry.py_kernels[key_now]
                     entry.invalidate()
 
         return Handle(undo, f"py_impl {key!r} of {qualname}")

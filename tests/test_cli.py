@@ -23,7 +23,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 def test_backends_list_table(capsys):
     code, out = run(capsys, "backends", "list")
     assert code == 0
-    header, rule, *rows = out.splitlines()
+    header, _rule, *rows = out.splitlines()
     assert header.split() == ["backend", "key", "distribution", "available", "devices", "ops"]
     cpu = next(r for r in rows if r.startswith("cpu "))
     assert cpu.split()[:6] == ["cpu", "CPU", "oplib-cpu", "0.1.0", "yes", "1"]
@@ -34,7 +34,14 @@ def test_backends_list_json_keys_and_op_count(capsys):
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0
     assert set(rows["cpu"]) == {
-        "name", "key", "distribution", "version", "available", "reason", "device_count", "ops"
+        "name",
+        "key",
+        "distribution",
+        "version",
+        "available",
+        "reason",
+        "device_count",
+        "ops",
     }
     before = rows["cpu"]["ops"]
     with oplib.library._scoped_library("clicount", "FRAGMENT") as lib:
@@ -51,8 +58,16 @@ def test_plugins_list(capsys):
     _, out = run(capsys, "plugins", "list", "--json")
     rows = {p["name"]: p for p in json.loads(out)}
     assert rows["core"]["status"] == "loaded"
-    assert {"name", "distribution", "version", "module", "hooks", "status", "error",
-            "load_ms"} <= set(rows["cpu"])
+    assert {
+        "name",
+        "distribution",
+        "version",
+        "module",
+        "hooks",
+        "status",
+        "error",
+        "load_ms",
+    } <= set(rows["cpu"])
 
 
 def test_ops_list_namespace_filter(capsys):
@@ -114,13 +129,20 @@ def test_ops_explain(capsys):
 
 
 def test_console_script_runs_in_a_subprocess():
-    r = subprocess.run([sys.executable, "-m", "oplib_core.cli", "backends", "list", "--json"],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core.cli", "backends", "list", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "cpu" in {row["name"] for row in json.loads(r.stdout)}
 
 
 def test_plugin_docs_hook_reference_matches_hookspecs():
-    r = subprocess.run([sys.executable, "scripts/gen_hook_reference.py", "--check"],
-                       capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[1])
+    r = subprocess.run(
+        [sys.executable, "scripts/gen_hook_reference.py", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert r.returncode == 0, r.stdout

@@ -15,8 +15,9 @@ def test_import_loads_plugins_but_no_heavy_library():
         "print(json.dumps({'modules': sorted(m.split('.')[0] for m in sys.modules),"
         " 'plugins': [p.name for p in oplib_core.plugins.list() if p.status == 'loaded']}))"
     )
-    r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
-                       text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+    )
     data = json.loads(r.stdout)
     assert "cpu" in data["plugins"]
     assert not [m for m in HEAVY if m in data["modules"]]
@@ -29,8 +30,13 @@ def test_warm_start_does_not_scan_distribution_metadata(tmp_path):
     def run():
         import os
 
-        r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
-                           text=True, check=True, env={**os.environ, **env})
+        r = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **env},
+        )
         return r.stdout.strip()
 
     assert run() == "True"  # cold: the entry points are scanned and cached

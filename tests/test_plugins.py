@@ -127,7 +127,7 @@ def test_raising_hook_rolls_back_everything_that_plugin_registered(registered):
     with pytest.warns(plugins.PluginWarning, match="'broken_plugin'.*boom in impl"):
         rec = registered(make_plugin("broken_plugin", oplib_define=define, oplib_impl=impl))
     assert rec.status == "failed"
-    assert "RuntimeError: boom in impl in oplib_impl()" == rec.error
+    assert rec.error == "RuntimeError: boom in impl in oplib_impl()"
     assert "Traceback" in rec.traceback
     assert "broken::a" not in oplib_core_ops() and "broken::b" not in oplib_core_ops()
     with pytest.raises(AttributeError):

@@ -21,7 +21,8 @@ def _write_dist(where: Path, name: str, requires: str, plugin_body: str) -> Path
     (where / pkg).mkdir(parents=True)
     (where / pkg / "__init__.py").write_text("")
     (where / pkg / "plugin.py").write_text(textwrap.dedent(plugin_body))
-    (where / "pyproject.toml").write_text(textwrap.dedent(f"""
+    (where / "pyproject.toml").write_text(
+        textwrap.dedent(f"""
         [build-system]
         requires = ["setuptools>=64"]
         build-backend = "setuptools.build_meta"
@@ -33,7 +34,8 @@ def _write_dist(where: Path, name: str, requires: str, plugin_body: str) -> Path
         {pkg} = "{pkg}.plugin"
         [tool.setuptools]
         packages = ["{pkg}"]
-    """))
+    """)
+    )
     return where
 
 
@@ -42,18 +44,30 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     py = where / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "--no-build-isolation"]
+    pip = [
+        str(py),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-build-isolation",
+    ]
     subprocess.run([*pip[:-1], "setuptools>=64", "wheel"], check=True)
     # Install order on purpose: the third-party plugin before the CPU backend it targets.
     subprocess.run([*pip, str(ROOT)], check=True)
     subprocess.run([*pip, str(ROOT / "examples" / "acme_plugin")], check=True)
     subprocess.run([*pip, str(ROOT / "plugins" / "cpu")], check=True)
     extra = tmp_path_factory.mktemp("dists")
-    future = _write_dist(extra / "future", "future-plugin", "oplib-core>=9",
-                         "raise AssertionError('an incompatible plugin must not be imported')\n")
-    broken = _write_dist(extra / "broken", "broken-plugin", "oplib-core",
-                         "import a_module_that_does_not_exist\n")
+    future = _write_dist(
+        extra / "future",
+        "future-plugin",
+        "oplib-core>=9",
+        "raise AssertionError('an incompatible plugin must not be imported')\n",
+    )
+    broken = _write_dist(
+        extra / "broken", "broken-plugin", "oplib-core", "import a_module_that_does_not_exist\n"
+    )
     subprocess.run([*pip, "--no-deps", str(future), str(broken)], check=True)
     return where
 
@@ -92,8 +106,16 @@ def test_plugins_list_json_reports_each_plugin(venv: Path) -> None:
     assert rows["broken_plugin"]["status"] == "failed"
     assert "ModuleNotFoundError" in rows["broken_plugin"]["error"]
     assert "a_module_that_does_not_exist" in rows["broken_plugin"]["traceback"]
-    assert set(rows["acme"]) >= {"name", "distribution", "version", "module", "hooks", "status",
-                                  "error", "load_ms"}
+    assert set(rows["acme"]) >= {
+        "name",
+        "distribution",
+        "version",
+        "module",
+        "hooks",
+        "status",
+        "error",
+        "load_ms",
+    }
 
 
 def test_ops_show_names_origins_and_waiting_kernel(venv: Path) -> None:
@@ -112,8 +134,16 @@ def test_disable_and_autoload_controls(venv: Path) -> None:
     r = _run(venv, oplib, "plugins", "list", "--json", env={"OPLIB_DISABLE_PLUGINS": "acme"})
     rows = {p["name"]: p for p in json.loads(r.stdout)}
     assert rows["acme"]["status"] == "blocked"
-    r = _run(venv, oplib, "ops", "list", "--namespace", "acme", "--json",
-             env={"OPLIB_DISABLE_PLUGINS": "acme"})
+    r = _run(
+        venv,
+        oplib,
+        "ops",
+        "list",
+        "--namespace",
+        "acme",
+        "--json",
+        env={"OPLIB_DISABLE_PLUGINS": "acme"},
+    )
     assert json.loads(r.stdout) == []
     r = _run(venv, oplib, "plugins", "list", "--json", env={"OPLIB_PLUGINS_AUTOLOAD": "0"})
     assert [p["name"] for p in json.loads(r.stdout)] == ["core"]
@@ -131,13 +161,19 @@ def test_entry_point_cache_sees_a_new_install(venv: Path, tmp_path: Path) -> Non
     code = "import oplib_core; print(sorted(r.name for r in oplib_core.plugins.list()))"
     before = _run(venv, py, "-W", "ignore", "-c", code).stdout
     assert "late_plugin" not in before
-    late = _write_dist(tmp_path / "late", "late-plugin", "oplib-core",
-                       "import oplib_core\n"
-                       "@oplib_core.hookimpl\n"
-                       "def oplib_define(registrar):\n"
-                       "    registrar.define('late::op', '(Tensor x) -> Tensor')\n")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    str(late)], check=True)
+    late = _write_dist(
+        tmp_path / "late",
+        "late-plugin",
+        "oplib-core",
+        "import oplib_core\n"
+        "@oplib_core.hookimpl\n"
+        "def oplib_define(registrar):\n"
+        "    registrar.define('late::op', '(Tensor x) -> Tensor')\n",
+    )
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(late)],
+        check=True,
+    )
     after = _run(venv, py, "-W", "ignore", "-c", code).stdout
     assert "late_plugin" in after
     subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "late-plugin"], check=True)

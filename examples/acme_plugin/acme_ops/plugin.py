@@ -42,8 +42,12 @@ def oplib_impl(registrar: Any) -> None:
 def scaled_add_fake(x: Any, y: Any, *, alpha: float) -> Any:
     shape = np.broadcast_shapes(tuple(x.shape), tuple(y.shape))
     dtype = np.result_type(x.dtype, y.dtype)
-    return oplib.empty_like(x, dtype=dtype) if tuple(x.shape) == shape else oplib.ops.oplib.empty(
-        list(shape), dtype=dtype, device=x.device if hasattr(x, "device") else None
+    return (
+        oplib.empty_like(x, dtype=dtype)
+        if tuple(x.shape) == shape
+        else oplib.ops.oplib.empty(
+            list(shape), dtype=dtype, device=x.device if hasattr(x, "device") else None
+        )
     )
 
 
