@@ -694,7 +694,11 @@ class OpOverload(FastCall):
         fn = self._lookup(key, keyset.remove(key).keys)
         if fn is None:
             raise self._no_kernel(TABLE.get(key))
-        return fn(*bargs, **bkwargs)
+        if key == COMPOSITE_IMPLICIT:
+            return fn(*bargs, **bkwargs)
+        call = self._prepare(bargs, bkwargs)  # backend kernels see native arrays
+        out = fn(*call.nargs, **call.nkwargs)
+        return self._wrap(out, bargs, bkwargs) if call.tensors_in else out
 
     def kernels(self) -> Iterator[tuple[str, Kernel]]:
         for key, stack in self._entry.kernels.items():

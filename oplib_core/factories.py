@@ -14,6 +14,7 @@ from .backends import device as to_device
 from .device import Device
 from .dtypes import get_default_dtype
 from .errors import BackendError
+from .fake.arrays import FakeArray
 from .registry import REGISTRY
 from .tensor import Tensor
 
@@ -140,7 +141,9 @@ def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -
     """``*_like`` of a Tensor gives a Tensor; of a native array (as in kernels and fake
     kernels), a native array of the same backend."""
     native = not isinstance(other, Tensor)
-    if native:
+    if isinstance(other, FakeArray):  # fake arrays know their device (FakeTensorMode)
+        here = other.device
+    elif native:
         backend = TABLE.for_type(type(other))
         if backend is None:
             raise TypeError(

@@ -146,7 +146,10 @@ def test_disable_and_autoload_controls(venv: Path) -> None:
     )
     assert json.loads(r.stdout) == []
     r = _run(venv, oplib, "plugins", "list", "--json", env={"OPLIB_PLUGINS_AUTOLOAD": "0"})
-    assert [p["name"] for p in json.loads(r.stdout)] == ["core"]
+    # only the built-in plugins of oplib-core itself; no entry point was loaded
+    rows = json.loads(r.stdout)
+    assert rows and all(p["distribution"] is None for p in rows)
+    assert "cpu" not in {p["name"] for p in rows} and "acme" not in {p["name"] for p in rows}
 
 
 def test_backends_list_never_crashes_because_of_a_plugin(venv: Path) -> None:
