@@ -7,7 +7,15 @@ block some).
 
 from __future__ import annotations
 
-from . import backends, plugins
+from typing import Any
+
+from . import autograd, backend_registration, backends, legacy, plugins
+from .autograd import register_autograd
+from .backend_registration import (
+    generate_methods_for_privateuse1_backend,
+    register_device_module,
+    rename_privateuse1_backend,
+)
 from .backends import BackendSpec, device
 from .custom_op import CustomOpDef, custom_op
 from .device import Device
@@ -44,6 +52,8 @@ from .factories import (
     zeros,
     zeros_like,
 )
+from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
+from .fake.mode import FakeTensorMode
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .hookspecs import hookimpl, hookspec
 from .infer_schema import infer_schema
@@ -67,11 +77,15 @@ __all__ = [
     "BackendError",
     "BackendSpec",
     "CustomOpDef",
+    "DataAccessError",
+    "DataDependentError",
     "Device",
     "DeviceMismatchError",
     "DispatchExplanation",
     "DispatchKeySet",
     "DispatchMode",
+    "FakeTensorError",
+    "FakeTensorMode",
     "FunctionSchema",
     "Library",
     "NoKernelError",
@@ -81,9 +95,11 @@ __all__ = [
     "PluginError",
     "RegistrationError",
     "SchemaError",
+    "SymInt",
     "Tag",
     "Tensor",
     "arange",
+    "autograd",
     "backends",
     "bool_",
     "custom_op",
@@ -99,6 +115,8 @@ __all__ = [
     "float64",
     "from_dlpack",
     "full",
+    "generate_methods_for_privateuse1_backend",
+    "get_ctx",
     "get_default_dtype",
     "hookimpl",
     "hookspec",
@@ -106,6 +124,7 @@ __all__ = [
     "impl_abstract",
     "infer_schema",
     "int32",
+    "legacy",
     "int64",
     "is_grad_enabled",
     "no_grad",
@@ -114,8 +133,11 @@ __all__ = [
     "ops",
     "parse_schema",
     "plugins",
+    "register_device_module",
+    "register_autograd",
     "register_fake",
     "register_kernel",
+    "rename_privateuse1_backend",
     "set_default_dtype",
     "set_grad_enabled",
     "tensor",
@@ -124,10 +146,23 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
+    ``oplib.npu`` after ``rename_privateuse1_backend("npu")``)."""
+    mod = backend_registration.device_module(name)
+    if mod is None:
+        raise AttributeError(f"module 'oplib_core' has no attribute {name!r}")
+    return mod
+
+
 def _load_plugins() -> None:
     from . import core_plugin
+    from .autograd import core_formulas
+    from .fake import core_fakes
 
     plugins.HOST.register(core_plugin, name="core")
+    plugins.HOST.register(core_fakes, name="core-fake")
+    plugins.HOST.register(core_formulas, name="core-autograd")
     plugins.HOST.load_entry_points()
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from .backends import TABLE
 from .backends import device as to_device
 from .device import Device
+from .fake.arrays import FakeArray
 from .schema import Argument, BaseType, FunctionSchema, ListType, OptionalType
 from .tensor import Tensor
 
@@ -31,7 +32,7 @@ def is_array(x: object) -> bool:
 
 
 def _tensor(x: Any) -> Any:
-    if type(x) is Tensor or TABLE.for_type(type(x)) is not None:
+    if type(x) is Tensor or TABLE.for_type(type(x)) is not None or isinstance(x, FakeArray):
         return x
     if isinstance(x, np.generic):
         return np.asarray(x)

@@ -159,6 +159,13 @@ class Backend:
                     return True
         return False
 
+    def current_index(self) -> int:
+        """The device index that ``Device(name)`` without an index means: the device
+        module's ``current_device()`` when the backend has one, else 0."""
+        mod = self.spec.device_module
+        current = getattr(mod, "current_device", None)
+        return int(current()) if current is not None else 0
+
     def device_of(self, array: Any) -> Device:
         dev_of = self.spec.device_of
         return Device(self.name, None if dev_of is None else dev_of(array))

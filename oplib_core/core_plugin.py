@@ -46,7 +46,7 @@ def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None =
     if dtype is not None:
         host = host.astype(dtype, copy=False)
     dst = TABLE.get(target.type)
-    index = target.index if target.index is not None else 0
+    index = target.index if target.index is not None else dst.current_index()
     return dst.from_host(host, Device(dst.name, index))
 
 

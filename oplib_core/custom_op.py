@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .autograd.registration import register_autograd
 from .dispatcher import OpOverload
 from .infer_schema import infer_schema
 from .library import Library, _normalize_types
@@ -98,8 +99,6 @@ class CustomOpDef:
         self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
     ) -> None:
         """Register the gradient formula (see :func:`oplib_core.register_autograd`)."""
-        from .autograd.registration import register_autograd
-
         register_autograd(self._opoverload, backward, setup_context=setup_context, lib=self._lib)
 
     def _destroy(self) -> None:

@@ -242,6 +242,7 @@ class OpOverload(FastCall):
         "_schema",
         "_single_plain_return",
         "_slots",
+        "_agcache",
         "_tcache",
         "_tensor_entry",
         "overloadpacket",
@@ -253,6 +254,7 @@ class OpOverload(FastCall):
         self._overloadname = entry.schema.overload_name or "default"
         self._cache = entry.cache
         self._tcache = entry.tcache
+        self._agcache = entry.agcache
         self._binder = Binder(entry.schema, entry.qualname)
         self.overloadpacket: Any = None
         self._plan()
@@ -301,9 +303,12 @@ class OpOverload(FastCall):
 
     def _call_tensor1(self, a: Tensor) -> Any:
         """Cached entry for unary ops called with a Tensor (reached via ``__call__``)."""
-        if a._rg and GRAD.enabled:
-            return self._call_slow((a,), {})
         data = a._data
+        if a._rg and GRAD.enabled:
+            autograd = self._agcache.get(type(data))
+            if autograd is None:
+                return self._call_slow((a,), {})
+            return autograd(a)
         fn = self._tcache.get(type(data))
         if fn is None:
             return self._call_slow((a,), {})
@@ -323,12 +328,15 @@ class OpOverload(FastCall):
             if a._rg:
                 requires_grad = True
             native[i] = a._data
-        if requires_grad and GRAD.enabled:
-            return self._call_slow(args, {})
         t = type(native[self._key0])
         for i in self._key_rest:
             if type(native[i]) is not t:
                 return self._call_slow(args, {})
+        if requires_grad and GRAD.enabled:
+            autograd = self._agcache.get(t)
+            if autograd is None:
+                return self._call_slow(args, {})
+            return autograd(*args)
         fn = self._tcache.get(t)
         if fn is None:
             return self._call_slow(args, {})
@@ -403,6 +411,8 @@ class OpOverload(FastCall):
         if tensors_in and call.requires_grad and GRAD.enabled:
             autograd = self._autograd_kernel(backend)
             if autograd is not None:
+                if fill_cache:
+                    self._fill_autograd_cache(call)
                 return autograd(*bargs, **bkwargs)
         fn, key = self._kernel(backend)
         if LOG_DISPATCH:
@@ -429,6 +439,19 @@ class OpOverload(FastCall):
         if tensors_in:
             return self._wrap(out, bargs, bkwargs)
         return out
+
+    def _fill_autograd_cache(self, call: _Call) -> None:
+        cls = self._cache_class(call)
+        if cls is None:
+            return
+        with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
+            try:
+                current = self._autograd_kernel(call.backend)
+            except RuntimeError:
+                return
+            if current is not None:
+                self._agcache[cls] = current
+                self._cache[Tensor] = self._tensor_entry
 
     def _cache_class(self, call: _Call) -> type | None:
         """The array class the fast path caches this kind of call under (None: not cached)."""

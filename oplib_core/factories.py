@@ -12,7 +12,7 @@ import numpy as np
 from .backends import TABLE
 from .backends import device as to_device
 from .device import Device
-from .dtypes import get_default_dtype
+from .dtypes import get_default_dtype, to_dtype
 from .errors import BackendError
 from .fake.arrays import FakeArray
 from .registry import REGISTRY
@@ -141,8 +141,10 @@ def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -
     """``*_like`` of a Tensor gives a Tensor; of a native array (as in kernels and fake
     kernels), a native array of the same backend."""
     native = not isinstance(other, Tensor)
-    if isinstance(other, FakeArray):  # fake arrays know their device (FakeTensorMode)
-        here = other.device
+    if isinstance(other, FakeArray):
+        if device is None and name == "empty":  # a data-less array like another: no op needed
+            return other._new(tuple(other.shape), other.dtype if dtype is None else to_dtype(dtype))
+        here = other.device  # fake arrays know their device (FakeTensorMode)
     elif native:
         backend = TABLE.for_type(type(other))
         if backend is None:

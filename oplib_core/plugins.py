@@ -19,6 +19,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
+from .autograd.registration import register_autograd
 from .backends import TABLE, BackendSpec
 from .discovery import CORE_DISTRIBUTION, EntryPointInfo, find_entry_points
 from .discovery import load as load_entry_point
@@ -163,8 +164,6 @@ class Registrar:
         *,
         setup_context: Callable[..., Any] | None = None,
     ) -> None:
-        from .autograd.registration import register_autograd
-
         register_autograd(op, backward, setup_context=setup_context, lib=self)  # type: ignore[arg-type]
 
     def _rollback(self, mark: int = 0) -> None:

@@ -148,6 +148,7 @@ class OpEntry:
         "py_kernels",
         "qualname",
         "schema",
+        "agcache",
         "tags",
         "tcache",
     )
@@ -169,12 +170,15 @@ class OpEntry:
         self.cache: dict[Any, Any] = {}
         # The same for calls with Tensors, keyed by the wrapped array's class.
         self.tcache: dict[type, Any] = {}
+        # And for calls that record autograd: array class -> the Autograd-key kernel.
+        self.agcache: dict[type, Any] = {}
         self.alive = True
         self.overload: Any = None
 
     def invalidate(self) -> None:
         self.cache.clear()
         self.tcache.clear()
+        self.agcache.clear()
 
     def kernel(self, key: str) -> Kernel | None:
         stack = self.kernels.get(key)

@@ -16,6 +16,7 @@ from .backends import TABLE, Backend
 from .backends import device as to_device
 from .device import Device
 from .errors import BackendError
+from .fake.arrays import FakeArray
 from .registry import REGISTRY
 
 __all__ = ["Tensor"]
@@ -31,9 +32,16 @@ def _is_scalar(x: object) -> bool:
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
 
+def _is_operand(x: object) -> bool:
+    """A Tensor or a native array: the other operand of a Tensor-Tensor operator."""
+    return type(x) is Tensor or TABLE.for_type(type(x)) is not None
+
+
 def _binary(name: str, a: Any, b: Any) -> Any:
     if _is_scalar(b):
         return _op(f"oplib::{name}.Scalar")(a, b)
+    if not _is_operand(b):
+        return NotImplemented  # ``t == None`` is False, ``t + "x"`` a plain TypeError
     return _op(f"oplib::{name}")(a, b)
 
 
@@ -41,6 +49,8 @@ def _reverse(name: str, rname: str, a: Any, b: Any) -> Any:
     """``b <op> a`` where ``a`` is the Tensor (``__rsub__`` and friends)."""
     if _is_scalar(b):
         return _op(f"oplib::{rname}.Scalar")(a, b)
+    if not _is_operand(b):
+        return NotImplemented
     return _op(f"oplib::{name}")(b, a)
 
 
@@ -51,7 +61,9 @@ class Tensor:
     Tensors return Tensors (with autograd), called with native arrays return native arrays.
     """
 
-    __slots__ = ("__weakref__", "_data", "_rg", "grad", "grad_fn")
+    # ``_out_nr`` (which output of its ``grad_fn`` this tensor is) is only set on outputs of
+    # multi-output autograd nodes; read it with ``getattr(t, "_out_nr", 0)``.
+    __slots__ = ("__weakref__", "_data", "_out_nr", "_rg", "grad", "grad_fn")
     __array_priority__ = 1000  # numpy defers binary operators to us
 
     _data: Any
@@ -97,6 +109,8 @@ class Tensor:
 
     @property
     def device(self) -> Device:
+        if isinstance(self._data, FakeArray):  # fake tensors keep their own device
+            return self._data.device
         return self.backend.device_of(self._data)
 
     @property
@@ -156,9 +170,30 @@ class Tensor:
         self._rg = bool(requires_grad)
         return self
 
+    def backward(
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their
+        ``.grad`` (``gradient`` is required unless this tensor has one element)."""
+        from .autograd.engine import backward  # the engine imports this module
+
+        backward(
+            [self], [gradient], retain_graph=retain_graph, create_graph=create_graph
+        )
+
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """An uninitialised tensor of ``size`` with this tensor's dtype and device (unless
+        given); on a fake or meta tensor, a data-less one."""
+        if len(size) == 1 and not isinstance(size[0], int) and hasattr(size[0], "__iter__"):
+            size = tuple(size[0])
+        dev = self.device if device is None else to_device(device)
+        dt = self.dtype if dtype is None else dtype
+        out = _op("oplib::empty")(list(size), dtype=dt, device=dev)
+        return Tensor._wrap(out)
 
     def detach(self) -> Tensor:
         """A new tensor sharing this one's data, outside the autograd graph."""
@@ -172,7 +207,11 @@ class Tensor:
         target = None if device is None else to_device(device)
         same_device = target is None or (
             target.type == from_device.type
-            and (target.index is None or target.index == from_device.index)
+            and (
+                target.index is None
+                or from_device.index is None  # a single-device backend: "cpu" is "cpu:0"
+                or target.index == from_device.index
+            )
         )
         same_dtype = dtype is None or np.dtype(dtype) == self.dtype
         if same_device and same_dtype and not copy:
@@ -184,6 +223,8 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (shared memory); CPU tensors only."""
+        if isinstance(self._data, FakeArray):
+            raise self._data._no_data("Tensor.numpy()")
         if self._rg:
             raise RuntimeError(
                 "can't call numpy() on a tensor that requires grad; use tensor.detach().numpy()"
@@ -196,6 +237,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if isinstance(self._data, FakeArray):
+            raise self._data._no_data("Tensor.__array__ (conversion to numpy)")
         if self.backend.name != "cpu":
             raise TypeError(
                 f"can't convert a {self.device} tensor to a numpy array implicitly; use "
@@ -206,9 +249,13 @@ class Tensor:
         return np.asarray(self._data, dtype=dtype)
 
     def tolist(self) -> Any:
+        if isinstance(self._data, FakeArray):
+            raise self._data._no_data("Tensor.tolist()")
         return self.backend.to_host(self._data).tolist()
 
     def item(self) -> Any:
+        if isinstance(self._data, FakeArray):
+            raise self._data._no_data("Tensor.item()")
         if self.numel() != 1:
             raise ValueError(
                 f"item(): only a tensor with one element can be converted to a Python scalar, "
@@ -239,9 +286,14 @@ class Tensor:
         if self.dtype not in (np.dtype("float32"), np.dtype("int64"), np.dtype("bool")):
             extra += f", dtype={self.dtype}"
         if self.grad_fn is not None:
-            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+            name = getattr(self.grad_fn, "name", None)
+            label = name() if callable(name) else type(self.grad_fn).__name__
+            extra += f", grad_fn=<{label}>"
         elif self._rg:
             extra += ", requires_grad=True"
+        if isinstance(self._data, FakeArray):
+            name = "tensor" if dev.type == "meta" else "FakeTensor"
+            return f"{name}(..., size={self.shape}{extra})"
         try:
             host = self.backend.to_host(self._data)
             body = np.array2string(host, separator=", ", prefix="tensor(")

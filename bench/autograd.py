@@ -1,0 +1,169 @@
+"""Autograd overhead: forward + backward time per graph node, and a small MLP against numpy.
+
+1. A chain of N calls of a unary custom op (``register_autograd`` formula) on a one-element
+   float64 tensor, then ``backward()``: µs per node (forward + backward). Target: <= 10 µs.
+   Also the same chain with the core op ``oplib::sin``.
+2. A two-layer MLP step (matmul + relu + matmul + sum, 64x64 float32, batch 64): forward +
+   backward with oplib vs the same written directly in numpy with hand-written gradients.
+3. If torch is importable: torch's figure for the custom-op chain (for comparison only).
+
+    python bench/autograd.py [--nodes 2000] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import oplib_core as oplib
+
+
+def best_us(fn: Callable[[], None], repeat: int, per: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best / per * 1e6
+
+
+def custom_chain(nodes: int, repeat: int) -> tuple[float, float]:
+    @oplib.custom_op("bench_autograd::sin", mutates_args=(), device_types="cpu")
+    def sin(x: oplib.Tensor) -> oplib.Tensor:
+        return np.sin(x)
+
+    cos = oplib.ops.oplib.cos
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * cos(x)
+
+    sin.register_autograd(backward, setup_context=setup_context)
+    x = oplib.tensor([0.5], dtype=np.float64, requires_grad=True)
+
+    def run(f: Callable[[oplib.Tensor], oplib.Tensor]) -> Callable[[], None]:
+        def go() -> None:
+            y = x
+            for _ in range(nodes):
+                y = f(y)
+            y.backward()
+            x.grad = None
+
+        return go
+
+    custom = best_us(run(sin), repeat, nodes)
+    core = best_us(run(oplib.ops.oplib.sin.default), repeat, nodes)
+    sin._destroy()
+    return custom, core
+
+
+def forward_only(nodes: int, repeat: int) -> float:
+    x = oplib.tensor([0.5], dtype=np.float64, requires_grad=True)
+    sin = oplib.ops.oplib.sin.default
+
+    def go() -> None:
+        y = x
+        for _ in range(nodes):
+            y = sin(y)
+
+    return best_us(go, repeat, nodes)
+
+
+def mlp(repeat: int, steps: int = 200) -> tuple[float, float]:
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((64, 64)).astype(np.float32)
+    w1n = (rng.standard_normal((64, 64)) * 0.1).astype(np.float32)
+    w2n = (rng.standard_normal((64, 64)) * 0.1).astype(np.float32)
+    x = oplib.tensor(xn)
+    w1 = oplib.tensor(w1n, requires_grad=True)
+    w2 = oplib.tensor(w2n, requires_grad=True)
+    relu = oplib.ops.oplib.relu
+
+    def step_oplib() -> None:
+        for _ in range(steps):
+            loss = (relu(x @ w1) @ w2).sum()
+            loss.backward()
+            w1.grad = w2.grad = None
+
+    def step_numpy() -> None:
+        for _ in range(steps):
+            h = xn @ w1n
+            a = np.maximum(h, 0)
+            out = a @ w2n
+            out.sum()
+            g = np.ones_like(out)
+            gw2 = a.T @ g
+            ga = g @ w2n.T
+            gh = ga * (h > 0)
+            gw1 = xn.T @ gh
+            del gw1, gw2
+
+    # check the two agree once
+    loss = (relu(x @ w1) @ w2).sum()
+    loss.backward()
+    h = xn @ w1n
+    ref = xn.T @ ((np.ones((64, 64), np.float32) @ w2n.T) * (h > 0))
+    assert np.allclose(w1.grad.numpy(), ref, rtol=1e-4, atol=1e-4)
+    w1.grad = w2.grad = None
+    return best_us(step_oplib, repeat, steps), best_us(step_numpy, repeat, steps)
+
+
+def torch_chain(nodes: int, repeat: int) -> float | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    @torch.library.custom_op("bench_autograd::tsin", mutates_args=())
+    def tsin(x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.sin(x.numpy()))
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+    tsin.register_autograd(backward, setup_context=setup_context)
+    x = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
+
+    def go() -> None:
+        y = x
+        for _ in range(nodes):
+            y = tsin(y)
+        y.backward()
+        x.grad = None
+
+    return best_us(go, repeat, nodes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+
+    custom, core = custom_chain(args.nodes, args.repeat)
+    fwd = forward_only(args.nodes, args.repeat)
+    print(f"chain of {args.nodes} nodes, 1-element float64 tensor, forward + backward per node:")
+    print(f"  custom op + register_autograd: {custom:7.2f} µs   (target <= 10 µs)")
+    print(f"  core op oplib::sin           : {core:7.2f} µs")
+    print(f"  (forward only, oplib::sin    : {fwd:7.2f} µs)")
+    t = torch_chain(args.nodes, args.repeat)
+    if t is not None:
+        print(f"  torch custom_op + register_autograd (same chain): {t:7.2f} µs")
+    ours, ref = mlp(args.repeat)
+    print("MLP step (x@w1 -> relu -> @w2 -> sum, 64x64 float32), forward + backward:")
+    print(f"  oplib autograd              : {ours:7.1f} µs")
+    print(f"  numpy, hand-written grads   : {ref:7.1f} µs   (oplib / numpy = {ours / ref:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

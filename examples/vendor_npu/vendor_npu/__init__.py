@@ -1,0 +1,1 @@
+"""Example vendor package: the private-use device becomes ``npu``, with one extra op."""

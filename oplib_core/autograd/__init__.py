@@ -1,0 +1,27 @@
+"""Reverse-mode automatic differentiation for oplib operators.
+
+``Tensor.backward()``, :func:`grad`, :func:`register_autograd` (gradient formulas for
+operators), the ``ctx`` of formulas (:class:`FunctionCtx`) and :func:`gradcheck`.
+"""
+
+from __future__ import annotations
+
+from ..grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .context import FunctionCtx
+from .engine import Node, backward, grad
+from .gradcheck import GradcheckError, gradcheck
+from .registration import register_autograd
+
+__all__ = [
+    "FunctionCtx",
+    "GradcheckError",
+    "Node",
+    "backward",
+    "enable_grad",
+    "grad",
+    "gradcheck",
+    "is_grad_enabled",
+    "no_grad",
+    "register_autograd",
+    "set_grad_enabled",
+]

@@ -1,0 +1,115 @@
+"""The ``ctx`` given to ``setup_context`` and ``backward``: like ``torch.autograd.Function``'s.
+
+The ctx *is* the graph node of the call (as in torch), so recording a call allocates one
+object. Tensors saved with ``save_for_backward`` are freed after a backward pass unless
+``retain_graph=True``; other attributes set on ctx (``ctx.dim = 1``) stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..tensor import Tensor
+from .engine import _FREED, Node
+
+__all__ = ["FunctionCtx"]
+
+
+class _SavedOutput:
+    """An output of the ctx's own node, saved without a reference cycle (tensor → node →
+    tensor): rebuilt with ``grad_fn`` set when unpacked."""
+
+    __slots__ = ("data", "nr")
+
+    def __init__(self, data: Any, nr: int) -> None:
+        self.data = data
+        self.nr = nr
+
+
+class FunctionCtx(Node):
+    """Context of one call of an operator with an autograd formula.
+
+    ``save_for_backward(*tensors)`` / ``saved_tensors``, ``needs_input_grad`` (one bool per
+    input), ``mark_non_differentiable(*outputs)``, ``set_materialize_grads(bool)``; any other
+    attribute may be set freely.
+    """
+
+    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_saved", "needs_input_grad")
+
+    _formula: Any
+    _saved: tuple[Any, ...] | None
+    needs_input_grad: tuple[bool, ...]
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        """Save tensors (inputs or outputs of the op, or None) for ``backward``."""
+        saved: list[Any] = []
+        for i, t in enumerate(tensors):
+            if t is None:
+                saved.append(None)
+            elif type(t) is Tensor:
+                if t.grad_fn is self:
+                    nr = 0 if self._nout == 1 else getattr(t, "_out_nr", 0)
+                    saved.append(_SavedOutput(t._data, nr))
+                else:
+                    saved.append(t)
+            else:
+                raise TypeError(
+                    f"save_for_backward can only save tensors (oplib.Tensor) or None, but "
+                    f"argument {i} is of type {type(t).__name__}; store other values as "
+                    "attributes of ctx (ctx.name = value)"
+                )
+        self._saved = tuple(saved)
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_FREED)
+        if not any(type(s) is _SavedOutput for s in saved):
+            return saved
+        out: list[Any] = []
+        for s in saved:
+            if type(s) is _SavedOutput:
+                t = Tensor._wrap(s.data)
+                nondiff = self._nondiff
+                if nondiff is None or s.nr not in nondiff:
+                    t._rg = True
+                    t.grad_fn = self
+                    if self._nout != 1:
+                        t._out_nr = s.nr
+                s = t
+            out.append(s)
+        return tuple(out)
+
+    def mark_non_differentiable(self, *outputs: Tensor) -> None:
+        """Outputs that get no gradient: they do not require grad, and their gradient in
+        ``backward`` is zeros (or None without materialization)."""
+        marked = set(self._nondiff or ())
+        for t in outputs:
+            if type(t) is not Tensor or t.grad_fn is not self:
+                raise RuntimeError(
+                    f"mark_non_differentiable(): expected outputs of this operator "
+                    f"({self._formula.qualname}), got {t!r}"
+                )
+            marked.add(0 if self._nout == 1 else getattr(t, "_out_nr", 0))
+        self._nondiff = marked
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """With False, ``backward`` gets None (instead of zeros) for outputs that received
+        no gradient."""
+        self._materialize = bool(value)
+
+    # -- engine interface -------------------------------------------------------------------
+    def name(self) -> str:
+        return self._formula.node_name
+
+    def _input_name(self, i: int) -> str:
+        return self._formula.input_names[i]
+
+    def _release(self) -> None:
+        if self._saved:
+            self._saved = None
+
+    def _apply(self, grads: list[Any]) -> Sequence[Any]:
+        return self._formula.run(self, grads)

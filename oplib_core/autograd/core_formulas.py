@@ -1,0 +1,42 @@
+"""The built-in plugin ``core-autograd``: gradient formulas of the core op set.
+
+Registered through the same plugin path as third-party formulas (``oplib_register_autograd``),
+so ``oplib plugins list`` shows it and every formula is credited to it. It also defines the
+view op ``oplib::_narrow`` (with a ``default`` kernel) that the gradients of ``cat`` and
+``stack`` need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hookspecs import hookimpl
+from ..registry import AUTOGRAD, REGISTRY, fallthrough_kernel
+from .formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_kernel
+from .registration import _register
+
+_oplib_core_plugin = True
+
+
+@hookimpl
+def oplib_define(registrar: Any) -> None:
+    registrar.define(NARROW)
+
+
+@hookimpl
+def oplib_impl(registrar: Any) -> None:
+    registrar.impl("oplib::_narrow", "default", narrow_kernel)
+
+
+@hookimpl
+def oplib_register_autograd(registrar: Any) -> None:
+    for name, (setup_context, backward) in FORMULAS.items():
+        # Core shape ops return views (``Tensor(a)``), which the public register_autograd
+        # refuses; core registers their formulas directly, as torch does for its views.
+        _register(REGISTRY.ops[f"oplib::{name}"].overload, backward, setup_context, registrar)
+    for name in NON_DIFFERENTIABLE:
+        registrar._register(
+            REGISTRY.add_kernel(
+                f"oplib::{name}", AUTOGRAD, fallthrough_kernel, api="register_autograd"
+            )
+        )

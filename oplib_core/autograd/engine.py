@@ -1,0 +1,542 @@
+"""The reverse-mode engine: graph nodes and an iterative backward pass.
+
+A :class:`Node` is recorded for each operator call that needs gradients; its ``_edges`` say
+where the gradient of each input goes: ``None`` (no gradient needed), ``(node, out_nr)``
+(output ``out_nr`` of the node that produced the input) or ``(tensor, 0)`` (a leaf that
+requires grad). Tensor[] inputs have a list of such edges. The engine counts dependencies
+once, then runs nodes in topological order with an explicit stack (no recursion, so graphs
+of any depth work), summing gradients that meet, checking each gradient's shape and dtype
+against what it flows into, and accumulating into leaves' ``.grad`` (``backward``) or
+capturing them (``grad``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backends import TABLE
+from ..grad_mode import STATE as GRAD
+from ..registry import REGISTRY
+from ..tensor import Tensor
+
+__all__ = ["Node", "backward", "grad", "run_backward"]
+
+_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+def _op(qualname: str) -> Any:
+    return REGISTRY.ops[qualname].overload
+
+
+class Node:
+    """One recorded operator call (``tensor.grad_fn``).
+
+    Subclasses implement ``_apply(grads)`` (one gradient per output, ``None`` where none
+    arrived) returning one gradient per edge (a list for a Tensor[] input) and
+    ``_input_name(i)``.
+    """
+
+    __slots__ = ("__weakref__", "_edges", "_meta", "_nout", "_outs")
+
+    _edges: tuple[Any, ...]
+    # (shape, dtype) per output; _outs: the native outputs of multi-output nodes (to make
+    # zero gradients for outputs that got none), else None.
+    _meta: tuple[tuple[tuple[int, ...], Any], ...]
+    _nout: int
+    _outs: tuple[Any, ...] | None
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple[tuple[Any, int], ...]:
+        """``(node or leaf tensor or None, output number)`` per input, as in torch."""
+        out: list[tuple[Any, int]] = []
+        for e in self._edges:
+            if type(e) is list:
+                out.extend(x if x is not None else (None, 0) for x in e)
+            else:
+                out.append(e if e is not None else (None, 0))
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    def _input_name(self, i: int) -> str:
+        return str(i)
+
+    def _apply(self, grads: list[Any]) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Free saved values (after a backward pass without ``retain_graph``)."""
+
+    def _zeros_for(self, nr: int) -> Tensor:
+        shape, dtype = self._meta[nr]
+        native = self._outs[nr] if self._outs is not None else None
+        device = None
+        if native is not None:
+            b = TABLE.for_type(type(native))
+            if b is not None:
+                device = b.device_of(native)
+        return Tensor._wrap(_op("oplib::zeros")(list(shape), dtype=dtype, device=device))
+
+
+def _expandable(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to ``to`` (so a gradient of shape ``to`` sums to it)."""
+    if len(shape) > len(to):
+        return False
+    lead = len(to) - len(shape)
+    return all(s == 1 or s == t for s, t in zip(shape, to[lead:], strict=True))
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``g`` summed over the dims that broadcasting added or expanded, to ``shape``."""
+    gs = tuple(g._data.shape)
+    if gs == shape:
+        return g
+    lead = len(gs) - len(shape)
+    dims = list(range(lead)) + [
+        lead + i for i, s in enumerate(shape) if s == 1 and gs[lead + i] != 1
+    ]
+    if dims:
+        g = _op("oplib::sum")(g, dims, True)
+    return _op("oplib::reshape")(g, list(shape))
+
+
+def _fit(g: Any, shape: tuple[int, ...], dtype: Any, node: Node, i: int, what: str) -> Tensor:
+    """Check gradient ``g`` (from input ``i`` of ``node``) against the ``shape``/``dtype``
+    of what it flows into; sum broadcast dims and cast the dtype as torch does."""
+    if type(g) is not Tensor:
+        raise TypeError(
+            f"autograd: the backward of {node.name()} returned a {type(g).__name__} as the "
+            f"gradient of input {node._input_name(i)!r}; expected an oplib.Tensor or None"
+        )
+    data = g._data
+    gshape = tuple(data.shape)
+    shape = tuple(shape)
+    if gshape != shape:
+        if not _expandable(shape, gshape):
+            raise RuntimeError(
+                f"autograd: the backward of {node.name()} returned an invalid gradient for "
+                f"input {node._input_name(i)!r}: got shape {gshape} but expected shape "
+                f"{shape} (the shape of {what}) or one that broadcasts from it"
+            )
+        g = sum_to(g, shape)
+        data = g._data
+    if data.dtype != dtype:
+        g = _op("oplib::astype")(g, dtype)
+    return g
+
+
+class _Run:
+    """State of one backward pass."""
+
+    __slots__ = (
+        "accumulate",
+        "captured",
+        "create_graph",
+        "handed_out",
+        "leaf_capture",
+        "node_capture",
+    )
+
+    def __init__(self, create_graph: bool) -> None:
+        self.create_graph = create_graph
+        self.accumulate = True
+        self.captured: list[Any] = []
+        self.leaf_capture: dict[int, list[int]] = {}
+        self.node_capture: dict[Node, list[tuple[int, int]]] = {}
+        self.handed_out: set[int] = set()
+
+    def to_leaf(self, leaf: Tensor, g: Tensor) -> None:
+        slots = self.leaf_capture.get(id(leaf))
+        if slots is not None:
+            for k in slots:
+                prev = self.captured[k]
+                self.captured[k] = g if prev is None else prev + g
+        if not self.accumulate:
+            return
+        if not self.create_graph:
+            g = _detached(g)
+        old = leaf.grad
+        if old is not None:
+            leaf.grad = old + g
+            return
+        if id(g) in self.handed_out or not _owns(g._data):
+            g = _op("oplib::clone")(g)
+        self.handed_out.add(id(g))
+        leaf.grad = g
+
+
+def _detached(g: Tensor) -> Tensor:
+    return g if g.grad_fn is None and not g._rg else Tensor._wrap(g._data)
+
+
+def _owns(data: Any) -> bool:
+    """False for views (broadcast results, reshapes of another gradient) that must not become
+    a leaf's ``.grad`` as they are."""
+    flags = getattr(data, "flags", None)
+    if flags is None:
+        return True
+    return bool(getattr(flags, "owndata", True)) and bool(getattr(flags, "writeable", True))
+
+
+def _root_grad(t: Tensor, g: Any, i: int) -> Tensor:
+    if g is None:
+        if t.numel() != 1:
+            raise RuntimeError(
+                f"grad can be implicitly created only for scalar outputs; output {i} has shape "
+                f"{t.shape}: pass gradient= (a tensor of that shape) to backward()/grad()"
+            )
+        data = t._data
+        if type(data) is np.ndarray:  # the common case, without a dispatch
+            return Tensor._wrap(np.ones_like(data))
+        # factories return native arrays
+        return Tensor._wrap(_op("oplib::ones")(list(data.shape), dtype=data.dtype, device=t.device))
+    if type(g) is not Tensor:
+        if TABLE.for_type(type(g)) is None:
+            raise TypeError(
+                f"backward(): gradient {i} must be an oplib.Tensor or a native array, got "
+                f"{type(g).__name__}"
+            )
+        g = Tensor._wrap(g)
+    if tuple(g._data.shape) != tuple(t._data.shape):
+        raise RuntimeError(
+            f"backward(): mismatch in shape: gradient {i} has shape {g.shape} but output {i} "
+            f"has shape {t.shape}"
+        )
+    return g
+
+
+def run_backward(
+    outputs: Sequence[Tensor],
+    grad_outputs: Sequence[Any],
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    inputs: Sequence[Tensor] | None = None,
+    allow_unused: bool = False,
+) -> list[Any] | None:
+    """Backpropagate from ``outputs``. With ``inputs`` (``autograd.grad``) return their
+    gradients and leave ``.grad`` alone; without, accumulate into leaves' ``.grad``."""
+    run = _Run(create_graph)
+    prev = GRAD.enabled
+    GRAD.enabled = create_graph
+    try:
+        return _run(run, outputs, grad_outputs, retain_graph, inputs, allow_unused)
+    finally:
+        GRAD.enabled = prev
+
+
+def _run(
+    run: _Run,
+    outputs: Sequence[Tensor],
+    grad_outputs: Sequence[Any],
+    retain_graph: bool,
+    inputs: Sequence[Tensor] | None,
+    allow_unused: bool,
+) -> list[Any] | None:
+    buffers: dict[Node, list[Any]] = {}
+    roots: list[Node] = []
+    if inputs is not None:
+        run.accumulate = False
+        run.captured = [None] * len(inputs)
+        for k, t in enumerate(inputs):
+            if type(t) is not Tensor:
+                raise TypeError(
+                    f"grad(): inputs[{k}] must be an oplib.Tensor, got {type(t).__name__}"
+                )
+            if not t._rg:
+                raise RuntimeError(
+                    f"grad(): inputs[{k}] does not require grad; call requires_grad_() on it "
+                    "before computing the outputs"
+                )
+            fn = t.grad_fn
+            if fn is None:
+                run.leaf_capture.setdefault(id(t), []).append(k)
+            else:
+                nr = 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)
+                run.node_capture.setdefault(fn, []).append((k, nr))
+
+    pending_leaves: list[tuple[Tensor, Tensor]] = []
+    for i, (t, g) in enumerate(zip(outputs, grad_outputs, strict=True)):
+        if type(t) is not Tensor:
+            raise TypeError(
+                f"backward(): outputs[{i}] must be an oplib.Tensor, got {type(t).__name__}"
+            )
+        if not t._rg:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn: "
+                "none of the inputs it was computed from requires grad (or it was computed "
+                "under no_grad)"
+            )
+        g = _root_grad(t, g, i)
+        run.handed_out.add(id(g))
+        fn = t.grad_fn
+        if fn is None:
+            pending_leaves.append((t, g))
+            continue
+        nr = 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)
+        buf = buffers.get(fn)
+        if buf is None:
+            buffers[fn] = buf = [None] * fn._nout
+            roots.append(fn)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+    # Pass 1: dependency counts (incoming edges from nodes reachable from the roots).
+    deps: dict[Node, int] = {}
+    seen = set(roots)
+    stack = list(roots)
+    order: list[Node] = []
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for e in node._edges:
+            if e is None:
+                continue
+            if type(e) is list:
+                for edge in e:
+                    if edge is not None and type(edge[0]) is not Tensor:
+                        target = edge[0]
+                        deps[target] = deps.get(target, 0) + 1
+                        if target not in seen:
+                            seen.add(target)
+                            stack.append(target)
+                continue
+            target = e[0]
+            if type(target) is Tensor:
+                continue
+            deps[target] = deps.get(target, 0) + 1
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+
+    needed: set[Node] | None = None
+    if inputs is not None:
+        needed = _needed(order, deps, run)
+
+    for leaf, g in pending_leaves:
+        run.to_leaf(leaf, g)
+
+    # Pass 2: run nodes once all their consumers have run.
+    ready = [n for n in roots if n not in deps]
+    node_capture = run.node_capture
+    pop = ready.pop
+    push = ready.append
+    take = buffers.pop
+    while ready:
+        node = pop()
+        grads = take(node, None)
+        if node_capture and grads is not None:
+            for k, nr in node_capture.get(node, ()):
+                g = grads[nr]
+                if g is not None:
+                    prev = run.captured[k]
+                    run.captured[k] = g if prev is None else prev + g
+        if needed is not None and node not in needed:
+            continue
+        outs: Sequence[Any] | None = None
+        if grads is not None:
+            for g in grads:
+                if g is not None:
+                    outs = node._apply(grads)
+                    break
+        if not retain_graph:
+            node._release()
+        i = -1
+        for e in node._edges:
+            i += 1
+            if e is None:
+                continue
+            g = None if outs is None else outs[i]
+            if type(e) is list:
+                for j, edge in enumerate(e):
+                    if edge is not None:
+                        _route(
+                            run,
+                            node,
+                            i,
+                            edge,
+                            None if g is None else g[j],
+                            buffers,
+                            deps,
+                            ready,
+                            needed,
+                        )
+                continue
+            target, nr = e
+            if type(target) is Tensor:
+                if g is not None:
+                    data = target._data
+                    run.to_leaf(target, _fit(g, data.shape, data.dtype, node, i, "the input"))
+                continue
+            if g is not None:
+                shape, dtype = target._meta[nr]
+                if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
+                    g = _fit(g, shape, dtype, node, i, f"output {nr} of {target.name()}")
+                buf = buffers.get(target)
+                if buf is None:
+                    if target._nout == 1:
+                        buffers[target] = [g]
+                    else:
+                        buffers[target] = buf = [None] * target._nout
+                        buf[nr] = g
+                else:
+                    prev = buf[nr]
+                    buf[nr] = g if prev is None else prev + g
+            left = deps[target] - 1
+            deps[target] = left
+            if left == 0:
+                push(target)
+
+    if inputs is None:
+        return None
+    result = run.captured
+    for k, g in enumerate(result):
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"grad(): one of the differentiated tensors (inputs[{k}]) appears to not have "
+                "been used in the graph. Set allow_unused=True if this is the desired behavior."
+            )
+        if g is not None and not run.create_graph:
+            result[k] = _detached(g)
+    return result
+
+
+def _route(
+    run: _Run,
+    node: Node,
+    i: int,
+    edge: tuple[Any, int],
+    g: Any,
+    buffers: dict[Node, list[Any]],
+    deps: dict[Node, int],
+    ready: list[Node],
+    needed: set[Node] | None,
+) -> None:
+    target, nr = edge
+    if type(target) is Tensor:
+        if g is not None:
+            data = target._data
+            run.to_leaf(target, _fit(g, tuple(data.shape), data.dtype, node, i, "the input"))
+        return
+    if g is not None:
+        shape, dtype = target._meta[nr]
+        g = _fit(g, shape, dtype, node, i, f"output {nr} of {target.name()}")
+        buf = buffers.get(target)
+        if buf is None:
+            buffers[target] = buf = [None] * target._nout
+        prev = buf[nr]
+        buf[nr] = g if prev is None else prev + g
+    left = deps[target] - 1
+    deps[target] = left
+    if left == 0:
+        ready.append(target)
+
+
+def _needed(order: list[Node], deps: dict[Node, int], run: _Run) -> set[Node]:
+    """Nodes from which some input of ``grad()`` is reachable (the rest need not run)."""
+    leaf_ids = run.leaf_capture
+    captured_nodes = run.node_capture
+    # Topological order (consumers first) by Kahn's algorithm over the reachable graph.
+    remaining = dict(deps)
+    topo: list[Node] = []
+    stack = [n for n in order if n not in deps]
+    while stack:
+        node = stack.pop()
+        topo.append(node)
+        for e in node._edges:
+            if e is None:
+                continue
+            for edge in e if type(e) is list else (e,):
+                if edge is None or type(edge[0]) is Tensor:
+                    continue
+                left = remaining[edge[0]] - 1
+                remaining[edge[0]] = left
+                if left == 0:
+                    stack.append(edge[0])
+    needed: set[Node] = set()
+    for node in reversed(topo):
+        for e in node._edges:
+            if e is None:
+                continue
+            for edge in e if type(e) is list else (e,):
+                if edge is None:
+                    continue
+                target = edge[0]
+                if (
+                    (id(target) in leaf_ids)
+                    if type(target) is Tensor
+                    else (target in needed or target in captured_nodes)
+                ):
+                    needed.add(node)
+                    break
+            if node in needed:
+                break
+    return needed
+
+
+def _as_list(x: Any) -> list[Any]:
+    if isinstance(x, (tuple, list)):
+        return list(x)
+    return [x]
+
+
+def backward(
+    tensors: Any,
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+) -> None:
+    """Accumulate the gradients of ``tensors`` (w.r.t. the graph's leaves) into ``.grad``."""
+    outs = _as_list(tensors)
+    grads = [None] * len(outs) if grad_tensors is None else _as_list(grad_tensors)
+    if len(grads) != len(outs):
+        raise RuntimeError(
+            f"backward(): got {len(grads)} gradients for {len(outs)} tensors; pass one per tensor"
+        )
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward(outs, grads, retain_graph=retain_graph, create_graph=create_graph)
+
+
+def grad(
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[Any, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs`` (a tuple, one per input),
+    without touching ``.grad``. ``create_graph=True`` records the backward pass so the result
+    can be differentiated again."""
+    outs = _as_list(outputs)
+    ins = _as_list(inputs)
+    grads = [None] * len(outs) if grad_outputs is None else _as_list(grad_outputs)
+    if len(grads) != len(outs):
+        raise RuntimeError(
+            f"grad(): got {len(grads)} grad_outputs for {len(outs)} outputs; pass one per output"
+        )
+    if retain_graph is None:
+        retain_graph = create_graph
+    result = run_backward(
+        outs,
+        grads,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        inputs=ins,
+        allow_unused=allow_unused,
+    )
+    assert result is not None
+    return tuple(result)

@@ -1,0 +1,376 @@
+"""``register_autograd``: give an operator a gradient formula, as ``torch.library`` does.
+
+The formula becomes the op's kernel for the ``Autograd`` dispatch key. When the op is called
+on tensors that require grad (grad mode on), that kernel runs the op below autograd, makes
+the call's graph node (which is also the ``ctx``), calls ``setup_context(ctx, inputs,
+output)`` and marks the outputs as requiring grad. In the backward pass the node calls
+``backward(ctx, *grads)`` and checks what it returns: one gradient (or None) per input.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..dispatcher import OpOverload
+from ..errors import RegistrationError
+from ..grad_mode import STATE as GRAD
+from ..library import Library, _lib_for, qualname_of
+from ..registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
+from ..schema import FunctionSchema, ListType, OptionalType
+from ..tensor import Tensor
+from .context import FunctionCtx
+
+__all__ = ["register_autograd"]
+
+_new = object.__new__
+
+# Kinds of inputs and outputs.
+_OTHER, _TENSOR, _LIST = 0, 1, 2
+
+
+def _kind(t: Any) -> int:
+    if isinstance(t, OptionalType):
+        t = t.elem
+    if isinstance(t, ListType):
+        return _LIST if _kind(t.elem) == _TENSOR else _OTHER
+    return _TENSOR if getattr(t, "name", None) == "Tensor" else _OTHER
+
+
+def is_functional(schema: FunctionSchema) -> bool:
+    """torch's ``is_functional_schema``: no mutated arguments, no aliased returns, at least
+    one return."""
+    if schema.is_mutable or not schema.returns:
+        return False
+    return not any(r.annotation is not None for r in schema.returns)
+
+
+class Formula:
+    """A registered gradient formula: the op's Autograd kernel and the backward runner."""
+
+    __slots__ = (
+        "backward",
+        "call",
+        "input_kinds",
+        "input_names",
+        "kw_form",
+        "location",
+        "n_inputs",
+        "node_name",
+        "out_kinds",
+        "qualname",
+        "setup",
+        "simple",
+    )
+
+    def __init__(
+        self,
+        op: OpOverload,
+        backward: Callable[..., Any],
+        setup_context: Callable[..., Any] | None,
+    ) -> None:
+        schema = op._schema
+        self.call = op
+        self.qualname = op.name()
+        self.backward = backward
+        self.setup = setup_context
+        self.location = _location_of(backward) or repr(backward)
+        self.input_names = tuple(a.name for a in schema.positional)
+        self.input_kinds = tuple(_kind(a.type) for a in schema.positional)
+        self.n_inputs = len(self.input_names)
+        self.out_kinds = tuple(_kind(r.type) for r in schema.returns)
+        self.kw_form = bool(schema.kwarg_only)
+        self.simple = self.out_kinds == (_TENSOR,)
+        ns, _, rest = self.qualname.partition("::")
+        name, _, overload = rest.partition(".")
+        self.node_name = f"GeneratedBackwardFor_{ns}_{name}_{overload or 'default'}"
+
+    # -- forward: the Autograd kernel -----------------------------------------------------
+    def kernel(self, *args: Any, **kwargs: Any) -> Any:
+        GRAD.enabled = False
+        try:
+            out = self.call(*args, **kwargs)
+        finally:
+            GRAD.enabled = True
+        ctx = _new(FunctionCtx)
+        ctx._formula = self
+        ctx._saved = ()
+        ctx._nondiff = None
+        ctx._materialize = True
+        edges: list[Any] = []
+        needs: list[bool] = []
+        for a, kind in zip(args, self.input_kinds, strict=False):
+            if kind == _TENSOR:
+                if type(a) is Tensor and a._rg:
+                    fn = a.grad_fn
+                    if fn is None:
+                        edges.append((a, 0))
+                    else:
+                        edges.append((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)))
+                    needs.append(True)
+                    continue
+            elif kind == _LIST and a is not None:
+                sub: list[Any] = []
+                any_rg = False
+                for t in a:
+                    if type(t) is Tensor and t._rg:
+                        fn = t.grad_fn
+                        if fn is None:
+                            sub.append((t, 0))
+                        else:
+                            sub.append((fn, 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)))
+                        any_rg = True
+                    else:
+                        sub.append(None)
+                if any_rg:
+                    edges.append(sub)
+                    needs.append(True)
+                    continue
+            edges.append(None)
+            needs.append(False)
+        ctx._edges = tuple(edges)
+        ctx.needs_input_grad = tuple(needs)
+        if self.simple:
+            ctx._nout = 1
+            ctx._outs = None
+            data = out._data
+            ctx._meta = ((data.shape, data.dtype),)
+            differentiable = data.dtype.kind in "fc"
+            if differentiable:
+                out._rg = True
+                out.grad_fn = ctx
+            if self.setup is not None:
+                self._setup(ctx, args, kwargs, out)
+            if differentiable and ctx._nondiff:
+                out._rg = False
+                out.grad_fn = None
+            return out
+        flat = self._flat_outputs(out, ctx)
+        ctx._nout = len(flat)
+        ctx._outs = tuple(t._data for t in flat)
+        ctx._meta = tuple((t._data.shape, t._data.dtype) for t in flat)
+        for nr, t in enumerate(flat):
+            if t._data.dtype.kind in "fc":
+                t._rg = True
+                t.grad_fn = ctx
+                t._out_nr = nr
+        if self.setup is not None:
+            self._setup(ctx, args, kwargs, out)
+        if ctx._nondiff:
+            for nr in ctx._nondiff:
+                flat[nr]._rg = False
+                flat[nr].grad_fn = None
+        return out
+
+    def _setup(
+        self, ctx: FunctionCtx, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> None:
+        setup = self.setup
+        assert setup is not None
+        if self.kw_form:
+            setup(ctx=ctx, inputs=args, keyword_only_inputs=kwargs, output=out)
+        else:
+            setup(ctx, args, out)
+
+    def _flat_outputs(self, out: Any, ctx: FunctionCtx) -> list[Tensor]:
+        outs = out if len(self.out_kinds) > 1 else (out,)
+        flat: list[Tensor] = []
+        lens: list[int] = []
+        for kind, o in zip(self.out_kinds, outs, strict=True):
+            if kind == _TENSOR:
+                flat.append(o)
+            elif kind == _LIST:
+                flat.extend(o)
+                lens.append(len(o))
+        if lens:
+            ctx.__dict__["_oplib_list_lens"] = tuple(lens)
+        return flat
+
+    # -- backward ---------------------------------------------------------------------------
+    def run(self, ctx: FunctionCtx, grads: list[Any]) -> tuple[Any, ...]:
+        if self.simple:
+            result = self.backward(ctx, grads[0])
+        else:
+            result = self.backward(ctx, *self._grads_per_output(ctx, grads))
+        if type(result) is not tuple:
+            result = tuple(result) if type(result) is list and self.n_inputs > 1 else (result,)
+        if len(result) != self.n_inputs:
+            self._error(
+                f"expected the backward function to return {self.n_inputs} gradient(s), one "
+                f"per input ({', '.join(self.input_names)}), but got {len(result)}. Return a "
+                "tuple with a gradient (or None) for each input"
+            )
+        kinds = self.input_kinds
+        for i, g in enumerate(result):
+            if g is None or (type(g) is Tensor and kinds[i] == _TENSOR):
+                continue
+            self._check_grad(i, g)
+        return result
+
+    def _grads_per_output(self, ctx: FunctionCtx, grads: list[Any]) -> list[Any]:
+        """Gradients as ``backward`` takes them: one per return (a list for a Tensor[]
+        return, None for a non-Tensor one), zeros where none arrived (unless
+        ``ctx.set_materialize_grads(False)``)."""
+        if ctx._materialize:
+            grads = [ctx._zeros_for(nr) if g is None else g for nr, g in enumerate(grads)]
+        if _LIST not in self.out_kinds and _OTHER not in self.out_kinds:
+            return grads
+        return self._with_lists(ctx, grads)
+
+    def _with_lists(self, ctx: FunctionCtx, grads: list[Any]) -> list[Any]:
+        lens: tuple[int, ...] = ctx.__dict__.get("_oplib_list_lens", ())
+        per: list[Any] = []
+        pos = 0
+        li = 0
+        for kind in self.out_kinds:
+            if kind == _TENSOR:
+                per.append(grads[pos])
+                pos += 1
+            elif kind == _LIST:
+                n = lens[li] if li < len(lens) else 0
+                per.append(list(grads[pos : pos + n]))
+                pos += n
+                li += 1
+            else:
+                per.append(None)
+        return per
+
+    def _check_grad(self, i: int, g: Any) -> None:
+        name = self.input_names[i]
+        kind = self.input_kinds[i]
+        if kind == _OTHER:
+            self._error(
+                f"got a {type(g).__name__} as the gradient for input {name!r} but expected "
+                f"None because input {name!r} is not a Tensor"
+            )
+        if kind == _TENSOR:
+            self._error(
+                f"got an object of type {type(g).__name__} as the gradient for input {name!r}, "
+                "but expected the gradient to be either None or an oplib.Tensor"
+            )
+        if not isinstance(g, (list, tuple)):
+            self._error(
+                f"for input {name!r} (a Tensor[]) expected a list of gradients but got an "
+                f"object of type {type(g).__name__}"
+            )
+        for j, item in enumerate(g):
+            if item is not None and type(item) is not Tensor:
+                self._error(
+                    f"for input {name!r} expected a list of None or Tensor gradients but got "
+                    f"an object of type {type(item).__name__} at index {j}"
+                )
+
+    def _error(self, what: str) -> None:
+        raise RuntimeError(
+            f"In the backward function registered for {self.qualname} at {self.location} "
+            f"(register_autograd), {what}."
+        )
+
+
+def _resolve(op: Any, api: str) -> OpOverload:
+    qualname = qualname_of(op)
+    if qualname.endswith(".default"):
+        qualname = qualname[: -len(".default")]
+    entry = REGISTRY.ops.get(qualname)
+    if entry is None:
+        raise RegistrationError(
+            f"{api}(): operator {qualname!r} does not exist; define it first", op=qualname
+        )
+    overload: OpOverload = entry.overload
+    return overload
+
+
+def register_autograd(
+    op: Any,
+    backward: Callable[..., Any],
+    /,
+    *,
+    setup_context: Callable[..., Any] | None = None,
+    lib: Library | None = None,
+) -> None:
+    """Register ``backward`` (and ``setup_context``) as the gradient formula of ``op``.
+
+    ``setup_context(ctx, inputs, output)`` runs after the forward and saves what backward
+    needs (ops with keyword-only arguments: ``setup_context(ctx, inputs,
+    keyword_only_inputs, output)``); ``backward(ctx, *grads)`` gets one gradient per output
+    and returns one per positional input (None where there is none). ``op`` is a custom op,
+    an ``OpOverload`` or a ``"ns::name"`` string; the registration lives as long as ``lib``
+    (by default: the process, or the custom op's own Library).
+    """
+    if (
+        lib is None
+        and not isinstance(op, (str, OpOverload))
+        and isinstance(getattr(op, "_opoverload", None), OpOverload)
+        and hasattr(op, "register_autograd")
+    ):
+        op.register_autograd(backward, setup_context=setup_context)
+        return
+    overload = _resolve(op, "register_autograd")
+    schema = overload._schema
+    qualname = overload.name()
+    if not is_functional(schema):
+        raise RuntimeError(
+            f"Cannot register autograd formula for non-functional operator {qualname} with "
+            f"schema {schema}. Please create a functional operator (no mutated arguments, no "
+            "aliased returns, at least one return) and register an autograd formula for that."
+        )
+    _register(overload, backward, setup_context, lib)
+
+
+def _register(
+    overload: OpOverload,
+    backward: Callable[..., Any],
+    setup_context: Callable[..., Any] | None,
+    lib: Any,
+) -> Handle:
+    """Register without the functional-schema check (core views' formulas use it)."""
+    schema = overload._schema
+    qualname = overload.name()
+    if any(_kind(a.type) != _OTHER for a in schema.kwarg_only):
+        raise NotImplementedError(
+            f"register_autograd(): {qualname} has kwarg-only Tensor arguments, which "
+            f"register_autograd does not support. In the definition of the op, please make "
+            f"your tensors not kwarg-only. Got: {schema}"
+        )
+    if not callable(backward):
+        raise TypeError(
+            f"register_autograd({qualname}): expected backward to be a function, got {backward!r}"
+        )
+    if setup_context is not None and not callable(setup_context):
+        raise TypeError(
+            f"register_autograd({qualname}): expected setup_context to be a function or None, "
+            f"got {setup_context!r}"
+        )
+    if setup_context is not None and schema.kwarg_only:
+        params = _params(setup_context)
+        if params is not None and "keyword_only_inputs" not in params:
+            raise ValueError(
+                f"register_autograd({qualname}): the operator has keyword-only arguments "
+                f"({', '.join(a.name for a in schema.kwarg_only)}), so setup_context must "
+                "accept them: def setup_context(ctx, inputs, keyword_only_inputs, output). "
+                f"Got setup_context with parameters {params}"
+            )
+    formula = Formula(overload, backward, setup_context)
+    handle = REGISTRY.add_kernel(
+        qualname, AUTOGRAD, formula.kernel, origin=origin_of(backward), api="register_autograd"
+    )
+    target = lib if lib is not None else _lib_for(qualname, None)
+    target._register(handle)
+    return handle
+
+
+def _params(fn: Callable[..., Any]) -> list[str] | None:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def formula_of(op: Any) -> Formula | None:
+    """The formula registered for ``op`` through ``register_autograd``, if any."""
+    entry = REGISTRY.ops.get(qualname_of(op))
+    k = entry.kernel(AUTOGRAD) if entry is not None else None
+    fn = getattr(k, "fn", None)
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, Formula) else None

@@ -1,0 +1,294 @@
+"""The private-use backend slot and device modules, after torch's
+``torch/utils/backend_registration.py``.
+
+A vendor ships a backend named ``privateuse1`` (dispatch key ``PrivateUse1``) and gives it
+its own name once per process with :func:`rename_privateuse1_backend` (or the environment
+variable ``OPLIB_PRIVATEUSE1_NAME``, read when the backend's plugin loads). Kernels
+registered for ``privateuse1``/``PrivateUse1`` move to the new name; kernels registered for
+the new name before the rename wait for it. A backend's device module (``is_available``,
+``device_count``, ``current_device``, ``manual_seed_all`` ...) is ``oplib_core.<name>``:
+either declared by its ``BackendSpec(device_module=...)`` (it follows the backend's current
+name) or registered with :func:`register_device_module`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .backends import TABLE
+from .device import Device, parse_device
+from .errors import BackendError
+from .registry import _WELL_KNOWN_KEYS, REGISTRY
+from .tensor import Tensor
+
+__all__ = [
+    "generate_methods_for_privateuse1_backend",
+    "register_device_module",
+    "rename_privateuse1_backend",
+]
+
+PRIVATEUSE1 = "privateuse1"
+ENV_NAME = "OPLIB_PRIVATEUSE1_NAME"
+
+# Device types that mean something else already: a private-use backend may not take them.
+_RESERVED = frozenset(_WELL_KNOWN_KEYS.values()) - {PRIVATEUSE1} | {"default", "privateuseone"}
+
+_lock = threading.RLock()
+_privateuse1_backend_name = PRIVATEUSE1
+_device_modules: dict[str, Any] = {}
+
+
+def _package() -> Any:
+    """The ``oplib_core`` package object (always imported before its submodules)."""
+    return sys.modules[__package__]
+
+
+def _get_privateuse1_backend_name() -> str:
+    """The private-use backend's current name: ``"privateuse1"`` until renamed."""
+    return _privateuse1_backend_name
+
+
+def rename_privateuse1_backend(backend_name: str) -> None:
+    """Rename the ``privateuse1`` backend to ``backend_name`` (``"npu"``) for this process.
+
+    Afterwards ``"npu"``/``"npu:1"`` are device strings, ``impl``/``register_kernel`` take
+    ``"npu"`` (``"PrivateUse1"`` and ``"privateuse1"`` still mean it too), kernels
+    registered before the rename for ``privateuse1`` move to ``npu``, and the backend's device
+    module is ``oplib_core.npu``. The backend itself may be installed before or after the
+    call. Renaming is allowed once per process: the same name again is a no-op, another name
+    raises ``BackendError``. The name must be a lower-case identifier that no installed or
+    well-known backend (``cpu``, ``cuda``, ``meta`` ...) and no attribute of ``oplib_core``
+    uses (``ValueError``, or ``BackendError`` for an installed backend).
+
+    To make ``t.npu()`` and ``t.is_npu`` exist, call
+    :func:`generate_methods_for_privateuse1_backend` afterwards.
+    """
+    global _privateuse1_backend_name
+    if not isinstance(backend_name, str):
+        raise TypeError(
+            f"rename_privateuse1_backend(): expected the new device name as a str, got "
+            f"{type(backend_name).__name__}"
+        )
+    with _lock:
+        current = _privateuse1_backend_name
+        if current != PRIVATEUSE1:
+            if backend_name == current:
+                return
+            raise BackendError(
+                f"rename_privateuse1_backend(): the privateuse1 backend was already renamed to "
+                f"{current!r} in this process and can be renamed only once; got "
+                f"{backend_name!r}. Rename it before first use, in one place (or set "
+                f"{ENV_NAME})."
+            )
+        _check_new_name(backend_name)
+        REGISTRY.rename_key(PRIVATEUSE1, backend_name)  # checks conflicts before changing
+        TABLE.rename(PRIVATEUSE1, backend_name)
+        _privateuse1_backend_name = backend_name
+
+
+def _check_new_name(name: str) -> None:
+    api = "rename_privateuse1_backend()"
+    if not name.isidentifier() or name != name.lower():
+        raise ValueError(
+            f"{api}: the new name must be a lower-case Python identifier usable as a device "
+            f"string (like 'npu'), got {name!r}"
+        )
+    if name == PRIVATEUSE1:
+        raise ValueError(f"{api}: {name!r} is the slot's own name; pass your device's name")
+    if name in _RESERVED:
+        raise ValueError(
+            f"{api}: {name!r} is the name of a well-known backend; choose a name of your own"
+        )
+    taken = TABLE.find(name)
+    if taken is not None:
+        raise BackendError(
+            f"{api}: a backend named {name!r} is already installed (plugin "
+            f"{taken.plugin!r}, distribution {taken.distribution or '-'}); choose another name"
+        )
+    if name in vars(_package()) or name in _device_modules:
+        raise ValueError(
+            f"{api}: {name!r} clashes with the existing attribute oplib_core.{name}, where "
+            "the device module would go; choose another name"
+        )
+
+
+def _rename_from_env() -> None:
+    """Apply ``OPLIB_PRIVATEUSE1_NAME`` if set: private-use plugins call this when they load
+    (a bad name then fails that plugin's load, reported by ``oplib plugins list``)."""
+    name = os.environ.get(ENV_NAME, "").strip()
+    if name:
+        rename_privateuse1_backend(name)
+
+
+# -- device modules ---------------------------------------------------------------------
+
+
+def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
+    """Make ``module`` available as ``oplib_core.<device_type>`` (torch's
+    ``torch._register_device_module``). Raises ``RuntimeError`` if that attribute exists
+    already (a device module registered before, or any other name of ``oplib_core``).
+    Returns a function that removes it again."""
+    if not isinstance(device_type, str):
+        raise TypeError(
+            f"register_device_module(): expected a device type (str), got "
+            f"{type(device_type).__name__}"
+        )
+    name = parse_device(device_type).type
+    with _lock:
+        pkg = _package()
+        existing = getattr(pkg, name, None)
+        if existing is not None or name in vars(pkg):
+            raise RuntimeError(
+                f"The runtime module of '{name}' has already been registered with "
+                f"'{existing}'"
+            )
+        _device_modules[name] = module
+
+    def unregister() -> None:
+        with _lock:
+            if _device_modules.get(name) is module:
+                del _device_modules[name]
+
+    return unregister
+
+
+def device_module(name: str) -> Any:
+    """The device module ``oplib_core.<name>``, or ``None``: one registered with
+    :func:`register_device_module`, else the ``device_module`` of the backend ``name``."""
+    mod = _device_modules.get(name)
+    if mod is not None:
+        return mod
+    backend = TABLE.find(name)
+    return None if backend is None else backend.spec.device_module
+
+
+def _get_custom_mod_func(func_name: str) -> Callable[..., Any]:
+    """The function ``func_name`` of the private-use backend's device module; a
+    ``RuntimeError`` explaining what to register when the module or the function is missing.
+
+    For backend implementers calling into their device module from generic code.
+    """
+    assert isinstance(func_name, str), f"func_name must be `str`, but got `{type(func_name)}`."
+    backend_name = _get_privateuse1_backend_name()
+    mod = device_module(backend_name)
+    function = getattr(mod, func_name, None)
+    if mod is None or function is None:
+        raise RuntimeError(
+            f"Try to call oplib_core.{backend_name}.{func_name}. The backend must register a "
+            f"custom backend module with `oplib_core.register_device_module('{backend_name}', "
+            "BackendModule)` (or BackendSpec(device_module=...)). And BackendModule needs to "
+            f"have the following API's:\n `{func_name}(*args, **kwargs)`. \n"
+        )
+    return function
+
+
+# -- device index normalisation -----------------------------------------------------------
+
+
+def _normalization_device(
+    custom_backend_name: str, device: int | str | Device | None = None
+) -> int:
+    """The device index ``device`` means for backend ``custom_backend_name``: ``None`` and
+    an index-less device are the current device (``oplib_core.<name>.current_device()`` when
+    the device module has it, else 0); ``"npu:1"``/``Device("npu", 1)`` give 1; an int is
+    taken as the index. A device of another type raises ``RuntimeError``."""
+
+    def current_index() -> int:
+        current = getattr(device_module(custom_backend_name), "current_device", None)
+        return int(current()) if current is not None else 0
+
+    if device is None:
+        return current_index()
+    if isinstance(device, str):
+        device = parse_device(device)
+    if isinstance(device, Device):
+        if device.type != custom_backend_name:
+            raise RuntimeError(
+                f"Invalid device, must be {custom_backend_name} device; got '{device}'"
+            )
+        return current_index() if device.index is None else device.index
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(
+                f"Invalid device index {device} for {custom_backend_name}: must be >= 0"
+            )
+        return int(device)
+    raise TypeError(
+        f"Invalid device, must be {custom_backend_name} device: expected an index (int), a "
+        f"'{custom_backend_name}:<index>' string or an oplib Device, got "
+        f"{type(device).__name__}"
+    )
+
+
+# -- generated methods ------------------------------------------------------------------
+
+
+def _check_register_once(module: Any, attr: str) -> None:
+    if hasattr(module, attr):
+        raise RuntimeError(
+            f"The custom device module of {module} has already been registered with {attr}"
+        )
+
+
+def _generate_tensor_methods_for_privateuse1_backend(
+    custom_backend_name: str, unsupported_dtype: Iterable[Any] | None = None
+) -> None:
+    is_attr = f"is_{custom_backend_name}"
+    _check_register_once(Tensor, is_attr)
+    _check_register_once(Tensor, custom_backend_name)
+    unsupported = frozenset(np.dtype(d) for d in unsupported_dtype or ())
+
+    def wrap_tensor_backend(self: Tensor) -> bool:
+        return self.device.type == custom_backend_name
+
+    wrap_tensor_backend.__doc__ = f"Whether this tensor lives on a {custom_backend_name} device."
+
+    def wrap_tensor_to(
+        self: Tensor, device: int | str | Device | None = None, non_blocking: bool = False,
+        *, copy: bool = False,
+    ) -> Tensor:
+        # non_blocking is accepted for torch compatibility; copies here are synchronous.
+        index = _normalization_device(custom_backend_name, device)
+        if self.dtype in unsupported:
+            raise RuntimeError(
+                f"Cannot create a {custom_backend_name} tensor: dtype {self.dtype} is not "
+                "supported by this backend"
+            )
+        return self.to(Device(custom_backend_name, index), copy=copy)
+
+    wrap_tensor_to.__name__ = wrap_tensor_to.__qualname__ = custom_backend_name
+    wrap_tensor_to.__doc__ = (
+        f"A copy of this tensor on {custom_backend_name} device ``device`` (default: the "
+        "current one); the tensor itself when it is already there."
+    )
+    setattr(Tensor, is_attr, property(wrap_tensor_backend))
+    setattr(Tensor, custom_backend_name, wrap_tensor_to)
+
+
+def generate_methods_for_privateuse1_backend(
+    for_tensor: bool = True,
+    for_storage: bool = False,
+    unsupported_dtype: Iterable[Any] | None = None,
+) -> None:
+    """Add ``Tensor.<name>(device=None)`` and the property ``Tensor.is_<name>`` for the
+    private-use backend under its current name (call it after
+    :func:`rename_privateuse1_backend`). Generating them twice raises ``RuntimeError``.
+
+    ``unsupported_dtype`` lists dtypes ``Tensor.<name>()`` refuses to move to the device.
+    oplib has no storages: ``for_storage=True`` raises ``NotImplementedError``.
+    """
+    if for_storage:
+        raise NotImplementedError(
+            "generate_methods_for_privateuse1_backend(): oplib has no Storage type, so "
+            "for_storage=True has nothing to generate; pass for_storage=False"
+        )
+    name = _get_privateuse1_backend_name()
+    if for_tensor:
+        with _lock:
+            _generate_tensor_methods_for_privateuse1_backend(name, unsupported_dtype)

@@ -1,0 +1,115 @@
+"""Which fake kernel is running: ``get_ctx()`` and the op named in data-access errors.
+
+``FakeTensorMode`` records the op whose fake kernel it runs (a thread-local, cheap). On the
+meta device the dispatcher calls fake kernels directly, so when nothing is recorded the
+call stack is searched for a registered fake kernel's code object; that only happens on
+error paths and in ``get_ctx()``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from ..backends import TABLE, Backend
+from ..registry import FAKE, REGISTRY, OpEntry
+from .errors import FakeTensorError
+from .symbolic import DEFAULT_ENV, ShapeEnv, SymInt
+
+__all__ = ["FakeKernelContext", "current_fake_op", "get_ctx"]
+
+
+class FakeKernelContext:
+    """What ``get_ctx()`` returns inside a fake kernel."""
+
+    __slots__ = ("op", "shape_env", "source")
+
+    def __init__(self, op: str, shape_env: ShapeEnv, source: str | None = None) -> None:
+        self.op = op
+        self.shape_env = shape_env
+        self.source = source
+
+    def new_dynamic_size(self, *, min: int = 0, max: int | None = None) -> int | SymInt:
+        """A new symbolic size (``u0``, ``u1``...) for an output whose size depends on the
+        input data, with ``min <= size <= max`` (``max=None``: unbounded)."""
+        return self.shape_env.new_symbol(min, max)
+
+    def __repr__(self) -> str:
+        return f"<FakeKernelContext op={self.op}>"
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.ctx: FakeKernelContext | None = None
+
+
+STATE = _State()
+
+
+class _KernelIndex:
+    """code object → (op qualname, source) of every fake kernel and meta-device kernel;
+    rebuilt lazily after the registry changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._index: dict[Any, tuple[str, str]] | None = None
+        REGISTRY.add_listener(self._changed)
+        TABLE.add_listener(self._changed)
+
+    def _changed(self, event: str, what: OpEntry | Backend) -> None:
+        self._index = None
+
+    def get(self) -> dict[Any, tuple[str, str]]:
+        index = self._index
+        if index is not None:
+            return index
+        keys = {FAKE} | {b.name for b in TABLE.all() if b.spec.fake_kernels}
+        index = {}
+        with REGISTRY.lock:
+            for entry in REGISTRY.ops.values():
+                for key in keys:
+                    for k in entry.kernels.get(key, ()):
+                        code = getattr(k.fn, "__code__", None)
+                        if code is not None:
+                            index.setdefault(code, (entry.qualname, k.origin.source))
+        with self._lock:
+            self._index = index
+        return index
+
+
+_INDEX = _KernelIndex()
+
+
+def _fake_kernel_on_stack() -> tuple[str, str] | None:
+    index = _INDEX.get()
+    frame = sys._getframe(1)
+    while frame is not None:
+        found = index.get(frame.f_code)
+        if found is not None:
+            return found
+        frame = frame.f_back
+    return None
+
+
+def current_fake_op() -> tuple[str, str | None] | None:
+    """``(qualname, source or None)`` of the fake kernel running in this thread, if any."""
+    ctx = STATE.ctx
+    if ctx is not None:
+        return ctx.op, ctx.source
+    return _fake_kernel_on_stack()
+
+
+def get_ctx() -> FakeKernelContext:
+    """Inside a fake kernel: its context (``new_dynamic_size``). Anywhere else: an error."""
+    ctx = STATE.ctx
+    if ctx is not None:
+        return ctx
+    found = _fake_kernel_on_stack()
+    if found is not None:
+        return FakeKernelContext(found[0], DEFAULT_ENV, found[1])
+    raise FakeTensorError(
+        "get_ctx() was called outside a fake kernel: it is only available while a fake "
+        "kernel (registered with oplib.register_fake) runs, under FakeTensorMode or on the "
+        "meta device"
+    )

@@ -1,0 +1,322 @@
+"""Fake kernels for every op of the core op set (``opset.CORE_OPS``) and ``oplib::_to_copy``,
+registered through the same plugin hook as anyone else's (built-in plugin ``core-fake``).
+
+They receive data-less arrays (``FakeArray``, ``MetaArray``) and compute the output's
+shape (:mod:`.shapes`), dtype (numpy's promotion, NEP 50: Python scalars are weak) and
+device; they never touch data and never call other ops, so they are cheap. Outputs keep the
+class and device of the input they derive from. ``tests/test_fake_consistency.py`` checks
+them against the CPU kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..device import Device
+from ..dtypes import get_default_dtype
+from ..errors import DeviceMismatchError
+from ..hookspecs import hookimpl
+from ..kernels.array_kernels import check_kernels
+from ..plugins import Registrar
+from . import shapes as S
+from .arrays import FakeArray, check_shape, fake_array
+
+__all__ = ["core_fake_kernels"]
+
+_oplib_core_plugin = True
+
+_INT64 = np.dtype("int64")
+
+
+def _is_scalar(a: FakeArray) -> bool:
+    return not a.shape and a.device.type == "cpu"
+
+
+def _pick(op: str, arrays: Sequence[FakeArray]) -> FakeArray:
+    """The input whose class and device the output takes; inputs must share a device,
+    except 0-d cpu arrays (scalars), as in the dispatcher."""
+    base = None
+    for a in arrays:
+        if _is_scalar(a):
+            continue
+        if base is None:
+            base = a
+        elif a.device is not base.device and a.device != base.device:
+            devices = {f"input {i}": str(x.device) for i, x in enumerate(arrays)}
+            raise DeviceMismatchError(
+                f"oplib::{op}(): expected all tensor arguments on one device, got "
+                + ", ".join(f"{k} on {v}" for k, v in devices.items())
+                + "; move them with .to(device) first",
+                op=f"oplib::{op}",
+                devices=devices,
+            )
+    return arrays[0] if base is None else base
+
+
+def core_fake_kernels() -> dict[str, Callable[..., Any]]:
+    """Fake kernels keyed like :func:`oplib_core.kernels.array_kernels` (``"add.Scalar"``)."""
+    kernels: dict[str, Callable[..., Any]] = {}
+
+    def kernel(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            fn.__qualname__ = fn.__name__ = f"{name}_fake"
+            fn._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
+            kernels[name] = fn
+            return fn
+
+        return register
+
+    ufunc_dtype = S.ufunc_dtype
+    ufunc_loop = S.ufunc_loop
+    broadcast = S.broadcast_shapes
+    weak = S.weak
+
+    def unary(name: str, ufunc: Any) -> None:
+        def fn(self: FakeArray) -> FakeArray:
+            return self._new(self.shape, ufunc_dtype(ufunc, self.dtype))
+
+        kernel(name)(fn)
+
+    def binary(name: str, ufunc: Any) -> None:
+        def fn(self: FakeArray, other: FakeArray) -> FakeArray:
+            base = self if self.device is other.device else _pick(name, (self, other))
+            dtype = ufunc_dtype(ufunc, self.dtype, other.dtype)  # numpy checks dtypes first
+            return base._new(broadcast(self.shape, other.shape), dtype)
+
+        kernel(name)(fn)
+
+    def scalar(name: str, ufunc: Any, *, reverse: bool = False) -> None:
+        # numpy compares out-of-range Python ints fine; arithmetic casts them and refuses
+        check_range = name.split(".")[0] not in ("eq", "ne", "lt", "le", "gt", "ge")
+        i = 0 if reverse else 1
+
+        def fn(self: FakeArray, other: Any) -> FakeArray:
+            w = weak(other)
+            loop = ufunc_loop(ufunc, w, self.dtype) if reverse else ufunc_loop(ufunc, self.dtype, w)
+            if w is int and check_range:
+                S.check_int_scalar(other, loop[i])
+            return self._new(self.shape, loop[-1])
+
+        kernel(name)(fn)
+
+    # -- pointwise ----------------------------------------------------------------------
+    for name, ufunc in (
+        ("neg", np.negative),
+        ("exp", np.exp),
+        ("log", np.log),
+        ("sin", np.sin),
+        ("cos", np.cos),
+        ("tanh", np.tanh),
+        ("abs", np.abs),
+        ("sqrt", np.sqrt),
+    ):
+        unary(name, ufunc)
+
+    @kernel("sigmoid")
+    def sigmoid(self: FakeArray) -> FakeArray:
+        dt = self.dtype
+        if dt.kind not in "fc":
+            dt = np.result_type(dt, np.float16)
+        return self._new(self.shape, dt)
+
+    @kernel("relu")
+    def relu(self: FakeArray) -> FakeArray:
+        return self._new(self.shape, self.dtype)
+
+    for name, ufunc in (
+        ("add", np.add),
+        ("sub", np.subtract),
+        ("mul", np.multiply),
+        ("div", np.true_divide),
+        ("pow", np.power),
+        ("maximum", np.maximum),
+        ("minimum", np.minimum),
+        ("eq", np.equal),
+        ("ne", np.not_equal),
+        ("lt", np.less),
+        ("le", np.less_equal),
+        ("gt", np.greater),
+        ("ge", np.greater_equal),
+    ):
+        binary(name, ufunc)
+        if name not in ("maximum", "minimum"):
+            scalar(f"{name}.Scalar", ufunc)
+    scalar("rsub.Scalar", np.subtract, reverse=True)
+    scalar("rdiv.Scalar", np.true_divide, reverse=True)
+    scalar("rpow.Scalar", np.power, reverse=True)
+
+    @kernel("where")
+    def where(condition: FakeArray, self: FakeArray, other: FakeArray) -> FakeArray:
+        base = _pick("where", (condition, self, other))
+        return base._new(
+            broadcast(condition.shape, self.shape, other.shape),
+            np.result_type(self.dtype, other.dtype),
+        )
+
+    # -- reductions ---------------------------------------------------------------------
+    @kernel("sum")
+    def sum_(
+        self: FakeArray, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None
+    ) -> FakeArray:
+        dt = self.dtype
+        if dtype is not None:
+            dt = dtype
+        elif dt.kind in "bi" or (dt.kind == "u" and dt.itemsize < 8):
+            dt = _INT64
+        return self._new(S.reduce_shape(self.shape, dim, keepdim)[0], dt)
+
+    @kernel("mean")
+    def mean(
+        self: FakeArray, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None
+    ) -> FakeArray:
+        out = self.dtype if dtype is None else dtype
+        if out.kind not in "fc":
+            which = "Input" if dtype is None else "Optional"
+            raise TypeError(
+                f"mean(): could not infer output dtype. {which} dtype must be either a "
+                f"floating point or complex dtype. Got: {out}. Pass dtype= (for example "
+                "dtype=numpy.float32) to take the mean of integer or bool input."
+            )
+        return self._new(S.reduce_shape(self.shape, dim, keepdim)[0], out)
+
+    def extremum(name: str, what: str) -> None:
+        def fn(self: FakeArray, dim: Sequence[int] | None, keepdim: bool) -> FakeArray:
+            shape, axes = S.reduce_shape(self.shape, dim, keepdim)
+            for a in axes:
+                if type(self.shape[a]) is int and self.shape[a] == 0:
+                    raise ValueError(
+                        f"zero-size array to reduction operation {what} which has no identity"
+                    )
+            return self._new(shape, self.dtype)
+
+        kernel(name)(fn)
+
+    extremum("amax", "maximum")
+    extremum("amin", "minimum")
+
+    # -- linear algebra -----------------------------------------------------------------
+    @kernel("matmul")
+    def matmul(self: FakeArray, other: FakeArray) -> FakeArray:
+        base = self if self.device is other.device else _pick("matmul", (self, other))
+        dtype = ufunc_dtype(np.matmul, self.dtype, other.dtype)
+        return base._new(S.matmul_shape(self.shape, other.shape), dtype)
+
+    # -- shape ops ----------------------------------------------------------------------
+    @kernel("transpose")
+    def transpose(self: FakeArray, dim0: int, dim1: int) -> FakeArray:
+        return self._new(S.transpose_shape(self.shape, dim0, dim1), self.dtype)
+
+    @kernel("permute")
+    def permute(self: FakeArray, dims: Sequence[int]) -> FakeArray:
+        return self._new(S.permute_shape(self.shape, dims), self.dtype)
+
+    @kernel("reshape")
+    def reshape(self: FakeArray, shape: Sequence[Any]) -> FakeArray:
+        return self._new(S.reshape_shape(self.shape, shape), self.dtype)
+
+    @kernel("broadcast_to")
+    def broadcast_to(self: FakeArray, size: Sequence[Any]) -> FakeArray:
+        return self._new(S.broadcast_to_shape(self.shape, size), self.dtype)
+
+    @kernel("unsqueeze")
+    def unsqueeze(self: FakeArray, dim: int) -> FakeArray:
+        return self._new(S.unsqueeze_shape(self.shape, dim), self.dtype)
+
+    @kernel("squeeze")
+    def squeeze(self: FakeArray, dim: Sequence[int] | None) -> FakeArray:
+        return self._new(S.squeeze_shape(self.shape, dim), self.dtype)
+
+    @kernel("cat")
+    def cat(tensors: Sequence[FakeArray], dim: int) -> FakeArray:
+        shape = S.cat_shape([t.shape for t in tensors], dim)
+        base = _pick("cat", tensors)
+        return base._new(shape, np.result_type(*[t.dtype for t in tensors]))
+
+    @kernel("stack")
+    def stack(tensors: Sequence[FakeArray], dim: int) -> FakeArray:
+        shape = S.stack_shape([t.shape for t in tensors], dim)
+        base = _pick("stack", tensors)
+        return base._new(shape, np.result_type(*[t.dtype for t in tensors]))
+
+    # -- copies -------------------------------------------------------------------------
+    @kernel("clone")
+    def clone(self: FakeArray) -> FakeArray:
+        return self._new(self.shape, self.dtype)
+
+    @kernel("copy_")
+    def copy_(self: FakeArray, src: FakeArray) -> FakeArray:
+        _pick("copy_", (self, src))
+        shape = src.shape
+        while len(shape) > len(self.shape) and type(shape[0]) is int and shape[0] == 1:
+            shape = shape[1:]
+        try:
+            S.broadcast_to_shape(shape, self.shape)
+        except ValueError:
+            raise ValueError(
+                f"could not broadcast input array from shape {src.shape} into shape {self.shape}"
+            ) from None
+        return self
+
+    @kernel("astype")
+    def astype(self: FakeArray, dtype: np.dtype) -> FakeArray:
+        return self._new(self.shape, dtype)
+
+    # -- factories ------------------------------------------------------------------------
+    def filled(name: str) -> None:
+        def fn(size: Sequence[Any], *, dtype: np.dtype | None, device: Device | None) -> Any:
+            return fake_array(
+                check_shape(size, name), get_default_dtype() if dtype is None else dtype, device
+            )
+
+        kernel(name)(fn)
+
+    for name in ("empty", "zeros", "ones"):
+        filled(name)
+
+    @kernel("full")
+    def full(
+        size: Sequence[Any], fill_value: Any, *, dtype: np.dtype | None, device: Device | None
+    ) -> Any:
+        dt = S.scalar_dtype(fill_value) if dtype is None else dtype
+        return fake_array(check_shape(size, "full"), dt, device)
+
+    @kernel("arange")
+    def arange(end: Any, *, dtype: np.dtype | None, device: Device | None) -> Any:
+        return fake_array((S.arange_length(0, end, 1),), S.arange_dtype(0, end, 1, dtype), device)
+
+    @kernel("arange.start")
+    def arange_start(
+        start: Any, end: Any, step: Any, *, dtype: np.dtype | None, device: Device | None
+    ) -> Any:
+        return fake_array(
+            (S.arange_length(start, end, step),), S.arange_dtype(start, end, step, dtype), device
+        )
+
+    check_kernels(kernels)
+    return kernels
+
+
+def to_copy_fake(
+    self: FakeArray, *, dtype: np.dtype | None = None, device: Device | None = None
+) -> Any:
+    """Fake ``_to_copy``: same shape, on ``device`` (or here) with ``dtype`` (or the same)."""
+    dt = self.dtype if dtype is None else dtype
+    here = self.device
+    if device is None or (
+        device.type == here.type and (device.index is None or device.index == here.index)
+    ):
+        return self._new(self.shape, dt)
+    return fake_array(self.shape, dt, device)
+
+
+to_copy_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]
+
+
+@hookimpl
+def oplib_register_fake(registrar: Registrar) -> None:
+    for name, fn in core_fake_kernels().items():
+        registrar.register_fake(f"oplib::{name}", fn)
+    registrar.register_fake("oplib::_to_copy", to_copy_fake)

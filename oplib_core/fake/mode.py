@@ -1,0 +1,258 @@
+"""``FakeTensorMode``: run programs on fake tensors, computing shapes, dtypes and devices
+without data.
+
+Under the mode every operator call runs the op's fake kernel (or, without one, its
+CompositeImplicitAutograd decomposition, whose parts run fake in turn) on data-less
+arrays. Fake tensors keep a real device type (a fake ``cpu`` tensor, a fake ``cuda`` tensor
+even without a GPU); factories called under the mode make fake arrays on the requested
+device. Real inputs are refused (``from_real`` converts them), so a program cannot silently
+mix real and fake data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backends import TABLE
+from ..dispatcher import DispatchMode, OpOverload
+from ..errors import NoKernelError
+from ..registry import COMPOSITE_IMPLICIT, FAKE
+from ..tensor import Tensor
+from .arrays import FakeArray
+from .context import STATE, FakeKernelContext
+from .errors import FakeTensorError
+from .symbolic import ShapeEnv
+
+__all__ = ["FakeTensorMode"]
+
+_RETRY = object()
+
+
+class FakeTensorMode(DispatchMode):
+    """A dispatch mode under which operators run their fake kernels.
+
+    ``with FakeTensorMode() as mode: y = op(mode.from_real(x))``. ``allow_non_fake_inputs``
+    converts real inputs instead of refusing them. ``shape_env`` makes the data-dependent
+    size symbols (``u0``, ``u1``...) of this mode.
+    """
+
+    def __init__(
+        self, *, allow_non_fake_inputs: bool = False, shape_env: ShapeEnv | None = None
+    ) -> None:
+        self.allow_non_fake_inputs = allow_non_fake_inputs
+        self.shape_env = shape_env if shape_env is not None else ShapeEnv()
+        self._memo: dict[int, tuple[Any, Tensor]] = {}
+        # fake kernel -> (its context, whether it is a core kernel that calls no ops)
+        self._contexts: dict[Any, tuple[FakeKernelContext, bool]] = {}
+
+    def __repr__(self) -> str:
+        return f"FakeTensorMode(allow_non_fake_inputs={self.allow_non_fake_inputs})"
+
+    # -- real → fake ----------------------------------------------------------------------
+    def from_real(self, x: Any) -> Tensor:
+        """A fake Tensor with the shape, dtype, device and ``requires_grad`` of ``x`` (a
+        Tensor or a native array of an installed backend); the same fake for the same
+        ``x``. Fake and meta inputs are returned as Tensors unchanged."""
+        memo = self._memo.get(id(x))
+        if memo is not None and memo[0] is x:
+            return memo[1]
+        data = x._data if isinstance(x, Tensor) else x
+        if isinstance(data, FakeArray):
+            return x if isinstance(x, Tensor) else Tensor._wrap(data)
+        fake = self._fake_of(data, "from_real()")
+        t = Tensor._wrap(fake)
+        if isinstance(x, Tensor) and x.requires_grad:
+            t.requires_grad_(True)
+        self._memo[id(x)] = (x, t)
+        return t
+
+    @staticmethod
+    def _fake_of(data: Any, api: str) -> FakeArray:
+        backend = TABLE.for_type(type(data))
+        if backend is None:
+            if isinstance(data, np.generic):
+                return FakeArray._make((), np.dtype(data.dtype), TABLE.get("cpu").device_of(data))
+            raise TypeError(
+                f"FakeTensorMode.{api}: expected an oplib.Tensor or a native array of an "
+                f"installed backend ({TABLE.names_text()}), got {type(data).__name__}"
+            )
+        shape = tuple(int(s) for s in data.shape)
+        return FakeArray._make(shape, np.dtype(data.dtype), backend.device_of(data))
+
+    # -- dispatch -------------------------------------------------------------------------
+    def __oplib_dispatch__(
+        self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        entry = op._entry
+        bargs: list[Any] | None = None
+        if not kwargs and len(args) == op._npos:
+            bargs, bkwargs = list(args), {}
+            for i, ok in op._checks:
+                if type(args[i]) not in ok:
+                    bargs = None
+                    break
+        nargs: list[Any] | Any = _RETRY
+        if bargs is not None:
+            nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
+        if nargs is _RETRY:
+            bargs, bkwargs = op._binder.bind(args, kwargs)
+            nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
+            if nargs is _RETRY:
+                raise AssertionError("bound arguments are always recognised")
+
+        fn = entry.py_kernels.get(FAKE)
+        source = None
+        if fn is None:
+            k = entry.kernel(FAKE)
+            if k is not None and not k.is_fallthrough:
+                fn, source = k.fn, k.origin.source
+        if fn is None:
+            decomp = entry.kernel(COMPOSITE_IMPLICIT)
+            if decomp is None or decomp.is_fallthrough:
+                raise self._no_fake(op)
+            with self:
+                return decomp.fn(*bargs, **bkwargs)
+
+        plan = self._contexts.get(fn)
+        if plan is None:
+            ctx = FakeKernelContext(entry.qualname, self.shape_env, source)
+            plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False))
+        if plan[1]:
+            # core fake kernels call no ops and need no context: skip the bookkeeping
+            out = fn(*nargs, **nkwargs)
+        else:
+            state = STATE
+            outer = state.ctx
+            state.ctx = plan[0]
+            self.__enter__()  # ops the fake kernel calls (empty_like...) run fake too
+            try:
+                out = fn(*nargs, **nkwargs)
+            finally:
+                self.__exit__()
+                state.ctx = outer
+        if op._single_plain_return:
+            if not isinstance(out, FakeArray):
+                out = _check_one(op, "tensor", out)
+            return Tensor._wrap(out) if tensors_in else out
+        out = self._check_outputs(op, out)
+        return op._wrap(out, bargs, bkwargs) if tensors_in else out
+
+    def _unwrap(
+        self, op: OpOverload, bargs: list[Any], bkwargs: dict[str, Any]
+    ) -> tuple[Any, dict[str, Any], bool]:
+        """Native fake arrays in place of Tensors; refuses real arrays (0-d cpu arrays,
+        Python scalars' stand-ins, are faked)."""
+        nargs = list(bargs)
+        nkwargs = dict(bkwargs) if bkwargs else bkwargs
+        tensors_in = False
+        real: list[str] = []
+        fake_seen = False
+        for slot in op._slots:
+            container: Any = nkwargs if slot.kw else nargs
+            value = container[slot.index]
+            if value is None:
+                continue
+            if slot.is_list:
+                if not isinstance(value, (list, tuple)):
+                    return _RETRY, {}, False
+                items = list(value)
+                for j, item in enumerate(items):
+                    if item is None:
+                        continue
+                    if type(item) is Tensor:
+                        tensors_in = True
+                        item = item._data
+                    if isinstance(item, FakeArray):
+                        fake_seen = True
+                    else:
+                        item = self._fake_input(item, f"{slot.name}[{j}]", real)
+                        if item is _RETRY:
+                            return _RETRY, {}, False
+                    items[j] = item
+                container[slot.index] = items
+                continue
+            if type(value) is Tensor:
+                tensors_in = True
+                value = value._data
+            if isinstance(value, FakeArray):
+                fake_seen = True
+            else:
+                value = self._fake_input(value, slot.name, real)
+                if value is _RETRY:
+                    return _RETRY, {}, False
+            container[slot.index] = value
+        if real:
+            raise self._mixed(op, real, fake_seen)
+        return nargs, nkwargs, tensors_in
+
+    def _fake_input(self, value: Any, name: str, real: list[str]) -> Any:
+        backend = TABLE.for_type(type(value))
+        if backend is None:
+            return _RETRY
+        if (backend.name == "cpu" and not value.shape) or self.allow_non_fake_inputs:
+            return self._fake_of(value, "dispatch")
+        real.append(f"{name!r} (a real {backend.name} {type(value).__name__})")
+        return value
+
+    # -- errors ---------------------------------------------------------------------------
+    @staticmethod
+    def _mixed(op: OpOverload, real: list[str], fake_seen: bool) -> FakeTensorError:
+        qualname = op._entry.qualname
+        what = ", ".join(real)
+        mixing = (
+            "real and fake tensors cannot be mixed in one call"
+            if fake_seen
+            else "under the mode, operators take fake tensors"
+        )
+        return FakeTensorError(
+            f"{qualname}: under FakeTensorMode got real input {what}; {mixing}. Convert real "
+            "inputs with mode.from_real(x) first (or create them under the mode), or use "
+            "FakeTensorMode(allow_non_fake_inputs=True) to convert them automatically.",
+            op=qualname,
+        )
+
+    @staticmethod
+    def _no_fake(op: OpOverload) -> NoKernelError:
+        qualname = op._entry.qualname
+        return NoKernelError(
+            f"{qualname}: has no fake kernel, so it cannot run under FakeTensorMode (nor on "
+            "the meta device). Register one that computes the outputs' shape, dtype and "
+            f"device without reading data:\n    @oplib.register_fake({qualname!r})\n"
+            "    def _(x, ...):\n        return oplib.empty_like(x)\n"
+            "or give the op a CompositeImplicitAutograd decomposition into ops that have "
+            "fake kernels.",
+            op=qualname,
+            key=FAKE,
+        )
+
+    @staticmethod
+    def _check_outputs(op: OpOverload, out: Any) -> Any:
+        plan = op._returns
+        if len(plan) == 1:
+            return _check_one(op, plan[0][0], out)
+        return tuple(_check_one(op, p[0], o) for p, o in zip(plan, out, strict=True))
+
+
+def _check_one(op: OpOverload, kind: str, value: Any) -> Any:
+    if kind == "tensor":
+        if type(value) is Tensor:
+            value = value._data
+        if value is None or isinstance(value, FakeArray):
+            return value
+        return _bad_output(op, value)
+    if kind == "list":
+        return [_check_one(op, "tensor", v) for v in value]
+    return value
+
+
+def _bad_output(op: OpOverload, value: Any) -> Any:
+    qualname = op._entry.qualname
+    raise FakeTensorError(
+        f"{qualname}: its fake kernel returned a {type(value).__name__} under "
+        "FakeTensorMode, expected a data-less array. Create outputs with "
+        "oplib.empty_like(x), x.new_empty(shape) or oplib.empty(shape, dtype=..., "
+        "device=x.device) so they have no data.",
+        op=qualname,
+    )

@@ -1,0 +1,464 @@
+"""The legacy custom-op API of ``torch._custom_ops``, for code written against it.
+
+``custom_op(qualname, func_or_schema)`` defines an op (from a schema string, or from the
+annotations of a function whose body is never called); ``impl`` registers kernels per
+device type; ``impl_abstract`` the fake kernel; ``impl_save_for_backward`` +
+``impl_backward`` the gradient formula, in the dict-of-gradients form::
+
+    @legacy.impl_save_for_backward("mylib::mul3")
+    def save(inputs, output):            # inputs: a namedtuple of the op's arguments
+        return inputs.x
+
+    @legacy.impl_backward("mylib::mul3")
+    def backward(ctx, saved, grad):      # returns {input name: gradient or None}
+        return {"x": grad * 3}
+
+Both of the last two must be registered; the op's Autograd kernel raises until they are.
+New code should use :func:`oplib_core.custom_op` and :func:`oplib_core.register_autograd`.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .autograd.registration import Formula
+from .dispatcher import OpOverload
+from .infer_schema import infer_schema
+from .library import Library, register_fake
+from .registry import AUTOGRAD, REGISTRY, Handle, _location_of
+from .schema import BaseType, ListType, OptionalType, parse_signature
+from .tensor import Tensor
+
+__all__ = ["custom_op", "impl", "impl_abstract", "impl_backward", "impl_save_for_backward"]
+
+_lock = threading.Lock()
+#: qualname -> the legacy op (as torch's ``global_registry``); an op leaves it when its
+#: Library is destroyed.
+_OPS: dict[str, LegacyOp] = {}
+
+
+def _split(qualname: str, api: str) -> tuple[str, str]:
+    if not isinstance(qualname, str) or qualname.count("::") != 1:
+        raise ValueError(
+            f"{api}(qualname={qualname!r}): expected a qualified name 'namespace::name'"
+        )
+    ns, name = qualname.split("::")
+    if "." in name:
+        raise ValueError(
+            f"{api}(qualname={qualname!r}): the legacy API does not support overload names; "
+            "use a name without '.'"
+        )
+    return ns, name
+
+
+class _Impl:
+    __slots__ = ("func", "location")
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        self.location = _location_of(func) or repr(func)
+
+
+class LegacyOp:
+    """An operator defined through the legacy API and its registrations."""
+
+    def __init__(self, lib: Library, qualname: str) -> None:
+        self._lib = lib
+        self._qualname = qualname
+        self._opoverload: OpOverload = REGISTRY.ops[qualname].overload
+        self._schema = self._opoverload._schema
+        self._impls: dict[str, _Impl] = {}
+        self._output_differentiability: list[bool] | None = None
+        self._autograd_handle: Handle | None = None
+        self._formula: Formula | None = None
+        names = [a.name for a in self._schema.arguments]
+        self._args_tuple = collections.namedtuple(  # type: ignore[misc]
+            f"{qualname.replace('::', '_')}_args", names
+        )
+
+    def __repr__(self) -> str:
+        return f"<LegacyOp(op={self._qualname!r})>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._opoverload(*args, **kwargs)
+
+    def _destroy(self) -> None:
+        with _lock:
+            if _OPS.get(self._qualname) is self:
+                del _OPS[self._qualname]
+        self._lib._destroy()
+
+    # -- registrations ----------------------------------------------------------------------
+    def _register_impl(self, kind: str, func: Callable[..., Any]) -> None:
+        if kind in self._impls:
+            raise RuntimeError(
+                f"Attempting to register a {kind} impl for operator {self._qualname} that "
+                f"already has a {kind} impl registered from Python at "
+                f"{self._impls[kind].location}. This is not supported."
+            )
+        self._impls[kind] = _Impl(func)
+
+    def _check_can_register_backward(self) -> None:
+        schema = self._schema
+
+        def error(detail: str) -> None:
+            raise RuntimeError(
+                f"Cannot use legacy.impl_save_for_backward/impl_backward to register a "
+                f"backward formula for {detail}. Got operator {self._qualname} with schema: "
+                f"{schema}"
+            )
+
+        if schema.is_mutable:
+            error("non-functional operator")
+        if not schema.returns:
+            error("operator with no returns")
+        if any(r.annotation is not None for r in schema.returns):
+            error("operator that returns views")
+        for r in schema.returns:
+            t = r.type
+            ok = (
+                isinstance(t, BaseType) and t.name in ("Tensor", "int", "SymInt", "bool", "float")
+            ) or (
+                isinstance(t, ListType) and isinstance(t.elem, BaseType) and t.elem.name == "Tensor"
+            )
+            if not ok:
+                error(
+                    "operator with return not in ['int', 'SymInt', 'bool', 'float', 'Tensor', "
+                    f"'List[Tensor]'] (got {t})"
+                )
+
+    def _check_doesnt_have_library_autograd_impl(self) -> None:
+        if self._autograd_handle is not None:
+            return
+        k = REGISTRY.ops[self._qualname].kernel(AUTOGRAD)
+        if k is not None:
+            raise RuntimeError(
+                f"impl_backward/impl_save_for_backward: the operator {self._qualname} already "
+                f"has an Autograd kernel registered at {k.origin} (through register_autograd "
+                "or Library.impl). Use one or the other, not both."
+            )
+
+    def _ensure_autograd_kernel(self) -> None:
+        if self._autograd_handle is None:
+            handle = REGISTRY.add_kernel(
+                self._qualname, AUTOGRAD, self._autograd_kernel, api="impl_backward"
+            )
+            self._lib._register(handle)
+            self._autograd_handle = handle
+
+    # -- the Autograd kernel ----------------------------------------------------------------
+    def _autograd_kernel(self, *args: Any, **kwargs: Any) -> Any:
+        save = self._impls.get("save_for_backward")
+        backward = self._impls.get("backward")
+        if save is None or backward is None:
+            missing = "save_for_backward" if save is None else "backward"
+            found = "backward" if save is None else "save_for_backward"
+            assert (save or backward) is not None
+            raise RuntimeError(
+                f"We found a '{found}' registration for {self._qualname} at "
+                f"{(save or backward).location} but were unable to find a '{missing}' "  # type: ignore[union-attr]
+                "registration. To use the legacy API to register a backward formula, please "
+                "provide both a backward function and a 'save for backward' function via "
+                "`impl_backward` and `impl_save_for_backward` respectively."
+            )
+        formula = self._formula
+        assert formula is not None
+        return formula.kernel(*args, **kwargs)
+
+
+def _make_formula(op: LegacyOp) -> Formula:
+    """The legacy contract on top of ``register_autograd``'s machinery."""
+    schema = op._schema
+    save_fn = op._impls["save_for_backward"].func
+    backward_fn = op._impls["backward"].func
+    backward_loc = op._impls["backward"].location
+    diff = op._output_differentiability
+    arg_names = [a.name for a in schema.arguments]
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        args = op._args_tuple(*inputs)
+        ctx.set_materialize_grads(True)
+        ctx.legacy_saved = save_fn(args, output)
+        ctx.legacy_args_info = op._args_tuple(
+            *([type(x) for x in a] if isinstance(a, (list, tuple)) else type(a) for a in inputs)
+        )
+        if diff is not None:
+            outs = output if isinstance(output, tuple) else (output,)
+            nondiff: list[Tensor] = []
+            for idx, (d, out) in enumerate(zip(diff, outs, strict=True)):
+                if isinstance(out, Tensor):
+                    if not d:
+                        nondiff.append(out)
+                    continue
+                if isinstance(out, list):
+                    if not d:
+                        nondiff.extend(out)
+                    continue
+                if d:
+                    raise RuntimeError(
+                        f"With output_differentiability={diff}. At idx {idx}, we received an "
+                        f"object of type {type(out).__name__} that is not a Tensor, so it "
+                        "cannot be marked as differentiable in output_differentiability."
+                    )
+            if nondiff:
+                ctx.mark_non_differentiable(*(t for t in nondiff if t.grad_fn is ctx))
+
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        result = backward_fn(object(), ctx.legacy_saved, *grads)
+        _validate_grad_inputs_dict(result, op, ctx.legacy_args_info, backward_loc)
+        return tuple(result.get(name) for name in arg_names)
+
+    formula = Formula(op._opoverload, backward, setup_context)
+    formula.location = backward_loc
+    return formula
+
+
+def _validate_grad_inputs_dict(
+    grad_inputs_dict: Any, op: LegacyOp, args_info: Any, location: str
+) -> None:
+    """torch's ``validate_grad_inputs_dict``: one entry per Tensor-like input, each None or a
+    Tensor (a list of those for a Tensor[] input)."""
+
+    def error(what: str) -> None:
+        raise RuntimeError(
+            f"In the backward function defined for {op._qualname} at {location} using the "
+            f"legacy CustomOp API (impl_backward), {what}"
+        )
+
+    if not isinstance(grad_inputs_dict, dict):
+        error(
+            "expected the output of the backward function to be a dict but got "
+            f"{type(grad_inputs_dict).__name__}"
+        )
+    expected_keys = {a.name for a in op._schema.arguments if _tensor_like(a.type)}
+    actual_keys = set(grad_inputs_dict.keys())
+    if expected_keys != actual_keys:
+        error(
+            f"expected the returned grad_input dict to have keys {sorted(expected_keys)} but "
+            f"got {sorted(actual_keys)}. The backward function must return a gradient (can "
+            "be None) for each arg to the CustomOp that may be a Tensor or Sequence[Tensor]. "
+            "Args declared to be non-Tensor-like types should not appear in the grad_input "
+            "dict"
+        )
+    for name, grad in grad_inputs_dict.items():
+        arg_info = getattr(args_info, name)
+        if isinstance(arg_info, list):
+            if not isinstance(grad, (tuple, list)):
+                error(
+                    f"for input '{name}' expected the grad_input dict to hold a list of "
+                    f"gradients but got object of type {type(grad).__name__}."
+                )
+            if len(grad) != len(arg_info):
+                error(
+                    f"for input '{name}' expected the grad_input dict to hold a list of "
+                    f"{len(arg_info)} gradients but got {len(grad)}"
+                )
+            for idx, (g, info) in enumerate(zip(grad, arg_info, strict=True)):
+                if g is None:
+                    continue
+                if not isinstance(g, Tensor):
+                    error(
+                        f"for input '{name}' expected the grad_input dict to hold a list of "
+                        f"None or Tensor gradients but got object of {type(g).__name__} at "
+                        f"index {idx}"
+                    )
+                if not issubclass(info, Tensor):
+                    error(
+                        f"for input '{name}', got a Tensor as the gradient for the {idx}-th "
+                        f"value but expected None because the {idx}-th value was not a Tensor "
+                        f"(it was type {info.__name__})"
+                    )
+            continue
+        if grad is None:
+            continue
+        if not isinstance(grad, Tensor):
+            error(
+                f"got object of type {type(grad).__name__} as the gradient for input "
+                f"'{name}', but expected the gradient to be either None or a Tensor"
+            )
+        if not issubclass(arg_info, Tensor):
+            error(
+                f"got a Tensor as the gradient for input '{name}' but expected None as the "
+                f"gradient because input '{name}' was not a Tensor (it was type "
+                f"{arg_info.__name__})."
+            )
+
+
+def _tensor_like(t: Any) -> bool:
+    if isinstance(t, OptionalType):
+        t = t.elem
+    if isinstance(t, ListType):
+        t = t.elem
+        if isinstance(t, OptionalType):
+            t = t.elem
+    return isinstance(t, BaseType) and t.name == "Tensor"
+
+
+def _find(qualname: str, api: str) -> LegacyOp:
+    with _lock:
+        op = _OPS.get(qualname)
+    if op is None:
+        raise RuntimeError(
+            f"{api}(): could not find the operator {qualname}; define it first with "
+            f"oplib.legacy.custom_op({qualname!r}, ...)"
+        )
+    return op
+
+
+def _define(qualname: str, schema: str) -> LegacyOp:
+    ns, name = _split(qualname, "custom_op")
+    parsed = parse_signature(schema, name=name)
+    if parsed.is_mutable:
+        raise ValueError(
+            f"custom_op(qualname={qualname!r}, schema={schema!r}): the legacy custom_op only "
+            "supports functional operators (ops that do not mutate any inputs, do not return "
+            "views of the inputs, and have at least one return)"
+        )
+    if not parsed.returns or any(r.annotation is not None for r in parsed.returns):
+        raise ValueError(
+            f"custom_op(qualname={qualname!r}, schema={schema!r}): the legacy custom_op only "
+            "supports functional operators (ops that do not mutate any inputs, do not return "
+            "views of the inputs, and have at least one return)"
+        )
+    with _lock:
+        if qualname in _OPS:
+            raise RuntimeError(
+                f"custom_op(): {qualname} was already defined through the legacy API; "
+                "destroy it first (op._destroy())"
+            )
+    lib = Library(ns, "FRAGMENT")
+    try:
+        lib.define(str(parsed))
+        op = LegacyOp(lib, qualname)
+    except BaseException:
+        lib._destroy()
+        raise
+    with _lock:
+        _OPS[qualname] = op
+    return op
+
+
+def custom_op(qualname: str, func_or_schema: Callable[..., Any] | str | None = None) -> Any:
+    """Define a legacy custom op from a schema string (returns the op) or, as a decorator,
+    from a function's annotations (the function is only a declaration; returns the op)."""
+    _split(qualname, "custom_op")
+    name = qualname.split("::")[1]
+
+    def inner(func: Callable[..., Any]) -> LegacyOp:
+        if not inspect.isfunction(func):
+            raise ValueError(
+                f"custom_op(...)(func): expected `func` to be a Python function, got: "
+                f"{type(func).__name__}"
+            )
+        if func.__name__ != name:
+            raise ValueError(
+                f"custom_op(qualname={qualname!r}, ...)(func): expected `func` to have name "
+                f"{name!r} but got {func.__name__!r}. Please either change the name of `func` "
+                "or the qualname that is passed to `custom_op`"
+            )
+        return _define(qualname, infer_schema(func, mutates_args=()))
+
+    if func_or_schema is None:
+        return inner
+    if isinstance(func_or_schema, str):
+        return _define(qualname, func_or_schema)
+    return inner(func_or_schema)
+
+
+def impl(
+    qualname: str,
+    *,
+    device_types: str | Sequence[str] = ("cpu", "cuda"),
+    func: Callable[..., Any] | None = None,
+) -> Any:
+    """Register ``func`` as the kernel of ``qualname`` for ``device_types``."""
+    types = (device_types,) if isinstance(device_types, str) else tuple(device_types)
+
+    def inner(f: Callable[..., Any]) -> Callable[..., Any]:
+        op = _find(qualname, "impl")
+        added: list[Handle] = []
+        try:
+            for t in types:
+                added.append(REGISTRY.add_kernel(qualname, t, f, api="impl"))
+        except BaseException:
+            for h in reversed(added):
+                h.destroy()
+            raise
+        for h in added:
+            op._lib._register(h)
+        return f
+
+    return inner if func is None else inner(func)
+
+
+def impl_abstract(qualname: str, *, func: Callable[..., Any] | None = None) -> Any:
+    """Register the fake (abstract) kernel of ``qualname``."""
+
+    def inner(f: Callable[..., Any]) -> Callable[..., Any]:
+        op = _find(qualname, "impl_abstract")
+        register_fake(qualname, f, lib=op._lib)
+        return f
+
+    return inner if func is None else inner(func)
+
+
+def impl_save_for_backward(qualname: str, *, func: Callable[..., Any] | None = None) -> Any:
+    """Register ``func(inputs, output) -> saved`` for the legacy backward formula."""
+
+    def inner(f: Callable[..., Any]) -> Callable[..., Any]:
+        op = _find(qualname, "impl_save_for_backward")
+        op._check_can_register_backward()
+        op._check_doesnt_have_library_autograd_impl()
+        op._register_impl("save_for_backward", f)
+        _refresh(op)
+        return f
+
+    return inner if func is None else inner(func)
+
+
+def impl_backward(
+    qualname: str,
+    output_differentiability: list[bool] | None = None,
+    *,
+    func: Callable[..., Any] | None = None,
+) -> Any:
+    """Register ``func(ctx, saved, *grads) -> {input name: grad}``; ``output_differentiability``
+    (one bool per return) marks outputs that get no gradient."""
+    op = _find(qualname, "impl_backward")
+    if output_differentiability is not None:
+
+        def yell() -> None:
+            raise RuntimeError(
+                "impl_backward(output_differentiability): expected output_differentiability "
+                "to be a list of bools with length equal to the number of outputs of this "
+                f"CustomOp got: {output_differentiability}"
+            )
+
+        if not isinstance(output_differentiability, list):
+            yell()
+        for d in output_differentiability:
+            if not isinstance(d, bool):
+                yell()
+        if len(op._schema.returns) != len(output_differentiability):
+            yell()
+
+    def inner(f: Callable[..., Any]) -> Callable[..., Any]:
+        op._check_can_register_backward()
+        op._check_doesnt_have_library_autograd_impl()
+        op._register_impl("backward", f)
+        op._output_differentiability = output_differentiability
+        _refresh(op)
+        return f
+
+    return inner if func is None else inner(func)
+
+
+def _refresh(op: LegacyOp) -> None:
+    """Install the Autograd kernel: an error-raising one until both halves exist."""
+    op._ensure_autograd_kernel()
+    if "save_for_backward" in op._impls and "backward" in op._impls:
+        op._formula = _make_formula(op)

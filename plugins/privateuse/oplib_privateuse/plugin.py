@@ -1,0 +1,148 @@
+"""The private-use backend: ``privateuse1`` (key ``PrivateUse1``) until renamed.
+
+Copy this plugin to write a backend for your device (``docs/writing-a-backend.md``):
+a ``BackendSpec`` saying how to recognise the device's arrays, move them to and from the
+host and count devices; the core op set's kernels bound to the device's array namespace;
+and a device module. ``OPLIB_PRIVATEUSE1_NAME=npu`` renames the backend when it loads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from oplib_core import BackendSpec, Device, hookimpl
+from oplib_core.backend_registration import _rename_from_env
+from oplib_core.dtypes import get_default_dtype
+from oplib_core.errors import BackendError
+from oplib_core.kernels import array_kernels
+from oplib_core.opset import CORE_OPS
+from oplib_privateuse import device as device_module
+from oplib_privateuse import memory
+from oplib_privateuse.memory import DeviceArray
+from oplib_privateuse.namespace import bind, namespace
+
+KEY = "PrivateUse1"
+
+
+def _status() -> str | None:
+    problem = memory.config_error()
+    if problem is not None:
+        return problem
+    if memory.device_count() == 0:
+        return f"no {memory.device_name()} device ({memory.DEVICES_ENV}=0)"
+    return None
+
+
+def _index(device: Device | None) -> int:
+    index = device_module.current_device() if device is None or device.index is None else (
+        device.index
+    )
+    try:
+        return memory.check_index(index)
+    except IndexError as e:
+        raise BackendError(str(e)) from None
+
+
+def _from_host(array: np.ndarray, device: Device) -> DeviceArray:
+    return memory.from_host(array, _index(device))
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> DeviceArray:
+    return namespace(_index(device)).empty(shape, dtype=dtype)
+
+
+def _namespace() -> Any:
+    return namespace(device_module.current_device())
+
+
+SPEC = BackendSpec(
+    name="privateuse1",
+    key=KEY,
+    array_types=(DeviceArray,),
+    priority=5,
+    status=_status,
+    device_count=memory.device_count,
+    device_of=lambda a: a._index,
+    to_host=memory.to_host,
+    from_host=_from_host,
+    empty=_empty,
+    namespace=_namespace,
+    device_module=device_module,
+    description="software device: host-backed memory per device index",
+)
+
+# -- kernels --------------------------------------------------------------------------
+
+_core_kernels = bind(array_kernels)  # array_kernels(DeviceNamespace(i)), once per device
+
+
+def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The device a call runs on: its first array's, else its ``device=`` argument's, else
+    the current device."""
+    for a in args:
+        if isinstance(a, DeviceArray):
+            return a._index
+        if isinstance(a, (list, tuple)):
+            for item in a:
+                if isinstance(item, DeviceArray):
+                    return item._index
+    dev = kwargs.get("device")
+    return _index(dev if isinstance(dev, Device) else None)
+
+
+def _on_device(name: str) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return _core_kernels(_device_index(args, kwargs))[name](*args, **kwargs)
+
+    kernel.__name__ = kernel.__qualname__ = f"privateuse1_{name.replace('.', '_')}"
+    return kernel
+
+
+RAND = "privateuse::rand(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
+RANDN = "privateuse::randn(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
+
+
+def _random_dtype(dtype: np.dtype | None, op: str) -> np.dtype:
+    dtype = get_default_dtype() if dtype is None else np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"{op}(): dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+def rand(size: list[int], *, dtype: np.dtype | None = None, device: Device | None = None) -> Any:
+    """Uniform samples in [0, 1) from the device's generator."""
+    index = _device_index((), {"device": device})
+    sample = device_module.generator(index).random(tuple(size), dtype=_random_dtype(dtype, "rand"))
+    return memory.wrap(sample, index)
+
+
+def randn(size: list[int], *, dtype: np.dtype | None = None, device: Device | None = None) -> Any:
+    """Standard normal samples from the device's generator."""
+    index = _device_index((), {"device": device})
+    gen = device_module.generator(index)
+    return memory.wrap(gen.standard_normal(tuple(size), dtype=_random_dtype(dtype, "randn")), index)
+
+
+# -- hooks ----------------------------------------------------------------------------
+
+
+@hookimpl
+def oplib_backends() -> list[BackendSpec]:
+    _rename_from_env()
+    return [SPEC]
+
+
+@hookimpl
+def oplib_define(registrar: Any) -> None:
+    registrar.define(RAND)
+    registrar.define(RANDN)
+
+
+@hookimpl
+def oplib_impl(registrar: Any) -> None:
+    for op in CORE_OPS:
+        registrar.impl(f"oplib::{op.name}", KEY, _on_device(op.name))
+    registrar.impl("privateuse::rand", KEY, rand)
+    registrar.impl("privateuse::randn", KEY, randn)

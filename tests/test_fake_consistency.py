@@ -1,0 +1,418 @@
+"""The contract that fake kernels are right: every core op, run on CPU arrays and on meta
+arrays (and under FakeTensorMode) built from the same shapes and dtypes, gives outputs of
+the same shape and dtype, or fails with the same kind of error."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core.opset import CORE_OPS
+
+pytest.importorskip("oplib_meta")
+
+f16, f32, f64 = np.float16, np.float32, np.float64
+i8, i32, i64, u8, u64 = np.int8, np.int32, np.int64, np.uint8, np.uint64
+b, c64 = np.bool_, np.complex64
+
+SHAPES = [(), (3,), (2, 3), (0, 4), (2, 1, 3)]
+DTYPES = [f32, f64, f16, i8, i32, i64, u8, b, c64]
+BINARY_SHAPES = [
+    ((2, 3), (2, 3)),
+    ((2, 3), (3,)),
+    ((2, 1), (1, 4)),
+    ((), (2, 3)),
+    ((3,), ()),
+    ((), ()),
+    ((4, 1, 3), (2, 1)),
+    ((0, 3), (1, 3)),
+    ((2, 3), (4,)),
+    ((2, 3), (3, 2)),
+]
+BINARY_DTYPES = [
+    (f32, f32),
+    (f32, f64),
+    (i32, f32),
+    (i8, u8),
+    (b, i32),
+    (f16, i64),
+    (b, b),
+    (i64, f32),
+    (c64, f64),
+    (u8, u8),
+]
+SCALARS = [2, 2.5, True, -3, 1j, 0]
+
+
+def arr(shape: tuple[int, ...], dtype: Any = f32) -> np.ndarray:
+    return np.ones(shape, dtype=dtype)
+
+
+Case = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def unary_cases() -> Iterator[Case]:
+    for shape, dtype in itertools.product(SHAPES, DTYPES):
+        yield (arr(shape, dtype),), {}
+
+
+def binary_cases() -> Iterator[Case]:
+    for (s1, s2), (d1, d2) in itertools.product(BINARY_SHAPES, BINARY_DTYPES):
+        yield (arr(s1, d1), arr(s2, d2)), {}
+
+
+def scalar_cases(name: str) -> Iterator[Case]:
+    for shape, dtype, value in itertools.product(SHAPES[:3], DTYPES, SCALARS):
+        if "pow" in name and isinstance(value, int) and value < 0:
+            continue  # integer to a negative power raises on data, not on shapes
+        yield (arr(shape, dtype), value), {}
+
+
+def where_cases() -> Iterator[Case]:
+    for cs, s1, s2 in [
+        ((2, 3), (2, 3), (2, 3)),
+        ((3,), (2, 1), ()),
+        ((2, 1), (3,), (4, 1, 3)),
+        ((2,), (3,), ()),
+    ]:
+        for d1, d2 in BINARY_DTYPES[:6]:
+            yield (arr(cs, b), arr(s1, d1), arr(s2, d2)), {}
+
+
+def reduction_cases(name: str) -> Iterator[Case]:
+    dims = [None, [], [0], [-1], [0, 1], [0, 0], [2], [-3]]
+    dtypes = [f32, f16, i32, b, u8, u64, c64] if name != "amax" and name != "amin" else [f32, i8, b]
+    for shape, dim, keepdim, dtype in itertools.product(
+        [(), (3,), (2, 3), (2, 0, 4)], dims, [False, True], dtypes
+    ):
+        kwargs: dict[str, Any] = {}
+        yield (arr(shape, dtype), dim, keepdim), kwargs
+    if name in ("sum", "mean"):
+        for dtype, out in itertools.product([f32, i32, b], [np.dtype(f64), np.dtype(i64)]):
+            yield (arr((2, 3), dtype), [1], False), {"dtype": out}
+
+
+def matmul_cases() -> Iterator[Case]:
+    shapes = [
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((3,), (3, 4)),
+        ((2, 3), (3, 4)),
+        ((5, 2, 3), (3, 4)),
+        ((5, 1, 2, 3), (4, 3, 2)),
+        ((2, 3), (4, 5)),
+        ((), (3,)),
+        ((3,), ()),
+        ((0, 3), (3, 2)),
+        ((1, 3), (5, 3, 2)),
+        ((3,), (2, 3, 4)),
+        ((2, 2, 3), (3,)),
+        ((2, 2, 3), (3, 3, 1)),
+    ]
+    for (s1, s2), (d1, d2) in itertools.product(shapes, [(f32, f32), (i32, f64), (b, b), (i8, i8)]):
+        yield (arr(s1, d1), arr(s2, d2)), {}
+
+
+def transpose_cases() -> Iterator[Case]:
+    for shape in [(), (3,), (2, 3), (2, 3, 4)]:
+        for d0, d1 in [(0, 1), (-1, 0), (0, 0), (1, 2), (0, -3), (3, 0)]:
+            yield (arr(shape), d0, d1), {}
+
+
+def permute_cases() -> Iterator[Case]:
+    for shape, dims in [
+        ((2, 3, 4), [2, 0, 1]),
+        ((2, 3, 4), [-1, 0, 1]),
+        ((2, 3, 4), [0, 0, 1]),
+        ((2, 3, 4), [0, 1]),
+        ((), []),
+        ((2, 3), [1, 0]),
+        ((2, 3), [0, 5]),
+    ]:
+        yield (arr(shape), dims), {}
+
+
+def reshape_cases() -> Iterator[Case]:
+    for shape, new in [
+        ((2, 3), [6]),
+        ((2, 3), [-1]),
+        ((2, 3), [3, -1]),
+        ((2, 3), [-1, 2, 3]),
+        ((2, 3), [4, -1]),
+        ((2, 3), [-1, -1]),
+        ((2, 3), [0, -1]),
+        ((0, 4), [-1, 2]),
+        ((0, 4), [-1, 0]),
+        ((), [1]),
+        ((), [-1]),
+        ((), []),
+        ((3,), []),
+        ((2, 3), [3, 2]),
+        ((2, 3), [5]),
+    ]:
+        yield (arr(shape, i32), new), {}
+
+
+def broadcast_to_cases() -> Iterator[Case]:
+    for shape, size in [
+        ((3,), [2, 3]),
+        ((1, 3), [4, 3]),
+        ((2, 1), [2, 5]),
+        ((2, 1), [-1, 4]),
+        ((3,), [4]),
+        ((2, 3), [3]),
+        ((), [2, 2]),
+        ((2, 1), [3, -1, 4]),
+        ((2, 1), [-1, -1]),
+    ]:
+        yield (arr(shape), size), {}
+
+
+def unsqueeze_cases() -> Iterator[Case]:
+    for shape in [(), (2, 3)]:
+        for dim in range(-4, 4):
+            yield (arr(shape), dim), {}
+
+
+def squeeze_cases() -> Iterator[Case]:
+    for shape, dim in [
+        ((1, 3, 1), None),
+        ((1, 3, 1), [0]),
+        ((1, 3, 1), [1]),
+        ((1, 3, 1), [-1]),
+        ((1, 3, 1), [0, 2]),
+        ((), None),
+        ((), [0]),
+        ((3,), [0]),
+        ((1,), [0]),
+        ((1, 1), [5]),
+    ]:
+        yield (arr(shape), dim), {}
+
+
+def cat_cases(stack: bool) -> Iterator[Case]:
+    lists = [
+        [(2, 3), (4, 3)],
+        [(2, 3), (2, 1)],
+        [(2, 3), (2, 3)],
+        [(2, 3), (2, 3, 1)],
+        [(), ()],
+        [(2, 3)],
+        [(0, 3), (2, 3)],
+    ]
+    for shapes, dim, (d1, d2) in itertools.product(
+        lists, [0, 1, -1, 2, -3], [(f32, f32), (i32, f16), (b, u8)]
+    ):
+        yield ([arr(shapes[0], d1), *[arr(s, d2) for s in shapes[1:]]], dim), {}
+    yield ([], 0), {}
+
+
+def copy_cases() -> Iterator[Case]:
+    for s1, s2 in [
+        ((2, 3), (2, 3)),
+        ((2, 3), (3,)),
+        ((2, 3), ()),
+        ((2, 3), (1, 2, 3)),
+        ((2, 3), (2,)),
+        ((3,), (2, 3)),
+    ]:
+        for d1, d2 in [(f32, f64), (i32, f32), (b, b)]:
+            yield (arr(s1, d1), arr(s2, d2)), {}
+
+
+def astype_cases() -> Iterator[Case]:
+    for shape, dtype, to in itertools.product(SHAPES, [f32, i32, b], [f64, i8, b, c64]):
+        yield (arr(shape, dtype), np.dtype(to)), {}
+
+
+def factory_cases(name: str) -> Iterator[Case]:
+    sizes = [[], [0], [2, 3], [4]]
+    if name in ("empty", "zeros", "ones"):
+        for size, dtype in itertools.product(sizes, [None, np.dtype(i32), np.dtype(b)]):
+            yield (size,), {"dtype": dtype}
+    elif name == "full":
+        for size, fill, dtype in itertools.product(
+            sizes, [1, 1.5, True, 2j], [None, np.dtype(f64)]
+        ):
+            yield (size, fill), {"dtype": dtype}
+    elif name == "arange":
+        for end, dtype in itertools.product([5, 5.0, 0, -2, 2.5], [None, np.dtype(f64)]):
+            yield (end,), {"dtype": dtype}
+    else:
+        for (start, end, step), dtype in itertools.product(
+            [(0, 10, 3), (1, 2, 0.25), (5, 0, -1), (0, 5, 0), (1.5, 7, 2), (0, 1, 0.1), (3, 3, 1)],
+            [None, np.dtype(i32)],
+        ):
+            yield (start, end, step), {"dtype": dtype}
+
+
+UNARY = {"neg", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "sqrt"}
+BINARY = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+}
+FACTORIES = {"empty", "zeros", "ones", "full", "arange", "arange.start"}
+
+
+def cases_for(name: str) -> list[Case]:
+    base = name.split(".")[0]
+    if name in UNARY:
+        return list(unary_cases())
+    if name in BINARY:
+        return list(binary_cases())
+    if name.endswith(".Scalar"):
+        return list(scalar_cases(name))
+    if name in FACTORIES:
+        return list(factory_cases(name))
+    table = {
+        "where": where_cases,
+        "sum": lambda: reduction_cases("sum"),
+        "mean": lambda: reduction_cases("mean"),
+        "amax": lambda: reduction_cases("amax"),
+        "amin": lambda: reduction_cases("amin"),
+        "matmul": matmul_cases,
+        "transpose": transpose_cases,
+        "permute": permute_cases,
+        "reshape": reshape_cases,
+        "broadcast_to": broadcast_to_cases,
+        "unsqueeze": unsqueeze_cases,
+        "squeeze": squeeze_cases,
+        "cat": lambda: cat_cases(False),
+        "stack": lambda: cat_cases(True),
+        "clone": unary_cases,
+        "copy_": copy_cases,
+        "astype": astype_cases,
+    }
+    return list(table[base]())
+
+
+def overload(name: str) -> Any:
+    op, _, ovl = name.partition(".")
+    return getattr(getattr(oplib.ops.oplib, op), ovl or "default")
+
+
+META = oplib.backends.get("meta") if oplib.backends.TABLE.find("meta") else None
+
+
+def to_meta(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return META.from_host(x, oplib.device("meta"))
+    if isinstance(x, list):
+        return [to_meta(v) for v in x]
+    return x
+
+
+def run(fn: Any) -> tuple[str, Any]:
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn()
+    except Exception as e:  # the contract compares failures too
+        return "error", e
+    return "ok", out
+
+
+def describe(out: Any) -> tuple[tuple[Any, ...], np.dtype]:
+    return tuple(out.shape), np.dtype(out.dtype)
+
+
+def check_case(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], variant: str
+) -> str | None:
+    """None when CPU and the fake variant agree, else a description of the difference."""
+    op = overload(name)
+    if name in FACTORIES:
+        cpu = run(lambda: op(*args, **kwargs))
+    else:
+        cpu = run(
+            lambda: op(*[a.copy() if isinstance(a, np.ndarray) else a for a in args], **kwargs)
+        )
+    if variant == "meta":
+        if name in FACTORIES:
+            fake = run(lambda: op(*args, **kwargs, device=oplib.device("meta")))
+        else:
+            fake = run(lambda: op(*to_meta(list(args)), **kwargs))
+    else:
+
+        def under_mode() -> Any:
+            with oplib.FakeTensorMode() as mode:
+
+                def conv(x: Any) -> Any:
+                    if isinstance(x, np.ndarray):
+                        return mode.from_real(x)
+                    if isinstance(x, list):
+                        return [conv(v) for v in x]
+                    return x
+
+                out = op(*[conv(a) for a in args], **kwargs)
+                return out.native if isinstance(out, oplib.Tensor) else out
+
+        fake = run(under_mode)
+
+    def brief(a: Any) -> Any:
+        if isinstance(a, list):
+            return [brief(v) for v in a]
+        return f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else a
+
+    where = f"{name}{tuple(brief(a) for a in args)} {kwargs}"
+    if cpu[0] == "error":
+        if fake[0] == "ok":
+            return f"{where}: cpu raised {cpu[1]!r} but {variant} gave {describe(fake[1])}"
+        if not isinstance(fake[1], type(cpu[1])):
+            return f"{where}: cpu raised {cpu[1]!r} but {variant} raised {fake[1]!r}"
+        return None
+    if fake[0] == "error":
+        return f"{where}: cpu gave {describe(cpu[1])} but {variant} raised {fake[1]!r}"
+    if describe(cpu[1]) != describe(fake[1]):
+        return f"{where}: cpu gave {describe(cpu[1])}, {variant} gave {describe(fake[1])}"
+    if variant == "meta" and type(fake[1]).__name__ != "MetaArray":
+        return f"{where}: meta gave a {type(fake[1]).__name__}"
+    return None
+
+
+ALL_OPS = [op.name for op in CORE_OPS]
+
+
+def test_every_core_op_has_cases():
+    for name in ALL_OPS:
+        assert cases_for(name), name
+
+
+@pytest.mark.parametrize("variant", ["meta", "fake_mode"])
+@pytest.mark.parametrize("name", ALL_OPS)
+def test_fake_kernel_agrees_with_cpu(name, variant):
+    problems = []
+    for args, kwargs in cases_for(name):
+        problem = check_case(name, args, kwargs, variant)
+        if problem:
+            problems.append(problem)
+    assert not problems, f"{len(problems)} mismatches:\n" + "\n".join(problems[:15])
+
+
+def test_to_copy_agrees_with_cpu():
+    x = arr((2, 3), f32)
+    for dtype in (None, np.dtype(f64), np.dtype(i8)):
+        out = oplib.ops.oplib._to_copy(x, dtype=dtype)
+        meta = oplib.ops.oplib._to_copy(to_meta(x), dtype=dtype)
+        assert describe(meta) == describe(out)
+        with oplib.FakeTensorMode() as mode:
+            fake = oplib.ops.oplib._to_copy(mode.from_real(x), dtype=dtype)
+        assert describe(fake) == describe(out)
+        assert fake.device == oplib.tensor(out).device
