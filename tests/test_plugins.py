@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import ToyArray
+from conftest import toy_spec as conftest_toy_spec
 
 import oplib_core as oplib
 from oplib_core import hookimpl, plugins
@@ -14,32 +16,8 @@ from oplib_core.errors import NoKernelError
 from oplib_core.introspect import op_detail
 
 
-class ToyArray:
-    """A real (if small) array type for a second backend: wraps a numpy array."""
-
-    def __init__(self, data: np.ndarray) -> None:
-        self.data = np.asarray(data)
-
-    @property
-    def ndim(self) -> int:
-        return self.data.ndim
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-
 def toy_spec(name: str = "toy") -> oplib.BackendSpec:
-    return oplib.BackendSpec(
-        name=name,
-        array_types=(ToyArray,),
-        to_host=lambda a: a.data,
-        from_host=lambda a, dev: ToyArray(a.copy()),
-    )
+    return conftest_toy_spec(name=name, device_of=None, device_count=lambda: 1)
 
 
 def make_plugin(name: str, **hooks) -> types.SimpleNamespace:
