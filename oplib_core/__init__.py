@@ -70,6 +70,7 @@ from .ops import OpOverloadPacket, ops
 from .schema import FunctionSchema, parse_schema
 from .tags import Tag
 from .tensor import Tensor
+from .testing import OpCheckError, opcheck
 from .version import __version__
 
 
@@ -90,6 +91,7 @@ __all__ = [
     "Library",
     "NoKernelError",
     "OpOverload",
+    "OpCheckError",
     "OpOverloadPacket",
     "OplibError",
     "PluginError",
@@ -130,6 +132,7 @@ __all__ = [
     "no_grad",
     "ones",
     "ones_like",
+    "opcheck",
     "ops",
     "parse_schema",
     "plugins",
@@ -158,11 +161,13 @@ def __getattr__(name: str) -> Any:
 def _load_plugins() -> None:
     from . import core_plugin
     from .autograd import core_formulas
+    from .testing import core_samples
     from .fake import core_fakes
 
     plugins.HOST.register(core_plugin, name="core")
     plugins.HOST.register(core_fakes, name="core-fake")
     plugins.HOST.register(core_formulas, name="core-autograd")
+    plugins.HOST.register(core_samples, name="core-samples")
     plugins.HOST.load_entry_points()
 
 

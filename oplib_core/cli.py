@@ -14,6 +14,8 @@ from .explain import explain
 from .factories import ones
 from .plugins import HOST
 from .registry import REGISTRY
+from .testing.opcheck import CHECKS, FAIL, SKIP
+from .testing.runner import check_ops
 
 __all__ = ["main"]
 
@@ -189,6 +191,76 @@ def _ops_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _short(text: str, width: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _check(args: argparse.Namespace) -> int:
+    try:
+        report = check_ops(args.qualname or None, args.backend or None)
+    except KeyError as e:
+        what = e.args[0]
+        if what in REGISTRY.ops or args.backend and what in args.backend:
+            print(f"oplib: no backend {what!r} is installed (see 'oplib backends list')", file=sys.stderr)
+        else:
+            print(f"oplib: no operator {what!r} (see 'oplib ops list')", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 1 if report.failed else 0
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in report.rows:
+        cells.setdefault((r.op, r.backend), {})[r.check] = r
+    checks = [c for c in CHECKS if any(c in v for v in cells.values())]
+    table = []
+    for (op, backend), by_check in cells.items():
+        notes = [
+            f"{c.removeprefix('test_')}: {_short(r.reason, 80)}"
+            for c, r in by_check.items()
+            if r.status == FAIL
+        ]
+        skips = {r.reason for r in by_check.values() if r.status == SKIP and r.reason}
+        if len(skips) == 1 and all(r.status == SKIP for r in by_check.values()):
+            notes.append(_short(next(iter(skips)), 80))
+        table.append(
+            [op, backend]
+            + [by_check[c].status if c in by_check else "-" for c in checks]
+            + ["; ".join(notes)]
+        )
+    headers = ["op", "backend", *(c.removeprefix("test_") for c in checks), "notes"]
+    print(_table(table, headers))
+    failures = [r for r in report.rows if r.status == FAIL]
+    if failures:
+        print("\nfailures:")
+        for r in failures:
+            sample = f" (sample {r.sample})" if r.sample else ""
+            print(f"- {r.op} on {r.backend}, {r.check}{sample}:\n    {r.reason}")
+    skip_reasons: dict[str, int] = {}
+    for r in report.rows:
+        if r.status == SKIP and r.reason:
+            skip_reasons[r.reason] = skip_reasons.get(r.reason, 0) + 1
+    if skip_reasons:
+        print("\nskipped:")
+        for reason, n in sorted(skip_reasons.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:4d} x {_short(reason)}")
+    for name, reason in report.unavailable.items():
+        if not args.backend:
+            print(f"backend {name!r} not checked: {reason}")
+    if report.no_samples:
+        print(
+            f"{len(report.no_samples)} op(s) have no sample inputs (a plugin's "
+            f"oplib_sample_inputs hook gives them): {', '.join(report.no_samples)}"
+        )
+    c = report.counts()
+    print(
+        f"\n{len({r.op for r in report.rows})} ops x {len(report.backends)} backends "
+        f"({', '.join(report.backends)}): {c['PASS']} passed, {c['FAIL']} failed, "
+        f"{c['SKIP']} skipped in {report.seconds:.1f}s"
+    )
+    return 1 if report.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oplib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -218,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("qualname", help="e.g. oplib::add")
     exp.add_argument("--device", default="cpu", help="where the sample tensors live")
     exp.add_argument("--requires-grad", action="store_true", help="sample tensors require grad")
+    chk = leaf(sub, "check", "run opcheck on every op with sample inputs, on every backend", _check)
+    chk.add_argument("qualname", nargs="*", help="ops to check (default: all with samples)")
+    chk.add_argument(
+        "--backend", "-b", action="append", default=[], help="only this backend (repeatable)"
+    )
     return parser
 
 

@@ -9,6 +9,7 @@ schema, picks the backend, runs modes and autograd, resolves the kernel (as torc
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -126,6 +127,20 @@ class DispatchKeySet:
         return f"DispatchKeySet({', '.join(self.keys)})"
 
 
+def _int_list(t: Any) -> bool | None:
+    """For ``int[]``/``SymInt[]`` (unsized): whether None is allowed; else None."""
+    nullable = isinstance(t, OptionalType)
+    inner = t.elem if nullable else t
+    if (
+        isinstance(inner, ListType)
+        and inner.size is None
+        and isinstance(inner.elem, BaseType)
+        and inner.elem.name in ("int", "SymInt")
+    ):
+        return nullable
+    return None
+
+
 def _is_plain_tensor(t: Any) -> bool:
     return isinstance(t, BaseType) and t.name == "Tensor"
 
@@ -189,24 +204,33 @@ class _Slot:
 class FastCall:
     """The hot path, shared by ``OpOverload`` and single-overload ``OpOverloadPacket``s.
 
-    Subclasses set ``_npos`` (positional arity for the fast path, -1 to always take the slow
-    path), ``_key0``/``_key_rest`` (tensor argument positions), ``_checks`` (positions of
-    scalar arguments and the exact types accepted without conversion), ``_multi`` (whether
-    either of the latter is non-empty) and ``_cache`` (the op's cache dict).
+    Subclasses set ``_nmin``/``_npos`` (the positional arities the fast path takes; ``_npos``
+    -1 to always take the slow path), ``_tails`` (per arity, the defaults that complete the
+    positional arguments), ``_key0``/``_key_rest`` (tensor argument positions), ``_checks``
+    (positions of scalar arguments and the exact types accepted without conversion),
+    ``_lists`` (positions of ``int[]`` arguments, and whether None is allowed), ``_multi``
+    (whether any of the last three is non-empty) and ``_cache`` (the op's cache dict, whose
+    kernels already carry keyword-only defaults).
     """
 
     __slots__ = ()
     _npos: int
+    _nmin: int
+    _tails: tuple[tuple[Any, ...], ...]
     _key0: int
     _key_rest: tuple[int, ...]
     _checks: tuple[tuple[int, frozenset[type]], ...]
+    _lists: tuple[tuple[int, bool], ...]
     _multi: bool
     _cache: dict[Any, Any]
     _call_slow: Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or _active[0] or len(args) != self._npos:
-            return self._call_slow(args, kwargs)
+        n = len(args)
+        if kwargs or _active[0] or n != self._npos:
+            if kwargs or _active[0] or n > self._npos or n < self._nmin:
+                return self._call_slow(args, kwargs)
+            args += self._tails[n]
         t = type(args[self._key0])
         if self._multi:
             for i in self._key_rest:
@@ -214,6 +238,17 @@ class FastCall:
                     return self._call_slow(args, kwargs)
             for i, ok in self._checks:
                 if type(args[i]) not in ok:
+                    return self._call_slow(args, kwargs)
+            for i, nullable in self._lists:
+                v = args[i]
+                if v is None:
+                    if not nullable:
+                        return self._call_slow(args, kwargs)
+                elif type(v) is list or type(v) is tuple:
+                    for e in v:
+                        if type(e) is not int:
+                            return self._call_slow(args, kwargs)
+                else:
                     return self._call_slow(args, kwargs)
         try:
             fn = self._cache[t]
@@ -235,7 +270,10 @@ class OpOverload(FastCall):
         "_key0",
         "_key_pos",
         "_key_rest",
+        "_kwdefaults",
+        "_lists",
         "_multi",
+        "_nmin",
         "_npos",
         "_overloadname",
         "_returns",
@@ -243,6 +281,7 @@ class OpOverload(FastCall):
         "_single_plain_return",
         "_slots",
         "_agcache",
+        "_tails",
         "_tcache",
         "_tensor_entry",
         "overloadpacket",
@@ -263,10 +302,14 @@ class OpOverload(FastCall):
         schema = self._schema
         key_pos: list[int] = []
         checks: list[tuple[int, frozenset[type]]] = []
-        fast = not any(a.kwarg_only for a in schema.arguments)
+        lists: list[tuple[int, bool]] = []
+        tail: list[Any] = []
+        kwdefaults: dict[str, Any] = {}
+        fast = True
         slots: list[_Slot] = []
         self._device_arg: _Slot | None = None
         pos_i = 0
+        nmin = 0
         for a in schema.arguments:
             is_tensor, is_list = _tensor_like(a.type)
             index: Any = a.name if a.kwarg_only else pos_i
@@ -275,14 +318,26 @@ class OpOverload(FastCall):
             base = a.type.elem if isinstance(a.type, OptionalType) else a.type
             if isinstance(base, BaseType) and base.name == "Device" and self._device_arg is None:
                 self._device_arg = _Slot(a.name, a.kwarg_only, index, False)
-            if not a.kwarg_only:
-                if _is_plain_tensor(a.type):
-                    key_pos.append(pos_i)
-                elif isinstance(a.type, BaseType) and a.type.name in _FAST_TYPES:
-                    checks.append((pos_i, _FAST_TYPES[a.type.name]))
+            if a.kwarg_only:
+                if a.has_default:
+                    kwdefaults[a.name] = a.default_value
                 else:
                     fast = False
-                pos_i += 1
+                continue
+            if a.has_default:
+                tail.append(a.default_value)
+            else:
+                nmin = pos_i + 1
+            int_list = _int_list(a.type)
+            if _is_plain_tensor(a.type):
+                key_pos.append(pos_i)
+            elif isinstance(a.type, BaseType) and a.type.name in _FAST_TYPES:
+                checks.append((pos_i, _FAST_TYPES[a.type.name]))
+            elif int_list is not None:
+                lists.append((pos_i, int_list))
+            else:
+                fast = False
+            pos_i += 1
         if not key_pos:
             fast = False
         self._slots = tuple(slots)
@@ -290,8 +345,14 @@ class OpOverload(FastCall):
         self._key0 = key_pos[0] if key_pos else 0
         self._key_rest = tuple(key_pos[1:])
         self._checks = tuple(checks)
-        self._multi = bool(self._key_rest or self._checks)
+        self._lists = tuple(lists)
+        self._multi = bool(self._key_rest or self._checks or self._lists)
         self._npos = pos_i if fast else -1
+        self._nmin = nmin if fast else 0
+        defaults = tuple(tail)
+        first_default = pos_i - len(defaults)
+        self._tails = tuple(defaults[max(0, n - first_default):] for n in range(pos_i + 1))
+        self._kwdefaults = kwdefaults
         self._returns = _return_plan(schema)
         rets = schema.returns
         self._single_plain_return = (
@@ -300,6 +361,33 @@ class OpOverload(FastCall):
         self._tensor_entry = (
             self._call_tensor1 if pos_i == 1 and self._single_plain_return else self._call_tensors
         )
+
+    def _bind_fast(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]] | None:
+        """``bind()`` for calls the fast path would take (the same checks as ``__call__``,
+        which inlines them), else None: for modes that handle calls themselves."""
+        n = len(args)
+        if kwargs or n > self._npos or n < self._nmin:
+            return None
+        args += self._tails[n]
+        for i, ok in self._checks:
+            if type(args[i]) not in ok:
+                return None
+        for i, nullable in self._lists:
+            v = args[i]
+            if v is None:
+                if not nullable:
+                    return None
+            elif type(v) is not list and type(v) is not tuple:
+                return None
+            elif any(type(e) is not int for e in v):
+                return None
+        return list(args), dict(self._kwdefaults)
+
+    def _with_kwdefaults(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """What the caches hold: fast-path calls pass positional arguments only."""
+        return functools.partial(fn, **self._kwdefaults) if self._kwdefaults else fn
 
     def _call_tensor1(self, a: Tensor) -> Any:
         """Cached entry for unary ops called with a Tensor (reached via ``__call__``)."""
@@ -356,17 +444,22 @@ class OpOverload(FastCall):
         if _active[0] and _MODES.stack:
             return self._call_mode(args, kwargs)
         bargs, bkwargs = self._binder.bind(args, kwargs)
-        return self._dispatch(bargs, bkwargs, fill_cache=not kwargs and len(args) == self._npos)
+        fill = not kwargs and self._nmin <= len(args) <= self._npos
+        return self._dispatch(bargs, bkwargs, fill_cache=fill)
 
     def _call_mode(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        mode = _pop()
+        # The mode leaves this thread's stack while its handler runs. The global count stays
+        # as it is (no lock): calls inside the handler take the slow path, which finds the
+        # thread's stack without this mode.
+        stack = _MODES.stack
+        mode = stack.pop()
         try:
             handler = self._entry.py_kernels.get(type(mode))
             if handler is not None:
                 return handler(mode, *args, **kwargs)
             return mode.__oplib_dispatch__(self, args, kwargs)
         finally:
-            _push(mode)
+            stack.append(mode)
 
     def _prepare(self, bargs: list[Any], bkwargs: dict[str, Any]) -> _Call:
         """Unwrap Tensors, find the arrays and the backend the call runs on."""
@@ -432,10 +525,10 @@ class OpOverload(FastCall):
                 with REGISTRY.lock:
                     if self._entry.cache is self._cache and self._kernel(backend)[0] is fn:
                         if tensors_in:
-                            self._tcache[cls] = fn
+                            self._tcache[cls] = self._with_kwdefaults(fn)
                             self._cache[Tensor] = self._tensor_entry
                         else:
-                            self._cache[cls] = fn
+                            self._cache[cls] = self._with_kwdefaults(fn)
         if tensors_in:
             return self._wrap(out, bargs, bkwargs)
         return out
@@ -450,7 +543,7 @@ class OpOverload(FastCall):
             except RuntimeError:
                 return
             if current is not None:
-                self._agcache[cls] = current
+                self._agcache[cls] = self._with_kwdefaults(current)
                 self._cache[Tensor] = self._tensor_entry
 
     def _cache_class(self, call: _Call) -> type | None:

@@ -112,7 +112,7 @@ def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     if out.chosen is None:
         out.error = str(ov._no_kernel(backend))
     cls = ov._cache_class(call)
-    fast = not kwargs and len(args) == ov._npos and not out.modes
+    fast = not kwargs and ov._nmin <= len(args) <= ov._npos and not out.modes
     if cls is not None and fast:
         key = type(next(iter(args[i] for i in ov._key_pos)))
         out.cache_hit = key in entry.cache and (not call.tensors_in or cls in entry.tcache)

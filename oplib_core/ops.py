@@ -26,6 +26,7 @@ class OpOverloadPacket(FastCall):
         self._only: OpOverload | None = None
         self._resolved: dict[Any, OpOverload] = {}
         self._npos = -1
+        self._nmin = 0
 
     def _set(self, overloads: dict[str, OpOverload]) -> None:
         for old in self._overloads:
@@ -38,8 +39,14 @@ class OpOverloadPacket(FastCall):
             op.overloadpacket = self
         only = next(iter(ordered.values())) if len(ordered) == 1 else None
         self._only = only
+        # The class decides the call path: one overload shares its fast path; several go
+        # through the per-signature overload cache first.
+        self.__class__ = OpOverloadPacket if only is not None else _OverloadedPacket
         # A single overload shares its fast path: same plan, same cache dict.
         if only is not None:
+            self._nmin = only._nmin
+            self._tails = only._tails
+            self._lists = only._lists
             self._key0 = only._key0
             self._key_rest = only._key_rest
             self._checks = only._checks
@@ -58,12 +65,17 @@ class OpOverloadPacket(FastCall):
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         op = self._only
-        if op is None:
-            op = self._pick(args, kwargs)
-        return op._call_slow(args, kwargs)
+        if op is not None:  # its fast path already said no
+            return op._call_slow(args, kwargs)
+        return self._pick(args, kwargs)(*args, **kwargs)
 
     def _pick(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
-        sig = (tuple(map(_match_key, args)), tuple((k, _match_key(v)) for k, v in kwargs.items()))
+        sig: Any = tuple(map(type, args))
+        if kwargs or not _NEEDS_CONTENT.isdisjoint(sig):
+            sig = (
+                tuple(map(_match_key, args)),
+                tuple((k, _match_key(v)) for k, v in kwargs.items()),
+            )
         op = self._resolved.get(sig)
         if op is not None:
             return op
@@ -86,6 +98,21 @@ class OpOverloadPacket(FastCall):
 
     def __str__(self) -> str:
         return f"{self._ns}.{self._name}"
+
+
+# Matching depends on more than the type for these (see _match_key).
+_NEEDS_CONTENT = frozenset({list, tuple, str})
+
+
+class _OverloadedPacket(OpOverloadPacket):
+    """A packet with several overloads (``add`` and ``add.Scalar``)."""
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            op = self._resolved.get(tuple(map(type, args)))
+            if op is not None:
+                return op(*args)
+        return self._pick(args, kwargs)(*args, **kwargs)
 
 
 def _match_key(value: Any) -> Any:

@@ -798,3 +798,35 @@ def test_redispatch_from_autograd_gives_backend_kernel_native_arrays(lib, ns):
     out = op(oplib.tensor([1.0], requires_grad=True))
     assert type(out) is oplib.Tensor
     assert seen == [np.ndarray]
+
+
+# -- the fast path with defaults, keyword-only defaults and int[] arguments -----------------
+
+
+def test_fast_path_fills_defaults_and_keyword_only_defaults(lib, ns):
+    lib.define("red(Tensor x, int[]? dim=None, bool keepdim=False, *, float scale=2.0) -> Tensor")
+    seen = []
+
+    def kernel(x, dim, keepdim, *, scale):
+        seen.append((dim, keepdim, scale))
+        return x * scale
+
+    lib.impl("red", kernel, "CPU")
+    op = getattr(oplib.ops, ns).red
+    x = np.ones(2)
+    for _ in range(3):  # the first call fills the cache, the others take the fast path
+        op(x)
+        op(x, [0])
+        op(x, (0, 1), True)
+    assert seen[-3:] == [(None, False, 2.0), ([0], False, 2.0), ((0, 1), True, 2.0)]
+    assert op.default._cache, "calls with defaults must be cached"
+
+
+@pytest.mark.parametrize("bad", [["a"], [1.5], "0", 3.0])
+def test_fast_path_still_rejects_bad_int_lists_after_the_cache_is_warm(lib, ns, bad):
+    lib.define("red2(Tensor x, int[] dims) -> Tensor")
+    lib.impl("red2", lambda x, dims: x, "CPU")
+    op = getattr(oplib.ops, ns).red2
+    op(np.ones(1), [0])  # warm
+    with pytest.raises(TypeError, match=r"argument 'dims' must be int\[\]"):
+        op(np.ones(1), bad)

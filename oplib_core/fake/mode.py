@@ -86,15 +86,10 @@ class FakeTensorMode(DispatchMode):
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         entry = op._entry
-        bargs: list[Any] | None = None
-        if not kwargs and len(args) == op._npos:
-            bargs, bkwargs = list(args), {}
-            for i, ok in op._checks:
-                if type(args[i]) not in ok:
-                    bargs = None
-                    break
+        bound = op._bind_fast(args, kwargs)
         nargs: list[Any] | Any = _RETRY
-        if bargs is not None:
+        if bound is not None:
+            bargs, bkwargs = bound
             nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
         if nargs is _RETRY:
             bargs, bkwargs = op._binder.bind(args, kwargs)

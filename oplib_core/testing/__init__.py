@@ -1,0 +1,43 @@
+"""Checking operators: :func:`opcheck`, sample inputs, and the pytest plugin.
+
+``pytest -p oplib_core.testing`` loads the pytest plugin (it is also auto-loaded through the
+``pytest11`` entry point ``oplib``): a fixture ``oplib_device`` parametrised over the
+available backends and a marker ``oplib_backends(...)`` restricting it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .opcheck import (
+    CHECKS,
+    DEFAULT_TEST_UTILS,
+    CheckResult,
+    OpCheckError,
+    OpCheckResults,
+    opcheck,
+    run_checks,
+)
+from .samples import SampleInput, sample_inputs
+
+__all__ = [
+    "CHECKS",
+    "DEFAULT_TEST_UTILS",
+    "CheckResult",
+    "OpCheckError",
+    "OpCheckResults",
+    "SampleInput",
+    "opcheck",
+    "run_checks",
+    "sample_inputs",
+]
+
+
+def pytest_addhooks(pluginmanager: Any) -> None:
+    """``pytest -p oplib_core.testing`` registers this package as a pytest plugin: add the
+    real one, under its entry-point name so the auto-loaded copy is not added twice.
+    (Imported here, not above: ``import oplib_core`` must not import pytest.)"""
+    from . import pytest_plugin
+
+    if not pluginmanager.is_registered(pytest_plugin):
+        pluginmanager.register(pytest_plugin, "oplib")

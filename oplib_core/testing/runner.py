@@ -1,0 +1,191 @@
+"""``oplib check``: opcheck over every op with sample inputs, on every backend.
+
+For each op and backend, the samples plugins give for that device (for a data-less
+backend such as ``meta``: the cpu samples, copied there, so its outputs can be compared with
+the real kernel's) are run through :func:`~oplib_core.testing.opcheck.run_checks`; the
+results of all samples fold into one status per op × backend × check: ``FAIL`` if any
+sample failed, else ``PASS`` if any passed, else ``SKIP``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends import TABLE, Backend
+from ..device import Device
+from ..registry import REGISTRY
+from .opcheck import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
+from .samples import sample_inputs
+
+__all__ = ["CheckRow", "Report", "check_ops"]
+
+
+@dataclass
+class CheckRow:
+    """One op × backend × check: its status, the reason (failure or skip), and the sample
+    it concerns."""
+
+    op: str
+    backend: str
+    check: str
+    status: str = SKIP
+    reason: str = ""
+    sample: str = ""
+    error: BaseException | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "backend": self.backend,
+            "check": self.check,
+            "status": self.status,
+            "reason": self.reason,
+            "sample": self.sample,
+        }
+
+    def fold(self, r: CheckResult, sample: str) -> None:
+        """Merge one sample's result: the first FAIL wins, then PASS, then SKIP."""
+        rank = {SKIP: 0, PASS: 1, FAIL: 2}
+        if rank[r.status] > rank[self.status] or (r.status == self.status == SKIP and not self.reason):
+            self.status, self.reason, self.sample, self.error = r.status, r.reason, sample, r.error
+
+
+@dataclass
+class Report:
+    rows: list[CheckRow]
+    backends: list[str]
+    unavailable: dict[str, str]
+    no_samples: list[str]
+    seconds: float
+
+    def counts(self) -> dict[str, int]:
+        out = {PASS: 0, FAIL: 0, SKIP: 0}
+        for r in self.rows:
+            out[r.status] += 1
+        return out
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status == FAIL for r in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.counts()
+        return {
+            "results": [r.to_json() for r in self.rows],
+            "summary": {
+                "ops": len({r.op for r in self.rows}),
+                "backends": self.backends,
+                "unavailable": self.unavailable,
+                "no_samples": self.no_samples,
+                "pass": c[PASS],
+                "fail": c[FAIL],
+                "skip": c[SKIP],
+                "seconds": round(self.seconds, 3),
+            },
+        }
+
+
+def _backends(names: Sequence[str] | None) -> tuple[list[Backend], dict[str, str]]:
+    """The backends to check and the unavailable ones (name → reason). Unknown names raise
+    ``KeyError``."""
+    if names:
+        found = []
+        for n in names:
+            b = TABLE.find(n)
+            if b is None:
+                raise KeyError(n)
+            if b not in found:
+                found.append(b)
+    else:
+        found = TABLE.all()
+    unavailable = {b.name: b.status() or "" for b in found if not b.is_available()}
+    return [b for b in found if b.is_available()], unavailable
+
+
+def _device(b: Backend) -> Device:
+    return Device(b.name, 0 if b.multi_device else None)
+
+
+def check_ops(
+    qualnames: Iterable[str] | None = None,
+    backends: Sequence[str] | None = None,
+    test_utils: Sequence[str] = CHECKS,
+) -> Report:
+    """Run the checks of ``qualnames`` (default: every op some plugin has samples for) on
+    ``backends`` (default: every installed backend; unavailable ones are reported, explicitly
+    requested ones get SKIP rows). Unknown ops or backends raise ``KeyError``."""
+    start = time.perf_counter()
+    explicit = qualnames is not None
+    names = sorted(REGISTRY.ops) if qualnames is None else list(qualnames)
+    for q in names:
+        if q not in REGISTRY.ops:
+            raise KeyError(q)
+    usable, unavailable = _backends(backends)
+    rows: list[CheckRow] = []
+    no_samples: list[str] = []
+    for q in names:
+        op = REGISTRY.ops[q].overload
+        op_rows: list[CheckRow] = []
+        any_samples = False
+        for b in usable:
+            per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
+            sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
+            try:
+                samples = sample_inputs(op, sample_device)
+            except Exception as e:
+                for row in per_check.values():
+                    row.status, row.error = FAIL, e
+                    row.reason = f"oplib_sample_inputs raised {type(e).__name__}: {e}"
+                op_rows.extend(per_check.values())
+                any_samples = True
+                continue
+            if not samples:
+                for row in per_check.values():
+                    row.reason = f"no sample inputs for {sample_device.type}"
+                op_rows.extend(per_check.values())
+                continue
+            any_samples = True
+            for i, s in enumerate(samples):
+                label = s.name or f"sample {i}"
+                try:
+                    results = list(
+                        run_checks(
+                            op,
+                            s.args,
+                            s.kwargs,
+                            test_utils=test_utils,
+                            backend=b.name,
+                            backends=[b.name],
+                            compare_values=s.compare_values,
+                        )
+                    )
+                except Exception as e:
+                    for row in per_check.values():
+                        row.fold(
+                            CheckResult(q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e),
+                            label,
+                        )
+                    continue
+                for r in results:
+                    per_check[r.check].fold(r, label)
+            op_rows.extend(per_check.values())
+        if explicit or any_samples:
+            rows.extend(op_rows)
+            if backends:
+                for b, reason in unavailable.items():
+                    rows.extend(
+                        CheckRow(q, b, c, SKIP, f"backend not available: {reason}")
+                        for c in test_utils
+                    )
+        else:
+            no_samples.append(q)
+    return Report(
+        rows=rows,
+        backends=[b.name for b in usable],
+        unavailable=unavailable,
+        no_samples=no_samples,
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,54 @@
+"""Sample inputs: what ``oplib check`` and the pytest fixture call operators with.
+
+Plugins provide them through the ``oplib_sample_inputs(op, device)`` hook; pluggy gathers the
+answers of every plugin and :func:`sample_inputs` merges them into one list of
+:class:`SampleInput`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..device import Device, parse_device
+from ..dispatcher import OpOverload
+from ..plugins import HOST
+
+__all__ = ["SampleInput", "sample_inputs"]
+
+
+@dataclass(frozen=True)
+class SampleInput:
+    """One way to call an operator: ``op(*args, **kwargs)``.
+
+    ``name`` describes the sample in reports (``"float32 (2, 3) broadcast"``).
+    ``compare_values=False`` says the outputs' values are unspecified (``empty``), so
+    ``test_backends`` compares only shape, dtype and device. A hook may also yield plain
+    ``(args, kwargs)`` pairs.
+    """
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    compare_values: bool = True
+
+
+def as_sample(value: Any, op: OpOverload) -> SampleInput:
+    """A hook's answer item as a :class:`SampleInput`."""
+    if isinstance(value, SampleInput):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+        args, kwargs = value
+        return SampleInput(tuple(args), dict(kwargs))
+    raise TypeError(
+        f"oplib_sample_inputs(): samples for {op.name()} must be SampleInput objects or "
+        f"(args, kwargs) pairs, got {type(value).__name__}: {value!r}"
+    )
+
+
+def sample_inputs(op: OpOverload, device: Device | str) -> list[SampleInput]:
+    """Every plugin's sample inputs for ``op`` on ``device``, in plugin order."""
+    dev = parse_device(device)
+    answers: Iterable[Any] = HOST.pm.hook.oplib_sample_inputs(op=op, device=dev)
+    return [as_sample(s, op) for answer in answers for s in answer]
