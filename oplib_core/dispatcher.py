@@ -127,6 +127,10 @@ class DispatchKeySet:
         return f"DispatchKeySet({', '.join(self.keys)})"
 
 
+def _is_int_sequence(v: Any) -> bool:
+    return (type(v) is list or type(v) is tuple) and all(type(e) is int for e in v)
+
+
 def _int_list(t: Any) -> bool | None:
     """For ``int[]``/``SymInt[]`` (unsized): whether None is allowed; else None."""
     nullable = isinstance(t, OptionalType)
@@ -262,6 +266,7 @@ class OpOverload(FastCall):
 
     __slots__ = (
         "__weakref__",
+        "_agcache",
         "_binder",
         "_cache",
         "_checks",
@@ -280,7 +285,6 @@ class OpOverload(FastCall):
         "_schema",
         "_single_plain_return",
         "_slots",
-        "_agcache",
         "_tails",
         "_tcache",
         "_tensor_entry",
@@ -379,9 +383,7 @@ class OpOverload(FastCall):
             if v is None:
                 if not nullable:
                     return None
-            elif type(v) is not list and type(v) is not tuple:
-                return None
-            elif any(type(e) is not int for e in v):
+            elif not _is_int_sequence(v):
                 return None
         return list(args), dict(self._kwdefaults)
 
