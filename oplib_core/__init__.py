@@ -90,8 +90,8 @@ __all__ = [
     "FunctionSchema",
     "Library",
     "NoKernelError",
-    "OpOverload",
     "OpCheckError",
+    "OpOverload",
     "OpOverloadPacket",
     "OplibError",
     "PluginError",
@@ -161,8 +161,8 @@ def __getattr__(name: str) -> Any:
 def _load_plugins() -> None:
     from . import core_plugin
     from .autograd import core_formulas
-    from .testing import core_samples
     from .fake import core_fakes
+    from .testing import core_samples
 
     plugins.HOST.register(core_plugin, name="core")
     plugins.HOST.register(core_fakes, name="core-fake")

@@ -15,7 +15,7 @@ from .factories import ones
 from .plugins import HOST
 from .registry import REGISTRY
 from .testing.opcheck import CHECKS, FAIL, SKIP
-from .testing.runner import check_ops
+from .testing.runner import UnknownName, check_ops
 
 __all__ = ["main"]
 
@@ -199,12 +199,14 @@ def _short(text: str, width: int = 100) -> str:
 def _check(args: argparse.Namespace) -> int:
     try:
         report = check_ops(args.qualname or None, args.backend or None)
-    except KeyError as e:
-        what = e.args[0]
-        if what in REGISTRY.ops or args.backend and what in args.backend:
-            print(f"oplib: no backend {what!r} is installed (see 'oplib backends list')", file=sys.stderr)
+    except UnknownName as e:
+        if e.kind == "backend":
+            print(
+                f"oplib: no backend {e.name!r} is installed (see 'oplib backends list')",
+                file=sys.stderr,
+            )
         else:
-            print(f"oplib: no operator {what!r} (see 'oplib ops list')", file=sys.stderr)
+            print(f"oplib: no operator {e.name!r} (see 'oplib ops list')", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

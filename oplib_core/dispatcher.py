@@ -742,6 +742,8 @@ class OpOverload(FastCall):
     # -- results ----------------------------------------------------------------------------
     def _wrap(self, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
         plan = self._returns
+        if not plan:  # "-> ()": the kernel returns None
+            return out
         if len(plan) == 1:
             return self._wrap_one(plan[0], out, bargs, bkwargs)
         return tuple(self._wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True))

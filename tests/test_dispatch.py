@@ -830,3 +830,15 @@ def test_fast_path_still_rejects_bad_int_lists_after_the_cache_is_warm(lib, ns, 
     op(np.ones(1), [0])  # warm
     with pytest.raises(TypeError, match=r"argument 'dims' must be int\[\]"):
         op(np.ones(1), bad)
+
+
+def test_op_returning_nothing_called_with_tensors(lib, ns):
+    lib.define("fill_(Tensor(a!) x, float v) -> ()")
+
+    def fill(x, v):
+        x[...] = v
+
+    lib.impl("fill_", fill, "CPU")
+    t = oplib.tensor([1.0, 2.0])
+    assert getattr(oplib.ops, ns).fill_(t, 3.0) is None
+    assert t.tolist() == [3.0, 3.0]

@@ -2,8 +2,8 @@
 
 Registered through the same plugin path as third-party formulas (``oplib_register_autograd``),
 so ``oplib plugins list`` shows it and every formula is credited to it. It also defines the
-view op ``oplib::_narrow`` (with a ``default`` kernel) that the gradients of ``cat`` and
-``stack`` need.
+view op ``oplib::_narrow`` (with a ``default`` kernel and a fake kernel) that the gradients
+of ``cat`` and ``stack`` need.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from ..hookspecs import hookimpl
 from ..registry import AUTOGRAD, REGISTRY, fallthrough_kernel
-from .formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_kernel
+from .formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
 from .registration import _register
 
 _oplib_core_plugin = True
@@ -26,6 +26,11 @@ def oplib_define(registrar: Any) -> None:
 @hookimpl
 def oplib_impl(registrar: Any) -> None:
     registrar.impl("oplib::_narrow", "default", narrow_kernel)
+
+
+@hookimpl
+def oplib_register_fake(registrar: Any) -> None:
+    registrar.register_fake("oplib::_narrow", narrow_fake)
 
 
 @hookimpl

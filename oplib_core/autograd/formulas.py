@@ -52,6 +52,25 @@ def narrow_kernel(self: Any, dim: int, start: int, length: int) -> Any:
     return self[index]
 
 
+def narrow_fake(self: Any, dim: int, start: int, length: int) -> Any:
+    """Fake ``_narrow``: the slice's shape, checked like the real slice would be."""
+    shape = list(self.shape)
+    ndim = len(shape)
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"_narrow(): dim {dim} is out of range for {ndim} dimensions")
+    dim %= ndim
+    if start < 0 or length < 0 or start + length > shape[dim]:
+        raise IndexError(
+            f"_narrow(): start ({start}) + length ({length}) exceeds dimension {dim} of size "
+            f"{shape[dim]}"
+        )
+    shape[dim] = length
+    return self.new_empty(tuple(shape))
+
+
+narrow_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
+
+
 def _zero(g: Tensor) -> Tensor:
     """A 0-d zero of ``g``'s dtype (a CPU scalar; the dispatcher moves it to ``g``'s device)."""
     return Tensor._wrap(OPS.zeros([], dtype=g._data.dtype))

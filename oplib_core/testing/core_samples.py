@@ -53,7 +53,9 @@ class _Data:
         return self.rng.integers(0, 2, size=shape).astype(bool)
 
 
-def _t(data: np.ndarray, device: Device, dtype: np.dtype | None = None, grad: bool = True) -> Tensor:
+def _t(
+    data: np.ndarray, device: Device, dtype: np.dtype | None = None, grad: bool = True
+) -> Tensor:
     arr = data if dtype is None else data.astype(dtype)
     return tensor(arr, device=device, requires_grad=grad and arr.dtype.kind == "f")
 
@@ -178,6 +180,12 @@ def _matmul(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
 def _transpose(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32), 0, 1), name="float32 (2, 3), 0, 1")
     yield SampleInput((_t(d.ints((2, 3, 2)), dev), -1, 0), name="int64 (2, 3, 2), -1, 0")
+
+
+@_samples("_narrow")
+def _narrow(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
+    yield SampleInput((_t(d.floats((4, 3)), dev, F32), 0, 1, 2), name="float32 (4, 3), rows 1:3")
+    yield SampleInput((_t(d.floats((2, 5)), dev, F32), 1, 0, 5), name="float32 (2, 5), all columns")
 
 
 @_samples("permute")

@@ -15,8 +15,9 @@ once per available backend (``cpu``, the private-use device under its vendor nam
 A backend named by the marker that is not installed or not available is a skip with the
 reason. ``--oplib-backend NAME`` (repeatable) restricts every such test from the command line.
 
-``oplib_core`` is imported only when a test asks for ``oplib_device``, so projects that
-do not use the fixture pay nothing for the plugin being installed.
+The plugin only registers its marker and option until a test asks for ``oplib_device``;
+projects that do not use it see no other effect (loading it imports ``oplib_core``, its
+parent package, which loads the oplib plugins).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from oplib_core import backends
+from oplib_core.backend_registration import _get_privateuse1_backend_name
+from oplib_core.device import Device
 
 MARKER = "oplib_backends"
 FIXTURE = "oplib_device"
@@ -49,9 +54,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _params(names: tuple[str, ...] | None, only: list[str]) -> list[Any]:
-    from oplib_core import backends  # heavy: loads every oplib plugin, so only when used
-    from oplib_core.device import Device
-
     table = backends.list()
     if names is None:
         chosen = [b for b in table if b.is_available()]
@@ -94,8 +96,6 @@ def _params(names: tuple[str, ...] | None, only: list[str]) -> list[Any]:
 
 
 def _renamed(name: str) -> str:
-    from oplib_core.backend_registration import _get_privateuse1_backend_name
-
     return _get_privateuse1_backend_name() if name == "privateuse1" else name
 
 
@@ -109,8 +109,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     only = metafunc.config.getoption("oplib_backend") or []
     params = _params(names, list(only))
     if not params:
-        reason = "no oplib backend is available" if not only else (
-            f"no oplib backend among --oplib-backend {', '.join(only)}"
+        reason = (
+            "no oplib backend is available"
+            if not only
+            else (f"no oplib backend among --oplib-backend {', '.join(only)}")
         )
         params = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))]
     metafunc.parametrize(FIXTURE, params, indirect=True)

@@ -3,7 +3,7 @@
 For each op and backend, the samples plugins give for that device (for a data-less
 backend such as ``meta``: the cpu samples, copied there, so its outputs can be compared with
 the real kernel's) are run through :func:`~oplib_core.testing.opcheck.run_checks`; the
-results of all samples fold into one status per op × backend × check: ``FAIL`` if any
+results of all samples fold into one status per op x backend x check: ``FAIL`` if any
 sample failed, else ``PASS`` if any passed, else ``SKIP``.
 """
 
@@ -20,12 +20,22 @@ from ..registry import REGISTRY
 from .opcheck import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from .samples import sample_inputs
 
-__all__ = ["CheckRow", "Report", "check_ops"]
+__all__ = ["CheckRow", "Report", "UnknownName", "check_ops"]
+
+
+class UnknownName(KeyError):
+    """An op or backend ``oplib check`` was asked about does not exist; ``kind`` is
+    ``"op"`` or ``"backend"``, ``name`` the name."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(name)
 
 
 @dataclass
 class CheckRow:
-    """One op × backend × check: its status, the reason (failure or skip), and the sample
+    """One op x backend x check: its status, the reason (failure or skip), and the sample
     it concerns."""
 
     op: str
@@ -49,7 +59,9 @@ class CheckRow:
     def fold(self, r: CheckResult, sample: str) -> None:
         """Merge one sample's result: the first FAIL wins, then PASS, then SKIP."""
         rank = {SKIP: 0, PASS: 1, FAIL: 2}
-        if rank[r.status] > rank[self.status] or (r.status == self.status == SKIP and not self.reason):
+        if rank[r.status] > rank[self.status] or (
+            r.status == self.status == SKIP and not self.reason
+        ):
             self.status, self.reason, self.sample, self.error = r.status, r.reason, sample, r.error
 
 
@@ -89,14 +101,13 @@ class Report:
 
 
 def _backends(names: Sequence[str] | None) -> tuple[list[Backend], dict[str, str]]:
-    """The backends to check and the unavailable ones (name → reason). Unknown names raise
-    ``KeyError``."""
+    """The backends to check and the unavailable ones (name → reason)."""
     if names:
         found = []
         for n in names:
             b = TABLE.find(n)
             if b is None:
-                raise KeyError(n)
+                raise UnknownName("backend", n)
             if b not in found:
                 found.append(b)
     else:
@@ -116,13 +127,13 @@ def check_ops(
 ) -> Report:
     """Run the checks of ``qualnames`` (default: every op some plugin has samples for) on
     ``backends`` (default: every installed backend; unavailable ones are reported, explicitly
-    requested ones get SKIP rows). Unknown ops or backends raise ``KeyError``."""
+    requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`."""
     start = time.perf_counter()
     explicit = qualnames is not None
     names = sorted(REGISTRY.ops) if qualnames is None else list(qualnames)
     for q in names:
         if q not in REGISTRY.ops:
-            raise KeyError(q)
+            raise UnknownName("op", q)
     usable, unavailable = _backends(backends)
     rows: list[CheckRow] = []
     no_samples: list[str] = []
@@ -165,7 +176,9 @@ def check_ops(
                 except Exception as e:
                     for row in per_check.values():
                         row.fold(
-                            CheckResult(q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e),
+                            CheckResult(
+                                q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e
+                            ),
                             label,
                         )
                     continue

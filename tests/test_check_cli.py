@@ -1,0 +1,121 @@
+"""``oplib check``: the op x backend x check table, ``--json``, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core import plugins
+from oplib_core.cli import main
+from oplib_core.testing import SampleInput
+
+CHECK_COLUMNS = ["schema", "autograd_registration", "faketensor", "backends", "gradcheck"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(["check", *argv])
+    return code, capsys.readouterr().out
+
+
+def test_one_core_op_on_chosen_backends(capsys):
+    npu = oplib.backends.get("privateuse1").name
+    code, out = run(capsys, "oplib::mul", "--backend", "cpu", "--backend", npu, "-b", "meta")
+    assert code == 0
+    header, _rule, *rest = out.splitlines()
+    assert header.split() == ["op", "backend", *CHECK_COLUMNS, "notes"]
+    rows = {line.split()[1]: line.split()[2:7] for line in rest[:3]}
+    assert rows["cpu"] == ["PASS", "PASS", "PASS", "SKIP", "PASS"]  # cpu is the reference
+    assert rows[npu] == ["PASS"] * 5
+    assert rows["meta"] == ["PASS", "PASS", "PASS", "SKIP", "SKIP"]  # no data on meta
+    assert "cpu is the reference backend" in out and "meta arrays have no data" in out
+    assert "1 ops x 3 backends" in out and "0 failed" in out
+
+
+def test_json_rows_and_summary(capsys):
+    code, out = run(capsys, "oplib::add", "oplib::neg", "-b", "cpu", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {(r["op"], r["check"]) for r in data["results"]} == {
+        (op, f"test_{c}") for op in ("oplib::add", "oplib::neg") for c in CHECK_COLUMNS
+    }
+    assert set(data["results"][0]) == {"op", "backend", "check", "status", "reason", "sample"}
+    s = data["summary"]
+    assert (s["ops"], s["backends"], s["fail"]) == (2, ["cpu"], 0)
+    assert s["pass"] + s["skip"] == 10
+
+
+def test_unavailable_backend_named_explicitly_is_skipped(capsys):
+    undo = oplib.backends.register(
+        oplib.BackendSpec(name="offline", array_types=(bytearray,), status=lambda: "unplugged")
+    )
+    try:
+        code, out = run(capsys, "oplib::neg", "-b", "offline", "--json")
+    finally:
+        undo()
+    rows = json.loads(out)["results"]
+    assert code == 0 and {r["status"] for r in rows} == {"SKIP"}
+    assert rows[0]["reason"] == "backend not available: unplugged"
+
+
+def test_failure_exits_1_and_names_op_backend_check(capsys, ns):
+    q = oplib.define(f"{ns}::bad", "(Tensor x) -> Tensor")
+    oplib.impl(q, "cpu", lambda x: x + 1)
+    oplib.register_fake(q, lambda x: x.new_empty((1,)))  # wrong shape
+
+    class Samples:
+        @oplib.hookimpl
+        def oplib_sample_inputs(self, op, device):
+            if op.name() == q:
+                return [SampleInput((oplib.ones(2, 3, device=device),), name="ones (2, 3)")]
+            return None
+
+    plugins.register(Samples(), name=f"{ns}-samples")
+    try:
+        code, out = run(capsys, q, "-b", "cpu")
+        jcode, jout = run(capsys, "-b", "cpu", "--json")
+    finally:
+        plugins.unregister(f"{ns}-samples")
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.startswith(q))
+    assert row.split()[1:7] == ["cpu", "PASS", "SKIP", "FAIL", "SKIP", "SKIP"]
+    assert "faketensor: output 0: the fake kernel" in row
+    assert f"- {q} on cpu, test_faketensor (sample ones (2, 3)):" in out
+    assert "gives shape (1,), the real cpu kernel (2, 3)" in out
+    # the whole run: every op with samples, this one failing
+    assert jcode == 1
+    failed = [r for r in json.loads(jout)["results"] if r["status"] == "FAIL"]
+    assert [(r["op"], r["check"]) for r in failed] == [(q, "test_faketensor")]
+
+
+def test_op_without_samples_is_reported(capsys, ns):
+    q = oplib.define(f"{ns}::nosamples", "(Tensor x) -> Tensor")
+    oplib.impl(q, "cpu", lambda x: np.array(x))
+    code, out = run(capsys, "-b", "cpu")
+    assert code == 0
+    assert "have no sample inputs" in out and q in out.split("have no sample inputs")[1]
+    code, out = run(capsys, q, "-b", "cpu", "--json")
+    assert {r["reason"] for r in json.loads(out)["results"]} == {"no sample inputs for cpu"}
+
+
+def test_unknown_op_or_backend_exit_2(capsys):
+    assert main(["check", "nope::x"]) == 2
+    assert "no operator 'nope::x'" in capsys.readouterr().err
+    assert main(["check", "-b", "nosuch"]) == 2
+    assert "no backend 'nosuch'" in capsys.readouterr().err
+
+
+def test_console_script_checks_the_core_op_set():
+    """What CI runs: every core op on cpu, meta and the private-use device."""
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core.cli", "check", "-b", "cpu", "-b", "meta",
+         "-b", "privateuse1", "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    data = json.loads(r.stdout)
+    assert r.returncode == 0, [x for x in data["results"] if x["status"] == "FAIL"]
+    assert data["summary"]["ops"] >= 61 and data["summary"]["fail"] == 0
