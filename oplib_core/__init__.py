@@ -31,6 +31,7 @@ from .dtypes import (
     set_default_dtype,
 )
 from .errors import (
+    AutogradUnsupportedError,
     BackendError,
     DeviceMismatchError,
     NoKernelError,
@@ -73,8 +74,8 @@ from .tensor import Tensor
 from .testing import OpCheckError, opcheck
 from .version import __version__
 
-
 __all__ = [
+    "AutogradUnsupportedError",
     "BackendError",
     "BackendSpec",
     "CustomOpDef",
@@ -100,6 +101,7 @@ __all__ = [
     "SymInt",
     "Tag",
     "Tensor",
+    "__version__",
     "arange",
     "autograd",
     "backends",
@@ -126,9 +128,9 @@ __all__ = [
     "impl_abstract",
     "infer_schema",
     "int32",
-    "legacy",
     "int64",
     "is_grad_enabled",
+    "legacy",
     "no_grad",
     "ones",
     "ones_like",
@@ -136,8 +138,8 @@ __all__ = [
     "ops",
     "parse_schema",
     "plugins",
-    "register_device_module",
     "register_autograd",
+    "register_device_module",
     "register_fake",
     "register_kernel",
     "rename_privateuse1_backend",

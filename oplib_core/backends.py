@@ -61,6 +61,13 @@ class BackendSpec:
     ``accepts`` names other backends whose arrays this backend's kernels take as inputs
     (a backend always accepts 0-d CPU arrays as scalars). ``fake_kernels`` makes ops
     without a kernel for this backend fall back to their fake kernel (the meta device).
+
+    ``fallback(op)`` is the backend fallback (torch's term): asked, after every registered
+    kernel, for a kernel of ``op`` on this backend; it returns one or None (Dask uses it to
+    map any pointwise op onto chunks). ``no_kernel_hint`` is added to the error raised when
+    an op has no kernel here. ``autograd=False`` declares that this backend's arrays cannot
+    record gradients (calls on them that require grad raise ``AutogradUnsupportedError``).
+    ``accelerator=True`` marks a device backend that ``oplib.device(0)`` may refer to.
     ``device_module`` is the backend's device module (``is_available``, ``device_count``,
     ``current_device``, ``manual_seed_all`` ...): it is ``oplib_core.<name>`` while the
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
@@ -82,6 +89,10 @@ class BackendSpec:
     dlpack_device_type: int | None = None
     accepts: tuple[str, ...] = ()
     fake_kernels: bool = False
+    fallback: Callable[[Any], Callable[..., Any] | None] | None = None
+    no_kernel_hint: str = ""
+    autograd: bool = True
+    accelerator: bool = False
     description: str = ""
     device_module: Any = None
 
@@ -325,10 +336,10 @@ def list() -> _builtin_list[Backend]:
 
 
 def default_accelerator() -> str:
-    """The backend an integer device index refers to: the highest-priority non-CPU
-    backend that is available, else ``cpu``."""
+    """The backend an integer device index refers to: the highest-priority available
+    accelerator (``BackendSpec.accelerator``), else ``cpu``."""
     for b in TABLE.all():
-        if b.name not in ("cpu", "meta") and b.is_available():
+        if b.spec.accelerator and b.is_available():
             return b.name
     return "cpu"
 

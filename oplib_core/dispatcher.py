@@ -19,7 +19,7 @@ from typing import Any
 from .arguments import Binder
 from .backends import TABLE, Backend
 from .device import Device
-from .errors import BackendError, DeviceMismatchError, NoKernelError
+from .errors import AutogradUnsupportedError, BackendError, DeviceMismatchError, NoKernelError
 from .grad_mode import STATE as GRAD
 from .registry import (
     AUTOGRAD,
@@ -504,6 +504,8 @@ class OpOverload(FastCall):
         nargs, nkwargs = call.nargs, call.nkwargs
         tensors_in, backend = call.tensors_in, call.backend
         if tensors_in and call.requires_grad and GRAD.enabled:
+            if not backend.spec.autograd:
+                raise self._no_autograd(backend)
             autograd = self._autograd_kernel(backend)
             if autograd is not None:
                 if fill_cache:
@@ -670,9 +672,18 @@ class OpOverload(FastCall):
                 return
         if entry.has_kernel(name) or name in entry.py_kernels:
             yield COMPOSITE_IMPLICIT, None, f"skipped: not used when {name!r} has a kernel"
-            return
-        fn = self._lookup(COMPOSITE_IMPLICIT, (name,))
-        yield COMPOSITE_IMPLICIT, fn, self._why(COMPOSITE_IMPLICIT, fn)
+        else:
+            fn = self._lookup(COMPOSITE_IMPLICIT, (name,))
+            yield COMPOSITE_IMPLICIT, fn, self._why(COMPOSITE_IMPLICIT, fn)
+            if fn is not None:
+                return
+        fallback = backend.spec.fallback
+        if fallback is not None:
+            fn = fallback(self)
+            why = "taken: the backend's fallback" if fn is not None else (
+                "skipped: the backend's fallback does not cover this op"
+            )
+            yield f"{backend.key}Fallback", fn, why
 
     def _why(self, key: str, fn: Callable[..., Any] | None) -> str:
         if fn is None:
@@ -722,6 +733,16 @@ class OpOverload(FastCall):
             "call it under oplib.no_grad() or on detached inputs."
         )
 
+    def _no_autograd(self, backend: Backend) -> AutogradUnsupportedError:
+        name = self._entry.qualname
+        return AutogradUnsupportedError(
+            f"{name}(): an input is a {backend.name} tensor that requires grad, but autograd "
+            f"does not run on {backend.name} arrays. Call the op under oplib.no_grad(), or on "
+            "t.detach(); compute gradients on another device.",
+            op=name,
+            backend=backend.name,
+        )
+
     def _no_kernel(self, backend: Backend) -> NoKernelError:
         entry = self._entry
         have = sorted(k for k in entry.kernels if k != AUTOGRAD) or ["(none)"]
@@ -730,11 +751,13 @@ class OpOverload(FastCall):
             if (backend.spec.fake_kernels)
             else ""
         )
+        hint = f" {backend.spec.no_kernel_hint}" if backend.spec.no_kernel_hint else ""
         return NoKernelError(
             f"{entry.qualname}(): no kernel for backend {backend.name!r} (dispatch key "
             f"{backend.key}){fake_hint}. Kernels are registered for: {', '.join(have)}. "
             f"Installed backends: {TABLE.names_text()}. Register one with "
-            f"oplib.register_kernel({entry.qualname!r}, {backend.name!r}) or a 'default' kernel.",
+            f"oplib.register_kernel({entry.qualname!r}, {backend.name!r}) or a 'default' "
+            f"kernel.{hint}",
             op=entry.qualname,
             key=backend.key,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "AutogradUnsupportedError",
     "BackendError",
     "DeviceMismatchError",
     "NoKernelError",
@@ -69,6 +70,15 @@ class DeviceMismatchError(OplibError, RuntimeError):
 
 class BackendError(OplibError, RuntimeError):
     """A backend is unknown, unavailable, or cannot do what was asked."""
+
+
+class AutogradUnsupportedError(BackendError):
+    """An input requires grad but lives on a backend that cannot record gradients."""
+
+    def __init__(self, message: str, op: str, backend: str) -> None:
+        self.op = op
+        self.backend = backend
+        super().__init__(message)
 
 
 class PluginError(OplibError, RuntimeError):

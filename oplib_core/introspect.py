@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import plugins
-from .backends import TABLE
+from .backends import TABLE, Backend
 from .registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
 
 __all__ = ["backend_rows", "op_detail", "op_rows", "plugin_rows"]
@@ -25,10 +25,22 @@ def backend_rows() -> list[dict[str, Any]]:
                 "available": reason is None,
                 "reason": reason,
                 "device_count": b.device_count(),
-                "ops": REGISTRY.ops_with_kernels_for(b.name),
+                "ops": _servable_ops(b),
             }
         )
     return rows
+
+
+def _servable_ops(backend: Backend) -> int:
+    """How many operators have a kernel for ``backend`` (their own, a ``default`` kernel, a
+    fake kernel on the meta device, the backend's fallback...)."""
+    with REGISTRY.lock:
+        entries = list(REGISTRY.ops.values())
+    return sum(
+        1
+        for e in entries
+        if any(fn is not None for _, fn, _ in e.overload.resolution_steps(backend))
+    )
 
 
 def plugin_rows() -> list[dict[str, Any]]:

@@ -140,6 +140,7 @@ class OpEntry:
     """An operator overload: schema, tags, kernels per key (a stack: the last one serves)."""
 
     __slots__ = (
+        "agcache",
         "alive",
         "cache",
         "kernels",
@@ -148,7 +149,6 @@ class OpEntry:
         "py_kernels",
         "qualname",
         "schema",
-        "agcache",
         "tags",
         "tcache",
     )

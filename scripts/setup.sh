@@ -10,7 +10,9 @@ fi
 # Every distribution in this repo, editable; cupy is not installed (no GPU needed).
 dists=(-e ".[test]")
 for d in plugins/*/; do
-  [ -f "$d/pyproject.toml" ] && dists+=(-e "$d")
+  [ -f "$d/pyproject.toml" ] || continue
+  # a plugin's "test" extra holds what its tests need (e.g. distributed for oplib-dask)
+  if grep -q '^test *=' "$d/pyproject.toml"; then dists+=(-e "${d%/}[test]"); else dists+=(-e "$d"); fi
 done
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "${dists[@]}"
 if [ "${OPLIB_SKIP_DEMO:-0}" != "1" ]; then

@@ -842,3 +842,69 @@ def test_op_returning_nothing_called_with_tensors(lib, ns):
     t = oplib.tensor([1.0, 2.0])
     assert getattr(oplib.ops, ns).fill_(t, 3.0) is None
     assert t.tolist() == [3.0, 3.0]
+
+
+# -- what a BackendSpec can declare: a fallback kernel, no autograd, accelerator ------------
+
+
+def test_backend_fallback_serves_ops_without_kernels_and_comes_last(lib, ns):
+    from conftest import ToyArray, toy_spec
+
+    asked = []
+
+    def fallback(op):
+        asked.append(op.name())
+        if "neg" not in op.name():
+            return None
+        return lambda x: ToyArray(-x.data)
+
+    undo = oplib.backends.register(
+        toy_spec(name="toyfb", fallback=fallback, no_kernel_hint="Try toyfb.magic().")
+    )
+    try:
+        lib.define("neg(Tensor x) -> Tensor")
+        lib.define("other(Tensor x) -> Tensor")
+        ops = getattr(oplib.ops, ns)
+        out = ops.neg(ToyArray(np.ones(2)))
+        np.testing.assert_array_equal(out.data, [-1.0, -1.0])
+        steps = list(ops.neg.default.resolution_steps(oplib.backends.get("toyfb")))
+        assert steps[-1][0] == "ToyfbFallback" and steps[-1][2] == "taken: the backend's fallback"
+        with pytest.raises(oplib.NoKernelError, match="Try toyfb.magic"):
+            ops.other(ToyArray(np.ones(2)))
+        lib.impl("neg", lambda x: ToyArray(x.data * 0), "toyfb")  # a real kernel wins
+        np.testing.assert_array_equal(ops.neg(ToyArray(np.ones(2))).data, [0.0, 0.0])
+    finally:
+        undo()
+    assert f"{ns}::neg" in asked
+
+
+def test_backend_without_autograd_refuses_inputs_that_require_grad(lib, ns):
+    from conftest import ToyArray, toy_spec
+
+    undo = oplib.backends.register(toy_spec(name="toyng", autograd=False))
+    try:
+        lib.define("neg(Tensor x) -> Tensor")
+        lib.impl("neg", lambda x: ToyArray(-x.data), "toyng")
+        t = oplib.Tensor(ToyArray(np.ones(2))).requires_grad_()
+        with pytest.raises(oplib.AutogradUnsupportedError, match="autograd does not run on toyng"):
+            getattr(oplib.ops, ns).neg(t)
+        with oplib.no_grad():
+            assert getattr(oplib.ops, ns).neg(t).device.type == "toyng"
+    finally:
+        undo()
+
+
+def test_integer_device_means_the_first_available_accelerator():
+    from conftest import ToyArray
+
+    expected = next(
+        (b.name for b in oplib.backends.list() if b.spec.accelerator and b.is_available()), "cpu"
+    )
+    assert oplib.device(1) == oplib.Device(expected, 1)
+    undo = oplib.backends.register(
+        oplib.BackendSpec(name="toyacc", array_types=(ToyArray,), accelerator=True, priority=99)
+    )
+    try:
+        assert oplib.device(1) == oplib.Device("toyacc", 1)
+    finally:
+        undo()

@@ -453,6 +453,8 @@ def _test_autograd_registration(case: _Case, target: Device) -> str | None:
     if not needs:
         return "no input requires grad (give inputs requires_grad=True to check autograd)"
     backend = TABLE.get(target.type)
+    if not backend.spec.autograd:
+        return f"{backend.name} arrays do not record gradients (BackendSpec.autograd=False)"
     entry = case.op._entry
     try:
         fn = case.op._autograd_kernel(backend)
@@ -684,6 +686,8 @@ def _backend_results(
 def _test_gradcheck(case: _Case, target: Device) -> str | None:
     if TABLE.get(target.type).spec.fake_kernels:
         return f"{target.type} arrays have no data"
+    if not TABLE.get(target.type).spec.autograd:
+        return f"{target.type} arrays do not record gradients"
     if not _grad_inputs(case):
         return "no input requires grad"
     if (

@@ -57,6 +57,7 @@ def _from_dlpack(obj: Any) -> Any:
 
 CUDA = BackendSpec(
     name="cuda",
+    accelerator=True,
     key=KEY,
     array_type_names=("cupy.ndarray",),
     priority=10,

@@ -59,6 +59,7 @@ def _namespace() -> Any:
 
 SPEC = BackendSpec(
     name="privateuse1",
+    accelerator=True,
     key=KEY,
     array_types=(DeviceArray,),
     priority=5,
