@@ -19,6 +19,21 @@ class OpOverloadPacket(FastCall):
     arguments fit (the default overload first, then in definition order). Overloads are
     attributes: ``packet.default``, ``packet.out``."""
 
+    # The fast path's fields as slots (fast to read); overloads live in the instance dict.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_cache",
+        "_checks",
+        "_key0",
+        "_key_rest",
+        "_lists",
+        "_multi",
+        "_nmin",
+        "_npos",
+        "_tails",
+    )
+
     def __init__(self, ns: str, name: str) -> None:
         self._ns = ns
         self._name = name
@@ -106,6 +121,8 @@ _NEEDS_CONTENT = frozenset({list, tuple, str})
 
 class _OverloadedPacket(OpOverloadPacket):
     """A packet with several overloads (``add`` and ``add.Scalar``)."""
+
+    __slots__ = ()
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
