@@ -7,9 +7,10 @@ block some).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from . import autograd, backend_registration, backends, legacy, plugins
+from . import autograd, backend_registration, backends, plugins
 from .autograd import register_autograd
 from .backend_registration import (
     generate_methods_for_privateuse1_backend,
@@ -40,7 +41,6 @@ from .errors import (
     RegistrationError,
     SchemaError,
 )
-from .explain import DispatchExplanation, explain
 from .factories import (
     arange,
     empty,
@@ -71,7 +71,6 @@ from .ops import OpOverloadPacket, ops
 from .schema import FunctionSchema, parse_schema
 from .tags import Tag
 from .tensor import Tensor
-from .testing import OpCheckError, opcheck
 from .version import __version__
 
 __all__ = [
@@ -151,9 +150,26 @@ __all__ = [
 ]
 
 
+# Imported on first use, to keep ``import oplib_core`` light: name -> (module, attribute).
+_LAZY = {
+    "opcheck": ("testing.opcheck", "opcheck"),
+    "OpCheckError": ("testing.opcheck", "OpCheckError"),
+    "explain": ("explain", "explain"),
+    "DispatchExplanation": ("explain", "DispatchExplanation"),
+    "legacy": ("legacy", None),
+}
+
+
 def __getattr__(name: str) -> Any:
-    """``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
+    """Lazily imported names (``opcheck``, ``explain``, ``legacy``), and
+    ``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
     ``oplib.npu`` after ``rename_privateuse1_backend("npu")``)."""
+    lazy = _LAZY.get(name)
+    if lazy is not None:
+        module = importlib.import_module(f".{lazy[0]}", __name__)
+        value = module if lazy[1] is None else getattr(module, lazy[1])
+        globals()[name] = value
+        return value
     mod = backend_registration.device_module(name)
     if mod is None:
         raise AttributeError(f"module 'oplib_core' has no attribute {name!r}")

@@ -13,11 +13,11 @@ the installed version, so an incompatible plugin is reported before its module i
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
 import sys
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -65,7 +65,8 @@ def _cache_file(fingerprint: dict[str, Any]) -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "oplib",
     )
-    key = hashlib.sha1(f"{fingerprint['python']}|{sys.path}".encode()).hexdigest()[:16]
+    text = f"{fingerprint['python']}|{sys.path}"
+    key = f"{zlib.crc32(text.encode()):08x}"
     return os.path.join(base, f"entry-points-{key}.json")
 
 

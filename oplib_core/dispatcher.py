@@ -10,7 +10,6 @@ schema, picks the backend, runs modes and autograd, resolves the kernel (as torc
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import threading
 import types
@@ -41,8 +40,10 @@ __all__ = ["DispatchKeySet", "DispatchMode", "FastCall", "OpOverload", "active_m
 #: ``OPLIB_LOG_DISPATCH=1``: log every dispatch decision to the ``oplib.dispatch`` logger
 #: (calls then always take the slow path, which is where decisions are made).
 LOG_DISPATCH = os.environ.get("OPLIB_LOG_DISPATCH", "").strip() not in ("", "0")
-_log = logging.getLogger("oplib.dispatch")
-if LOG_DISPATCH:
+if LOG_DISPATCH:  # logging costs start-up time; only when asked for
+    import logging
+
+    _log = logging.getLogger("oplib.dispatch")
     _log.setLevel(logging.DEBUG)
     if not _log.handlers and not logging.getLogger().handlers:
         _log.addHandler(logging.StreamHandler())

@@ -9,16 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from .opcheck import (
-    CHECKS,
-    DEFAULT_TEST_UTILS,
-    CheckResult,
-    OpCheckError,
-    OpCheckResults,
-    opcheck,
-    run_checks,
-)
 from .samples import SampleInput, sample_inputs
+
+_OPCHECK_NAMES = frozenset(
+    {"CHECKS", "DEFAULT_TEST_UTILS", "CheckResult", "OpCheckError", "OpCheckResults",
+     "opcheck", "run_checks"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    # opcheck is imported on first use: the built-in sample-input plugin imports this
+    # package at start-up, and checking is not needed then.
+    if name in _OPCHECK_NAMES:
+        from . import opcheck as module
+
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "CHECKS",
