@@ -15,6 +15,9 @@ for d in plugins/*/; do
   if grep -q '^test *=' "$d/pyproject.toml"; then dists+=(-e "${d%/}[test]"); else dists+=(-e "$d"); fi
 done
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "${dists[@]}"
+# Byte-compile the editable sources once (pip does this for regular installs), so that
+# start-up does not recompile them where PYTHONDONTWRITEBYTECODE is set.
+.venv/bin/python -m compileall -q oplib_core plugins >/dev/null
 if [ "${OPLIB_SKIP_DEMO:-0}" != "1" ]; then
   .venv/bin/python examples/quickstart.py
 fi
