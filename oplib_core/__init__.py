@@ -41,6 +41,7 @@ from .errors import (
     RegistrationError,
     SchemaError,
 )
+from .explain import DispatchExplanation, explain
 from .factories import (
     arange,
     empty,
@@ -154,14 +155,12 @@ __all__ = [
 _LAZY = {
     "opcheck": ("testing.opcheck", "opcheck"),
     "OpCheckError": ("testing.opcheck", "OpCheckError"),
-    "explain": ("explain", "explain"),
-    "DispatchExplanation": ("explain", "DispatchExplanation"),
     "legacy": ("legacy", None),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Lazily imported names (``opcheck``, ``explain``, ``legacy``), and
+    """Lazily imported names (``opcheck``, ``OpCheckError``, ``legacy``), and
     ``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
     ``oplib.npu`` after ``rename_privateuse1_backend("npu")``)."""
     lazy = _LAZY.get(name)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .device import Device, parse_device
 from .errors import BackendError
+from .records import Record
 
 __all__ = [
     "Backend",
@@ -35,8 +34,7 @@ def _one_device() -> int:
     return 1
 
 
-@dataclass(frozen=True)
-class BackendSpec:
+class BackendSpec(Record):
     """Describes a device backend. Only ``name`` and a way to recognise arrays are required.
 
     Arrays are recognised by ``array_types`` (classes, checked with ``isinstance``) or,
@@ -73,28 +71,77 @@ class BackendSpec:
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
     """
 
+    _fields = (
+        "name",
+        "array_types",
+        "array_type_names",
+        "key",
+        "priority",
+        "status",
+        "device_count",
+        "device_of",
+        "to_host",
+        "from_host",
+        "empty",
+        "namespace",
+        "from_dlpack",
+        "dlpack_device_type",
+        "accepts",
+        "fake_kernels",
+        "fallback",
+        "no_kernel_hint",
+        "autograd",
+        "accelerator",
+        "description",
+        "device_module",
+    )
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {
+        "array_types": (),
+        "array_type_names": (),
+        "key": "",
+        "priority": 0,
+        "status": _always_available,
+        "device_count": _one_device,
+        "device_of": None,
+        "to_host": None,
+        "from_host": None,
+        "empty": None,
+        "namespace": None,
+        "from_dlpack": None,
+        "dlpack_device_type": None,
+        "accepts": (),
+        "fake_kernels": False,
+        "fallback": None,
+        "no_kernel_hint": "",
+        "autograd": True,
+        "accelerator": False,
+        "description": "",
+        "device_module": None,
+    }
+
     name: str
-    array_types: tuple[type, ...] = ()
-    array_type_names: tuple[str, ...] = ()
-    key: str = ""
-    priority: int = 0
-    status: Callable[[], str | None] = _always_available
-    device_count: Callable[[], int] = _one_device
-    device_of: Callable[[Any], int | None] | None = None
-    to_host: Callable[[Any], np.ndarray] | None = None
-    from_host: Callable[[np.ndarray, Device], Any] | None = None
-    empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None = None
-    namespace: Callable[[], ModuleType] | None = None
-    from_dlpack: Callable[[Any], Any] | None = None
-    dlpack_device_type: int | None = None
-    accepts: tuple[str, ...] = ()
-    fake_kernels: bool = False
-    fallback: Callable[[Any], Callable[..., Any] | None] | None = None
-    no_kernel_hint: str = ""
-    autograd: bool = True
-    accelerator: bool = False
-    description: str = ""
-    device_module: Any = None
+    array_types: tuple[type, ...]
+    array_type_names: tuple[str, ...]
+    key: str
+    priority: int
+    status: Callable[[], str | None]
+    device_count: Callable[[], int]
+    device_of: Callable[[Any], int | None] | None
+    to_host: Callable[[Any], np.ndarray] | None
+    from_host: Callable[[np.ndarray, Device], Any] | None
+    empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None
+    namespace: Callable[[], ModuleType] | None
+    from_dlpack: Callable[[Any], Any] | None
+    dlpack_device_type: int | None
+    accepts: tuple[str, ...]
+    fake_kernels: bool
+    fallback: Callable[[Any], Callable[..., Any] | None] | None
+    no_kernel_hint: str
+    autograd: bool
+    accelerator: bool
+    description: str
+    device_module: Any
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -113,18 +160,21 @@ class BackendSpec:
         return self.key or self.name[:1].upper() + self.name[1:]
 
 
-@dataclass
 class Backend:
     """An installed backend: its spec and where it came from."""
 
-    spec: BackendSpec
-    plugin: str | None = None
-    distribution: str | None = None
-    version: str | None = None
-    _names: frozenset[str] = field(default=frozenset(), repr=False)
-
-    def __post_init__(self) -> None:
-        self._names = frozenset(self.spec.array_type_names)
+    def __init__(
+        self,
+        spec: BackendSpec,
+        plugin: str | None = None,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.plugin = plugin
+        self.distribution = distribution
+        self.version = version
+        self._names = frozenset(spec.array_type_names)
 
     def __repr__(self) -> str:
         origin = f", distribution={self.distribution!r}" if self.distribution else ""
@@ -225,7 +275,7 @@ class BackendTable:
         """Add a backend; returns a function that removes it again."""
         with self._lock:
             if spec.name in self._renames:
-                spec = dataclasses.replace(spec, name=self._renames[spec.name])
+                spec = spec._replace(name=self._renames[spec.name])
             old = self._backends.get(spec.name)
             if old is not None:
                 where = f"plugin {old.plugin!r}" if old.plugin else "at runtime"
@@ -270,7 +320,7 @@ class BackendTable:
             self._renames[old] = new
             backend = self._backends.pop(old, None)
             if backend is not None:
-                backend.spec = dataclasses.replace(backend.spec, name=new)
+                backend.spec = backend.spec._replace(name=new)
                 self._backends[new] = backend
                 self._by_type.clear()
                 for fn in self._listeners:

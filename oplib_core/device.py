@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .records import Record
 
 __all__ = ["Device", "parse_device"]
 
 _DEVICE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::(\d+))?$")
 
 
-@dataclass(frozen=True, slots=True)
-class Device:
+class Device(Record):
     """A device: ``type`` names a backend (``"cpu"``, ``"cuda"``, ...), ``index`` picks one of
     its devices (``None`` means the backend's current device)."""
 
+    _fields = ("type", "index")
+    __slots__ = _fields
     type: str
-    index: int | None = None
+    index: int | None
+
+    def __init__(self, type: str, index: int | None = None) -> None:
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "index", index)
 
     def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"

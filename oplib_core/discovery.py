@@ -18,8 +18,9 @@ import json
 import os
 import sys
 import zlib
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from .records import Record
 
 __all__ = ["EntryPointInfo", "find_entry_points", "load"]
 
@@ -28,15 +29,17 @@ CORE_DISTRIBUTION = "oplib-core"
 _CACHE_VERSION = 1
 
 
-@dataclass(frozen=True)
-class EntryPointInfo:
-    """One ``oplib`` entry point and what its distribution says about compatibility."""
+class EntryPointInfo(Record):
+    """One ``oplib`` entry point and what its distribution says about compatibility
+    (``requirement``: e.g. ``"oplib-core>=0.1,<0.2"``, None when none is stated)."""
 
+    _fields = ("name", "value", "distribution", "version", "requirement", "compatible")
+    __slots__ = _fields
     name: str
     value: str
     distribution: str | None
     version: str | None
-    requirement: str | None  # e.g. "oplib-core>=0.1,<0.2" (None: no requirement stated)
+    requirement: str | None
     compatible: bool
 
 
@@ -130,7 +133,7 @@ def find_entry_points(core_version: str) -> list[EntryPointInfo]:
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(
-                    {"fingerprint": fingerprint, "entry_points": [asdict(e) for e in found]}, f
+                    {"fingerprint": fingerprint, "entry_points": [e._asdict() for e in found]}, f
                 )
             os.replace(tmp, path)
         except OSError:

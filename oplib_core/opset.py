@@ -7,8 +7,9 @@ The cross-device copy (``_to_copy``) belongs to the dispatcher layer, not to thi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from oplib_core.records import Record
 from oplib_core.tags import Tag
 
 __all__ = ["CORE_OPS", "NAMESPACE", "CoreOp"]
@@ -17,13 +18,15 @@ __all__ = ["CORE_OPS", "NAMESPACE", "CoreOp"]
 NAMESPACE = "oplib"
 
 
-@dataclass(frozen=True, slots=True)
-class CoreOp:
+class CoreOp(Record):
     """One core operator: its full schema (``"oplib::add.Scalar(Tensor self, Scalar other)
     -> Tensor"``) and the tags it is defined with."""
 
+    _fields = ("schema", "tags")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"tags": ()}
     schema: str
-    tags: tuple[Tag, ...] = ()
+    tags: tuple[Tag, ...]
 
     @property
     def name(self) -> str:

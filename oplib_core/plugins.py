@@ -13,7 +13,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
@@ -54,22 +53,33 @@ class PluginWarning(UserWarning):
     """A plugin failed to load; the others still did. ``oplib plugins list`` has details."""
 
 
-@dataclass
 class PluginRecord:
     """What oplib knows about one plugin."""
 
-    name: str
-    distribution: str | None = None
-    version: str | None = None
-    module: str | None = None
-    entry_point: str | None = None
-    hooks: list[str] = field(default_factory=_builtin_list)
-    status: str = "loaded"
-    error: str | None = None
-    traceback: str | None = None
-    load_ms: float = 0.0
-    plugin: Any = field(default=None, repr=False)
-    registrar: Registrar | None = field(default=None, repr=False)
+    def __init__(
+        self,
+        name: str,
+        distribution: str | None = None,
+        version: str | None = None,
+        module: str | None = None,
+        entry_point: str | None = None,
+        status: str = "loaded",
+    ) -> None:
+        self.name = name
+        self.distribution = distribution
+        self.version = version
+        self.module = module
+        self.entry_point = entry_point
+        self.hooks: list[str] = []
+        self.status = status
+        self.error: str | None = None
+        self.traceback: str | None = None
+        self.load_ms = 0.0
+        self.plugin: Any = None
+        self.registrar: Registrar | None = None
+
+    def __repr__(self) -> str:
+        return f"<PluginRecord {self.name!r} {self.status} ({self.distribution or 'in-process'})>"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -11,11 +11,11 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .backends import TABLE, Backend, BackendTable
 from .errors import RegistrationError
+from .records import Record
 from .schema import FunctionSchema
 from .tags import Tag
 
@@ -61,14 +61,16 @@ def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError("fallthrough_kernel should never be called; dispatch skips it")
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(Record):
     """Where a registration came from: ``file:line``, and the plugin and distribution if any."""
 
+    _fields = ("source", "plugin", "distribution", "version")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"plugin": None, "distribution": None, "version": None}
     source: str
-    plugin: str | None = None
-    distribution: str | None = None
-    version: str | None = None
+    plugin: str | None
+    distribution: str | None
+    version: str | None
 
     def __str__(self) -> str:
         if self.plugin is None:
@@ -77,11 +79,15 @@ class Origin:
         return f"{self.source} (plugin {self.plugin!r}{dist})"
 
 
-@dataclass(frozen=True, slots=True)
-class PluginContext:
+class PluginContext(Record):
+    """The plugin whose hook is running (registrations are credited to it)."""
+
+    _fields = ("plugin", "distribution", "version")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"distribution": None, "version": None}
     plugin: str
-    distribution: str | None = None
-    version: str | None = None
+    distribution: str | None
+    version: str | None
 
 
 #: Set while a plugin's hook runs, so registrations are credited to it.
@@ -121,15 +127,20 @@ def origin_of(fn: Any = None) -> Origin:
     return Origin(source, ctx.plugin, ctx.distribution, ctx.version)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Kernel:
-    """One kernel registered for one op and one dispatch key."""
+class Kernel(Record):
+    """One kernel registered for one op and one dispatch key (compared by identity: two
+    registrations of one function are two kernels)."""
 
+    _fields = ("fn", "key", "origin", "with_keyset", "allow_override")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"with_keyset": False, "allow_override": False}
     fn: Callable[..., Any]
     key: str
     origin: Origin
-    with_keyset: bool = False
-    allow_override: bool = False
+    with_keyset: bool
+    allow_override: bool
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     @property
     def is_fallthrough(self) -> bool:
