@@ -433,11 +433,13 @@ def _after_default_message(name: str, defaulted: str) -> str:
 # ------------------------------------------------------------------------ tokenizer
 
 
-@dataclass(frozen=True, slots=True)
 class _Tok:
-    kind: str
-    text: str
-    pos: int
+    __slots__ = ("kind", "pos", "text")
+
+    def __init__(self, kind: str, text: str, pos: int) -> None:
+        self.kind = kind
+        self.text = text
+        self.pos = pos
 
 
 _TOKEN_RE = re.compile(
@@ -523,15 +525,19 @@ def _unescape(literal: str, schema: str, pos: int) -> str:
 # -------------------------------------------------------------------------- parser
 
 
-@dataclass(frozen=True, slots=True)
 class _Lit:
     """A parsed default value: ``kind`` is none/bool/int/float/str/ident/list."""
 
-    kind: str
-    text: str
-    pos: int
-    value: object
-    items: tuple[_Lit, ...] = ()
+    __slots__ = ("items", "kind", "pos", "text", "value")
+
+    def __init__(
+        self, kind: str, text: str, pos: int, value: object, items: tuple[_Lit, ...] = ()
+    ) -> None:
+        self.kind = kind
+        self.text = text
+        self.pos = pos
+        self.value = value
+        self.items = items
 
 
 class _Parser:
