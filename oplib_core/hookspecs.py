@@ -87,5 +87,11 @@ def oplib_register_autograd(registrar: Registrar) -> None:
 
 @hookspec
 def oplib_sample_inputs(op: Any, device: Any) -> Any:
-    """Yield sample argument sets ``(args, kwargs)`` for checking ``op`` on ``device``
-    (used by ``oplib check`` and ``opcheck``); return None for ops you know nothing about."""
+    """Yield sample calls of ``op`` (an ``OpOverload``) on ``device`` (a ``Device``), for
+    ``opcheck`` and ``oplib check``; return None for ops you know nothing about.
+
+    Yield ``oplib_core.testing.SampleInput(args, kwargs, name=..., compare_values=True)``
+    objects (or plain ``(args, kwargs)`` pairs) whose tensors live on ``device``; give
+    floating inputs ``requires_grad=True`` to have autograd checked. Answers from all
+    plugins are merged.
+    """
