@@ -153,8 +153,8 @@ __all__ = [
 
 # Imported on first use, to keep ``import oplib_core`` light: name -> (module, attribute).
 _LAZY = {
-    "opcheck": ("testing.opcheck", "opcheck"),
-    "OpCheckError": ("testing.opcheck", "OpCheckError"),
+    "opcheck": ("testing.checks", "opcheck"),
+    "OpCheckError": ("testing.checks", "OpCheckError"),
     "legacy": ("legacy", None),
 }
 

@@ -14,7 +14,7 @@ from .explain import explain
 from .factories import ones
 from .plugins import HOST
 from .registry import REGISTRY
-from .testing.opcheck import CHECKS, FAIL, SKIP
+from .testing.checks import CHECKS, FAIL, SKIP
 from .testing.runner import UnknownName, check_ops
 
 __all__ = ["main"]

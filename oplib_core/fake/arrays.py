@@ -21,7 +21,14 @@ from .context import current_fake_op
 from .errors import DataAccessError
 from .symbolic import SymInt
 
-__all__ = ["FakeArray", "check_shape", "fake_array", "normalize_device", "numel"]
+__all__ = [
+    "FakeArray",
+    "check_shape",
+    "fake_array",
+    "intern_device",
+    "normalize_device",
+    "numel",
+]
 
 _new = object.__new__
 
@@ -214,6 +221,13 @@ def normalize_device(device: Device) -> Device:
 
 
 TABLE.add_listener(lambda event, backend: _devices.clear())
+
+_interned: dict[Device, Device] = {}
+
+
+def intern_device(device: Device) -> Device:
+    """One ``Device`` object per device, so fake kernels can compare devices with ``is``."""
+    return _interned.setdefault(device, device)
 
 
 def fake_array(shape: tuple[Any, ...], dtype: np.dtype, device: Device | None) -> Any:

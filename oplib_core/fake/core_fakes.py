@@ -72,19 +72,38 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     ufunc_dtype = S.ufunc_dtype
     ufunc_loop = S.ufunc_loop
     broadcast = S.broadcast_shapes
+    broadcast2 = S.broadcast2
+    reduce_shape = S.reduce_shape
+    matmul_shape = S.matmul_shape
     weak = S.weak
 
+    # Each kernel keeps its own dtype table (input dtypes -> output dtype): one dict lookup
+    # on the hot path instead of building a key for the shared ufunc cache.
     def unary(name: str, ufunc: Any) -> None:
+        dtypes: dict[np.dtype, np.dtype] = {}
+
         def fn(self: FakeArray) -> FakeArray:
-            return self._new(self.shape, ufunc_dtype(ufunc, self.dtype))
+            dt = self.dtype
+            out = dtypes.get(dt)
+            if out is None:
+                out = dtypes[dt] = ufunc_dtype(ufunc, dt)
+            return self._new(self.shape, out)
 
         kernel(name)(fn)
 
     def binary(name: str, ufunc: Any) -> None:
+        dtypes: dict[tuple[np.dtype, np.dtype], np.dtype] = {}
+
         def fn(self: FakeArray, other: FakeArray) -> FakeArray:
             base = self if self.device is other.device else _pick(name, (self, other))
-            dtype = ufunc_dtype(ufunc, self.dtype, other.dtype)  # numpy checks dtypes first
-            return base._new(broadcast(self.shape, other.shape), dtype)
+            key = (self.dtype, other.dtype)
+            dtype = dtypes.get(key)
+            if dtype is None:  # numpy checks dtypes before shapes
+                dtype = dtypes[key] = ufunc_dtype(ufunc, *key)
+            a, b = self.shape, other.shape
+            if a is not b:
+                a = broadcast2(a, b) or broadcast(a, b)
+            return base._new(a, dtype)
 
         kernel(name)(fn)
 
@@ -93,12 +112,20 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
         check_range = name.split(".")[0] not in ("eq", "ne", "lt", "le", "gt", "ge")
         i = 0 if reverse else 1
 
+        # (dtype, scalar type) -> (whether the scalar is a weak int, numpy's loop)
+        loops: dict[tuple[np.dtype, type], tuple[bool, tuple[np.dtype, ...]]] = {}
+
         def fn(self: FakeArray, other: Any) -> FakeArray:
-            w = weak(other)
-            loop = ufunc_loop(ufunc, w, self.dtype) if reverse else ufunc_loop(ufunc, self.dtype, w)
-            if w is int and check_range:
-                S.check_int_scalar(other, loop[i])
-            return self._new(self.shape, loop[-1])
+            key = (self.dtype, type(other))
+            found = loops.get(key)
+            if found is None:
+                w = weak(other)
+                dt = self.dtype
+                loop = ufunc_loop(ufunc, w, dt) if reverse else ufunc_loop(ufunc, dt, w)
+                found = loops[key] = (w is int and check_range, loop)
+            if found[0]:
+                S.check_int_scalar(other, found[1][i])
+            return self._new(self.shape, found[1][-1])
 
         kernel(name)(fn)
 
@@ -157,16 +184,20 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
         )
 
     # -- reductions ---------------------------------------------------------------------
+    sum_dtypes: dict[np.dtype, np.dtype] = {}  # input dtype -> sum's default output dtype
+
     @kernel("sum")
     def sum_(
         self: FakeArray, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None
     ) -> FakeArray:
-        dt = self.dtype
-        if dtype is not None:
-            dt = dtype
-        elif dt.kind in "bi" or (dt.kind == "u" and dt.itemsize < 8):
-            dt = _INT64
-        return self._new(S.reduce_shape(self.shape, dim, keepdim)[0], dt)
+        if dtype is None:
+            dtype = sum_dtypes.get(self.dtype)
+            if dtype is None:
+                dt = self.dtype
+                if dt.kind in "bi" or (dt.kind == "u" and dt.itemsize < 8):
+                    dt = _INT64
+                dtype = sum_dtypes[self.dtype] = dt
+        return self._new(reduce_shape(self.shape, dim, keepdim)[0], dtype)
 
     @kernel("mean")
     def mean(
@@ -180,11 +211,11 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
                 f"floating point or complex dtype. Got: {out}. Pass dtype= (for example "
                 "dtype=numpy.float32) to take the mean of integer or bool input."
             )
-        return self._new(S.reduce_shape(self.shape, dim, keepdim)[0], out)
+        return self._new(reduce_shape(self.shape, dim, keepdim)[0], out)
 
     def extremum(name: str, what: str) -> None:
         def fn(self: FakeArray, dim: Sequence[int] | None, keepdim: bool) -> FakeArray:
-            shape, axes = S.reduce_shape(self.shape, dim, keepdim)
+            shape, axes = reduce_shape(self.shape, dim, keepdim)
             for a in axes:
                 if type(self.shape[a]) is int and self.shape[a] == 0:
                     raise ValueError(
@@ -198,11 +229,16 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     extremum("amin", "minimum")
 
     # -- linear algebra -----------------------------------------------------------------
+    matmul_dtypes: dict[tuple[np.dtype, np.dtype], np.dtype] = {}
+
     @kernel("matmul")
     def matmul(self: FakeArray, other: FakeArray) -> FakeArray:
         base = self if self.device is other.device else _pick("matmul", (self, other))
-        dtype = ufunc_dtype(np.matmul, self.dtype, other.dtype)
-        return base._new(S.matmul_shape(self.shape, other.shape), dtype)
+        key = (self.dtype, other.dtype)
+        dtype = matmul_dtypes.get(key)
+        if dtype is None:
+            dtype = matmul_dtypes[key] = ufunc_dtype(np.matmul, *key)
+        return base._new(matmul_shape(self.shape, other.shape), dtype)
 
     # -- shape ops ----------------------------------------------------------------------
     @kernel("transpose")

@@ -18,9 +18,9 @@ import numpy as np
 from ..backends import TABLE
 from ..dispatcher import DispatchMode, OpOverload
 from ..errors import NoKernelError
-from ..registry import COMPOSITE_IMPLICIT, FAKE
+from ..registry import COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
 from ..tensor import Tensor
-from .arrays import FakeArray
+from .arrays import FakeArray, intern_device
 from .context import STATE, FakeKernelContext
 from .errors import FakeTensorError
 from .symbolic import ShapeEnv
@@ -46,6 +46,9 @@ class FakeTensorMode(DispatchMode):
         self._memo: dict[int, tuple[Any, Tensor]] = {}
         # fake kernel -> (its context, whether it is a core kernel that calls no ops)
         self._contexts: dict[Any, tuple[FakeKernelContext, bool]] = {}
+        # op -> whether its calls can take the fast path of __oplib_dispatch__ (a property
+        # of the schema: positional arguments, tensors only as plain Tensor arguments)
+        self._simple: dict[OpOverload, bool] = {}
 
     def __repr__(self) -> str:
         return f"FakeTensorMode(allow_non_fake_inputs={self.allow_non_fake_inputs})"
@@ -73,19 +76,104 @@ class FakeTensorMode(DispatchMode):
         backend = TABLE.for_type(type(data))
         if backend is None:
             if isinstance(data, np.generic):
-                return FakeArray._make((), np.dtype(data.dtype), TABLE.get("cpu").device_of(data))
+                device = intern_device(TABLE.get("cpu").device_of(data))
+                return FakeArray._make((), np.dtype(data.dtype), device)
             raise TypeError(
                 f"FakeTensorMode.{api}: expected an oplib.Tensor or a native array of an "
                 f"installed backend ({TABLE.names_text()}), got {type(data).__name__}"
             )
         shape = tuple(int(s) for s in data.shape)
-        return FakeArray._make(shape, np.dtype(data.dtype), backend.device_of(data))
+        return FakeArray._make(shape, np.dtype(data.dtype), intern_device(backend.device_of(data)))
 
     # -- dispatch -------------------------------------------------------------------------
     def __oplib_dispatch__(
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         entry = op._entry
+        fn = entry.py_kernels.get(FAKE) if entry.py_kernels else None
+        if fn is None:
+            stack = entry.kernels.get(FAKE)
+            if stack and stack[-1].fn is not fallthrough_kernel:
+                fn = stack[-1].fn
+            else:
+                return self._decompose(op, args, kwargs)
+        plan = self._contexts.get(fn)
+        if plan is None:
+            plan = self._plan(entry, fn)
+
+        # Fast path: positional arguments the dispatcher's fast path would take, tensors
+        # only as plain Tensor arguments, all of them fake (the checks of op._bind_fast).
+        n = len(args)
+        simple = self._simple.get(op)
+        if simple is None:
+            simple = self._simple[op] = op._npos >= 0 and all(
+                not s.kw and not s.is_list for s in op._slots
+            )
+        if not (simple and not kwargs and op._nmin <= n <= op._npos):
+            return self._dispatch_general(op, fn, plan, args, kwargs)
+        if n != op._npos:
+            args += op._tails[n]
+        if op._multi:
+            for i, ok in op._checks:
+                if type(args[i]) not in ok:
+                    return self._dispatch_general(op, fn, plan, args, kwargs)
+            for i, nullable in op._lists:
+                v = args[i]
+                if v is None:
+                    if not nullable:
+                        return self._dispatch_general(op, fn, plan, args, kwargs)
+                elif type(v) is list or type(v) is tuple:
+                    for e in v:
+                        if type(e) is not int:
+                            return self._dispatch_general(op, fn, plan, args, kwargs)
+                else:
+                    return self._dispatch_general(op, fn, plan, args, kwargs)
+        nargs = list(args)
+        tensors_in = False
+        for i in op._key_pos:
+            v = nargs[i]
+            if type(v) is Tensor:
+                tensors_in = True
+                v = nargs[i] = v._data
+            if not isinstance(v, FakeArray):  # real inputs: refused or converted there
+                return self._dispatch_general(op, fn, plan, args, kwargs)
+        out = self._run(fn, plan, nargs, op._kwdefaults)
+        if op._single_plain_return:
+            if not isinstance(out, FakeArray):
+                out = _check_one(op, "tensor", out)
+            return Tensor._wrap(out) if tensors_in else out
+        out = self._check_outputs(op, out)
+        return op._wrap(out, list(args), dict(op._kwdefaults)) if tensors_in else out
+
+    def _dispatch_general(
+        self,
+        op: OpOverload,
+        fn: Any,
+        plan: tuple[FakeKernelContext, bool],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Any call: bind to the schema, unwrap Tensors, fake 0-d cpu inputs."""
+        bargs, bkwargs, nargs, nkwargs, tensors_in = self._bind(op, args, kwargs)
+        out = self._run(fn, plan, nargs, nkwargs)
+        if op._single_plain_return:
+            if not isinstance(out, FakeArray):
+                out = _check_one(op, "tensor", out)
+            return Tensor._wrap(out) if tensors_in else out
+        out = self._check_outputs(op, out)
+        return op._wrap(out, bargs, bkwargs) if tensors_in else out
+
+    def _decompose(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """No fake kernel: run the CompositeImplicitAutograd decomposition under the mode."""
+        bargs, bkwargs, *_ = self._bind(op, args, kwargs)  # argument errors come first
+        decomp = op._entry.kernel(COMPOSITE_IMPLICIT)
+        if decomp is None or decomp.is_fallthrough:
+            raise self._no_fake(op)
+        with self:
+            return decomp.fn(*bargs, **bkwargs)
+
+    def _bind(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """(bound args, bound kwargs, their native fake versions..., whether Tensors came in)."""
         bound = op._bind_fast(args, kwargs)
         nargs: list[Any] | Any = _RETRY
         if bound is not None:
@@ -96,43 +184,35 @@ class FakeTensorMode(DispatchMode):
             nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
             if nargs is _RETRY:
                 raise AssertionError("bound arguments are always recognised")
+        return bargs, bkwargs, nargs, nkwargs, tensors_in
 
-        fn = entry.py_kernels.get(FAKE)
-        source = None
-        if fn is None:
-            k = entry.kernel(FAKE)
-            if k is not None and not k.is_fallthrough:
-                fn, source = k.fn, k.origin.source
-        if fn is None:
-            decomp = entry.kernel(COMPOSITE_IMPLICIT)
-            if decomp is None or decomp.is_fallthrough:
-                raise self._no_fake(op)
-            with self:
-                return decomp.fn(*bargs, **bkwargs)
+    def _plan(self, entry: Any, fn: Any) -> tuple[FakeKernelContext, bool]:
+        """The fake kernel's context, and whether it is a core kernel that calls no ops."""
+        k = entry.kernel(FAKE)
+        source = k.origin.source if k is not None and k.fn is fn else None
+        ctx = FakeKernelContext(entry.qualname, self.shape_env, source)
+        plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False))
+        return plan
 
-        plan = self._contexts.get(fn)
-        if plan is None:
-            ctx = FakeKernelContext(entry.qualname, self.shape_env, source)
-            plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False))
+    def _run(
+        self,
+        fn: Any,
+        plan: tuple[FakeKernelContext, bool],
+        nargs: list[Any],
+        nkwargs: dict[str, Any],
+    ) -> Any:
         if plan[1]:
             # core fake kernels call no ops and need no context: skip the bookkeeping
-            out = fn(*nargs, **nkwargs)
-        else:
-            state = STATE
-            outer = state.ctx
-            state.ctx = plan[0]
-            self.__enter__()  # ops the fake kernel calls (empty_like...) run fake too
-            try:
-                out = fn(*nargs, **nkwargs)
-            finally:
-                self.__exit__()
-                state.ctx = outer
-        if op._single_plain_return:
-            if not isinstance(out, FakeArray):
-                out = _check_one(op, "tensor", out)
-            return Tensor._wrap(out) if tensors_in else out
-        out = self._check_outputs(op, out)
-        return op._wrap(out, bargs, bkwargs) if tensors_in else out
+            return fn(*nargs, **nkwargs)
+        state = STATE
+        outer = state.ctx
+        state.ctx = plan[0]
+        self.__enter__()  # ops the fake kernel calls (empty_like...) run fake too
+        try:
+            return fn(*nargs, **nkwargs)
+        finally:
+            self.__exit__()
+            state.ctx = outer
 
     def _unwrap(
         self, op: OpOverload, bargs: list[Any], bkwargs: dict[str, Any]

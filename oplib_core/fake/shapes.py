@@ -24,6 +24,7 @@ from .symbolic import SymInt, undecidable
 
 __all__ = [
     "arange_length",
+    "broadcast2",
     "broadcast_shapes",
     "broadcast_to_shape",
     "cat_shape",
@@ -76,7 +77,7 @@ def _axis(dim: int, ndim: int) -> int:
 def broadcast_shapes(*shapes: tuple[Any, ...]) -> tuple[Any, ...]:
     """numpy broadcasting of ``shapes``."""
     if len(shapes) == 2:
-        out2 = _broadcast2(*shapes)
+        out2 = broadcast2(*shapes)
         if out2 is not None:
             return out2
     ndim = max(map(len, shapes))
@@ -106,9 +107,9 @@ def broadcast_shapes(*shapes: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _broadcast2(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """The common case, two shapes of ints; ``None`` when a symbolic size needs the general
-    path."""
+def broadcast2(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """:func:`broadcast_shapes` of two shapes in the common case, sizes that are ints (or the
+    same object); ``None`` when a symbolic size needs the general path."""
     if len(a) < len(b):
         a, b = b, a
     off = len(a) - len(b)
@@ -174,6 +175,14 @@ def reduce_shape(
 ) -> tuple[tuple[Any, ...], tuple[int, ...]]:
     """(output shape, reduced axes) of a reduction over ``dim`` (None or []: every dim)."""
     ndim = len(shape)
+    if dim and len(dim) == 1:  # the common case: one dim
+        d = dim[0]
+        if ndim and type(d) is int and -ndim <= d < ndim:
+            if d < 0:
+                d += ndim
+            if keepdim:
+                return (*shape[:d], 1, *shape[d + 1 :]), (d,)
+            return shape[:d] + shape[d + 1 :], (d,)
     if not dim:
         axes = tuple(range(ndim))
     else:
@@ -189,6 +198,11 @@ def reduce_shape(
 
 def matmul_shape(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
     """numpy ``matmul``: batch dims broadcast; a 1-d operand gets a dim added and removed."""
+    if len(a) == 2 and len(b) == 2:  # the common case: two matrices with int sizes
+        k = a[1]
+        k2 = b[0]
+        if k is k2 or (type(k) is int and type(k2) is int and k == k2):
+            return (a[0], b[1])
     for i, s in enumerate((a, b)):
         if not s:
             raise ValueError(

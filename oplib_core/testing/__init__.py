@@ -7,26 +7,33 @@ available backends and a marker ``oplib_backends(...)`` restricting it.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from .samples import SampleInput, sample_inputs
 
-_OPCHECK_NAMES = frozenset(
-    {"CHECKS", "DEFAULT_TEST_UTILS", "CheckResult", "OpCheckError", "OpCheckResults",
-     "opcheck", "run_checks"}
+# Names of .checks, imported on first use: the built-in sample-input plugin imports this
+# package at start-up, and checking is not needed then.
+_CHECKS_NAMES = frozenset(
+    {
+        "CHECKS",
+        "DEFAULT_TEST_UTILS",
+        "CheckResult",
+        "OpCheckError",
+        "OpCheckResults",
+        "opcheck",
+        "run_checks",
+    }
 )
 
 
 def __getattr__(name: str) -> Any:
-    # opcheck is imported on first use: the built-in sample-input plugin imports this
-    # package at start-up, and checking is not needed then.
-    if name in _OPCHECK_NAMES:
-        from . import opcheck as module
-
-        value = getattr(module, name)
+    if name in _CHECKS_NAMES:
+        value = getattr(importlib.import_module(f"{__name__}.checks"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CHECKS",

@@ -2,7 +2,7 @@
 
 For each op and backend, the samples plugins give for that device (for a data-less
 backend such as ``meta``: the cpu samples, copied there, so its outputs can be compared with
-the real kernel's) are run through :func:`~oplib_core.testing.opcheck.run_checks`; the
+the real kernel's) are run through :func:`~oplib_core.testing.checks.run_checks`; the
 results of all samples fold into one status per op x backend x check: ``FAIL`` if any
 sample failed, else ``PASS`` if any passed, else ``SKIP``.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from ..backends import TABLE, Backend
 from ..device import Device
 from ..registry import REGISTRY
-from .opcheck import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
+from .checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from .samples import sample_inputs
 
 __all__ = ["CheckRow", "Report", "UnknownName", "check_ops"]
