@@ -35,6 +35,9 @@ from .tensor import Tensor
 
 _new = object.__new__
 
+#: ``OpOverload._call_below_autograd``'s answer when the call must take the full path.
+MISS = object()
+
 __all__ = ["DispatchKeySet", "DispatchMode", "FastCall", "OpOverload", "active_modes"]
 
 #: ``OPLIB_LOG_DISPATCH=1``: log every dispatch decision to the ``oplib.dispatch`` logger
@@ -446,6 +449,52 @@ class OpOverload(FastCall):
         out = fn(*native)
         if self._single_plain_return:
             return Tensor._wrap(out)
+        return self._wrap(out, list(args), {})
+
+    def _call_below_autograd(self, args: tuple[Any, ...]) -> Any:
+        """The op on ``args`` (all positional arguments) through its cached backend kernel,
+        without modes or autograd, the result wrapped: what an Autograd kernel runs instead
+        of calling the op again. ``MISS`` when the call needs the full path (a mode is
+        active, a tensor argument is not a Tensor, the arrays' class is not cached yet...)."""
+        if _active[0] or len(args) != self._npos:
+            return MISS
+        if len(args) == 1 and self._single_plain_return:  # one Tensor in, one out
+            a = args[0]
+            if type(a) is not Tensor:
+                return MISS
+            data = a._data
+            fn = self._tcache.get(type(data))
+            if fn is None:
+                return MISS
+            t = _new(Tensor)
+            t._data = fn(data)
+            t._rg = False
+            t.grad = None
+            t.grad_fn = None
+            return t
+        native = list(args)
+        cls: Any = None
+        for i in self._key_pos:
+            a = args[i]
+            if type(a) is not Tensor:
+                return MISS
+            data = a._data
+            if cls is None:
+                cls = type(data)
+            elif type(data) is not cls:
+                return MISS
+            native[i] = data
+        fn = self._tcache.get(cls)
+        if fn is None:
+            return MISS
+        out = fn(*native)
+        if self._single_plain_return:
+            t = _new(Tensor)
+            t._data = out
+            t._rg = False
+            t.grad = None
+            t.grad_fn = None
+            return t
         return self._wrap(out, list(args), {})
 
     # -- slow path --------------------------------------------------------------------------

@@ -38,6 +38,8 @@ def _is_operand(x: object) -> bool:
 
 
 def _binary(name: str, a: Any, b: Any) -> Any:
+    if type(b) is Tensor:  # the common case first: not a scalar, an operand
+        return REGISTRY.ops["oplib::" + name].overload(a, b)
     if _is_scalar(b):
         return _op(f"oplib::{name}.Scalar")(a, b)
     if not _is_operand(b):
@@ -305,24 +307,32 @@ class Tensor:
 
     # -- operators (routed through the core op set) ---------------------------------------
     def __add__(self, other: Any) -> Any:
+        if type(other) is Tensor:  # what backward formulas do: no scalar checks
+            return REGISTRY.ops["oplib::add"].overload(self, other)
         return _binary("add", self, other)
 
     def __radd__(self, other: Any) -> Any:
         return _reverse("add", "add", self, other)
 
     def __sub__(self, other: Any) -> Any:
+        if type(other) is Tensor:  # what backward formulas do: no scalar checks
+            return REGISTRY.ops["oplib::sub"].overload(self, other)
         return _binary("sub", self, other)
 
     def __rsub__(self, other: Any) -> Any:
         return _reverse("sub", "rsub", self, other)
 
     def __mul__(self, other: Any) -> Any:
+        if type(other) is Tensor:  # what backward formulas do: no scalar checks
+            return REGISTRY.ops["oplib::mul"].overload(self, other)
         return _binary("mul", self, other)
 
     def __rmul__(self, other: Any) -> Any:
         return _reverse("mul", "mul", self, other)
 
     def __truediv__(self, other: Any) -> Any:
+        if type(other) is Tensor:  # what backward formulas do: no scalar checks
+            return REGISTRY.ops["oplib::div"].overload(self, other)
         return _binary("div", self, other)
 
     def __rtruediv__(self, other: Any) -> Any:

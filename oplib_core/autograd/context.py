@@ -35,14 +35,21 @@ class FunctionCtx(Node):
     attribute may be set freely.
     """
 
-    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_saved", "needs_input_grad")
+    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_saved")
 
     _formula: Any
-    _saved: tuple[Any, ...] | None
-    needs_input_grad: tuple[bool, ...]
+    # The saved values: a tuple of Tensors and None, or a list when it holds outputs of this
+    # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
+    _saved: tuple[Any, ...] | list[Any] | None
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Save tensors (inputs or outputs of the op, or None) for ``backward``."""
+        for t in tensors:
+            if t is not None and (type(t) is not Tensor or t.grad_fn is self):
+                break
+        else:  # inputs and None only: kept as they are
+            self._saved = tensors
+            return
         saved: list[Any] = []
         for i, t in enumerate(tensors):
             if t is None:
@@ -59,15 +66,15 @@ class FunctionCtx(Node):
                     f"argument {i} is of type {type(t).__name__}; store other values as "
                     "attributes of ctx (ctx.name = value)"
                 )
-        self._saved = tuple(saved)
+        self._saved = saved
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
         saved = self._saved
+        if type(saved) is tuple:
+            return saved
         if saved is None:
             raise RuntimeError(_FREED)
-        if not any(type(s) is _SavedOutput for s in saved):
-            return saved
         out: list[Any] = []
         for s in saved:
             if type(s) is _SavedOutput:
@@ -81,6 +88,11 @@ class FunctionCtx(Node):
                 s = t
             out.append(s)
         return tuple(out)
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        """One bool per positional input: whether it needs a gradient."""
+        return tuple(e is not None for e in self._edges)
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
         """Outputs that get no gradient: they do not require grad, and their gradient in
@@ -112,4 +124,10 @@ class FunctionCtx(Node):
             self._saved = None
 
     def _apply(self, grads: list[Any]) -> Sequence[Any]:
-        return self._formula.run(self, grads)
+        formula = self._formula
+        if formula.unary_simple:  # one Tensor in, one out: no checks for a Tensor result
+            result = formula.backward(self, grads[0])
+            if type(result) is Tensor:
+                return (result,)
+            return formula.check(result)
+        return formula.run(self, grads)

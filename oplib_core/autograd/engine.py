@@ -295,12 +295,11 @@ def _run(
 
     # Pass 1: dependency counts (incoming edges from nodes reachable from the roots).
     deps: dict[Node, int] = {}
-    seen = set(roots)
+    rootset = set(roots)
     stack = list(roots)
-    order: list[Node] = []
+    get = deps.get
     while stack:
         node = stack.pop()
-        order.append(node)
         for e in node._edges:
             if e is None:
                 continue
@@ -308,49 +307,53 @@ def _run(
                 for edge in e:
                     if edge is not None and type(edge[0]) is not Tensor:
                         target = edge[0]
-                        deps[target] = deps.get(target, 0) + 1
-                        if target not in seen:
-                            seen.add(target)
-                            stack.append(target)
+                        d = get(target)
+                        if d is None:
+                            deps[target] = 1
+                            if target not in rootset:
+                                stack.append(target)
+                        else:
+                            deps[target] = d + 1
                 continue
             target = e[0]
             if type(target) is Tensor:
                 continue
-            deps[target] = deps.get(target, 0) + 1
-            if target not in seen:
-                seen.add(target)
-                stack.append(target)
+            d = get(target)
+            if d is None:
+                deps[target] = 1
+                if target not in rootset:
+                    stack.append(target)
+            else:
+                deps[target] = d + 1
 
     needed: set[Node] | None = None
     if inputs is not None:
-        needed = _needed(order, deps, run)
+        needed = _needed(roots, deps, run)
 
     for leaf, g in pending_leaves:
         run.to_leaf(leaf, g)
 
-    # Pass 2: run nodes once all their consumers have run.
+    # Pass 2: run nodes once all their consumers have run. A node's buffer (one gradient
+    # per output) exists once a gradient reached it, so it always holds one that is not None.
     ready = [n for n in roots if n not in deps]
     node_capture = run.node_capture
+    special = bool(node_capture) or needed is not None
     pop = ready.pop
     push = ready.append
     take = buffers.pop
     while ready:
         node = pop()
         grads = take(node, None)
-        if node_capture and grads is not None:
-            for k, nr in node_capture.get(node, ()):
-                g = grads[nr]
-                if g is not None:
-                    prev = run.captured[k]
-                    run.captured[k] = g if prev is None else prev + g
-        if needed is not None and node not in needed:
-            continue
-        outs: Sequence[Any] | None = None
-        if grads is not None:
-            for g in grads:
-                if g is not None:
-                    outs = node._apply(grads)
-                    break
+        if special:
+            if node_capture and grads is not None:
+                for k, nr in node_capture.get(node, ()):
+                    g = grads[nr]
+                    if g is not None:
+                        prev = run.captured[k]
+                        run.captured[k] = g if prev is None else prev + g
+            if needed is not None and node not in needed:
+                continue
+        outs = None if grads is None else node._apply(grads)
         if not retain_graph:
             node._release()
         i = -1
@@ -382,8 +385,12 @@ def _run(
                 continue
             if g is not None:
                 shape, dtype = target._meta[nr]
-                if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
+                if type(g) is not Tensor:
                     g = _fit(g, shape, dtype, node, i, f"output {nr} of {target.name()}")
+                else:
+                    data = g._data
+                    if data.shape != shape or (data.dtype is not dtype and data.dtype != dtype):
+                        g = _fit(g, shape, dtype, node, i, f"output {nr} of {target.name()}")
                 buf = buffers.get(target)
                 if buf is None:
                     if target._nout == 1:
@@ -444,14 +451,14 @@ def _route(
         ready.append(target)
 
 
-def _needed(order: list[Node], deps: dict[Node, int], run: _Run) -> set[Node]:
+def _needed(roots: list[Node], deps: dict[Node, int], run: _Run) -> set[Node]:
     """Nodes from which some input of ``grad()`` is reachable (the rest need not run)."""
     leaf_ids = run.leaf_capture
     captured_nodes = run.node_capture
     # Topological order (consumers first) by Kahn's algorithm over the reachable graph.
     remaining = dict(deps)
     topo: list[Node] = []
-    stack = [n for n in order if n not in deps]
+    stack = [n for n in roots if n not in deps]
     while stack:
         node = stack.pop()
         topo.append(node)

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..dispatcher import OpOverload
+from ..dispatcher import MISS, OpOverload
 from ..errors import RegistrationError
 from ..grad_mode import STATE as GRAD
 from ..library import Library, _lib_for, qualname_of
@@ -62,6 +62,8 @@ class Formula:
         "qualname",
         "setup",
         "simple",
+        "unary",
+        "unary_simple",
     )
 
     def __init__(
@@ -82,6 +84,8 @@ class Formula:
         self.out_kinds = tuple(_kind(r.type) for r in schema.returns)
         self.kw_form = bool(schema.kwarg_only)
         self.simple = self.out_kinds == (_TENSOR,)
+        self.unary = self.input_kinds == (_TENSOR,)
+        self.unary_simple = self.unary and self.simple
         ns, _, rest = self.qualname.partition("::")
         name, _, overload = rest.partition(".")
         self.node_name = f"GeneratedBackwardFor_{ns}_{name}_{overload or 'default'}"
@@ -90,7 +94,9 @@ class Formula:
     def kernel(self, *args: Any, **kwargs: Any) -> Any:
         GRAD.enabled = False
         try:
-            out = self.call(*args, **kwargs)
+            out = MISS if kwargs else self.call._call_below_autograd(args)
+            if out is MISS:
+                out = self.call(*args, **kwargs)
         finally:
             GRAD.enabled = True
         ctx = _new(FunctionCtx)
@@ -98,53 +104,37 @@ class Formula:
         ctx._saved = ()
         ctx._nondiff = None
         ctx._materialize = True
-        edges: list[Any] = []
-        needs: list[bool] = []
-        for a, kind in zip(args, self.input_kinds, strict=False):
-            if kind == _TENSOR:
-                if type(a) is Tensor and a._rg:
-                    fn = a.grad_fn
-                    if fn is None:
-                        edges.append((a, 0))
-                    else:
-                        edges.append((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)))
-                    needs.append(True)
-                    continue
-            elif kind == _LIST and a is not None:
-                sub: list[Any] = []
-                any_rg = False
-                for t in a:
-                    if type(t) is Tensor and t._rg:
-                        fn = t.grad_fn
-                        if fn is None:
-                            sub.append((t, 0))
-                        else:
-                            sub.append((fn, 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)))
-                        any_rg = True
-                    else:
-                        sub.append(None)
-                if any_rg:
-                    edges.append(sub)
-                    needs.append(True)
-                    continue
-            edges.append(None)
-            needs.append(False)
-        ctx._edges = tuple(edges)
-        ctx.needs_input_grad = tuple(needs)
+        if self.unary:
+            a = args[0]
+            if type(a) is Tensor and a._rg:
+                fn = a.grad_fn
+                if fn is None:
+                    ctx._edges = ((a, 0),)
+                else:
+                    ctx._edges = ((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)),)
+            else:
+                ctx._edges = (None,)
+        else:
+            ctx._edges = self._edges_of(args)
         if self.simple:
             ctx._nout = 1
             ctx._outs = None
             data = out._data
-            ctx._meta = ((data.shape, data.dtype),)
-            differentiable = data.dtype.kind in "fc"
+            dtype = data.dtype
+            ctx._meta = ((data.shape, dtype),)
+            differentiable = dtype.kind in "fc"
             if differentiable:
                 out._rg = True
                 out.grad_fn = ctx
-            if self.setup is not None:
-                self._setup(ctx, args, kwargs, out)
-            if differentiable and ctx._nondiff:
-                out._rg = False
-                out.grad_fn = None
+            setup = self.setup
+            if setup is not None:
+                if self.kw_form:
+                    setup(ctx=ctx, inputs=args, keyword_only_inputs=kwargs, output=out)
+                else:
+                    setup(ctx, args, out)
+                if differentiable and ctx._nondiff:
+                    out._rg = False
+                    out.grad_fn = None
             return out
         flat = self._flat_outputs(out, ctx)
         ctx._nout = len(flat)
@@ -162,6 +152,37 @@ class Formula:
                 flat[nr]._rg = False
                 flat[nr].grad_fn = None
         return out
+
+    def _edges_of(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The call's edges (see ``Node``): one per positional input."""
+        edges: list[Any] = []
+        for a, kind in zip(args, self.input_kinds, strict=False):
+            if kind == _TENSOR:
+                if type(a) is Tensor and a._rg:
+                    fn = a.grad_fn
+                    if fn is None:
+                        edges.append((a, 0))
+                    else:
+                        edges.append((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)))
+                    continue
+            elif kind == _LIST and a is not None:
+                sub: list[Any] = []
+                any_rg = False
+                for t in a:
+                    if type(t) is Tensor and t._rg:
+                        fn = t.grad_fn
+                        if fn is None:
+                            sub.append((t, 0))
+                        else:
+                            sub.append((fn, 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)))
+                        any_rg = True
+                    else:
+                        sub.append(None)
+                if any_rg:
+                    edges.append(sub)
+                    continue
+            edges.append(None)
+        return tuple(edges)
 
     def _setup(
         self, ctx: FunctionCtx, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -193,6 +214,10 @@ class Formula:
             result = self.backward(ctx, grads[0])
         else:
             result = self.backward(ctx, *self._grads_per_output(ctx, grads))
+        return self.check(result)
+
+    def check(self, result: Any) -> tuple[Any, ...]:
+        """What ``backward`` returned as one gradient (or None) per input, checked."""
         if type(result) is not tuple:
             result = tuple(result) if type(result) is list and self.n_inputs > 1 else (result,)
         if len(result) != self.n_inputs:
