@@ -37,6 +37,10 @@ def main() -> None:
 
     lib.impl("neg", kernel, "CPU")
 
+    @oplib.custom_op("bench::neg2", mutates_args=(), device_types="cpu")
+    def neg2(x: np.ndarray) -> np.ndarray:
+        return np.negative(x)
+
     x = np.ones(1)
     t = oplib.tensor(x)
     env = {
@@ -46,9 +50,10 @@ def main() -> None:
         "t": t,
         "packet": oplib.ops.bench.neg,
         "overload": oplib.ops.bench.neg.default,
+        "custom": neg2,
     }
     # warm the caches
-    for stmt in ("oplib.ops.bench.neg(x)", "oplib.ops.bench.neg(t)", "overload(x)"):
+    for stmt in ("oplib.ops.bench.neg(x)", "oplib.ops.bench.neg(t)", "overload(x)", "custom(x)"):
         eval(stmt, env)
 
     rows = [
@@ -58,6 +63,7 @@ def main() -> None:
         ("(c) oplib.ops.bench.neg(t) Tensor", "oplib.ops.bench.neg(t)"),
         ("(d) ops.bench.neg.default(x)", "overload(x)"),
         ("(d') .default(t) Tensor", "overload(t)"),
+        ("(e) custom_op neg2(x)", "custom(x)"),
     ]
     # Rounds interleave the paths, so a burst of load elsewhere hits all of them alike;
     # each path keeps its best round.
@@ -75,6 +81,7 @@ def main() -> None:
     print(f"\nnative overhead (b-a): {b:.0f} ns (budget 500)   OpOverload (d-a): {d:.0f} ns")
     print(f"Tensor overhead (c-a): {c:.0f} ns (budget 1500)")
     lib._destroy()
+    neg2._destroy()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .autograd.registration import register_autograd
-from .dispatcher import OpOverload
+from .dispatcher import FAST_FIELDS, FastCall, OpOverload
 from .infer_schema import infer_schema
 from .library import Library, _normalize_types
 from .registry import FAKE, REGISTRY
@@ -16,10 +16,13 @@ from .tags import Tag
 __all__ = ["CustomOpDef", "custom_op"]
 
 
-class CustomOpDef:
+class CustomOpDef(FastCall):
     """An operator made by :func:`custom_op`. Call it like the function; add kernels with
     ``register_kernel``, a fake kernel with ``register_fake``, a gradient formula with
     ``register_autograd``. Its registrations live as long as this object's Library."""
+
+    # Calls take the op's own fast path (same plan and cache), with no extra call layer.
+    __slots__ = ("__dict__", "__weakref__", *FAST_FIELDS)
 
     def __init__(
         self,
@@ -36,6 +39,7 @@ class CustomOpDef:
         qualname = self._lib.define(f"{name}{schema}", tags=tuple(tags))
         self._qualname = qualname
         self._opoverload: OpOverload = REGISTRY.ops[qualname].overload
+        self._follow(self._opoverload)
         self.__name__ = name
         self.__qualname__ = qualname
         self.__doc__ = fn.__doc__
@@ -48,8 +52,8 @@ class CustomOpDef:
     def __repr__(self) -> str:
         return f"<CustomOpDef({self._qualname})>"
 
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        return self._opoverload(*args, **kwargs)
+    def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._opoverload._call_slow(args, kwargs)
 
     def register_kernel(
         self,

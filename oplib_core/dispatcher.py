@@ -38,7 +38,14 @@ _new = object.__new__
 #: ``OpOverload._call_below_autograd``'s answer when the call must take the full path.
 MISS = object()
 
-__all__ = ["DispatchKeySet", "DispatchMode", "FastCall", "OpOverload", "active_modes"]
+__all__ = [
+    "FAST_FIELDS",
+    "DispatchKeySet",
+    "DispatchMode",
+    "FastCall",
+    "OpOverload",
+    "active_modes",
+]
 
 #: ``OPLIB_LOG_DISPATCH=1``: log every dispatch decision to the ``oplib.dispatch`` logger
 #: (calls then always take the slow path, which is where decisions are made).
@@ -210,6 +217,20 @@ class _Slot:
         self.is_list = is_list
 
 
+#: What ``FastCall.__call__`` reads; objects that share an op's fast path copy these.
+FAST_FIELDS = (
+    "_npos",
+    "_nmin",
+    "_tails",
+    "_key0",
+    "_key_rest",
+    "_checks",
+    "_lists",
+    "_multi",
+    "_cache",
+)
+
+
 class FastCall:
     """The hot path, shared by ``OpOverload`` and single-overload ``OpOverloadPacket``s.
 
@@ -264,6 +285,14 @@ class FastCall:
         except KeyError:
             return self._call_slow(args, kwargs)
         return fn(*args)
+
+    def _follow(self, op: OpOverload | None) -> None:
+        """Share ``op``'s fast path (its plan and its cache dict); None: always slow."""
+        if op is None:
+            self._npos, self._nmin = -1, 0
+            return
+        for name in FAST_FIELDS:
+            setattr(self, name, getattr(op, name))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Each class gets its own copy of __call__'s code: the interpreter specialises
@@ -371,7 +400,7 @@ class OpOverload(FastCall):
         self._nmin = nmin if fast else 0
         defaults = tuple(tail)
         first_default = pos_i - len(defaults)
-        self._tails = tuple(defaults[max(0, n - first_default):] for n in range(pos_i + 1))
+        self._tails = tuple(defaults[max(0, n - first_default) :] for n in range(pos_i + 1))
         self._kwdefaults = kwdefaults
         self._returns = _return_plan(schema)
         rets = schema.returns
@@ -742,8 +771,10 @@ class OpOverload(FastCall):
         fallback = backend.spec.fallback
         if fallback is not None:
             fn = fallback(self)
-            why = "taken: the backend's fallback" if fn is not None else (
-                "skipped: the backend's fallback does not cover this op"
+            why = (
+                "taken: the backend's fallback"
+                if fn is not None
+                else ("skipped: the backend's fallback does not cover this op")
             )
             yield f"{backend.key}Fallback", fn, why
 

@@ -8,7 +8,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .dispatcher import FastCall, OpOverload
+from .dispatcher import FAST_FIELDS, FastCall, OpOverload
 from .registry import REGISTRY, OpEntry
 
 __all__ = ["OpOverloadPacket", "ops"]
@@ -20,19 +20,7 @@ class OpOverloadPacket(FastCall):
     attributes: ``packet.default``, ``packet.out``."""
 
     # The fast path's fields as slots (fast to read); overloads live in the instance dict.
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_cache",
-        "_checks",
-        "_key0",
-        "_key_rest",
-        "_lists",
-        "_multi",
-        "_nmin",
-        "_npos",
-        "_tails",
-    )
+    __slots__ = ("__dict__", "__weakref__", *FAST_FIELDS)
 
     def __init__(self, ns: str, name: str) -> None:
         self._ns = ns
@@ -58,18 +46,7 @@ class OpOverloadPacket(FastCall):
         # through the per-signature overload cache first.
         self.__class__ = OpOverloadPacket if only is not None else _OverloadedPacket
         # A single overload shares its fast path: same plan, same cache dict.
-        if only is not None:
-            self._nmin = only._nmin
-            self._tails = only._tails
-            self._lists = only._lists
-            self._key0 = only._key0
-            self._key_rest = only._key_rest
-            self._checks = only._checks
-            self._multi = only._multi
-            self._cache = only._cache
-            self._npos = only._npos
-        else:
-            self._npos = -1
+        self._follow(only)
 
     @property
     def _qualified_op_name(self) -> str:
