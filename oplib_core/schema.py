@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from .errors import SchemaError
+from .records import Record
 
 __all__ = [
     "BASE_TYPES",
@@ -55,11 +56,12 @@ _ENUM_TYPES = frozenset({"ScalarType", "Layout", "MemoryFormat"})
 # --------------------------------------------------------------------------- types
 
 
-@dataclass(frozen=True, slots=True)
-class BaseType:
+class BaseType(Record):
     """A type without modifiers, e.g. ``Tensor`` or ``int``; ``name`` is one of
     :data:`BASE_TYPES`."""
 
+    _fields = ("name",)
+    __slots__ = _fields
     name: str
 
     def __post_init__(self) -> None:
@@ -93,10 +95,11 @@ class BaseType:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class OptionalType:
+class OptionalType(Record):
     """``T?``: a value of ``elem`` or ``None``."""
 
+    _fields = ("elem",)
+    __slots__ = _fields
     elem: SchemaType
 
     def __post_init__(self) -> None:
@@ -128,12 +131,14 @@ class OptionalType:
         return self.elem.is_list()
 
 
-@dataclass(frozen=True, slots=True)
-class ListType:
+class ListType(Record):
     """``T[]`` (``size`` ``None``) or ``T[n]`` (a list of ``n`` elements)."""
 
+    _fields = ("elem", "size")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"size": None}
     elem: SchemaType
-    size: int | None = None
+    size: int | None
 
     def __post_init__(self) -> None:
         if self.elem.is_list():
@@ -186,13 +191,15 @@ def _render_type(t: SchemaType, annotation: Annotation | None) -> str:
 # --------------------------------------------------------------------- annotations
 
 
-@dataclass(frozen=True, slots=True)
-class Annotation:
+class Annotation(Record):
     """An alias annotation: ``(a)`` (aliases set ``a``), ``(a!)`` (and writes to it),
     ``(a|b)`` (may alias either)."""
 
+    _fields = ("alias_set", "is_write")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"is_write": False}
     alias_set: tuple[str, ...]
-    is_write: bool = False
+    is_write: bool
 
     def __post_init__(self) -> None:
         if not self.alias_set:
@@ -208,17 +215,23 @@ class Annotation:
 # ----------------------------------------------------------------------- arguments
 
 
-@dataclass(frozen=True, slots=True)
-class Argument:
+class Argument(Record):
     """One argument: ``Tensor(a!) out``, ``int n=1``. ``default`` is the default's source
     text in canonical spacing (``None`` when there is none); ``default_value`` its value."""
 
+    _fields = ("name", "type", "default", "annotation", "kwarg_only")
+    __slots__ = (*_fields, "_value")
+    _defaults: ClassVar[dict[str, Any]] = {
+        "default": None,
+        "annotation": None,
+        "kwarg_only": False,
+    }
     name: str
     type: SchemaType
-    default: str | None = None
-    annotation: Annotation | None = None
-    kwarg_only: bool = False
-    _value: object = field(init=False, repr=False, compare=False)
+    default: str | None
+    annotation: Annotation | None
+    kwarg_only: bool
+    _value: object
 
     def __post_init__(self) -> None:
         _check_ident(self.name, "argument name")
@@ -256,13 +269,15 @@ class Argument:
         return self.annotation is not None and self.annotation.is_write
 
 
-@dataclass(frozen=True, slots=True)
-class Return:
+class Return(Record):
     """One return value: ``Tensor``, ``Tensor(a!)``, ``Tensor values`` (named)."""
 
+    _fields = ("name", "type", "annotation")
+    __slots__ = _fields
+    _defaults: ClassVar[dict[str, Any]] = {"annotation": None}
     name: str | None
     type: SchemaType
-    annotation: Annotation | None = None
+    annotation: Annotation | None
 
     def __post_init__(self) -> None:
         if self.name is not None:
@@ -278,8 +293,7 @@ class Return:
 # ------------------------------------------------------------------ function schema
 
 
-@dataclass(frozen=True, slots=True)
-class FunctionSchema:
+class FunctionSchema(Record):
     """A parsed operator schema.
 
     ``name`` is ``"ns::name"`` or a bare ``"name"`` (``""`` for a schema parsed by
@@ -288,13 +302,15 @@ class FunctionSchema:
     kwarg-only ones (after ``*``) have ``kwarg_only`` set.
     """
 
+    _fields = ("name", "overload_name", "arguments", "returns")
+    __slots__ = (*_fields, "_positional", "_kwarg_only", "_mutated")
     name: str
     overload_name: str
     arguments: tuple[Argument, ...]
     returns: tuple[Return, ...]
-    _positional: tuple[Argument, ...] = field(init=False, repr=False, compare=False)
-    _kwarg_only: tuple[Argument, ...] = field(init=False, repr=False, compare=False)
-    _mutated: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _positional: tuple[Argument, ...]
+    _kwarg_only: tuple[Argument, ...]
+    _mutated: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if self.name:
@@ -382,7 +398,7 @@ class FunctionSchema:
 
     def with_name(self, name: str, overload_name: str = "") -> FunctionSchema:
         """A copy of this schema with another name and overload name."""
-        return replace(self, name=name, overload_name=overload_name)
+        return self._replace(name=name, overload_name=overload_name)
 
 
 # -------------------------------------------------------------- checks on the model
