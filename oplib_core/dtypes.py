@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import threading
 
 import numpy as np
@@ -14,6 +15,8 @@ __all__ = [
     "get_default_dtype",
     "int32",
     "int64",
+    "mean_dtype",
+    "scalar_dtype",
     "set_default_dtype",
     "to_dtype",
 ]
@@ -51,3 +54,30 @@ def set_default_dtype(dtype: object) -> None:
         raise TypeError(f"set_default_dtype(): only floating dtypes are supported, got {d}")
     with _lock:
         _default[0] = d
+
+
+def scalar_dtype(value: object) -> np.dtype:
+    """torch's dtype inference for ``full``/``arange``: bool → bool, int → int64, float →
+    the default dtype, complex → the default dtype's complex counterpart."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, numbers.Integral):
+        return int64
+    if isinstance(value, numbers.Real):
+        return get_default_dtype()
+    if isinstance(value, numbers.Complex):
+        return np.result_type(get_default_dtype(), np.complex64)
+    raise TypeError(f"expected a Scalar (bool, int, float or complex), got {type(value).__name__}")
+
+
+def mean_dtype(input_dtype: np.dtype, dtype: np.dtype | None) -> np.dtype:
+    """The result dtype of ``mean``; like torch it must be floating or complex."""
+    out = input_dtype if dtype is None else dtype
+    if out.kind not in "fc":
+        which = "Input" if dtype is None else "Optional"
+        raise TypeError(
+            f"mean(): could not infer output dtype. {which} dtype must be either a "
+            f"floating point or complex dtype. Got: {out}. Pass dtype= (for example "
+            "dtype=numpy.float32) to take the mean of integer or bool input."
+        )
+    return out

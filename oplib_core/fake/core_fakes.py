@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..device import Device
-from ..dtypes import get_default_dtype
+from ..dtypes import get_default_dtype, mean_dtype, scalar_dtype
 from ..errors import DeviceMismatchError
 from ..hookspecs import hookimpl
 from ..kernels.array_kernels import check_kernels
@@ -203,14 +203,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     def mean(
         self: FakeArray, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None
     ) -> FakeArray:
-        out = self.dtype if dtype is None else dtype
-        if out.kind not in "fc":
-            which = "Input" if dtype is None else "Optional"
-            raise TypeError(
-                f"mean(): could not infer output dtype. {which} dtype must be either a "
-                f"floating point or complex dtype. Got: {out}. Pass dtype= (for example "
-                "dtype=numpy.float32) to take the mean of integer or bool input."
-            )
+        out = mean_dtype(self.dtype, dtype)
         return self._new(reduce_shape(self.shape, dim, keepdim)[0], out)
 
     def extremum(name: str, what: str) -> None:
@@ -316,7 +309,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     def full(
         size: Sequence[Any], fill_value: Any, *, dtype: np.dtype | None, device: Device | None
     ) -> Any:
-        dt = S.scalar_dtype(fill_value) if dtype is None else dtype
+        dt = scalar_dtype(fill_value) if dtype is None else dtype
         return fake_array(check_shape(size, "full"), dt, device)
 
     @kernel("arange")

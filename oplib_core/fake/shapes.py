@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import get_default_dtype
+from ..dtypes import get_default_dtype, scalar_dtype
 from .errors import DataDependentError
 from .symbolic import SymInt, undecidable
 
@@ -31,7 +31,6 @@ __all__ = [
     "matmul_shape",
     "reduce_shape",
     "reshape_shape",
-    "scalar_dtype",
     "squeeze_shape",
     "stack_shape",
     "ufunc_dtype",
@@ -380,20 +379,6 @@ def check_int_scalar(value: Any, dtype: np.dtype) -> None:
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
             raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
-
-
-def scalar_dtype(value: object) -> np.dtype:
-    """torch's dtype inference for ``full``/``arange``: bool → bool, int → int64, float →
-    the default dtype."""
-    if isinstance(value, (bool, np.bool_)):
-        return np.dtype(bool)
-    if isinstance(value, numbers.Integral):
-        return _INT64
-    if isinstance(value, numbers.Real):
-        return get_default_dtype()
-    if isinstance(value, numbers.Complex):
-        return np.result_type(get_default_dtype(), np.complex64)
-    raise TypeError(f"expected a Scalar (bool, int, float or complex), got {type(value).__name__}")
 
 
 def arange_dtype(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> np.dtype:

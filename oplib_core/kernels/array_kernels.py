@@ -14,7 +14,6 @@ Where torch and numpy differ the docstring of the kernel says which one it follo
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from oplib_core.device import Device
-from oplib_core.dtypes import get_default_dtype
+from oplib_core.dtypes import get_default_dtype, mean_dtype, scalar_dtype
 from oplib_core.opset import CORE_OPS, CoreOp
 
 __all__ = ["array_kernels", "check_kernels"]
@@ -43,19 +42,6 @@ def check_kernels(
             "check_kernels(): expected one kernel per core op; "
             f"ops without a kernel: {missing or 'none'}; kernels without an op: {extra or 'none'}"
         )
-
-
-def _scalar_dtype(value: object) -> np.dtype:
-    # torch's inference for full/arange: bool -> bool, int -> int64, float -> default dtype.
-    if isinstance(value, (bool, np.bool_)):
-        return np.dtype(bool)
-    if isinstance(value, numbers.Integral):
-        return _INT64
-    if isinstance(value, numbers.Real):
-        return get_default_dtype()
-    if isinstance(value, numbers.Complex):
-        return np.result_type(get_default_dtype(), np.complex64)
-    raise TypeError(f"expected a Scalar (bool, int, float or complex), got {type(value).__name__}")
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:
@@ -202,14 +188,7 @@ def array_kernels(xp: ModuleType) -> dict[str, Callable[..., Any]]:
         """Mean over ``dim`` (None or [] for all). Like torch, the result dtype must be
         floating or complex: integer or bool input raises ``TypeError`` unless a floating
         ``dtype=`` is given."""
-        out = self.dtype if dtype is None else dtype
-        if out.kind not in "fc":
-            which = "Input" if dtype is None else "Optional"
-            raise TypeError(
-                f"mean(): could not infer output dtype. {which} dtype must be either a "
-                f"floating point or complex dtype. Got: {out}. Pass dtype= (for example "
-                "dtype=numpy.float32) to take the mean of integer or bool input."
-            )
+        mean_dtype(self.dtype, dtype)
         axis = _reduce_axes(self.ndim, dim)
         return asarray(xp.mean(self, axis=axis, dtype=dtype, keepdims=keepdim))
 
@@ -333,12 +312,12 @@ def array_kernels(xp: ModuleType) -> dict[str, Callable[..., Any]]:
         """``fill_value`` repeated to shape ``size``. As in torch, ``dtype=None`` infers from
         the fill: bool → bool, int → int64, float → the default dtype."""
         if dtype is None:
-            dtype = _scalar_dtype(fill_value)
+            dtype = scalar_dtype(fill_value)
         return xp.full(tuple(size), fill_value, dtype=dtype)
 
     def _arange(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> Any:
         if dtype is None:
-            dtypes = [_scalar_dtype(v) for v in (start, end, step)]
+            dtypes = [scalar_dtype(v) for v in (start, end, step)]
             dtype = get_default_dtype() if any(d.kind in "fc" for d in dtypes) else _INT64
         return xp.arange(start, end, step, dtype=dtype)
 
