@@ -554,13 +554,12 @@ class OpOverload(FastCall):
         finally:
             stack.append(mode)
 
-    def _prepare(self, bargs: list[Any], bkwargs: dict[str, Any]) -> _Call:
-        """Unwrap Tensors, find the arrays and the backend the call runs on."""
-        nargs = list(bargs)
-        nkwargs = dict(bkwargs)
-        tensors_in = False
-        requires_grad = False
-        found: list[tuple[str, Any, Callable[[Any], None]]] = []
+    def tensor_arguments(
+        self, nargs: list[Any], nkwargs: dict[str, Any]
+    ) -> Iterator[tuple[str, Any, Any, Any]]:
+        """``(name, value, container, index)`` for every tensor argument that is not None,
+        in bound arguments the caller owns (``container[index] = x`` replaces it); list
+        arguments are replaced by list copies first, and yield one item per element."""
         for slot in self._slots:
             container: Any = nkwargs if slot.kw else nargs
             value = container[slot.index]
@@ -568,23 +567,27 @@ class OpOverload(FastCall):
                 continue
             if slot.is_list:
                 items = list(value)
-                for j, item in enumerate(items):
-                    if item is None:
-                        continue
-                    if type(item) is Tensor:
-                        tensors_in = True
-                        requires_grad = requires_grad or item._rg
-                        item = item._data
-                        items[j] = item
-                    found.append((f"{slot.name}[{j}]", item, _setter(items, j)))
                 container[slot.index] = items
+                for j, item in enumerate(items):
+                    if item is not None:
+                        yield f"{slot.name}[{j}]", item, items, j
             else:
-                if type(value) is Tensor:
-                    tensors_in = True
-                    requires_grad = requires_grad or value._rg
-                    value = value._data
-                    container[slot.index] = value
-                found.append((slot.name, value, _setter(container, slot.index)))
+                yield slot.name, value, container, slot.index
+
+    def _prepare(self, bargs: list[Any], bkwargs: dict[str, Any]) -> _Call:
+        """Unwrap Tensors, find the arrays and the backend the call runs on."""
+        nargs = list(bargs)
+        nkwargs = dict(bkwargs)
+        tensors_in = False
+        requires_grad = False
+        found: list[tuple[str, Any, Callable[[Any], None]]] = []
+        for name, value, container, index in self.tensor_arguments(nargs, nkwargs):
+            if type(value) is Tensor:
+                tensors_in = True
+                requires_grad = requires_grad or value._rg
+                value = value._data
+                container[index] = value
+            found.append((name, value, _setter(container, index)))
         backend, converted = self._backend_for(found, nargs, nkwargs)
         return _Call(nargs, nkwargs, found, tensors_in, requires_grad, backend, converted)
 

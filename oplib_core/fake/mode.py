@@ -225,39 +225,20 @@ class FakeTensorMode(DispatchMode):
         real: list[str] = []
         fake_seen = False
         for slot in op._slots:
-            container: Any = nkwargs if slot.kw else nargs
-            value = container[slot.index]
-            if value is None:
-                continue
-            if slot.is_list:
-                if not isinstance(value, (list, tuple)):
-                    return _RETRY, {}, False
-                items = list(value)
-                for j, item in enumerate(items):
-                    if item is None:
-                        continue
-                    if type(item) is Tensor:
-                        tensors_in = True
-                        item = item._data
-                    if isinstance(item, FakeArray):
-                        fake_seen = True
-                    else:
-                        item = self._fake_input(item, f"{slot.name}[{j}]", real)
-                        if item is _RETRY:
-                            return _RETRY, {}, False
-                    items[j] = item
-                container[slot.index] = items
-                continue
+            value = (nkwargs if slot.kw else nargs)[slot.index]
+            if slot.is_list and value is not None and not isinstance(value, (list, tuple)):
+                return _RETRY, {}, False
+        for name, value, container, index in op.tensor_arguments(nargs, nkwargs):
             if type(value) is Tensor:
                 tensors_in = True
                 value = value._data
             if isinstance(value, FakeArray):
                 fake_seen = True
             else:
-                value = self._fake_input(value, slot.name, real)
+                value = self._fake_input(value, name, real)
                 if value is _RETRY:
                     return _RETRY, {}, False
-            container[slot.index] = value
+            container[index] = value
         if real:
             raise self._mixed(op, real, fake_seen)
         return nargs, nkwargs, tensors_in
