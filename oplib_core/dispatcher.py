@@ -433,8 +433,15 @@ class OpOverload(FastCall):
         return list(args), dict(self._kwdefaults)
 
     def _with_kwdefaults(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """What the caches hold: fast-path calls pass positional arguments only."""
-        return functools.partial(fn, **self._kwdefaults) if self._kwdefaults else fn
+        """What the caches hold: fast-path calls pass positional arguments only, so the
+        keyword-only defaults are bound in (unless the kernel has the same defaults)."""
+        wanted = self._kwdefaults
+        if not wanted:
+            return fn
+        own = getattr(fn, "__kwdefaults__", None) or {}
+        if all(own.get(k, _NO) == v for k, v in wanted.items()):
+            return fn
+        return functools.partial(fn, **wanted)
 
     def _call_tensor1(self, a: Tensor) -> Any:
         """Cached entry for unary ops called with a Tensor (reached via ``__call__``)."""
@@ -942,6 +949,9 @@ class OpOverload(FastCall):
     def kernels(self) -> Iterator[tuple[str, Kernel]]:
         for key, stack in self._entry.kernels.items():
             yield key, stack[-1]
+
+
+_NO = object()
 
 
 def _setter(container: Any, index: Any) -> Callable[[Any], None]:

@@ -908,3 +908,17 @@ def test_integer_device_means_the_first_available_accelerator():
         assert oplib.device(1) == oplib.Device("toyacc", 1)
     finally:
         undo()
+
+
+def test_cache_holds_the_kernel_itself_when_it_has_the_same_keyword_defaults(lib, ns):
+    lib.define("scaled(Tensor x, *, float scale=2.0) -> Tensor")
+
+    def same(x, *, scale=2.0):
+        return x * scale
+
+    lib.impl("scaled", same, "CPU")
+    op = getattr(oplib.ops, ns).scaled.default
+    x = np.ones(1)
+    op(x)
+    assert op._cache[np.ndarray] is same
+    np.testing.assert_array_equal(op(x), [2.0])

@@ -188,7 +188,11 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
 
     @kernel("sum")
     def sum_(
-        self: FakeArray, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None
+        self: FakeArray,
+        dim: Sequence[int] | None,
+        keepdim: bool,
+        *,
+        dtype: np.dtype | None = None,
     ) -> FakeArray:
         if dtype is None:
             dtype = sum_dtypes.get(self.dtype)
@@ -201,7 +205,11 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
 
     @kernel("mean")
     def mean(
-        self: FakeArray, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None
+        self: FakeArray,
+        dim: Sequence[int] | None,
+        keepdim: bool,
+        *,
+        dtype: np.dtype | None = None,
     ) -> FakeArray:
         out = mean_dtype(self.dtype, dtype)
         return self._new(reduce_shape(self.shape, dim, keepdim)[0], out)

@@ -173,7 +173,9 @@ def array_kernels(xp: ModuleType) -> dict[str, Callable[..., Any]]:
 
     # -- reductions ---------------------------------------------------------------------
     @kernel("sum")
-    def sum_(self: Any, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None) -> Any:
+    def sum_(
+        self: Any, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None = None
+    ) -> Any:
         """Sum over ``dim`` (None or [] for all). Like torch, with ``dtype=None`` bool and
         integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype."""
         if dtype is None and (
@@ -184,7 +186,9 @@ def array_kernels(xp: ModuleType) -> dict[str, Callable[..., Any]]:
         return asarray(xp.sum(self, axis=axis, dtype=dtype, keepdims=keepdim))
 
     @kernel("mean")
-    def mean(self: Any, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None) -> Any:
+    def mean(
+        self: Any, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None = None
+    ) -> Any:
         """Mean over ``dim`` (None or [] for all). Like torch, the result dtype must be
         floating or complex: integer or bool input raises ``TypeError`` unless a floating
         ``dtype=`` is given."""
