@@ -4,7 +4,8 @@ Scanning every installed distribution's metadata costs tens of milliseconds (and
 ``importlib.metadata`` and ``email``). The result is cached in a small JSON file keyed on
 what can change it: the interpreter, ``sys.path``, and the modification time of every
 ``sys.path`` directory (installing or removing a distribution adds or removes a
-``*.dist-info`` directory there, which changes that time). ``OPLIB_ENTRY_POINT_CACHE=0``
+``*.dist-info`` directory there, which changes that time) except the script's own
+directory, which Python puts first. ``OPLIB_ENTRY_POINT_CACHE=0``
 turns the cache off; ``OPLIB_CACHE_DIR`` moves it.
 
 Each entry also records whether the distribution's requirement on ``oplib-core`` accepts
@@ -52,9 +53,19 @@ def load(info: EntryPointInfo) -> Any:
     return obj
 
 
+def _search_path() -> list[str]:
+    """``sys.path`` without the script's directory (or the current directory) that Python
+    puts first: a project directory changes all the time and holds no installed
+    distributions, so it would only make the cache miss."""
+    paths = list(sys.path)
+    if paths and not getattr(sys.flags, "safe_path", False):
+        paths = paths[1:]
+    return paths
+
+
 def _fingerprint(core_version: str) -> dict[str, Any]:
     dirs = []
-    for p in sys.path:
+    for p in _search_path():
         try:
             st = os.stat(p or ".")
         except OSError:
@@ -68,7 +79,7 @@ def _cache_file(fingerprint: dict[str, Any]) -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "oplib",
     )
-    text = f"{fingerprint['python']}|{sys.path}"
+    text = f"{fingerprint['python']}|{_search_path()}"
     key = f"{zlib.crc32(text.encode()):08x}"
     return os.path.join(base, f"entry-points-{key}.json")
 

@@ -47,3 +47,21 @@ def test_explain_and_cli_modules_are_not_imported_at_start_up():
     code = "import sys, oplib_core; print('oplib_core.cli' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False"
+
+
+def test_cache_survives_changes_in_the_current_directory(tmp_path):
+    import os
+
+    env = {**os.environ, "OPLIB_CACHE_DIR": str(tmp_path / "cache")}
+    work = tmp_path / "project"
+    work.mkdir()
+    code = "import sys, oplib_core; print('importlib.metadata' in sys.modules)"
+
+    def run():
+        r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                           text=True, check=True, env=env, cwd=work)
+        return r.stdout.strip()
+
+    run()
+    (work / "new_file.txt").write_text("the project directory changed")
+    assert run() == "False"  # still a cache hit
