@@ -17,8 +17,24 @@ class Record:
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
     _defaults: ClassVar[dict[str, Any]] = {}
+    _post_init: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self._fields
+        setter = object.__setattr__
+        if not kwargs and len(args) == len(names):
+            for name, value in zip(names, args, strict=True):
+                setter(self, name, value)
+        else:
+            self._init_general(args, kwargs)
+        if self._post_init:
+            self.__post_init__()  # type: ignore[attr-defined]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._post_init = hasattr(cls, "__post_init__")
+
+    def _init_general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         names = self._fields
         cls = type(self).__name__
         if len(args) > len(names):
@@ -26,7 +42,7 @@ class Record:
         setter = object.__setattr__
         for name, value in zip(names, args, strict=False):
             setter(self, name, value)
-        for name in names[len(args):]:
+        for name in names[len(args) :]:
             if name in kwargs:
                 setter(self, name, kwargs.pop(name))
             elif name in self._defaults:
@@ -35,9 +51,6 @@ class Record:
                 raise TypeError(f"{cls}() missing required argument {name!r}")
         if kwargs:
             raise TypeError(f"{cls}() got unexpected arguments {', '.join(map(repr, kwargs))}")
-        post = getattr(self, "__post_init__", None)
-        if post is not None:
-            post()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use _replace({name}=...)")
