@@ -407,9 +407,11 @@ class OpOverload(FastCall):
         self._single_plain_return = (
             len(rets) == 1 and _is_plain_tensor(rets[0].type) and rets[0].annotation is None
         )
-        self._tensor_entry = (
-            self._call_tensor1 if pos_i == 1 and self._single_plain_return else self._call_tensors
-        )
+        self._tensor_entry = self._call_tensors
+        if self._single_plain_return and pos_i == 1:
+            self._tensor_entry = self._call_tensor1
+        elif self._single_plain_return and pos_i == 2 and len(key_pos) == 2:
+            self._tensor_entry = self._call_tensor2
 
     def _bind_fast(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -456,6 +458,27 @@ class OpOverload(FastCall):
             return self._call_slow((a,), {})
         t = _new(Tensor)
         t._data = fn(data)
+        t._rg = False
+        t.grad = None
+        t.grad_fn = None
+        return t
+
+    def _call_tensor2(self, a: Tensor, b: Tensor) -> Any:
+        """Cached entry for binary ops called with two Tensors (``a * b``)."""
+        data = a._data
+        cls = type(data)
+        if type(b._data) is not cls:
+            return self._call_slow((a, b), {})
+        if (a._rg or b._rg) and GRAD.enabled:
+            autograd = self._agcache.get(cls)
+            if autograd is None:
+                return self._call_slow((a, b), {})
+            return autograd(a, b)
+        fn = self._tcache.get(cls)
+        if fn is None:
+            return self._call_slow((a, b), {})
+        t = _new(Tensor)
+        t._data = fn(data, b._data)
         t._rg = False
         t.grad = None
         t.grad_fn = None
