@@ -922,3 +922,14 @@ def test_cache_holds_the_kernel_itself_when_it_has_the_same_keyword_defaults(lib
     op(x)
     assert op._cache[np.ndarray] is same
     np.testing.assert_array_equal(op(x), [2.0])
+
+
+def test_binary_tensor_fast_path_still_checks_devices(lib, ns, toy):
+    lib.define("plus(Tensor a, Tensor b) -> Tensor")
+    lib.impl("plus", lambda a, b: a + b, "CPU")
+    op = getattr(oplib.ops, ns).plus
+    a = oplib.tensor([1.0])
+    assert op(a, a).tolist() == [2.0]  # warms the Tensor cache
+    assert op(a, a).tolist() == [2.0]  # served by it
+    with pytest.raises(oplib.DeviceMismatchError, match="'a' on cpu"):
+        op(a, oplib.Tensor(toy(np.ones(1))))
