@@ -9,7 +9,7 @@ from typing import Any
 from .autograd.registration import register_autograd
 from .dispatcher import FAST_FIELDS, FastCall, OpOverload
 from .infer_schema import infer_schema
-from .library import Library, _normalize_types
+from .library import Library, _normalize_types, _register_many
 from .registry import FAKE, REGISTRY
 from .tags import Tag
 
@@ -68,24 +68,7 @@ class CustomOpDef(FastCall):
         keys = _normalize_types(device_types, "register_kernel")
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
-            added = []
-            try:
-                for key in keys:
-                    added.append(
-                        REGISTRY.add_kernel(
-                            self._qualname,
-                            key,
-                            f,
-                            allow_override=allow_override,
-                            api="register_kernel",
-                        )
-                    )
-            except BaseException:
-                for h in reversed(added):
-                    h.destroy()
-                raise
-            for h in added:
-                self._lib._register(h)
+            _register_many(self._qualname, keys, f, self._lib, "register_kernel", allow_override)
             return f
 
         return register if fn is None else register(fn)

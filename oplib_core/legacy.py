@@ -28,7 +28,7 @@ from typing import Any
 from .autograd.registration import Formula
 from .dispatcher import OpOverload
 from .infer_schema import infer_schema
-from .library import Library, register_fake
+from .library import Library, _register_many, register_fake
 from .registry import AUTOGRAD, REGISTRY, Handle, _location_of
 from .schema import BaseType, ListType, OptionalType, parse_signature
 from .tensor import Tensor
@@ -380,16 +380,7 @@ def impl(
 
     def inner(f: Callable[..., Any]) -> Callable[..., Any]:
         op = _find(qualname, "impl")
-        added: list[Handle] = []
-        try:
-            for t in types:
-                added.append(REGISTRY.add_kernel(qualname, t, f, api="impl"))
-        except BaseException:
-            for h in reversed(added):
-                h.destroy()
-            raise
-        for h in added:
-            op._lib._register(h)
+        _register_many(qualname, types, f, op._lib, "impl", allow_override=False)
         return f
 
     return inner if func is None else inner(func)
