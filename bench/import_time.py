@@ -1,8 +1,10 @@
 """Start-up cost: wall time of ``python -c "import oplib_core"`` against ``import numpy``.
 
-Runs each command N times in fresh interpreters (same venv) and prints the medians and
-the difference (budget: +40 ms). ``--venv PATH`` measures another environment's python,
-e.g. one with ~100 extra distributions installed (see ``--make-crowded``).
+Runs each command N times in fresh interpreters (same venv, taking turns) and prints the
+medians and the difference (budget: +40 ms). Plugins load on first use, so it also prints
+what the first op call adds: what a program that uses oplib pays in all. ``--venv PATH``
+measures another environment's python, e.g. one with ~100 extra distributions installed
+(see ``--make-crowded``).
 
     python bench/import_time.py [-n 15] [--venv .venv] [--make-crowded DIR]
 """
@@ -17,13 +19,16 @@ import sys
 import time
 
 
-def wall_ms(python: str, code: str, n: int, env: dict[str, str]) -> float:
-    times = []
+def wall_ms(python: str, codes: dict[str, str], n: int, env: dict[str, str]) -> dict[str, float]:
+    """Median wall time per command; the commands take turns, so that the machine's
+    slow and fast moments are shared between them."""
+    times: dict[str, list[float]] = {label: [] for label in codes}
     for _ in range(n):
-        start = time.perf_counter()
-        subprocess.run([python, "-c", code], check=True, env=env)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        for label, code in codes.items():
+            start = time.perf_counter()
+            subprocess.run([python, "-c", code], check=True, env=env)
+            times[label].append((time.perf_counter() - start) * 1000)
+    return {label: statistics.median(t) for label, t in times.items()}
 
 
 def make_crowded(venv: str, count: int) -> None:
@@ -81,14 +86,27 @@ def main() -> None:
         [python, "-c", "import importlib.metadata as m; print(len(list(m.distributions())))"],
         text=True,
     ).strip()
-    base = wall_ms(python, "pass", args.n, env)
-    numpy = wall_ms(python, "import numpy", args.n, env)
-    oplib = wall_ms(python, "import oplib_core", args.n, env)
+    ms = wall_ms(
+        python,
+        {
+            "python -c pass": "pass",
+            "import numpy": "import numpy",
+            "import oplib_core": "import oplib_core",
+            # what a program that uses oplib pays: the plugins load on first use
+            "import + first op call": (
+                "import numpy as np, oplib_core as oplib; oplib.ops.oplib.sin(np.ones(1))"
+            ),
+        },
+        args.n,
+        env,
+    )
     print(f"python: {python} ({count} distributions installed)")
-    print(f"{'python -c pass':28s} {base:7.1f} ms")
-    print(f"{'import numpy':28s} {numpy:7.1f} ms")
-    print(f"{'import oplib_core':28s} {oplib:7.1f} ms")
-    print(f"oplib_core over numpy: {oplib - numpy:+.1f} ms (budget +40 ms)")
+    for label, value in ms.items():
+        print(f"{label:28s} {value:7.1f} ms")
+    numpy = ms["import numpy"]
+    over = ms["import oplib_core"] - numpy
+    print(f"import oplib_core over numpy: {over:+.1f} ms (budget +40 ms)")
+    print(f"first op call over numpy:     {ms['import + first op call'] - numpy:+.1f} ms")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """oplib: define operators once, run them on any device through installable backends.
 
-``import oplib_core as oplib``. Importing loads the plugins installed under the ``oplib``
-entry-point group (``OPLIB_PLUGINS_AUTOLOAD=0`` to skip, ``OPLIB_DISABLE_PLUGINS=a,b`` to
-block some).
+``import oplib_core as oplib``. The plugins installed under the ``oplib`` entry-point group
+load on first use of the dispatch table (looking up an op, defining or registering one,
+asking about devices or backends), or when ``oplib.plugins.load()`` is called
+(``OPLIB_PLUGINS_AUTOLOAD=0`` to skip them, ``OPLIB_DISABLE_PLUGINS=a,b`` to block some).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import autograd, backend_registration, backends, plugins
+from . import autograd, backend_registration, backends, plugins, startup
 from .autograd import register_autograd
 from .backend_registration import (
     generate_methods_for_privateuse1_backend,
@@ -57,7 +58,6 @@ from .factories import (
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
 from .fake.mode import FakeTensorMode
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .hookspecs import hookimpl, hookspec
 from .infer_schema import infer_schema
 from .library import (
     Library,
@@ -156,11 +156,15 @@ _LAZY = {
     "opcheck": ("testing.checks", "opcheck"),
     "OpCheckError": ("testing.checks", "OpCheckError"),
     "legacy": ("legacy", None),
+    # pluggy is imported when the plugins load, or when a plugin module asks for these
+    "hookimpl": ("hookspecs", "hookimpl"),
+    "hookspec": ("hookspecs", "hookspec"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Lazily imported names (``opcheck``, ``OpCheckError``, ``legacy``), and
+    """Lazily imported names (``opcheck``, ``OpCheckError``, ``legacy``, ``hookimpl``,
+    ``hookspec``), and
     ``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
     ``oplib.npu`` after ``rename_privateuse1_backend("npu")``)."""
     lazy = _LAZY.get(name)
@@ -188,4 +192,4 @@ def _load_plugins() -> None:
     plugins.HOST.load_entry_points()
 
 
-_load_plugins()
+startup.defer(_load_plugins)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,6 +24,7 @@ from .backends import TABLE
 from .device import Device, parse_device
 from .errors import BackendError
 from .registry import _WELL_KNOWN_KEYS, REGISTRY
+from .startup import LOCK
 from .tensor import Tensor
 
 __all__ = [
@@ -39,7 +39,7 @@ ENV_NAME = "OPLIB_PRIVATEUSE1_NAME"
 # Device types that mean something else already: a private-use backend may not take them.
 _RESERVED = frozenset(_WELL_KNOWN_KEYS.values()) - {PRIVATEUSE1} | {"default", "privateuseone"}
 
-_lock = threading.RLock()
+_lock = LOCK  # the registration lock: renaming touches the registry and the table
 _privateuse1_backend_name = PRIVATEUSE1
 _device_modules: dict[str, Any] = {}
 
@@ -145,8 +145,7 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
         existing = getattr(pkg, name, None)
         if existing is not None or name in vars(pkg):
             raise RuntimeError(
-                f"The runtime module of '{name}' has already been registered with "
-                f"'{existing}'"
+                f"The runtime module of '{name}' has already been registered with '{existing}'"
             )
         _device_modules[name] = module
 
@@ -250,8 +249,11 @@ def _generate_tensor_methods_for_privateuse1_backend(
     wrap_tensor_backend.__doc__ = f"Whether this tensor lives on a {custom_backend_name} device."
 
     def wrap_tensor_to(
-        self: Tensor, device: int | str | Device | None = None, non_blocking: bool = False,
-        *, copy: bool = False,
+        self: Tensor,
+        device: int | str | Device | None = None,
+        non_blocking: bool = False,
+        *,
+        copy: bool = False,
     ) -> Tensor:
         # non_blocking is accepted for torch compatibility; copies here are synchronous.
         index = _normalization_device(custom_backend_name, device)

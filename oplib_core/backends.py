@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, ClassVar
@@ -12,6 +11,7 @@ import numpy as np
 from .device import Device, parse_device
 from .errors import BackendError
 from .records import Record
+from .startup import LOCK, DeferredState, ensure
 
 __all__ = [
     "Backend",
@@ -250,14 +250,20 @@ class Backend:
         return self.spec.namespace()
 
 
-class BackendTable:
-    """The installed backends, and the (cached) map from array class to backend."""
+class BackendTable(DeferredState):
+    """The installed backends, and the (cached) map from array class to backend.
+
+    Filled on first use: reading the table loads the plugins (see ``startup``)."""
+
+    _deferred = frozenset({"_backends", "_by_type", "_renames"})
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = LOCK
+        self._listeners: list[Callable[[str, Backend], None]] = []
+
+    def _init_state(self) -> None:
         self._backends: dict[str, Backend] = {}
         self._by_type: dict[type, Backend | None] = {}
-        self._listeners: list[Callable[[str, Backend], None]] = []
         self._renames: dict[str, str] = {}
 
     def add_listener(self, fn: Callable[[str, Backend], None]) -> None:
@@ -273,6 +279,7 @@ class BackendTable:
         version: str | None = None,
     ) -> Callable[[], None]:
         """Add a backend; returns a function that removes it again."""
+        ensure()
         with self._lock:
             if spec.name in self._renames:
                 spec = spec._replace(name=self._renames[spec.name])
@@ -309,6 +316,7 @@ class BackendTable:
         """Give backend ``old`` the name ``new`` (the private-use slot), now and for a backend
         called ``old`` registered later; ``old`` stays an alias in ``get``/``find``. Listeners
         see ``"renamed"``."""
+        ensure()
         with self._lock:
             taken = self._backends.get(new)
             if taken is not None:
@@ -327,6 +335,7 @@ class BackendTable:
                     fn("renamed", backend)
 
     def get(self, name: str) -> Backend:
+        ensure()
         name = self._renames.get(name, name)
         try:
             return self._backends[name]
@@ -336,9 +345,11 @@ class BackendTable:
             ) from None
 
     def find(self, name: str) -> Backend | None:
+        ensure()
         return self._backends.get(self._renames.get(name, name))
 
     def by_key(self, key: str) -> Backend | None:
+        ensure()
         for b in self._backends.values():
             if b.key == key:
                 return b
@@ -346,6 +357,7 @@ class BackendTable:
 
     def all(self) -> list[Backend]:
         """Backends, highest priority first, then by name."""
+        ensure()
         return sorted(self._backends.values(), key=lambda b: (-b.spec.priority, b.name))
 
     def names_text(self) -> str:
@@ -357,6 +369,7 @@ class BackendTable:
             return self._by_type[cls]
         except KeyError:
             pass
+        ensure()  # a miss while another thread loads the plugins must wait for them
         with self._lock:
             found = None
             for b in self.all():

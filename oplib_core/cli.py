@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -181,7 +180,7 @@ def _ops_explain(args: argparse.Namespace) -> int:
             call_args.append(value)
     result = explain(entry.overload, *call_args, **call_kwargs)
     if args.json:
-        print(json.dumps(dataclasses.asdict(result), indent=2))
+        print(json.dumps(result.to_json(), indent=2))
     else:
         print(
             f"sample call: tensors of shape (2,) on {args.device}"

@@ -1,12 +1,14 @@
 """Finding plugins cheaply: the ``oplib`` entry points of installed distributions.
 
 Scanning every installed distribution's metadata costs tens of milliseconds (and imports
-``importlib.metadata`` and ``email``). The result is cached in a small JSON file keyed on
+``importlib.metadata`` and ``email``). The result is cached in a small file keyed on
 what can change it: the interpreter, ``sys.path``, and the modification time of every
 ``sys.path`` directory (installing or removing a distribution adds or removes a
 ``*.dist-info`` directory there, which changes that time) except the script's own
 directory, which Python puts first. ``OPLIB_ENTRY_POINT_CACHE=0``
-turns the cache off; ``OPLIB_CACHE_DIR`` moves it.
+turns the cache off; ``OPLIB_CACHE_DIR`` moves it. The file is in ``marshal`` format (plain
+data only, read without importing anything; ``json`` alone would cost a few milliseconds),
+named per interpreter version since that format is.
 
 Each entry also records whether the distribution's requirement on ``oplib-core`` accepts
 the installed version, so an incompatible plugin is reported before its module is imported.
@@ -15,10 +17,9 @@ the installed version, so an incompatible plugin is reported before its module i
 from __future__ import annotations
 
 import importlib
-import json
+import marshal
 import os
 import sys
-import zlib
 from typing import Any
 
 from .records import Record
@@ -27,7 +28,7 @@ __all__ = ["EntryPointInfo", "find_entry_points", "load"]
 
 GROUP = "oplib"
 CORE_DISTRIBUTION = "oplib-core"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 class EntryPointInfo(Record):
@@ -74,14 +75,24 @@ def _fingerprint(core_version: str) -> dict[str, Any]:
     return {"v": _CACHE_VERSION, "python": sys.executable, "core": core_version, "path": dirs}
 
 
+def _fnv1a(data: bytes) -> int:
+    """A stable 64-bit hash (``hash()`` of a str changes per process; zlib and hashlib would
+    be one more extension module to load at start-up)."""
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def _cache_file(fingerprint: dict[str, Any]) -> str:
     base = os.environ.get("OPLIB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "oplib",
     )
     text = f"{fingerprint['python']}|{_search_path()}"
-    key = f"{zlib.crc32(text.encode()):08x}"
-    return os.path.join(base, f"entry-points-{key}.json")
+    key = f"{_fnv1a(text.encode()):016x}"
+    py = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    return os.path.join(base, f"entry-points-{key}.{py}.marshal")
 
 
 def _normalize(name: str) -> str:
@@ -131,21 +142,20 @@ def find_entry_points(core_version: str) -> list[EntryPointInfo]:
     path = _cache_file(fingerprint)
     if use_cache:
         try:
-            with open(path, encoding="utf-8") as f:
-                cached = json.load(f)
+            with open(path, "rb") as f:
+                cached = marshal.load(f)
             if cached.get("fingerprint") == fingerprint:
-                return [EntryPointInfo(**e) for e in cached["entry_points"]]
-        except (OSError, ValueError, TypeError, KeyError):
+                return [EntryPointInfo(*e) for e in cached["entry_points"]]
+        except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
             pass  # no cache, or a stale/corrupt one: scan again
     found = _scan(core_version)
     if use_cache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(
-                    {"fingerprint": fingerprint, "entry_points": [e._asdict() for e in found]}, f
-                )
+            entries = [tuple(e._asdict().values()) for e in found]
+            with open(tmp, "wb") as f:
+                marshal.dump({"fingerprint": fingerprint, "entry_points": entries}, f)
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only home directory only costs the next start-up a scan

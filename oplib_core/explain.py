@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from .dispatcher import OpOverload, active_modes
@@ -12,21 +11,32 @@ from .registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
 __all__ = ["DispatchExplanation", "explain"]
 
 
-@dataclass
 class DispatchExplanation:
     """What dispatch would do: the keys computed from the arguments, each candidate kernel
-    with why it was taken or skipped, and whether the dispatch cache would serve the call."""
+    with why it was taken or skipped, and whether the dispatch cache would serve the call.
 
-    op: str
-    schema: str
-    modes: list[str]
-    arrays: dict[str, str]
-    backend: str | None
-    keys: list[str]
-    steps: list[tuple[str, str]] = field(default_factory=list)
-    chosen: str | None = None
-    cache_hit: bool = False
-    error: str | None = None
+    Attributes: ``op``, ``schema``, ``modes``, ``arrays`` (argument → array type and
+    device), ``backend``, ``keys``, ``steps`` (``(key, why)`` pairs), ``chosen``,
+    ``cache_hit``, ``error``; ``to_json()`` gives them as a dict."""
+
+    def __init__(self, op: str, schema: str, modes: list[str]) -> None:
+        self.op = op
+        self.schema = schema
+        self.modes = modes
+        self.arrays: dict[str, str] = {}
+        self.backend: str | None = None
+        self.keys: list[str] = []
+        self.steps: list[tuple[str, str]] = []
+        self.chosen: str | None = None
+        self.cache_hit = False
+        self.error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**vars(self), "steps": [list(s) for s in self.steps]}
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"DispatchExplanation({fields})"
 
     def __str__(self) -> str:
         lines = [f"{self.op}: {self.schema}"]
@@ -69,12 +79,7 @@ def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     entry = ov._entry
     bargs, bkwargs = ov._binder.bind(args, kwargs)
     out = DispatchExplanation(
-        op=entry.qualname,
-        schema=str(entry.schema),
-        modes=[type(m).__name__ for m in active_modes()],
-        arrays={},
-        backend=None,
-        keys=[],
+        entry.qualname, str(entry.schema), [type(m).__name__ for m in active_modes()]
     )
     try:
         call = ov._prepare(bargs, bkwargs)

@@ -6,8 +6,9 @@ are the hooks below, published through an entry point in group ``oplib``::
     [project.entry-points.oplib]
     acme = "acme_ops.plugin"
 
-When ``oplib_core`` is imported, every plugin is loaded and the hooks run in phases over
-all plugins: ``oplib_backends`` → ``oplib_define`` → ``oplib_impl`` →
+On first use of oplib (an op lookup, a registration, a device or backend query, or
+``oplib.plugins.load()``), every plugin is loaded and the hooks run in phases over all
+plugins: ``oplib_backends`` → ``oplib_define`` → ``oplib_impl`` →
 ``oplib_register_fake`` → ``oplib_register_autograd``. So a plugin may give kernels to ops
 another plugin defines, whatever the install order. A plugin that fails to import, or whose
 hook raises, is reported (``oplib plugins list``) and skipped; what its failing hook had

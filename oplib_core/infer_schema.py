@@ -7,7 +7,6 @@ import ast
 import builtins
 import collections.abc
 import inspect
-import json
 import numbers
 import types
 import typing
@@ -308,10 +307,10 @@ def _single_return(annotation: object, fn: Callable[..., object]) -> str:
 def _default_text(value: object) -> str | None:
     if value is None or isinstance(value, (bool, int, float)):
         return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Device):
-        return json.dumps(str(value))
+    if isinstance(value, (str, Device)):
+        import json  # only here: keeps ``import oplib_core`` from importing json
+
+        return json.dumps(str(value), ensure_ascii=False)
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
         return np.dtype(value).name
     return None

@@ -10,6 +10,7 @@ from typing import Any
 
 from .dispatcher import FAST_FIELDS, FastCall, OpOverload
 from .registry import REGISTRY, OpEntry
+from .startup import ensure
 
 __all__ = ["OpOverloadPacket", "ops"]
 
@@ -135,6 +136,7 @@ class _OpNamespace(ModuleType):
     def _missing(self, op_name: str) -> OpOverloadPacket:
         if op_name.startswith("__"):
             raise AttributeError(op_name)
+        ensure()
         with REGISTRY.lock:
             overloads = _overloads_of(self.name, op_name)
             if not overloads:

@@ -8,20 +8,13 @@ plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
 from __future__ import annotations
 
 import os
-import threading
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pluggy
-
-from . import hookspecs
 from .autograd.registration import register_autograd
 from .backends import TABLE, BackendSpec
-from .discovery import CORE_DISTRIBUTION, EntryPointInfo, find_entry_points
-from .discovery import load as load_entry_point
 from .errors import PluginError
 from .library import (
     _normalize_types,
@@ -33,10 +26,24 @@ from .library import (
 )
 from .registry import REGISTRY, Handle, PluginContext, current_plugin
 from .schema import parse_schema, parse_signature
+from .startup import LOCK, DeferredState, ensure
 from .tags import Tag
 from .version import __version__
 
-__all__ = ["PluginRecord", "PluginWarning", "Registrar", "list", "register", "unregister"]
+if TYPE_CHECKING:
+    import pluggy
+
+    from .discovery import EntryPointInfo
+
+__all__ = [
+    "PluginRecord",
+    "PluginWarning",
+    "Registrar",
+    "list",
+    "load",
+    "register",
+    "unregister",
+]
 
 _builtin_list = list
 
@@ -186,16 +193,27 @@ def _last_line(e: BaseException) -> str:
     return text[-1] if text else type(e).__name__
 
 
-class PluginHost:
-    """The pluggy manager plus what oplib records about each plugin."""
+class PluginHost(DeferredState):
+    """The pluggy manager plus what oplib records about each plugin (``records`` is filled
+    on first use, by loading the plugins)."""
+
+    _deferred = frozenset({"records", "pm"})
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
-        self.records: dict[str, PluginRecord] = {}
+        self.lock = LOCK
         self.autoload = True
         self.disabled: frozenset[str] = frozenset()
+
+    def _init_state(self) -> None:
+        # pluggy and the entry-point scan are imported here, when the plugins load, not at
+        # ``import oplib_core``.
+        import pluggy
+
+        from . import hookspecs
+
+        self.records: dict[str, PluginRecord] = {}
+        self.pm: pluggy.PluginManager = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
 
     # -- discovery ------------------------------------------------------------------------
     def load_entry_points(self) -> None:
@@ -212,6 +230,8 @@ class PluginHost:
         )
         if not self.autoload:
             return
+        from .discovery import find_entry_points
+
         loaded: list[PluginRecord] = []
         for ep in find_entry_points(__version__):
             record = self._load_entry_point(ep)
@@ -242,6 +262,9 @@ class PluginHost:
             self.pm.set_blocked(ep.name)
             record.status = "blocked"
             return None
+        from .discovery import CORE_DISTRIBUTION
+        from .discovery import load as load_entry_point
+
         if not ep.compatible:
             record.status = "incompatible"
             record.error = (
@@ -274,6 +297,8 @@ class PluginHost:
             caller.name for caller in (self.pm.get_hookcallers(plugin) or []) if caller.spec is None
         ]
         if unknown:
+            from . import hookspecs
+
             self.pm.unregister(plugin)
             self._fail(
                 record,
@@ -341,6 +366,8 @@ class PluginHost:
         record.status = "failed"
         where = f" in {during}()" if during else ""
         record.error = f"{_last_line(e)}{where}"
+        import traceback
+
         record.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         if record.plugin is not None and self.pm.is_registered(record.plugin):
             self.pm.unregister(record.plugin)
@@ -359,6 +386,7 @@ class PluginHost:
     # -- in-process plugins -------------------------------------------------------------
     def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
         name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        ensure()
         with self.lock:
             if name in self.records and self.records[name].status == "loaded":
                 raise PluginError(f"a plugin named {name!r} is already registered", plugin=name)
@@ -374,6 +402,7 @@ class PluginHost:
             return record
 
     def unregister(self, plugin_or_name: Any) -> None:
+        ensure()
         with self.lock:
             record = self._find(plugin_or_name)
             if record.registrar is not None:
@@ -392,6 +421,13 @@ class PluginHost:
 HOST = PluginHost()
 
 
+def load() -> None:
+    """Load the installed plugins now. They otherwise load on first use of the dispatch
+    table (an op lookup, a registration, a device or backend query), not on
+    ``import oplib_core``; call this to pay that cost (and see plugin warnings) up front."""
+    ensure()
+
+
 def register(plugin: Any, name: str | None = None) -> PluginRecord:
     """Add a plugin in-process and run its hooks now (all phases). Returns its record; a
     failing plugin is rolled back and its record says why (status ``failed``)."""
@@ -405,4 +441,5 @@ def unregister(plugin_or_name: Any) -> None:
 
 def list() -> _builtin_list[PluginRecord]:
     """Every plugin oplib knows of, loaded or not, in load order."""
+    ensure()
     return _builtin_list(HOST.records.values())

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextvars
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ from .backends import TABLE, Backend, BackendTable
 from .errors import RegistrationError
 from .records import Record
 from .schema import FunctionSchema
+from .startup import LOCK, DeferredState, ensure
 from .tags import Tag
 
 __all__ = [
@@ -225,18 +225,23 @@ class Handle:
 Listener = Callable[[str, OpEntry], None]
 
 
-class Registry:
-    """All operators. Mutations and cache fills happen under one re-entrant lock."""
+class Registry(DeferredState):
+    """All operators. Mutations and cache fills happen under one re-entrant lock.
+
+    ``ops`` is filled on first use: reading it loads the plugins (see ``startup``)."""
 
     RESERVED_NAMESPACES = frozenset({"oplib", "prim"})
+    _deferred = frozenset({"ops", "_renames"})
 
     def __init__(self, backends: BackendTable = TABLE) -> None:
-        self.lock = threading.RLock()
+        self.lock = LOCK
         self.backends = backends
-        self.ops: dict[str, OpEntry] = {}
         self._listeners: list[Listener] = []
-        self._renames: dict[str, str] = {}
         backends.add_listener(self._on_backend_change)
+
+    def _init_state(self) -> None:
+        self.ops: dict[str, OpEntry] = {}
+        self._renames: dict[str, str] = {}
 
     # -- listeners ------------------------------------------------------------------------
     def add_listener(self, fn: Listener) -> None:
@@ -259,6 +264,7 @@ class Registry:
         ``new`` itself (as if registered first). A kernel already under ``new`` for the same
         op conflicts unless it was registered with ``allow_override=True``; on a conflict
         nothing is renamed."""
+        ensure()
         with self.lock:
             for entry in self.ops.values():
                 moved, there = entry.kernels.get(old), entry.kernels.get(new)
@@ -307,6 +313,7 @@ class Registry:
 
     # -- definitions ----------------------------------------------------------------------
     def entry(self, qualname: str) -> OpEntry:
+        ensure()
         try:
             return self.ops[qualname]
         except KeyError:
@@ -325,6 +332,7 @@ class Registry:
                 raise TypeError(f"define(): tags must be oplib.Tag members, got {t!r}")
         origin = origin or origin_of()
         entry = OpEntry(schema, tags_t, origin)
+        ensure()
         with self.lock:
             old = self.ops.get(entry.qualname)
             if old is not None:
@@ -423,6 +431,7 @@ class Registry:
         return "waiting"
 
     def ops_with_kernels_for(self, backend: str) -> int:
+        ensure()
         with self.lock:
             return sum(1 for e in self.ops.values() if e.has_kernel(backend))
 

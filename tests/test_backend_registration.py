@@ -183,30 +183,37 @@ def test_rename_before_the_backend_registers_applies_to_it():
 
 
 def test_env_var_renames_at_plugin_load():
-    out = run_python("""
+    out = run_python(
+        """
         import oplib_core as oplib
         import oplib_privateuse.device as devmod
         OUT["names"] = [b.name for b in oplib.backends.list()]
         OUT["module"] = oplib.npu is devmod
         OUT["count"] = oplib.npu.device_count()
-    """, env={"OPLIB_PRIVATEUSE1_NAME": "npu"})
+    """,
+        env={"OPLIB_PRIVATEUSE1_NAME": "npu"},
+    )
     assert "npu" in out["names"] and "privateuse1" not in out["names"]
     assert out["module"] is True
     assert out["count"] == 2
 
 
 def test_bad_env_name_fails_the_plugin_not_the_import():
-    out = run_python("""
+    out = run_python(
+        """
         import warnings
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             import oplib_core as oplib
+            oplib.plugins.load()  # plugins load on first use; their warnings come then
         rec = {r.name: r for r in oplib.plugins.list()}["privateuse"]
         OUT["status"] = rec.status
         OUT["error"] = rec.error
         OUT["names"] = [b.name for b in oplib.backends.list()]
         OUT["warned"] = any("privateuse" in str(x.message) for x in w)
-    """, env={"OPLIB_PRIVATEUSE1_NAME": "Not-A-Name"})
+    """,
+        env={"OPLIB_PRIVATEUSE1_NAME": "Not-A-Name"},
+    )
     assert out["status"] == "failed"
     assert "lower-case Python identifier" in out["error"]
     assert "privateuse1" not in out["names"] and "cpu" in out["names"]

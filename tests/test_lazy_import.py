@@ -1,4 +1,5 @@
-"""Start-up must stay light: no heavy array library is imported by ``import oplib_core``."""
+"""Start-up must stay light: ``import oplib_core`` loads no plugin, and loading them (on
+first use) imports no heavy array library."""
 
 from __future__ import annotations
 
@@ -9,23 +10,55 @@ import sys
 HEAVY = ("cupy", "dask", "distributed", "torch", "jax")
 
 
-def test_import_loads_plugins_but_no_heavy_library():
-    code = (
-        "import sys, json, oplib_core\n"
-        "print(json.dumps({'modules': sorted(m.split('.')[0] for m in sys.modules),"
-        " 'plugins': [p.name for p in oplib_core.plugins.list() if p.status == 'loaded']}))"
-    )
+def run_json(code: str) -> dict:
     r = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
     )
-    data = json.loads(r.stdout)
-    assert "cpu" in data["plugins"]
+    return json.loads(r.stdout)
+
+
+def test_loading_the_plugins_imports_no_heavy_library():
+    data = run_json(
+        "import sys, json, numpy as np, oplib_core as oplib\n"
+        "oplib.ops.oplib.sin(np.ones(2)); oplib.backends.list(); oplib.device('cpu')\n"
+        "print(json.dumps({'modules': sorted(m.split('.')[0] for m in sys.modules),"
+        " 'plugins': [p.name for p in oplib.plugins.list() if p.status == 'loaded']}))"
+    )
+    assert {"cpu", "meta", "cuda", "dask", "privateuse"} <= set(data["plugins"])
     assert not [m for m in HEAVY if m in data["modules"]]
+
+
+def test_import_defers_the_plugins_to_first_use():
+    data = run_json(
+        "import sys, json, oplib_core as oplib\n"
+        "before = (oplib.startup.is_loaded(), 'oplib_cpu' in sys.modules,\n"
+        "          'oplib_core.core_plugin' in sys.modules)\n"
+        "sin = oplib.ops.oplib.sin\n"
+        "print(json.dumps({'before': before, 'after': (oplib.startup.is_loaded(),\n"
+        "                  'oplib_cpu' in sys.modules)}))"
+    )
+    assert data["before"] == [False, False, False]
+    assert data["after"] == [True, True]
+
+
+def test_plugins_load_loads_them_now_and_once():
+    data = run_json(
+        "import json, oplib_core as oplib\n"
+        "oplib.plugins.load(); first = [p.name for p in oplib.plugins.list()]\n"
+        "oplib.plugins.load()\n"
+        "print(json.dumps({'loaded': oplib.startup.is_loaded(), 'first': first,\n"
+        "                  'again': [p.name for p in oplib.plugins.list()]}))"
+    )
+    assert data["loaded"] is True
+    assert "cpu" in data["first"] and data["first"] == data["again"]
 
 
 def test_warm_start_does_not_scan_distribution_metadata(tmp_path):
     env = {"OPLIB_CACHE_DIR": str(tmp_path)}
-    code = "import sys, oplib_core; print('importlib.metadata' in sys.modules)"
+    code = (
+        "import sys, oplib_core; oplib_core.plugins.load(); "
+        "print('importlib.metadata' in sys.modules)"
+    )
 
     def run():
         import os
@@ -43,8 +76,10 @@ def test_warm_start_does_not_scan_distribution_metadata(tmp_path):
     assert run() == "False"  # warm: read from the cache, importlib.metadata never imported
 
 
-def test_explain_and_cli_modules_are_not_imported_at_start_up():
-    code = "import sys, oplib_core; print('oplib_core.cli' in sys.modules)"
+def test_cli_module_is_not_imported_at_start_up():
+    code = (
+        "import sys, oplib_core; oplib_core.plugins.load(); print('oplib_core.cli' in sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False"
 
@@ -55,13 +90,22 @@ def test_cache_survives_changes_in_the_current_directory(tmp_path):
     env = {**os.environ, "OPLIB_CACHE_DIR": str(tmp_path / "cache")}
     work = tmp_path / "project"
     work.mkdir()
-    code = "import sys, oplib_core; print('importlib.metadata' in sys.modules)"
+    code = (
+        "import sys, oplib_core; oplib_core.plugins.load(); "
+        "print('importlib.metadata' in sys.modules)"
+    )
 
     def run():
-        r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
-                           text=True, check=True, env=env, cwd=work)
+        r = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+            cwd=work,
+        )
         return r.stdout.strip()
 
-    run()
+    assert run() == "True"  # cold
     (work / "new_file.txt").write_text("the project directory changed")
     assert run() == "False"  # still a cache hit

@@ -8,18 +8,17 @@ answers of every plugin and :func:`sample_inputs` merges them into one list of
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..device import Device, parse_device
 from ..dispatcher import OpOverload
 from ..plugins import HOST
+from ..records import Record
 
 __all__ = ["SampleInput", "sample_inputs"]
 
 
-@dataclass(frozen=True)
-class SampleInput:
+class SampleInput(Record):
     """One way to call an operator: ``op(*args, **kwargs)``.
 
     ``name`` describes the sample in reports (``"float32 (2, 3) broadcast"``).
@@ -28,10 +27,17 @@ class SampleInput:
     ``(args, kwargs)`` pairs.
     """
 
+    _fields = ("args", "kwargs", "name", "compare_values")
+    __slots__ = _fields
+    _defaults = {"kwargs": None, "name": "", "compare_values": True}
     args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    name: str = ""
-    compare_values: bool = True
+    kwargs: dict[str, Any]
+    name: str
+    compare_values: bool
+
+    def __post_init__(self) -> None:
+        if self.kwargs is None:
+            object.__setattr__(self, "kwargs", {})
 
 
 def as_sample(value: Any, op: OpOverload) -> SampleInput:

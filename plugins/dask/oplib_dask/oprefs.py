@@ -15,10 +15,10 @@ import importlib
 import sys
 import threading
 import types
-from dataclasses import dataclass
 from typing import Any
 
 import oplib_core
+from oplib_core.records import Record
 from oplib_core.registry import REGISTRY, OpEntry
 from oplib_dask.errors import DaskWorkerError
 
@@ -28,13 +28,15 @@ _lock = threading.Lock()
 _SKIP_ROOTS = frozenset({"oplib_core", "oplib_dask", "oplib_cpu", "oplib_cuda", "oplib_meta"})
 
 
-@dataclass(frozen=True)
-class Provider:
+class Provider(Record):
     """A module to import on a worker; ``plugin`` is the name to register it under as an
     in-process plugin (``None``: a plain module, importing it defines what it defines)."""
 
+    _fields = ("module", "plugin")
+    __slots__ = _fields
+    _defaults = {"plugin": None}
     module: str
-    plugin: str | None = None
+    plugin: str | None
 
 
 class OpRef:

@@ -1,0 +1,82 @@
+"""Deferred start-up: the first use of the dispatch table loads the plugins exactly once,
+also when many threads make that first use at the same time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+RACE = """
+import json, threading
+import numpy as np
+import oplib_core as oplib
+
+N = 8
+barrier = threading.Barrier(N)
+results, errors = [None] * N, []
+
+def first_use(i):
+    barrier.wait()
+    try:
+        kind = i % 4
+        if kind == 0:
+            results[i] = float(oplib.ops.oplib.sin(np.ones(1))[0])
+        elif kind == 1:
+            results[i] = sorted(b.name for b in oplib.backends.list())
+        elif kind == 2:
+            results[i] = float((oplib.tensor([1.0]) + 1).numpy()[0])
+        else:
+            results[i] = sorted(p.name for p in oplib.plugins.list())
+    except BaseException as e:
+        errors.append(repr(e))
+
+threads = [threading.Thread(target=first_use, args=(i,)) for i in range(N)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps({"results": results, "errors": errors,
+                  "backends": sorted(b.name for b in oplib.backends.list()),
+                  "plugins": sorted(p.name for p in oplib.plugins.list())}))
+"""
+
+
+def test_concurrent_first_use_sees_the_whole_table():
+    for _ in range(3):  # the race is timing-dependent: try it a few times
+        r = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", RACE],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out = json.loads(r.stdout)
+        assert out["errors"] == []
+        for i, value in enumerate(out["results"]):
+            expected = [0.8414709848078965, out["backends"], 2.0, out["plugins"]][i % 4]
+            assert value == expected, (i, value)
+        assert "cpu" in out["backends"] and "cpu" in out["plugins"]
+
+
+def test_plugins_load_once_even_when_a_loader_registers_plugins_itself():
+    code = """
+import json, oplib_core as oplib
+from oplib_core import startup
+calls = []
+
+class Late:
+    @oplib.hookimpl
+    def oplib_define(self, registrar):
+        registrar.define("late::f(Tensor x) -> Tensor")
+
+def loader():
+    calls.append(1)
+    oplib.plugins.register(Late(), name="late")  # touches the table while loading
+
+startup.defer(loader)
+ops = [sorted(oplib.ops.late.f.overloads()), oplib.ops.oplib.sin is not None]
+print(json.dumps({"calls": len(calls), "ops": ops, "loaded": startup.is_loaded()}))
+"""
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+    )
+    out = json.loads(r.stdout)
+    assert out == {"calls": 1, "ops": [["default"], True], "loaded": True}
