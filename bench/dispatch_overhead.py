@@ -5,7 +5,7 @@ numpy array (attribute lookups included, and with the packet bound to a name), (
 ``oplib.Tensor``, (d) the ``OpOverload`` ``.default`` path; then the overheads against (a),
 all measured in this run. Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns.
 
-    python bench/dispatch_overhead.py [--repeat 7] [--number 200000]
+    python bench/dispatch_overhead.py [--repeat 60] [--number 20000]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--number", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=60)
+    parser.add_argument("--number", type=int, default=20_000)
     args = parser.parse_args()
 
     lib = oplib.Library("bench", "DEF")
