@@ -9,6 +9,7 @@ asking about devices or backends), or when ``oplib.plugins.load()`` is called
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from . import autograd, backend_registration, backends, plugins, startup
@@ -173,10 +174,21 @@ def __getattr__(name: str) -> Any:
         value = module if lazy[1] is None else getattr(module, lazy[1])
         globals()[name] = value
         return value
+    if _is_submodule(name):
+        # ``from oplib_core import cli`` asks here before importing the submodule; looking
+        # for a device module would load the plugins for nothing.
+        raise AttributeError(f"module 'oplib_core' has no attribute {name!r}")
     mod = backend_registration.device_module(name)
     if mod is None:
         raise AttributeError(f"module 'oplib_core' has no attribute {name!r}")
     return mod
+
+
+def _is_submodule(name: str) -> bool:
+    here = __path__[0]
+    return os.path.isfile(os.path.join(here, f"{name}.py")) or os.path.isfile(
+        os.path.join(here, name, "__init__.py")
+    )
 
 
 def _load_plugins() -> None:

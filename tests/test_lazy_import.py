@@ -109,3 +109,14 @@ def test_cache_survives_changes_in_the_current_directory(tmp_path):
     assert run() == "True"  # cold
     (work / "new_file.txt").write_text("the project directory changed")
     assert run() == "False"  # still a cache hit
+
+
+def test_importing_a_submodule_does_not_load_the_plugins():
+    # ``from oplib_core import cli`` first asks the package for the attribute ``cli``; the
+    # package's __getattr__ (device modules) must not load the plugins to answer that.
+    data = run_json(
+        "import json, oplib_core as oplib\n"
+        "from oplib_core import cli, introspect\n"
+        "print(json.dumps({'loaded': oplib.startup.is_loaded()}))"
+    )
+    assert data == {"loaded": False}
