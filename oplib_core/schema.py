@@ -14,7 +14,6 @@ canonical spelling, and ``parse_schema(str(s)) == s`` for every schema ``s`` wit
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from .errors import SchemaError
@@ -467,8 +466,9 @@ _TOKEN_RE = re.compile(
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
   | (?P<punct>[()\[\],*?!|=.\-])
+  | (?P<bad>.)
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.DOTALL,
 )
 
 _ESCAPES = {
@@ -486,24 +486,18 @@ _ESCAPES = {
 }
 
 
-def _tokenize(text: str) -> Iterator[_Tok]:
-    pos = 0
-    n = len(text)
-    while pos < n:
-        m = _TOKEN_RE.match(text, pos)
-        if m is None:
-            ch = text[pos]
-            if ch in "\"'":
-                raise SchemaError("unterminated string literal", text, pos)
-            yield _Tok("bad", ch, pos)
-            pos += 1
-            continue
+def _tokenize(text: str) -> list[_Tok]:
+    toks = []
+    for m in _TOKEN_RE.finditer(text):
         kind = m.lastgroup
-        assert kind is not None
-        if kind != "ws":
-            yield _Tok(kind, m.group(), pos)
-        pos = m.end()
-    yield _Tok("eof", "", n)
+        if kind == "ws":
+            continue
+        tok = m.group()
+        if kind == "bad" and tok in "\"'":
+            raise SchemaError("unterminated string literal", text, m.start())
+        toks.append(_Tok(kind, tok, m.start()))  # type: ignore[arg-type]
+    toks.append(_Tok("eof", "", len(text)))
+    return toks
 
 
 def _describe(tok: _Tok) -> str:
@@ -559,10 +553,12 @@ class _Lit:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.toks = list(_tokenize(text))
+        self.toks = _tokenize(text)
         self.i = 0
 
     def peek(self, k: int = 0) -> _Tok:
+        if not k:  # the common case; next() never moves past the final "eof" token
+            return self.toks[self.i]
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
     def next(self) -> _Tok:
@@ -572,8 +568,8 @@ class _Parser:
         return t
 
     def at(self, text: str) -> bool:
-        t = self.peek()
-        return t.kind in ("punct", "arrow", "dcolon") and t.text == text
+        t = self.toks[self.i]
+        return t.text == text and t.kind in ("punct", "arrow", "dcolon")
 
     def error(self, message: str, pos: int) -> SchemaError:
         return SchemaError(message, self.text, pos)
