@@ -24,7 +24,7 @@ from .backends import TABLE
 from .device import Device, parse_device
 from .errors import BackendError
 from .registry import _WELL_KNOWN_KEYS, REGISTRY
-from .startup import LOCK
+from .startup import LOCK, ensure
 from .tensor import Tensor
 
 __all__ = [
@@ -51,6 +51,7 @@ def _package() -> Any:
 
 def _get_privateuse1_backend_name() -> str:
     """The private-use backend's current name: ``"privateuse1"`` until renamed."""
+    ensure()  # a plugin may rename the slot when the plugins load
     return _privateuse1_backend_name
 
 
@@ -70,6 +71,7 @@ def rename_privateuse1_backend(backend_name: str) -> None:
     :func:`generate_methods_for_privateuse1_backend` afterwards.
     """
     global _privateuse1_backend_name
+    ensure()  # load the plugins first: renaming applies to what they register
     if not isinstance(backend_name, str):
         raise TypeError(
             f"rename_privateuse1_backend(): expected the new device name as a str, got "
@@ -140,6 +142,7 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
             f"{type(device_type).__name__}"
         )
     name = parse_device(device_type).type
+    ensure()
     with _lock:
         pkg = _package()
         existing = getattr(pkg, name, None)
@@ -160,6 +163,7 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
 def device_module(name: str) -> Any:
     """The device module ``oplib_core.<name>``, or ``None``: one registered with
     :func:`register_device_module`, else the ``device_module`` of the backend ``name``."""
+    ensure()  # plugins register device modules when they load
     mod = _device_modules.get(name)
     if mod is not None:
         return mod

@@ -381,3 +381,19 @@ def test_check_register_once():
     br._check_register_once(Holder, "free")
     with pytest.raises(RuntimeError, match="has already been registered with taken"):
         br._check_register_once(Holder, "taken")
+
+
+def test_methods_generated_right_after_import_use_the_name_a_plugin_gives():
+    # Plugins load on first use; the rename happens then, so generating the methods must
+    # load the plugins first (as examples/vendor_npu/use_npu.py does right after import).
+    out = run_python(
+        """
+        import oplib_core as oplib
+        oplib.generate_methods_for_privateuse1_backend()
+        OUT["is_npu"] = hasattr(oplib.Tensor, "is_npu")
+        OUT["is_privateuse1"] = hasattr(oplib.Tensor, "is_privateuse1")
+        OUT["module"] = oplib.npu.device_count()
+        """,
+        env={"OPLIB_PRIVATEUSE1_NAME": "npu"},
+    )
+    assert out == {"is_npu": True, "is_privateuse1": False, "module": 2}
