@@ -7,10 +7,12 @@ plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from .autograd.registration import register_autograd
@@ -83,6 +85,7 @@ class PluginRecord:
         self.traceback: str | None = None
         self.load_ms = 0.0
         self.plugin: Any = None
+        self.hook_target: Any = None  # what pluggy holds: the plugin, or its hooks' view
         self.registrar: Registrar | None = None
 
     def __repr__(self) -> str:
@@ -188,6 +191,23 @@ class Registrar:
             self._handles.pop().destroy()
 
 
+def _hook_view(plugin: Any) -> Any:
+    """What pluggy registers for ``plugin``: for a module, an object holding only its
+    hook implementations. pluggy inspects every attribute of what it registers (about a
+    millisecond for a module with a few dozen names, on every start); the functions it
+    would pick are the same ones (routines carrying the ``oplib_impl`` marker)."""
+    if not isinstance(plugin, ModuleType):
+        return plugin
+    hooks = {
+        name: value
+        for name, value in vars(plugin).items()
+        if isinstance(getattr(value, "oplib_impl", None), dict) and inspect.isroutine(value)
+    }
+    view = SimpleNamespace(**hooks)
+    view.__name__ = plugin.__name__  # type: ignore[attr-defined]
+    return view
+
+
 def _last_line(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()
     return text[-1] if text else type(e).__name__
@@ -288,18 +308,19 @@ class PluginHost(DeferredState):
         return record
 
     def _register_with_pluggy(self, record: PluginRecord, plugin: Any) -> bool:
+        target = _hook_view(plugin)
         try:
-            self.pm.register(plugin, name=record.name)
+            self.pm.register(target, name=record.name)
         except BaseException as e:
             self._fail(record, e)
             return False
         unknown = [
-            caller.name for caller in (self.pm.get_hookcallers(plugin) or []) if caller.spec is None
+            caller.name for caller in (self.pm.get_hookcallers(target) or []) if caller.spec is None
         ]
         if unknown:
             from . import hookspecs
 
-            self.pm.unregister(plugin)
+            self.pm.unregister(target)
             self._fail(
                 record,
                 PluginError(
@@ -311,7 +332,8 @@ class PluginHost(DeferredState):
             )
             return False
         record.plugin = plugin
-        record.hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
+        record.hook_target = target
+        record.hooks = sorted(c.name for c in self.pm.get_hookcallers(target) or [])
         return True
 
     # -- phases ---------------------------------------------------------------------------
@@ -332,7 +354,9 @@ class PluginHost(DeferredState):
         registrar = record.registrar
         assert registrar is not None
         impls = [
-            i for i in getattr(self.pm.hook, phase).get_hookimpls() if i.plugin is record.plugin
+            i
+            for i in getattr(self.pm.hook, phase).get_hookimpls()
+            if i.plugin is record.hook_target
         ]
         token = current_plugin.set(PluginContext(record.name, record.distribution, record.version))
         try:
@@ -369,8 +393,8 @@ class PluginHost(DeferredState):
         import traceback
 
         record.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        if record.plugin is not None and self.pm.is_registered(record.plugin):
-            self.pm.unregister(record.plugin)
+        if record.hook_target is not None and self.pm.is_registered(record.hook_target):
+            self.pm.unregister(record.hook_target)
         self._warn(record)
 
     @staticmethod
@@ -407,8 +431,8 @@ class PluginHost(DeferredState):
             record = self._find(plugin_or_name)
             if record.registrar is not None:
                 record.registrar._rollback()
-            if record.plugin is not None and self.pm.is_registered(record.plugin):
-                self.pm.unregister(record.plugin)
+            if record.hook_target is not None and self.pm.is_registered(record.hook_target):
+                self.pm.unregister(record.hook_target)
             del self.records[record.name]
 
     def _find(self, plugin_or_name: Any) -> PluginRecord:

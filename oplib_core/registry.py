@@ -112,10 +112,16 @@ def _caller_location() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if os.path.abspath(filename) not in _MACHINERY:
+        machinery = _is_machinery.get(filename)
+        if machinery is None:
+            machinery = _is_machinery[filename] = os.path.abspath(filename) in _MACHINERY
+        if not machinery:
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+_is_machinery: dict[str, bool] = {}  # co_filename -> in _MACHINERY (abspath is not free)
 
 
 def origin_of(fn: Any = None) -> Origin:
