@@ -121,34 +121,33 @@ def _match_key(value: Any) -> Any:
     return t
 
 
-def _op_namespace(name: str) -> ModuleType:
+class _OpNamespace(ModuleType):
     """``ops.mylib``: packets are cached as attributes and dropped when their ops go.
 
-    A plain module, not a subclass: the interpreter specialises attribute loads on exact
-    modules only (``ops.mylib.add`` is on every call's path). Missing attributes go through
-    a module-level ``__getattr__`` (PEP 562) in its dict.
+    Missing attributes are resolved through a module-level ``__getattr__`` (PEP 562) kept in
+    the instance dict, so that found attributes take the plain, fast module lookup.
     """
-    ns = ModuleType(f"oplib_core.ops.{name}")
-    ns.name = name  # type: ignore[attr-defined]
 
-    def missing(op_name: str) -> OpOverloadPacket:
+    def __init__(self, name: str) -> None:
+        super().__init__(f"oplib_core.ops.{name}")
+        self.name = name
+        self.__dict__["__getattr__"] = self._missing
+
+    def _missing(self, op_name: str) -> OpOverloadPacket:
         if op_name.startswith("__"):
             raise AttributeError(op_name)
         ensure()
         with REGISTRY.lock:
-            overloads = _overloads_of(name, op_name)
+            overloads = _overloads_of(self.name, op_name)
             if not overloads:
                 raise AttributeError(
-                    f"'_OpNamespace' '{name}' object has no attribute '{op_name}': no "
-                    f"operator {name}::{op_name} is defined"
+                    f"'_OpNamespace' '{self.name}' object has no attribute '{op_name}': no "
+                    f"operator {self.name}::{op_name} is defined"
                 )
-            packet = OpOverloadPacket(name, op_name)
+            packet = OpOverloadPacket(self.name, op_name)
             packet._set(overloads)
-            setattr(ns, op_name, packet)
+            setattr(self, op_name, packet)
             return packet
-
-    ns.__getattr__ = missing  # type: ignore[method-assign]
-    return ns
 
 
 def _overloads_of(ns: str, name: str) -> dict[str, OpOverload]:
@@ -170,13 +169,13 @@ class _Ops(ModuleType):
         self._lock = threading.Lock()
         self.__dict__["__getattr__"] = self._missing
 
-    def _missing(self, name: str) -> ModuleType:
+    def _missing(self, name: str) -> _OpNamespace:
         if name.startswith("__"):
             raise AttributeError(name)
         with self._lock:
             ns = self.__dict__.get(name)
             if ns is None:
-                ns = _op_namespace(name)
+                ns = _OpNamespace(name)
                 setattr(self, name, ns)
             return ns
 
