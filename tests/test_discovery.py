@@ -45,9 +45,7 @@ def test_second_lookup_is_served_from_the_cache(cache_dir: Path, scans: list[int
     assert cache_file.name.startswith("entry-points-") and cache_file.suffix == ".marshal"
 
 
-def test_a_corrupt_cache_file_is_rescanned_and_rewritten(
-    cache_dir: Path, scans: list[int]
-) -> None:
+def test_a_corrupt_cache_file_is_rescanned_and_rewritten(cache_dir: Path, scans: list[int]) -> None:
     expected = discovery.find_entry_points(__version__)
     (cache_file,) = cache_dir.iterdir()
     for garbage in (b"", b"\x00not marshal", b"[1, 2]"):
@@ -58,9 +56,7 @@ def test_a_corrupt_cache_file_is_rescanned_and_rewritten(
     assert len(scans) == 4  # the rescans rewrote a good cache
 
 
-def test_a_changed_site_directory_invalidates_the_cache(
-    cache_dir: Path, scans: list[int]
-) -> None:
+def test_a_changed_site_directory_invalidates_the_cache(cache_dir: Path, scans: list[int]) -> None:
     discovery.find_entry_points(__version__)
     site = os.path.dirname(importlib.metadata.distribution("numpy")._path)  # type: ignore[attr-defined]
     st = os.stat(site)
