@@ -282,26 +282,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     def wanted(name: str) -> bool:
         return only is None or only == name
 
+    def group(name: str, help: str) -> Any:
+        return sub.add_parser(name, help=help).add_subparsers(dest="sub", required=True)
+
     if wanted("backends"):
-        backends = sub.add_parser("backends", help="installed device backends")
         leaf(
-            backends.add_subparsers(dest="sub", required=True),
-            "list",
-            "list backends",
-            _backends_list,
+            group("backends", "installed device backends"), "list", "list backends", _backends_list
         )
     if wanted("plugins"):
-        plugins = sub.add_parser("plugins", help="installed plugins")
         leaf(
-            plugins.add_subparsers(dest="sub", required=True),
+            group("plugins", "installed plugins"),
             "list",
             "list plugins and their status",
             _plugins_list,
         )
     if wanted("ops"):
-        ops = sub.add_parser("ops", help="registered operators").add_subparsers(
-            dest="sub", required=True
-        )
+        ops = group("ops", "registered operators")
         lst = leaf(ops, "list", "list operators", _ops_list)
         lst.add_argument("--namespace", "-n", help="only this namespace")
         show = leaf(ops, "show", "one operator: schema, kernels and their origins", _ops_show)
