@@ -11,7 +11,7 @@ import numpy as np
 from .device import Device, parse_device
 from .errors import BackendError
 from .records import Record
-from .startup import LOCK, DeferredState, ensure
+from .startup import LOCK, deferred, ensure
 
 __all__ = [
     "Backend",
@@ -250,7 +250,7 @@ class Backend:
         return self.spec.namespace()
 
 
-class BackendTable(DeferredState):
+class BackendTable:
     """The installed backends, and the (cached) map from array class to backend.
 
     Filled on first use: reading the table loads the plugins (see ``startup``)."""
@@ -380,7 +380,7 @@ class BackendTable(DeferredState):
             return found
 
 
-TABLE = BackendTable()
+TABLE = deferred(BackendTable)()
 
 
 def register(spec: BackendSpec) -> Callable[[], None]:

@@ -28,7 +28,7 @@ from .library import (
 )
 from .registry import REGISTRY, Handle, PluginContext, current_plugin
 from .schema import parse_schema, parse_signature
-from .startup import LOCK, DeferredState, ensure
+from .startup import LOCK, deferred, ensure
 from .tags import Tag
 from .version import __version__
 
@@ -213,7 +213,7 @@ def _last_line(e: BaseException) -> str:
     return text[-1] if text else type(e).__name__
 
 
-class PluginHost(DeferredState):
+class PluginHost:
     """The pluggy manager plus what oplib records about each plugin (``records`` is filled
     on first use, by loading the plugins)."""
 
@@ -442,7 +442,7 @@ class PluginHost(DeferredState):
         raise PluginError(f"no plugin {plugin_or_name!r} is registered", plugin=str(plugin_or_name))
 
 
-HOST = PluginHost()
+HOST = deferred(PluginHost)()
 
 
 def load() -> None:

@@ -16,7 +16,7 @@ from .backends import TABLE, Backend, BackendTable
 from .errors import RegistrationError
 from .records import Record
 from .schema import FunctionSchema
-from .startup import LOCK, DeferredState, ensure
+from .startup import LOCK, deferred, ensure
 from .tags import Tag
 
 __all__ = [
@@ -231,7 +231,7 @@ class Handle:
 Listener = Callable[[str, OpEntry], None]
 
 
-class Registry(DeferredState):
+class Registry:
     """All operators. Mutations and cache fills happen under one re-entrant lock.
 
     ``ops`` is filled on first use: reading it loads the plugins (see ``startup``)."""
@@ -442,4 +442,4 @@ class Registry(DeferredState):
             return sum(1 for e in self.ops.values() if e.has_kernel(backend))
 
 
-REGISTRY = Registry()
+REGISTRY = deferred(Registry)()

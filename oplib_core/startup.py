@@ -8,8 +8,9 @@ an op should not pay it, so ``import oplib_core`` only records *what* to load
 
 Two mechanisms make sure nothing reads a half-filled table:
 
-* :class:`DeferredState`: the registry and the backend table create their contents on
-  first attribute access, which runs the loaders first. This catches every reader.
+* :func:`deferred`: the registry, the backend table and the plugin host create their
+  contents on first attribute access, which runs the loaders first. This catches every
+  reader.
 * :func:`ensure` at the public entry points (op lookup, registration, backend queries,
   ``oplib.plugins``): another thread arriving while the loaders run waits for them.
 """
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, TypeVar
 
-__all__ = ["LOCK", "DeferredState", "defer", "ensure", "is_loaded"]
+__all__ = ["LOCK", "defer", "deferred", "ensure", "is_loaded"]
+
+T = TypeVar("T")
 
 # One lock for all registration state (registry, backend table, plugins): the loaders take
 # it and register under it, so a second lock could only add lock-order deadlocks.
@@ -61,21 +64,26 @@ def is_loaded() -> bool:
     return _done
 
 
-class DeferredState:
-    """Mixin: the attributes named in ``_deferred`` do not exist until first read; the
-    first read creates them (``_init_state``) and runs :func:`ensure`. After that they are
-    plain instance attributes, so reading them costs nothing extra."""
+def deferred(cls: type[T]) -> type[T]:
+    """``cls`` whose instances fill in lazily: the attributes named in ``cls._deferred`` do
+    not exist until first read; the first read creates them (``cls._init_state``), turns the
+    instance into a plain ``cls`` and runs :func:`ensure`. From then on no ``__getattr__``
+    is left on its class, so its attributes cost what any attribute costs (a class with a
+    ``__getattr__`` makes every read slower, found or not)."""
+    names: frozenset[str] = cls._deferred  # type: ignore[attr-defined]
 
-    _deferred: ClassVar[frozenset[str]] = frozenset()
+    def __getattr__(self: Any, name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+        with LOCK:
+            if type(self) is not cls:
+                self._init_state()
+                self.__class__ = cls
+        ensure()
+        return getattr(self, name)
 
-    def _init_state(self) -> None:
-        raise NotImplementedError
-
-    def __getattr__(self, name: str) -> Any:
-        if name in type(self)._deferred:
-            with LOCK:
-                if name not in self.__dict__:
-                    self._init_state()
-            ensure()
-            return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    return type(
+        cls.__name__,
+        (cls,),
+        {"__getattr__": __getattr__, "__module__": cls.__module__, "__doc__": cls.__doc__},
+    )

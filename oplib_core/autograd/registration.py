@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..dispatcher import MISS, OpOverload
+from ..dispatcher import MISS, OpOverload, _active
 from ..errors import RegistrationError
 from ..grad_mode import STATE as GRAD
 from ..library import Library, _lib_for, qualname_of
@@ -91,6 +91,57 @@ class Formula:
         self.node_name = f"GeneratedBackwardFor_{ns}_{name}_{overload or 'default'}"
 
     # -- forward: the Autograd kernel -----------------------------------------------------
+    def _new_ctx(self, nout: int) -> FunctionCtx:
+        ctx = _new(FunctionCtx)
+        ctx._formula = self
+        ctx._saved = ()
+        ctx._nondiff = None
+        ctx._materialize = True
+        ctx._nout = nout
+        ctx._outs = None
+        return ctx
+
+    def kernel_unary(self, a: Any) -> Any:
+        """``kernel`` for ops taking one Tensor and nothing else and returning one Tensor:
+        the same steps, without packing arguments or re-checking the call's shape."""
+        fn = self.call._tcache.get(type(a._data)) if type(a) is Tensor else None
+        if fn is None or _active[0]:
+            return self.kernel(a)
+        GRAD.enabled = False
+        try:
+            data = fn(a._data)
+        finally:
+            GRAD.enabled = True
+        out = _new(Tensor)
+        out._data = data
+        out.grad = None
+        ctx = self._new_ctx(1)
+        if a._rg:
+            fn = a.grad_fn
+            if fn is None:
+                ctx._edges = ((a, 0),)
+            else:
+                ctx._edges = ((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)),)
+        else:
+            ctx._edges = (None,)
+        dtype = data.dtype
+        ctx._meta = ((data.shape, dtype),)
+        if dtype.kind in "fc":
+            out._rg = True
+            out.grad_fn = ctx
+            setup = self.setup
+            if setup is not None:
+                setup(ctx, (a,), out)
+                if ctx._nondiff:
+                    out._rg = False
+                    out.grad_fn = None
+        else:
+            out._rg = False
+            out.grad_fn = None
+            if self.setup is not None:
+                self.setup(ctx, (a,), out)
+        return out
+
     def kernel(self, *args: Any, **kwargs: Any) -> Any:
         GRAD.enabled = False
         try:
@@ -99,26 +150,9 @@ class Formula:
                 out = self.call(*args, **kwargs)
         finally:
             GRAD.enabled = True
-        ctx = _new(FunctionCtx)
-        ctx._formula = self
-        ctx._saved = ()
-        ctx._nondiff = None
-        ctx._materialize = True
-        if self.unary:
-            a = args[0]
-            if type(a) is Tensor and a._rg:
-                fn = a.grad_fn
-                if fn is None:
-                    ctx._edges = ((a, 0),)
-                else:
-                    ctx._edges = ((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)),)
-            else:
-                ctx._edges = (None,)
-        else:
-            ctx._edges = self._edges_of(args)
+        ctx = self._new_ctx(1 if self.simple else 0)
+        ctx._edges = self._edges_of(args)
         if self.simple:
-            ctx._nout = 1
-            ctx._outs = None
             data = out._data
             dtype = data.dtype
             ctx._meta = ((data.shape, dtype),)
@@ -377,8 +411,13 @@ def _register(
                 f"Got setup_context with parameters {params}"
             )
     formula = Formula(overload, backward, setup_context)
+    fast = formula.unary_simple and not formula.kw_form and len(schema.arguments) == 1
     handle = REGISTRY.add_kernel(
-        qualname, AUTOGRAD, formula.kernel, origin=origin_of(backward), api="register_autograd"
+        qualname,
+        AUTOGRAD,
+        formula.kernel_unary if fast else formula.kernel,
+        origin=origin_of(backward),
+        api="register_autograd",
     )
     target = lib if lib is not None else _lib_for(qualname, None)
     target._register(handle)
