@@ -9,7 +9,7 @@
    ``register_autograd`` and with its built-in ``torch.sin`` (for comparison only: on a
    noisy machine the same-run ratio says more than the absolute figure).
 
-    python bench/autograd.py [--nodes 2000] [--repeat 25]
+    python bench/autograd.py [--nodes 2000] [--repeat 60]
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def torch_chain(nodes: int, repeat: int) -> tuple[float, float] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=60)
     args = parser.parse_args()
 
     custom, core = custom_chain(args.nodes, args.repeat)
