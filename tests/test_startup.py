@@ -80,3 +80,28 @@ print(json.dumps({"calls": len(calls), "ops": ops, "loaded": startup.is_loaded()
     )
     out = json.loads(r.stdout)
     assert out == {"calls": 1, "ops": [["default"], True], "loaded": True}
+
+
+def test_filled_singletons_are_plain_instances():
+    code = """
+import json, oplib_core as oplib
+from oplib_core.registry import REGISTRY, Registry
+from oplib_core.backends import TABLE, BackendTable
+from oplib_core.plugins import HOST, PluginHost
+pairs = ((REGISTRY, Registry), (TABLE, BackendTable), (HOST, PluginHost))
+before = [type(o) is c for o, c in pairs]
+oplib.ops.oplib.sin
+after = [type(o) is c for o, c in pairs]
+print(json.dumps({"before": before, "after": after,
+                  "isinstance": isinstance(REGISTRY, Registry)}))
+"""
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+    )
+    # Before first use each is a subclass with a __getattr__ that fills it in; after, the
+    # plain class, so attribute reads on the hot path pay nothing for the laziness.
+    assert json.loads(r.stdout) == {
+        "before": [False, False, False],
+        "after": [True, True, True],
+        "isinstance": True,
+    }
