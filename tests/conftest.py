@@ -9,10 +9,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 import oplib_core as oplib
 from oplib_core import library as _library
 from oplib_core.device import Device
+
+# These VMs stall for seconds at times: Hypothesis's timing checks (a slow draw, a slow
+# example) would then fail tests about schemas, not about speed. Speed lives in bench/.
+settings.register_profile("oplib", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("oplib")
 
 _counter = itertools.count()
 _counter_lock = threading.Lock()
