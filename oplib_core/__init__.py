@@ -38,6 +38,7 @@ from .errors import (
     BackendError,
     DeviceMismatchError,
     NoKernelError,
+    OpCheckError,
     OplibError,
     PluginError,
     RegistrationError,
@@ -152,10 +153,21 @@ __all__ = [
 ]
 
 
+def opcheck(
+    op: Any,
+    args: Any,
+    kwargs: dict[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`oplib_core.testing.opcheck` (imported on first call: the checking machinery
+    is not needed to run ops)."""
+    from .testing.checks import opcheck as run
+
+    return run(op, args, kwargs, **options)
+
+
 # Imported on first use, to keep ``import oplib_core`` light: name -> (module, attribute).
 _LAZY = {
-    "opcheck": ("testing.checks", "opcheck"),
-    "OpCheckError": ("testing.checks", "OpCheckError"),
     "legacy": ("legacy", None),
     # pluggy is imported when the plugins load, or when a plugin module asks for these
     "hookimpl": ("hookspecs", "hookimpl"),
@@ -164,7 +176,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Lazily imported names (``opcheck``, ``OpCheckError``, ``legacy``, ``hookimpl``,
+    """Until the plugins are loaded: lazily imported names (``legacy``, ``hookimpl``,
     ``hookspec``), and
     ``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
     ``oplib.npu`` after ``rename_privateuse1_backend("npu")``)."""
@@ -202,6 +214,21 @@ def _load_plugins() -> None:
     plugins.HOST.register(core_formulas, name="core-autograd")
     plugins.HOST.register(core_samples, name="core-samples")
     plugins.HOST.load_entry_points()
+    _settle()
+
+
+def _settle() -> None:
+    """Once the plugins are in, bind what ``__getattr__`` served and drop it: CPython does
+    not specialise attribute loads on a module with a ``__getattr__`` (each ``oplib.x``
+    would cost about 30 ns more, on every op call written ``oplib.ops.ns.op(x)``). Device
+    modules are package attributes from here on (``backend_registration`` binds them)."""
+    from . import hookspecs, legacy
+
+    g = globals()
+    g["legacy"] = legacy
+    g["hookimpl"] = hookspecs.hookimpl
+    g["hookspec"] = hookspecs.hookspec
+    g.pop("__getattr__", None)
 
 
 startup.defer(_load_plugins)

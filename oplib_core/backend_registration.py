@@ -151,13 +151,45 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
                 f"The runtime module of '{name}' has already been registered with '{existing}'"
             )
         _device_modules[name] = module
+        _bind(name, module)
 
     def unregister() -> None:
         with _lock:
             if _device_modules.get(name) is module:
                 del _device_modules[name]
+                _unbind(name, module)
 
     return unregister
+
+
+# Device modules are plain attributes of the package (``oplib.cuda``), bound here as
+# backends come and go: attribute loads on a module with a ``__getattr__`` are not
+# specialised by CPython, so the package drops its ``__getattr__`` once the plugins load.
+_bound: dict[str, Any] = {}  # name -> the module this file bound on the package
+
+
+def _bind(name: str, module: Any) -> None:
+    pkg = vars(_package())
+    if module is not None and name not in pkg:
+        pkg[name] = _bound[name] = module
+
+
+def _unbind(name: str, module: Any) -> None:
+    if module is not None and _bound.get(name) is module:
+        del _bound[name]
+        vars(_package()).pop(name, None)
+
+
+def _on_backend(event: str, backend: Any) -> None:
+    mod = backend.spec.device_module
+    if event in ("added", "renamed"):  # a renamed backend keeps its old name as an alias
+        _bind(backend.name, mod)
+    elif event == "removed":
+        for name in [n for n, m in _bound.items() if m is mod and n not in _device_modules]:
+            _unbind(name, mod)
+
+
+TABLE.add_listener(_on_backend)
 
 
 def device_module(name: str) -> Any:

@@ -7,6 +7,7 @@ __all__ = [
     "BackendError",
     "DeviceMismatchError",
     "NoKernelError",
+    "OpCheckError",
     "OplibError",
     "PluginError",
     "RegistrationError",
@@ -86,4 +87,15 @@ class PluginError(OplibError, RuntimeError):
 
     def __init__(self, message: str, plugin: str) -> None:
         self.plugin = plugin
+        super().__init__(message)
+
+
+class OpCheckError(OplibError, AssertionError):
+    """A check failed. ``op`` (qualified name), ``check`` (``"test_schema"`` ...) and
+    ``backend`` say where; the message says what differed."""
+
+    def __init__(self, message: str, *, op: str, check: str, backend: str) -> None:
+        self.op = op
+        self.check = check
+        self.backend = backend
         super().__init__(message)

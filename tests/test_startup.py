@@ -105,3 +105,35 @@ print(json.dumps({"before": before, "after": after,
         "after": [True, True, True],
         "isinstance": True,
     }
+
+
+def test_package_drops_its_getattr_once_loaded_and_keeps_every_name():
+    code = """
+import json, oplib_core as oplib
+before = "__getattr__" in vars(oplib)
+oplib.plugins.load()
+import oplib_cuda.device, oplib_privateuse.device
+print(json.dumps({
+    "before": before,
+    "after": "__getattr__" in vars(oplib),
+    "cuda": oplib.cuda is oplib_cuda.device,
+    "privateuse1": oplib.privateuse1 is oplib_privateuse.device,
+    "legacy": oplib.legacy.__name__,
+    "hookimpl": oplib.hookimpl.project_name,
+    "opcheck": callable(oplib.opcheck),
+    "missing": not hasattr(oplib, "no_such_device"),
+}))
+"""
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert json.loads(r.stdout) == {
+        "before": True,
+        "after": False,
+        "cuda": True,
+        "privateuse1": True,
+        "legacy": "oplib_core.legacy",
+        "hookimpl": "oplib",
+        "opcheck": True,
+        "missing": True,
+    }

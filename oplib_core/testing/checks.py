@@ -33,7 +33,7 @@ from ..autograd.gradcheck import GradcheckError, gradcheck
 from ..backends import TABLE, Backend
 from ..device import Device
 from ..dispatcher import OpOverload
-from ..errors import NoKernelError, OplibError
+from ..errors import NoKernelError, OpCheckError
 from ..fake.arrays import FakeArray
 from ..fake.mode import FakeTensorMode
 from ..grad_mode import enable_grad, no_grad
@@ -74,17 +74,6 @@ _TOLERANCES: dict[str, tuple[float, float]] = {
     "complex64": (1.3e-6, 1e-5),
     "complex128": (1e-7, 1e-7),
 }
-
-
-class OpCheckError(OplibError, AssertionError):
-    """A check failed. ``op`` (qualified name), ``check`` (``"test_schema"`` ...) and
-    ``backend`` say where; the message says what differed."""
-
-    def __init__(self, message: str, *, op: str, check: str, backend: str) -> None:
-        self.op = op
-        self.check = check
-        self.backend = backend
-        super().__init__(message)
 
 
 @dataclass(frozen=True, eq=False)
