@@ -203,9 +203,19 @@ def _hook_view(plugin: Any) -> Any:
         for name, value in vars(plugin).items()
         if isinstance(getattr(value, "oplib_impl", None), dict) and inspect.isroutine(value)
     }
-    view = SimpleNamespace(**hooks)
-    view.__name__ = plugin.__name__  # type: ignore[attr-defined]
-    return view
+    return _HookView(plugin.__name__, hooks)
+
+
+class _HookView(SimpleNamespace):
+    """A module's hooks as pluggy sees them; ``dir()`` lists only them (pluggy inspects
+    every name ``dir()`` gives)."""
+
+    def __init__(self, name: str, hooks: dict[str, Any]) -> None:
+        super().__init__(**hooks)
+        self.__name__ = name
+
+    def __dir__(self) -> list[str]:
+        return [n for n in vars(self) if n != "__name__"]
 
 
 def _last_line(e: BaseException) -> str:
