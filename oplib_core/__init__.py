@@ -176,10 +176,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Until the plugins are loaded: lazily imported names (``legacy``, ``hookimpl``,
-    ``hookspec``), and
-    ``oplib_core.<device type>``: the device module of a backend (``oplib.cuda``,
-    ``oplib.npu`` after ``rename_privateuse1_backend("npu")``)."""
+    """Until the plugins are loaded (see ``_settle``): the lazily imported names
+    (``legacy``, ``hookimpl``, ``hookspec``) and ``oplib_core.<device type>``, the device
+    module of a backend (``oplib.cuda``; ``oplib.npu`` after a rename), which loads them."""
     lazy = _LAZY.get(name)
     if lazy is not None:
         module = importlib.import_module(f".{lazy[0]}", __name__)
