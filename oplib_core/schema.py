@@ -534,6 +534,18 @@ def _unescape(literal: str, schema: str, pos: int) -> str:
 
 # -------------------------------------------------------------------------- parser
 
+# Types are immutable and few (``Tensor``, ``int[]``, ``Tensor?`` ...): the parser shares
+# one object per type instead of building it again for each argument.
+_TYPES: dict[tuple[Any, ...], Any] = {}
+
+
+def _interned(cls: type[Any], *fields: Any) -> Any:
+    key = (cls, *fields)
+    t = _TYPES.get(key)
+    if t is None:
+        t = _TYPES[key] = cls(*fields)
+    return t
+
 
 class _Lit:
     """A parsed default value: ``kind`` is none/bool/int/float/str/ident/list."""
@@ -627,7 +639,7 @@ class _Parser:
                 f"unknown type {tok.text!r}; expected one of {', '.join(BASE_TYPES)}", tok.pos
             )
         self.next()
-        t: SchemaType = BaseType(tok.text)
+        t: SchemaType = _interned(BaseType, tok.text)
         annotation = None
         if self.at("("):
             ann_pos = self.peek().pos
@@ -640,7 +652,7 @@ class _Parser:
                 q = self.next()
                 if isinstance(t, OptionalType):
                     raise self.error(f"type '{t}' is already optional", q.pos)
-                t = OptionalType(t)
+                t = _interned(OptionalType, t)
             elif self.at("["):
                 lb = self.next()
                 if t.is_list():
@@ -654,7 +666,7 @@ class _Parser:
                         )
                     size = int(num.text)
                 self.expect("]", "to close the list type" if size else "or a list size")
-                t = ListType(t, size)
+                t = _interned(ListType, t, size)
             else:
                 return t, annotation, tok.pos
 
