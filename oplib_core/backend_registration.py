@@ -182,8 +182,11 @@ def _unbind(name: str, module: Any) -> None:
 
 def _on_backend(event: str, backend: Any) -> None:
     mod = backend.spec.device_module
-    if event in ("added", "renamed"):  # a renamed backend keeps its old name as an alias
-        _bind(backend.name, mod)
+    if event in ("added", "renamed"):
+        # Every name TABLE.find resolves to it: a renamed backend keeps its old name as an
+        # alias, also when the rename came before the backend registered.
+        for name in (backend.name, *TABLE.aliases_of(backend.name)):
+            _bind(name, mod)
     elif event == "removed":
         for name in [n for n, m in _bound.items() if m is mod and n not in _device_modules]:
             _unbind(name, mod)

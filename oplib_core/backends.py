@@ -348,6 +348,10 @@ class BackendTable:
         ensure()
         return self._backends.get(self._renames.get(name, name))
 
+    def aliases_of(self, name: str) -> list[str]:
+        """The old names that ``get``/``find`` map to backend ``name``."""
+        return [old for old, new in self._renames.items() if new == name]
+
     def by_key(self, key: str) -> Backend | None:
         ensure()
         for b in self._backends.values():

@@ -189,12 +189,14 @@ def test_env_var_renames_at_plugin_load():
         import oplib_privateuse.device as devmod
         OUT["names"] = [b.name for b in oplib.backends.list()]
         OUT["module"] = oplib.npu is devmod
+        OUT["alias"] = oplib.privateuse1 is devmod  # renamed before it registered
         OUT["count"] = oplib.npu.device_count()
     """,
         env={"OPLIB_PRIVATEUSE1_NAME": "npu"},
     )
     assert "npu" in out["names"] and "privateuse1" not in out["names"]
     assert out["module"] is True
+    assert out["alias"] is True
     assert out["count"] == 2
 
 
