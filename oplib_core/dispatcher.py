@@ -517,20 +517,6 @@ class OpOverload(FastCall):
         active, a tensor argument is not a Tensor, the arrays' class is not cached yet...)."""
         if _active[0] or len(args) != self._npos:
             return MISS
-        if len(args) == 1 and self._single_plain_return:  # one Tensor in, one out
-            a = args[0]
-            if type(a) is not Tensor:
-                return MISS
-            data = a._data
-            fn = self._tcache.get(type(data))
-            if fn is None:
-                return MISS
-            t = _new(Tensor)
-            t._data = fn(data)
-            t._rg = False
-            t.grad = None
-            t.grad_fn = None
-            return t
         native = list(args)
         cls: Any = None
         for i in self._key_pos:
@@ -548,12 +534,7 @@ class OpOverload(FastCall):
             return MISS
         out = fn(*native)
         if self._single_plain_return:
-            t = _new(Tensor)
-            t._data = out
-            t._rg = False
-            t.grad = None
-            t.grad_fn = None
-            return t
+            return Tensor._wrap(out)
         return self._wrap(out, list(args), {})
 
     # -- slow path --------------------------------------------------------------------------
