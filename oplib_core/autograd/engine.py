@@ -499,6 +499,17 @@ def _as_list(x: Any) -> list[Any]:
     return [x]
 
 
+def _one_per(outs: list[Any], given: Any, api: str, what: str, each: str) -> list[Any]:
+    """The gradients given for ``outs`` (None for each when none were given), one per
+    output or an error saying so."""
+    grads = [None] * len(outs) if given is None else _as_list(given)
+    if len(grads) != len(outs):
+        raise RuntimeError(
+            f"{api}: got {len(grads)} {what} for {len(outs)} {each}s; pass one per {each}"
+        )
+    return grads
+
+
 def backward(
     tensors: Any,
     grad_tensors: Any = None,
@@ -507,11 +518,7 @@ def backward(
 ) -> None:
     """Accumulate the gradients of ``tensors`` (w.r.t. the graph's leaves) into ``.grad``."""
     outs = _as_list(tensors)
-    grads = [None] * len(outs) if grad_tensors is None else _as_list(grad_tensors)
-    if len(grads) != len(outs):
-        raise RuntimeError(
-            f"backward(): got {len(grads)} gradients for {len(outs)} tensors; pass one per tensor"
-        )
+    grads = _one_per(outs, grad_tensors, "backward()", "gradients", "tensor")
     if retain_graph is None:
         retain_graph = create_graph
     run_backward(outs, grads, retain_graph=retain_graph, create_graph=create_graph)
@@ -530,11 +537,7 @@ def grad(
     can be differentiated again."""
     outs = _as_list(outputs)
     ins = _as_list(inputs)
-    grads = [None] * len(outs) if grad_outputs is None else _as_list(grad_outputs)
-    if len(grads) != len(outs):
-        raise RuntimeError(
-            f"grad(): got {len(grads)} grad_outputs for {len(outs)} outputs; pass one per output"
-        )
+    grads = _one_per(outs, grad_outputs, "grad()", "grad_outputs", "output")
     if retain_graph is None:
         retain_graph = create_graph
     result = run_backward(
