@@ -31,14 +31,19 @@ def catch(fn, *args, **kwargs):
 _MARK = "@@OUT@@"
 
 
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 60) -> dict[str, Any]:
+def run_python(
+    code: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path | str = ROOT,
+) -> dict[str, Any]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_")}
     full_env.update(env or {})
     epilogue = f"\nprint({_MARK!r} + json.dumps(OUT, default=str))\n"
     script = _PRELUDE + textwrap.dedent(code) + epilogue
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=full_env,
-        timeout=timeout, cwd=ROOT, check=False,
+        timeout=timeout, cwd=cwd, check=False,
     )
     if proc.returncode != 0:
         raise AssertionError(f"snippet failed (exit {proc.returncode}):\n{proc.stderr}")

@@ -3,120 +3,89 @@ first use) imports no heavy array library."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from pathlib import Path
+
+from subproc import ROOT, run_python
 
 HEAVY = ("cupy", "dask", "distributed", "torch", "jax")
 
 
-def run_json(code: str) -> dict:
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+def metadata_scanned(cache_dir: Path, cwd: Path = ROOT) -> bool:
+    """Whether loading the plugins imported ``importlib.metadata`` (scanned the installed
+    distributions instead of reading the entry-point cache in ``cache_dir``)."""
+    out = run_python(
+        "import sys, oplib_core; oplib_core.plugins.load()\n"
+        "OUT['scanned'] = 'importlib.metadata' in sys.modules",
+        env={"OPLIB_CACHE_DIR": str(cache_dir)},
+        cwd=cwd,
     )
-    return json.loads(r.stdout)
+    return out["scanned"]
 
 
 def test_loading_the_plugins_imports_no_heavy_library():
-    data = run_json(
-        "import sys, json, numpy as np, oplib_core as oplib\n"
+    data = run_python(
+        "import sys, numpy as np, oplib_core as oplib\n"
         "oplib.ops.oplib.sin(np.ones(2)); oplib.backends.list(); oplib.device('cpu')\n"
-        "print(json.dumps({'modules': sorted(m.split('.')[0] for m in sys.modules),"
-        " 'plugins': [p.name for p in oplib.plugins.list() if p.status == 'loaded']}))"
+        "OUT.update({'modules': sorted(m.split('.')[0] for m in sys.modules),"
+        " 'plugins': [p.name for p in oplib.plugins.list() if p.status == 'loaded']})"
     )
     assert {"cpu", "meta", "cuda", "dask", "privateuse"} <= set(data["plugins"])
     assert not [m for m in HEAVY if m in data["modules"]]
 
 
 def test_import_defers_the_plugins_to_first_use():
-    data = run_json(
-        "import sys, json, oplib_core as oplib\n"
+    data = run_python(
+        "import sys, oplib_core as oplib\n"
         "before = (oplib.startup.is_loaded(), 'oplib_cpu' in sys.modules,\n"
         "          'oplib_core.core_plugin' in sys.modules)\n"
         "sin = oplib.ops.oplib.sin\n"
-        "print(json.dumps({'before': before, 'after': (oplib.startup.is_loaded(),\n"
-        "                  'oplib_cpu' in sys.modules)}))"
+        "OUT.update({'before': before, 'after': (oplib.startup.is_loaded(),\n"
+        "            'oplib_cpu' in sys.modules)})"
     )
     assert data["before"] == [False, False, False]
     assert data["after"] == [True, True]
 
 
 def test_plugins_load_loads_them_now_and_once():
-    data = run_json(
-        "import json, oplib_core as oplib\n"
+    data = run_python(
+        "import oplib_core as oplib\n"
         "oplib.plugins.load(); first = [p.name for p in oplib.plugins.list()]\n"
         "oplib.plugins.load()\n"
-        "print(json.dumps({'loaded': oplib.startup.is_loaded(), 'first': first,\n"
-        "                  'again': [p.name for p in oplib.plugins.list()]}))"
+        "OUT.update({'loaded': oplib.startup.is_loaded(), 'first': first,\n"
+        "            'again': [p.name for p in oplib.plugins.list()]})"
     )
     assert data["loaded"] is True
     assert "cpu" in data["first"] and data["first"] == data["again"]
 
 
 def test_warm_start_does_not_scan_distribution_metadata(tmp_path):
-    env = {"OPLIB_CACHE_DIR": str(tmp_path)}
-    code = (
-        "import sys, oplib_core; oplib_core.plugins.load(); "
-        "print('importlib.metadata' in sys.modules)"
-    )
-
-    def run():
-        import os
-
-        r = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, **env},
-        )
-        return r.stdout.strip()
-
-    assert run() == "True"  # cold: the entry points are scanned and cached
-    assert run() == "False"  # warm: read from the cache, importlib.metadata never imported
+    assert metadata_scanned(tmp_path) is True  # cold: the entry points are scanned and cached
+    assert metadata_scanned(tmp_path) is False  # warm: read from the cache, never imported
 
 
 def test_cli_module_is_not_imported_at_start_up():
-    code = (
-        "import sys, oplib_core; oplib_core.plugins.load(); print('oplib_core.cli' in sys.modules)"
+    data = run_python(
+        "import sys, oplib_core; oplib_core.plugins.load()\n"
+        "OUT['cli'] = 'oplib_core.cli' in sys.modules"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert r.stdout.strip() == "False"
+    assert data["cli"] is False
 
 
 def test_cache_survives_changes_in_the_current_directory(tmp_path):
-    import os
-
-    env = {**os.environ, "OPLIB_CACHE_DIR": str(tmp_path / "cache")}
+    cache = tmp_path / "cache"
     work = tmp_path / "project"
     work.mkdir()
-    code = (
-        "import sys, oplib_core; oplib_core.plugins.load(); "
-        "print('importlib.metadata' in sys.modules)"
-    )
-
-    def run():
-        r = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-            cwd=work,
-        )
-        return r.stdout.strip()
-
-    assert run() == "True"  # cold
+    assert metadata_scanned(cache, cwd=work) is True  # cold
     (work / "new_file.txt").write_text("the project directory changed")
-    assert run() == "False"  # still a cache hit
+    assert metadata_scanned(cache, cwd=work) is False  # still a cache hit
 
 
 def test_importing_a_submodule_does_not_load_the_plugins():
     # ``from oplib_core import cli`` first asks the package for the attribute ``cli``; the
     # package's __getattr__ (device modules) must not load the plugins to answer that.
-    data = run_json(
-        "import json, oplib_core as oplib\n"
+    data = run_python(
+        "import oplib_core as oplib\n"
         "from oplib_core import cli, introspect\n"
-        "print(json.dumps({'loaded': oplib.startup.is_loaded()}))"
+        "OUT['loaded'] = oplib.startup.is_loaded()"
     )
     assert data == {"loaded": False}

@@ -3,12 +3,10 @@ also when many threads make that first use at the same time."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from subproc import run_python
 
 RACE = """
-import json, threading
+import threading
 import numpy as np
 import oplib_core as oplib
 
@@ -34,21 +32,15 @@ def first_use(i):
 threads = [threading.Thread(target=first_use, args=(i,)) for i in range(N)]
 for t in threads: t.start()
 for t in threads: t.join()
-print(json.dumps({"results": results, "errors": errors,
-                  "backends": sorted(b.name for b in oplib.backends.list()),
-                  "plugins": sorted(p.name for p in oplib.plugins.list())}))
+OUT.update({"results": results, "errors": errors,
+            "backends": sorted(b.name for b in oplib.backends.list()),
+            "plugins": sorted(p.name for p in oplib.plugins.list())})
 """
 
 
 def test_concurrent_first_use_sees_the_whole_table():
     for _ in range(3):  # the race is timing-dependent: try it a few times
-        r = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", RACE],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out = json.loads(r.stdout)
+        out = run_python(RACE)
         assert out["errors"] == []
         for i, value in enumerate(out["results"]):
             expected = [0.8414709848078965, out["backends"], 2.0, out["plugins"]][i % 4]
@@ -58,7 +50,7 @@ def test_concurrent_first_use_sees_the_whole_table():
 
 def test_plugins_load_once_even_when_a_loader_registers_plugins_itself():
     code = """
-import json, oplib_core as oplib
+import oplib_core as oplib
 from oplib_core import startup
 calls = []
 
@@ -73,18 +65,14 @@ def loader():
 
 startup.defer(loader)
 ops = [sorted(oplib.ops.late.f.overloads()), oplib.ops.oplib.sin is not None]
-print(json.dumps({"calls": len(calls), "ops": ops, "loaded": startup.is_loaded()}))
+OUT.update({"calls": len(calls), "ops": ops, "loaded": startup.is_loaded()})
 """
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
-    )
-    out = json.loads(r.stdout)
-    assert out == {"calls": 1, "ops": [["default"], True], "loaded": True}
+    assert run_python(code) == {"calls": 1, "ops": [["default"], True], "loaded": True}
 
 
 def test_filled_singletons_are_plain_instances():
     code = """
-import json, oplib_core as oplib
+import oplib_core as oplib
 from oplib_core.registry import REGISTRY, Registry
 from oplib_core.backends import TABLE, BackendTable
 from oplib_core.plugins import HOST, PluginHost
@@ -92,15 +80,11 @@ pairs = ((REGISTRY, Registry), (TABLE, BackendTable), (HOST, PluginHost))
 before = [type(o) is c for o, c in pairs]
 oplib.ops.oplib.sin
 after = [type(o) is c for o, c in pairs]
-print(json.dumps({"before": before, "after": after,
-                  "isinstance": isinstance(REGISTRY, Registry)}))
+OUT.update({"before": before, "after": after, "isinstance": isinstance(REGISTRY, Registry)})
 """
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
-    )
     # Before first use each is a subclass with a __getattr__ that fills it in; after, the
     # plain class, so attribute reads on the hot path pay nothing for the laziness.
-    assert json.loads(r.stdout) == {
+    assert run_python(code) == {
         "before": [False, False, False],
         "after": [True, True, True],
         "isinstance": True,
@@ -109,11 +93,11 @@ print(json.dumps({"before": before, "after": after,
 
 def test_package_drops_its_getattr_once_loaded_and_keeps_every_name():
     code = """
-import json, oplib_core as oplib
+import oplib_core as oplib
 before = "__getattr__" in vars(oplib)
 oplib.plugins.load()
 import oplib_cuda.device, oplib_privateuse.device
-print(json.dumps({
+OUT.update({
     "before": before,
     "after": "__getattr__" in vars(oplib),
     "cuda": oplib.cuda is oplib_cuda.device,
@@ -122,12 +106,9 @@ print(json.dumps({
     "hookimpl": oplib.hookimpl.project_name,
     "opcheck": callable(oplib.opcheck),
     "missing": not hasattr(oplib, "no_such_device"),
-}))
+})
 """
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
-    )
-    assert json.loads(r.stdout) == {
+    assert run_python(code) == {
         "before": True,
         "after": False,
         "cuda": True,
