@@ -60,14 +60,17 @@ def bench_dask(shape, chunks, workers: int, repeat: int) -> tuple[float, float]:
     import dask.array as da
     from distributed import Client, LocalCluster, wait
 
-    with LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        memory_limit=0,
-    ) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            memory_limit=0,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         x = da.random.default_rng(0).random(shape, chunks=chunks)
         x = client.persist(x)
         wait(x)
@@ -154,8 +157,10 @@ def main() -> None:
     chunks = (rows_per_chunk, shape[1])
     nbytes = shape[0] * shape[1] * 8
     nchunks = -(-shape[0] // rows_per_chunk)
-    print(f"x: {shape} float64 = {nbytes / 1e9:.2f} GB in {nchunks} chunks of "
-          f"{chunks} ({rows_per_chunk * shape[1] * 8 / 1e6:.0f} MB); cores: {os.cpu_count()}")
+    print(
+        f"x: {shape} float64 = {nbytes / 1e9:.2f} GB in {nchunks} chunks of "
+        f"{chunks} ({rows_per_chunk * shape[1] * 8 / 1e6:.0f} MB); cores: {os.cpu_count()}"
+    )
     print("computation: sum(tanh(sin(x) * 2), dim=[1])\n")
 
     t_np = bench_numpy(shape, args.repeat)
@@ -164,14 +169,18 @@ def main() -> None:
     for w in args.workers:
         total, build = bench_dask(shape, chunks, w, args.repeat)
         results[w] = total
-        print(f"{f'oplib on dask, {w} worker(s)':<34} {total:8.2f} s   "
-              f"(graph build {build * 1e3:.1f} ms; vs numpy x{t_np / total:.2f})")
+        print(
+            f"{f'oplib on dask, {w} worker(s)':<34} {total:8.2f} s   "
+            f"(graph build {build * 1e3:.1f} ms; vs numpy x{t_np / total:.2f})"
+        )
     if 1 in results and len(results) > 1:
         for w, t in results.items():
             if w != 1:
                 print(f"speed-up {w} workers vs 1: x{results[1] / t:.2f}")
-        print(f"(ceiling on this machine: two numpy processes at once run "
-              f"x{machine_parallelism():.2f} faster than one after the other)")
+        print(
+            f"(ceiling on this machine: two numpy processes at once run "
+            f"x{machine_parallelism():.2f} faster than one after the other)"
+        )
 
     print("\ngraph build for 10,000 chunks (median of 7; ms):")
     print(f"{'':<40} {'build':>8} {'+ materialise':>14}")

@@ -12,18 +12,10 @@ import importlib
 import os
 from typing import Any
 
-from . import autograd, backend_registration, backends, plugins, startup
-from .autograd import register_autograd
-from .backend_registration import (
-    generate_methods_for_privateuse1_backend,
-    register_device_module,
-    rename_privateuse1_backend,
-)
-from .backends import BackendSpec, device
-from .custom_op import CustomOpDef, custom_op
-from .device import Device
-from .dispatcher import DispatchKeySet, DispatchMode, OpOverload
-from .dtypes import (
+from . import _startup, autograd, backend_registration, backends, plugins
+from ._device import Device
+from ._dispatcher import DispatchKeySet, DispatchMode, OpOverload
+from ._dtypes import (
     bool_,
     float16,
     float32,
@@ -33,19 +25,8 @@ from .dtypes import (
     int64,
     set_default_dtype,
 )
-from .errors import (
-    AutogradUnsupportedError,
-    BackendError,
-    DeviceMismatchError,
-    NoKernelError,
-    OpCheckError,
-    OplibError,
-    PluginError,
-    RegistrationError,
-    SchemaError,
-)
-from .explain import DispatchExplanation, explain
-from .factories import (
+from ._explain import DispatchExplanation, explain
+from ._factories import (
     arange,
     empty,
     empty_like,
@@ -57,10 +38,33 @@ from .factories import (
     zeros,
     zeros_like,
 )
+from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._infer_schema import infer_schema
+from ._schema import FunctionSchema, parse_schema
+from ._tags import Tag
+from ._tensor import Tensor
+from ._version import __version__
+from .autograd import register_autograd
+from .backend_registration import (
+    generate_methods_for_privateuse1_backend,
+    register_device_module,
+    rename_privateuse1_backend,
+)
+from .backends import BackendSpec, device
+from .custom_op import CustomOpDef, custom_op
+from .errors import (
+    AutogradUnsupportedError,
+    BackendError,
+    DeviceMismatchError,
+    NoKernelError,
+    OpCheckError,
+    OplibError,
+    PluginError,
+    RegistrationError,
+    SchemaError,
+)
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
-from .fake.mode import FakeTensorMode
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .infer_schema import infer_schema
+from .fake._mode import FakeTensorMode
 from .library import (
     Library,
     define,
@@ -71,10 +75,6 @@ from .library import (
     register_kernel,
 )
 from .ops import OpOverloadPacket, ops
-from .schema import FunctionSchema, parse_schema
-from .tags import Tag
-from .tensor import Tensor
-from .version import __version__
 
 __all__ = [
     "AutogradUnsupportedError",
@@ -161,7 +161,7 @@ def opcheck(
 ) -> dict[str, Any]:
     """:func:`oplib_core.testing.opcheck` (imported on first call: the checking machinery
     is not needed to run ops)."""
-    from .testing.checks import opcheck as run
+    from .testing._checks import opcheck as run
 
     return run(op, args, kwargs, **options)
 
@@ -203,15 +203,15 @@ def _is_submodule(name: str) -> bool:
 
 
 def _load_plugins() -> None:
-    from . import core_plugin
-    from .autograd import core_formulas
-    from .fake import core_fakes
-    from .testing import core_samples
+    from . import _core_plugin
+    from .autograd import _core_formulas
+    from .fake import _core_fakes
+    from .testing import _core_samples
 
-    plugins.HOST.register(core_plugin, name="core")
-    plugins.HOST.register(core_fakes, name="core-fake")
-    plugins.HOST.register(core_formulas, name="core-autograd")
-    plugins.HOST.register(core_samples, name="core-samples")
+    plugins.HOST.register(_core_plugin, name="core")
+    plugins.HOST.register(_core_fakes, name="core-fake")
+    plugins.HOST.register(_core_formulas, name="core-autograd")
+    plugins.HOST.register(_core_samples, name="core-samples")
     plugins.HOST.load_entry_points()
     _settle()
 
@@ -230,4 +230,4 @@ def _settle() -> None:
     g.pop("__getattr__", None)
 
 
-startup.defer(_load_plugins)
+_startup.defer(_load_plugins)

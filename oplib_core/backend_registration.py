@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from ._device import Device, parse_device
+from ._registry import _WELL_KNOWN_KEYS, REGISTRY
+from ._startup import LOCK, ensure
+from ._tensor import Tensor
 from .backends import TABLE
-from .device import Device, parse_device
 from .errors import BackendError
-from .registry import _WELL_KNOWN_KEYS, REGISTRY
-from .startup import LOCK, ensure
-from .tensor import Tensor
 
 __all__ = [
     "generate_methods_for_privateuse1_backend",

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .device import Device, parse_device
+from ._device import Device, parse_device
+from ._records import Record
+from ._startup import LOCK, deferred, ensure
 from .errors import BackendError
-from .records import Record
-from .startup import LOCK, deferred, ensure
 
 __all__ = [
     "Backend",

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import introspect
-from .explain import explain
-from .factories import ones
+from . import _introspect as introspect
+from ._explain import explain
+from ._factories import ones
+from ._registry import REGISTRY
 from .plugins import HOST
-from .registry import REGISTRY
 
 __all__ = ["main"]
 
@@ -195,8 +195,8 @@ def _short(text: str, width: int = 100) -> str:
 
 def _check(args: argparse.Namespace) -> int:
     # only this command needs the checking machinery
-    from .testing.checks import CHECKS, FAIL, SKIP
-    from .testing.runner import UnknownName, check_ops
+    from .testing._checks import CHECKS, FAIL, SKIP
+    from .testing._runner import UnknownName, check_ops
 
     try:
         report = check_ops(args.qualname or None, args.backend or None)

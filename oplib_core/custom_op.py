@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .autograd.registration import register_autograd
-from .dispatcher import FAST_FIELDS, FastCall, OpOverload
-from .infer_schema import infer_schema
+from ._dispatcher import FAST_FIELDS, FastCall, OpOverload
+from ._infer_schema import infer_schema
+from ._registry import FAKE, REGISTRY
+from ._tags import Tag
+from .autograd._registration import register_autograd
 from .library import Library, _normalize_types, _register_many
-from .registry import FAKE, REGISTRY
-from .tags import Tag
 
 __all__ = ["CustomOpDef", "custom_op"]
 

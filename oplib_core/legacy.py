@@ -25,13 +25,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .autograd.registration import Formula
-from .dispatcher import OpOverload
-from .infer_schema import infer_schema
+from ._dispatcher import OpOverload
+from ._infer_schema import infer_schema
+from ._registry import AUTOGRAD, REGISTRY, Handle, _location_of
+from ._schema import BaseType, ListType, OptionalType, parse_signature
+from ._tensor import Tensor
+from .autograd._registration import Formula
 from .library import Library, _register_many, register_fake
-from .registry import AUTOGRAD, REGISTRY, Handle, _location_of
-from .schema import BaseType, ListType, OptionalType, parse_signature
-from .tensor import Tensor
 
 __all__ = ["custom_op", "impl", "impl_abstract", "impl_backward", "impl_save_for_backward"]
 

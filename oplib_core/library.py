@@ -11,12 +11,12 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from .dispatcher import OpOverload
+from ._dispatcher import OpOverload
+from ._registry import FAKE, REGISTRY, Handle, fallthrough_kernel, origin_of
+from ._schema import parse_schema, parse_signature
+from ._tags import Tag
 from .errors import RegistrationError
 from .ops import OpOverloadPacket
-from .registry import FAKE, REGISTRY, Handle, fallthrough_kernel, origin_of
-from .schema import parse_schema, parse_signature
-from .tags import Tag
 
 __all__ = [
     "Library",

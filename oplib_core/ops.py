@@ -8,9 +8,9 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .dispatcher import FAST_FIELDS, FastCall, OpOverload
-from .registry import REGISTRY, OpEntry
-from .startup import ensure
+from ._dispatcher import FAST_FIELDS, FastCall, OpOverload
+from ._registry import REGISTRY, OpEntry
+from ._startup import ensure
 
 __all__ = ["OpOverloadPacket", "ops"]
 

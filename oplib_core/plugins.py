@@ -15,7 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from .autograd.registration import register_autograd
+from ._registry import REGISTRY, Handle, PluginContext, current_plugin
+from ._schema import parse_schema, parse_signature
+from ._startup import LOCK, deferred, ensure
+from ._tags import Tag
+from ._version import __version__
+from .autograd._registration import register_autograd
 from .backends import TABLE, BackendSpec
 from .errors import PluginError
 from .library import (
@@ -26,16 +31,11 @@ from .library import (
     register_fake,
     register_kernel,
 )
-from .registry import REGISTRY, Handle, PluginContext, current_plugin
-from .schema import parse_schema, parse_signature
-from .startup import LOCK, deferred, ensure
-from .tags import Tag
-from .version import __version__
 
 if TYPE_CHECKING:
     import pluggy
 
-    from .discovery import EntryPointInfo
+    from ._discovery import EntryPointInfo
 
 __all__ = [
     "PluginRecord",
@@ -260,7 +260,7 @@ class PluginHost:
         )
         if not self.autoload:
             return
-        from .discovery import find_entry_points
+        from ._discovery import find_entry_points
 
         loaded: list[PluginRecord] = []
         for ep in find_entry_points(__version__):
@@ -292,8 +292,8 @@ class PluginHost:
             self.pm.set_blocked(ep.name)
             record.status = "blocked"
             return None
-        from .discovery import CORE_DISTRIBUTION
-        from .discovery import load as load_entry_point
+        from ._discovery import CORE_DISTRIBUTION
+        from ._discovery import load as load_entry_point
 
         if not ep.compatible:
             record.status = "incompatible"

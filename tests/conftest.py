@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 
 import oplib_core as oplib
 from oplib_core import library as _library
-from oplib_core.device import Device
+from oplib_core._device import Device
 
 # These VMs stall for seconds at times: Hypothesis's timing checks (a slow draw, a slow
 # example) would then fail tests about schemas, not about speed. Speed lives in bench/.

@@ -42,12 +42,17 @@ def run_python(
     epilogue = f"\nprint({_MARK!r} + json.dumps(OUT, default=str))\n"
     script = _PRELUDE + textwrap.dedent(code) + epilogue
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=full_env,
-        timeout=timeout, cwd=cwd, check=False,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
     )
     if proc.returncode != 0:
         raise AssertionError(f"snippet failed (exit {proc.returncode}):\n{proc.stderr}")
     for line in proc.stdout.splitlines():
         if line.startswith(_MARK):
-            return json.loads(line[len(_MARK):])
+            return json.loads(line[len(_MARK) :])
     raise AssertionError(f"snippet printed no result:\n{proc.stdout}\n{proc.stderr}")

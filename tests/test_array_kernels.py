@@ -8,12 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from oplib_core.device import Device
-from oplib_core.dtypes import get_default_dtype, set_default_dtype
+from oplib_core._device import Device
+from oplib_core._dtypes import get_default_dtype, set_default_dtype
+from oplib_core._opset import CORE_OPS
+from oplib_core._schema import parse_schema
+from oplib_core._tags import Tag
 from oplib_core.kernels import array_kernels, check_kernels
-from oplib_core.opset import CORE_OPS
-from oplib_core.schema import parse_schema
-from oplib_core.tags import Tag
 
 K = array_kernels(np)
 F32 = np.float32

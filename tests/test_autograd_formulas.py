@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
+from oplib_core._opset import CORE_OPS
+from oplib_core._registry import AUTOGRAD, REGISTRY
 from oplib_core.autograd import GradcheckError, grad, gradcheck
-from oplib_core.autograd.formulas import FORMULAS, NON_DIFFERENTIABLE
-from oplib_core.opset import CORE_OPS
-from oplib_core.registry import AUTOGRAD, REGISTRY
+from oplib_core.autograd._formulas import FORMULAS, NON_DIFFERENTIABLE
 
 OPS = oplib.ops.oplib
 rng = np.random.default_rng(0)

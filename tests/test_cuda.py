@@ -13,10 +13,10 @@ from subproc import run_python
 
 import oplib_core as oplib
 from oplib_core import backend_registration as br
-from oplib_core.device import Device
+from oplib_core._device import Device
+from oplib_core._opset import CORE_OPS
+from oplib_core._registry import REGISTRY
 from oplib_core.errors import BackendError
-from oplib_core.opset import CORE_OPS
-from oplib_core.registry import REGISTRY
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 STATUS = oplib.backends.get("cuda").status()
@@ -127,10 +127,11 @@ def test_import_never_touches_cupy():
 
 
 def test_third_party_cuda_kernel_waits_for_the_backend():
-    out = run_python("""
+    out = run_python(
+        """
         import oplib_core as oplib
-        from oplib_core.introspect import op_detail
-        from oplib_core.registry import REGISTRY
+        from oplib_core._introspect import op_detail
+        from oplib_core._registry import REGISTRY
         import oplib_cuda.plugin
         oplib.define("thirdparty::f", "(Tensor x) -> Tensor")
         oplib.register_kernel("thirdparty::f", "cuda", lambda x: x)
@@ -140,7 +141,9 @@ def test_third_party_cuda_kernel_waits_for_the_backend():
         OUT["after"] = REGISTRY.kernel_status("cuda")
         detail = op_detail("thirdparty::f")
         OUT["kernels"] = [(k["key"], k["status"]) for k in detail["kernels"]]
-    """, env={"OPLIB_DISABLE_PLUGINS": "cuda"})
+    """,
+        env={"OPLIB_DISABLE_PLUGINS": "cuda"},
+    )
     assert "cuda" not in out["names_before"]
     assert out["before"] == "waiting"
     assert out["after"] == "live"

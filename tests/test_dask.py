@@ -214,8 +214,14 @@ def test_graph_build_runs_no_kernel_and_meta_comes_from_the_fake_kernel(ns, x):
         seen.append(x.shape)
         return (np.tanh(x / t) * t).astype(np.float16)
 
-    op = _define(ns, "clip16", "(Tensor x, float t) -> Tensor", (oplib.Tag.pointwise,), cpu,
-                 lambda x, t: x.new_empty(x.shape, np.float16))
+    op = _define(
+        ns,
+        "clip16",
+        "(Tensor x, float t) -> Tensor",
+        (oplib.Tag.pointwise,),
+        cpu,
+        lambda x, t: x.new_empty(x.shape, np.float16),
+    )
     y = op(x, 0.5)
     assert seen == []  # lazy: nothing ran, not even on empty arrays
     assert y.dtype == np.float16
@@ -269,8 +275,14 @@ def test_generic_reduction_for_a_tagged_third_party_op(ns, x):
         keep = [1 if i in dims else s for i, s in enumerate(x.shape)]
         return x.new_empty(keep if keepdim else [s for i, s in enumerate(x.shape) if i not in dims])
 
-    op = _define(ns, "l2", "(Tensor x, int[] dim, bool keepdim=False) -> Tensor",
-                 (oplib.Tag.reduction,), l2, fake)
+    op = _define(
+        ns,
+        "l2",
+        "(Tensor x, int[] dim, bool keepdim=False) -> Tensor",
+        (oplib.Tag.reduction,),
+        l2,
+        fake,
+    )
     xn = x.compute()
     y = op(x, [1])
     assert y.shape == (100,) and y.chunks == ((30, 30, 30, 10),)
@@ -281,8 +293,14 @@ def test_generic_reduction_for_a_tagged_third_party_op(ns, x):
 
 
 def test_an_author_kernel_comes_before_the_generic_one(ns, x):
-    op = _define(ns, "plus1", "(Tensor x) -> Tensor", (oplib.Tag.pointwise,), lambda x: x + 1,
-                 lambda x: oplib.empty_like(x))
+    op = _define(
+        ns,
+        "plus1",
+        "(Tensor x) -> Tensor",
+        (oplib.Tag.pointwise,),
+        lambda x: x + 1,
+        lambda x: oplib.empty_like(x),
+    )
     generic = op(x)
     assert generic.name.startswith(f"{ns}.plus1-")  # the chunk-wise fallback built this graph
     calls = []
@@ -297,8 +315,14 @@ def test_an_author_kernel_comes_before_the_generic_one(ns, x):
 
 
 def test_untagged_op_without_dask_kernel_says_how_to_get_one(ns, x):
-    op = _define(ns, "sortrows", "(Tensor x) -> Tensor", (), lambda x: np.sort(x, axis=1),
-                 lambda x: oplib.empty_like(x))
+    op = _define(
+        ns,
+        "sortrows",
+        "(Tensor x) -> Tensor",
+        (),
+        lambda x: np.sort(x, axis=1),
+        lambda x: oplib.empty_like(x),
+    )
     with pytest.raises(oplib.NoKernelError, match=r"register_kernel\('.*sortrows', 'dask'\)") as e:
         op(x)
     assert "oplib_dask.single_chunk(op)" in str(e.value)
@@ -310,8 +334,14 @@ def test_untagged_op_without_dask_kernel_says_how_to_get_one(ns, x):
 
 
 def test_op_without_kernel_for_the_chunks_fails_at_graph_build(ns, x):
-    op = _define(ns, "fakeonly", "(Tensor x) -> Tensor", (oplib.Tag.pointwise,), None,
-                 lambda x: oplib.empty_like(x))
+    op = _define(
+        ns,
+        "fakeonly",
+        "(Tensor x) -> Tensor",
+        (oplib.Tag.pointwise,),
+        None,
+        lambda x: oplib.empty_like(x),
+    )
     with pytest.raises(oplib.NoKernelError, match="chunks are cpu arrays"):
         op(x)
 

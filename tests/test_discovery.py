@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from oplib_core import discovery
-from oplib_core.version import __version__
+from oplib_core import _discovery as discovery
+from oplib_core._version import __version__
 
 
 @pytest.fixture

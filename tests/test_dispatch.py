@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
+from oplib_core._registry import REGISTRY
 from oplib_core.library import _scoped_library
-from oplib_core.registry import REGISTRY
 
 
 def _packet(ns: str, name: str):
@@ -555,9 +555,7 @@ def test_factory_dispatches_on_device_argument(lib, ns, toy):
     make = _define(lib, "make(int n, *, Device? device=None) -> Tensor")
     seen = []
     lib.impl("make", lambda n, *, device: seen.append(("cpu", device)) or np.zeros(n), "cpu")
-    lib.impl(
-        "make", lambda n, *, device: seen.append(("toy", device)) or toy(np.zeros(n)), "toy"
-    )
+    lib.impl("make", lambda n, *, device: seen.append(("toy", device)) or toy(np.zeros(n)), "toy")
     assert type(make(2)) is np.ndarray
     assert type(make(2, device=None)) is np.ndarray
     assert type(make(2, device="toy:1")) is toy
@@ -578,8 +576,11 @@ def test_factory_dispatches_on_device_argument(lib, ns, toy):
 def test_core_factory_on_second_backend(toy):
     with _scoped_library("oplib", "IMPL") as lib:
         lib.impl(
-            "zeros", lambda size, *, dtype, device: toy(np.zeros(size, dtype or np.float32),
-                                                        device.index or 0), "toy",
+            "zeros",
+            lambda size, *, dtype, device: toy(
+                np.zeros(size, dtype or np.float32), device.index or 0
+            ),
+            "toy",
         )
         t = oplib.zeros(2, 3, device="toy")
         assert type(t) is oplib.Tensor
@@ -660,7 +661,7 @@ def test_modes_must_exit_in_order():
     finally:
         inner.__exit__(None, None, None)
         outer.__exit__(None, None, None)
-    assert oplib.dispatcher.active_modes() == ()
+    assert oplib._dispatcher.active_modes() == ()
 
 
 def test_mode_is_per_thread(lib):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core.opset import CORE_OPS
+from oplib_core._opset import CORE_OPS
 
 pytest.importorskip("oplib_meta")
 

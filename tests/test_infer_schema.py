@@ -16,11 +16,11 @@ from typing import Optional, Union
 import numpy as np
 import pytest
 
-from oplib_core.device import Device
+from oplib_core._device import Device
+from oplib_core._infer_schema import infer_schema
+from oplib_core._schema import parse_schema, parse_signature
+from oplib_core._tensor import Tensor
 from oplib_core.errors import SchemaError
-from oplib_core.infer_schema import infer_schema
-from oplib_core.schema import parse_schema, parse_signature
-from oplib_core.tensor import Tensor
 
 # A stand-in for cupy's array class: infer_schema recognises cupy by module and class name.
 CupyNdarray = type("ndarray", (), {"__module__": "cupy._core.core"})

@@ -36,10 +36,10 @@ def test_loading_the_plugins_imports_no_heavy_library():
 def test_import_defers_the_plugins_to_first_use():
     data = run_python(
         "import sys, oplib_core as oplib\n"
-        "before = (oplib.startup.is_loaded(), 'oplib_cpu' in sys.modules,\n"
-        "          'oplib_core.core_plugin' in sys.modules)\n"
+        "before = (oplib._startup.is_loaded(), 'oplib_cpu' in sys.modules,\n"
+        "          'oplib_core._core_plugin' in sys.modules)\n"
         "sin = oplib.ops.oplib.sin\n"
-        "OUT.update({'before': before, 'after': (oplib.startup.is_loaded(),\n"
+        "OUT.update({'before': before, 'after': (oplib._startup.is_loaded(),\n"
         "            'oplib_cpu' in sys.modules)})"
     )
     assert data["before"] == [False, False, False]
@@ -51,7 +51,7 @@ def test_plugins_load_loads_them_now_and_once():
         "import oplib_core as oplib\n"
         "oplib.plugins.load(); first = [p.name for p in oplib.plugins.list()]\n"
         "oplib.plugins.load()\n"
-        "OUT.update({'loaded': oplib.startup.is_loaded(), 'first': first,\n"
+        "OUT.update({'loaded': oplib._startup.is_loaded(), 'first': first,\n"
         "            'again': [p.name for p in oplib.plugins.list()]})"
     )
     assert data["loaded"] is True
@@ -85,7 +85,7 @@ def test_importing_a_submodule_does_not_load_the_plugins():
     # package's __getattr__ (device modules) must not load the plugins to answer that.
     data = run_python(
         "import oplib_core as oplib\n"
-        "from oplib_core import cli, introspect\n"
-        "OUT['loaded'] = oplib.startup.is_loaded()"
+        "from oplib_core import _introspect, cli\n"
+        "OUT['loaded'] = oplib._startup.is_loaded()"
     )
     assert data == {"loaded": False}

@@ -13,8 +13,8 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core import library as libmod
+from oplib_core._registry import REGISTRY
 from oplib_core.library import _scoped_library
-from oplib_core.registry import REGISTRY
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -405,8 +405,9 @@ def test_def_namespace_freed_by_gc(ns):
 
 
 def test_impl_library_cannot_define(ns):
-    with _scoped_library(ns, "IMPL") as lib, pytest.raises(
-        oplib.RegistrationError, match="IMPL libraries cannot define"
+    with (
+        _scoped_library(ns, "IMPL") as lib,
+        pytest.raises(oplib.RegistrationError, match="IMPL libraries cannot define"),
     ):
         lib.define("f(Tensor x) -> Tensor")
     assert not _has_op(ns, "f")
@@ -764,7 +765,10 @@ def test_custom_op_register_fake_and_toplevel_register_fake(ns):
 
 def test_toplevel_register_kernel_with_custom_op_lives_with_it(ns, toy):
     op = oplib.custom_op(
-        f"{ns}::f", lambda x: x, mutates_args=(), device_types="cpu",
+        f"{ns}::f",
+        lambda x: x,
+        mutates_args=(),
+        device_types="cpu",
         schema="(Tensor x) -> Tensor",
     )
     oplib.register_kernel(op, "toy", lambda x: x)
@@ -776,7 +780,10 @@ def test_toplevel_register_kernel_with_custom_op_lives_with_it(ns, toy):
 
 def test_custom_op_tags(ns):
     op = oplib.custom_op(
-        f"{ns}::f", lambda x: x, mutates_args=(), schema="(Tensor x) -> Tensor",
+        f"{ns}::f",
+        lambda x: x,
+        mutates_args=(),
+        schema="(Tensor x) -> Tensor",
         tags=oplib.Tag.pointwise,
     )
     try:

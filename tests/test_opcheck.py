@@ -10,8 +10,8 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core import plugins
-from oplib_core.opset import CORE_OPS
-from oplib_core.registry import REGISTRY
+from oplib_core._opset import CORE_OPS
+from oplib_core._registry import REGISTRY
 from oplib_core.testing import CHECKS, OpCheckError, SampleInput, run_checks, sample_inputs
 
 OPS = oplib.ops.oplib

@@ -12,8 +12,8 @@ from conftest import toy_spec as conftest_toy_spec
 
 import oplib_core as oplib
 from oplib_core import hookimpl, plugins
+from oplib_core._introspect import op_detail
 from oplib_core.errors import NoKernelError
-from oplib_core.introspect import op_detail
 
 
 def toy_spec(name: str = "toy") -> oplib.BackendSpec:
@@ -113,7 +113,7 @@ def test_raising_hook_rolls_back_everything_that_plugin_registered(registered):
 
 
 def oplib_core_ops():
-    from oplib_core.registry import REGISTRY
+    from oplib_core._registry import REGISTRY
 
     return REGISTRY.ops
 

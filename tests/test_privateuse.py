@@ -16,8 +16,8 @@ from subproc import ROOT, run_python
 
 import oplib_core as oplib
 from oplib_core import backend_registration as br
+from oplib_core._introspect import backend_rows
 from oplib_core.errors import BackendError, DeviceMismatchError
-from oplib_core.introspect import backend_rows
 
 pytestmark = pytest.mark.skipif(
     br._get_privateuse1_backend_name() != "privateuse1" or pu.device_count() < 2,
@@ -59,14 +59,17 @@ def test_backend_is_listed_with_devices():
     ],
 )
 def test_device_count_from_environment(value, count, reason):
-    out = run_python("""
+    out = run_python(
+        """
         import oplib_core as oplib
         b = oplib.backends.get("privateuse1")
         OUT["count"] = b.device_count()
         OUT["reason"] = b.status()
         OUT["module_count"] = oplib.privateuse1.device_count()
         OUT["last"] = catch(oplib.zeros, 1, device="privateuse1:2")
-    """, env={"OPLIB_PRIVATEUSE1_DEVICES": value})
+    """,
+        env={"OPLIB_PRIVATEUSE1_DEVICES": value},
+    )
     assert out["count"] == out["module_count"] == count
     assert out["reason"] == reason
     if count == 3:
@@ -311,29 +314,59 @@ def test_vendor_package_in_fresh_virtualenv(tmp_path):
     installed with oplib-core, oplib-cpu and oplib-privateuse into a new virtualenv."""
     start = time.monotonic()
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=60
+    )
     py = venv / "bin" / "python"
     vendor = tmp_path / "vendor_npu"
-    shutil.copytree(ROOT / "examples" / "vendor_npu", vendor,
-                    ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    shutil.copytree(
+        ROOT / "examples" / "vendor_npu",
+        vendor,
+        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPLIB_", "PYTHON"))}
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     # setuptools' editable builds without build isolation need the wheel package
     subprocess.run([*pip, "wheel"], check=True, timeout=120, env=env)
     subprocess.run(
-        [*pip, "--no-build-isolation", "--no-deps", "-e", str(ROOT), "-e",
-         str(ROOT / "plugins" / "cpu"), "-e", str(ROOT / "plugins" / "privateuse"), "-e",
-         str(vendor)],
-        check=True, timeout=180, env=env, cwd=tmp_path,
+        [
+            *pip,
+            "--no-build-isolation",
+            "--no-deps",
+            "-e",
+            str(ROOT),
+            "-e",
+            str(ROOT / "plugins" / "cpu"),
+            "-e",
+            str(ROOT / "plugins" / "privateuse"),
+            "-e",
+            str(vendor),
+        ],
+        check=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
     )
-    proc = subprocess.run([str(py), str(vendor / "use_npu.py")], capture_output=True,
-                          text=True, timeout=60, env=env, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [str(py), str(vendor / "use_npu.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "devices: 2 current: 0" in proc.stdout
     assert "device='npu:1'" in proc.stdout
     assert proc.stdout.strip().endswith("npu OK")
-    listing = subprocess.run([str(venv / "bin" / "oplib"), "backends", "list"],
-                             capture_output=True, text=True, timeout=60, env=env, check=True)
+    listing = subprocess.run(
+        [str(venv / "bin" / "oplib"), "backends", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
     assert "npu" in listing.stdout and "privateuse1" not in listing.stdout
     assert time.monotonic() - start < 120

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oplib_core.errors import SchemaError
-from oplib_core.schema import (
+from oplib_core._schema import (
     BASE_TYPES,
     Annotation,
     Argument,
@@ -24,6 +23,7 @@ from oplib_core.schema import (
     parse_schema,
     parse_signature,
 )
+from oplib_core.errors import SchemaError
 
 T = BaseType("Tensor")
 INT = BaseType("int")

@@ -13,7 +13,7 @@ import pytest
 from conftest import drop_namespace, unique_ns
 
 import oplib_core as oplib
-from oplib_core.registry import REGISTRY
+from oplib_core._registry import REGISTRY
 
 
 @pytest.fixture(autouse=True)

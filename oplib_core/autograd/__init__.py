@@ -6,11 +6,11 @@ operators), the ``ctx`` of formulas (:class:`FunctionCtx`) and :func:`gradcheck`
 
 from __future__ import annotations
 
-from ..grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .context import FunctionCtx
-from .engine import Node, backward, grad
-from .gradcheck import GradcheckError, gradcheck
-from .registration import register_autograd
+from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._context import FunctionCtx
+from ._engine import Node, backward, grad
+from ._gradcheck import GradcheckError, gradcheck
+from ._registration import register_autograd
 
 __all__ = [
     "FunctionCtx",

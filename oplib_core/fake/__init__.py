@@ -8,11 +8,11 @@
 
 from __future__ import annotations
 
-from . import shapes
-from .arrays import FakeArray, check_shape, fake_array, numel
-from .context import FakeKernelContext, get_ctx
-from .errors import DataAccessError, DataDependentError, FakeTensorError
-from .symbolic import ShapeEnv, SymInt, is_symbolic
+from . import _shapes as shapes
+from ._arrays import FakeArray, check_shape, fake_array, numel
+from ._context import FakeKernelContext, get_ctx
+from ._errors import DataAccessError, DataDependentError, FakeTensorError
+from ._symbolic import ShapeEnv, SymInt, is_symbolic
 
 __all__ = [
     "DataAccessError",

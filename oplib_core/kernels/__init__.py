@@ -1,7 +1,9 @@
-"""Kernels for the core op set, written once against an array namespace."""
+"""The core op set (``CORE_OPS``: schemas and tags) and its kernels, written once against an
+array namespace (``array_kernels(xp)``): what a backend plugin binds to its device."""
 
 from __future__ import annotations
 
-from oplib_core.kernels.array_kernels import array_kernels, check_kernels
+from .._opset import CORE_OPS, NAMESPACE, CoreOp
+from ._array_kernels import array_kernels, check_kernels
 
-__all__ = ["array_kernels", "check_kernels"]
+__all__ = ["CORE_OPS", "NAMESPACE", "CoreOp", "array_kernels", "check_kernels"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .samples import SampleInput, sample_inputs
+from ._samples import SampleInput, sample_inputs
 
 # Names of .checks, imported on first use: the built-in sample-input plugin imports this
 # package at start-up, and checking is not needed then.
@@ -29,7 +29,7 @@ _CHECKS_NAMES = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _CHECKS_NAMES:
-        value = getattr(importlib.import_module(f"{__name__}.checks"), name)
+        value = getattr(importlib.import_module(f"{__name__}._checks"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

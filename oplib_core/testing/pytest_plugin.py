@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from oplib_core import backends
+from oplib_core._device import Device
 from oplib_core.backend_registration import _get_privateuse1_backend_name
-from oplib_core.device import Device
 
 MARKER = "oplib_backends"
 FIXTURE = "oplib_device"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from oplib_core._device import Device
 from oplib_core.backend_registration import _normalization_device
-from oplib_core.device import Device
 from oplib_cuda import runtime
 
 __all__ = [

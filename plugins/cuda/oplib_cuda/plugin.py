@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from oplib_core import BackendSpec, Device, hookimpl
-from oplib_core.kernels import array_kernels
-from oplib_core.opset import CORE_OPS
+from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_cuda import device as device_module
 from oplib_cuda import runtime
 

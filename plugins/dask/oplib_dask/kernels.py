@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from oplib_core import NoKernelError
+from oplib_core._registry import REGISTRY
 from oplib_core.backends import TABLE
-from oplib_core.registry import REGISTRY
 from oplib_dask.meta import chunk_device, fake_output, is_dask, meta_like
 from oplib_dask.oprefs import OpRef, providers_of
 
@@ -33,7 +33,6 @@ __all__ = ["CORE_REDUCTIONS", "KINDS", "make_kernel", "single_chunk"]
 #: Core reductions with a known combine step.
 CORE_REDUCTIONS = ("oplib::sum", "oplib::mean", "oplib::amax", "oplib::amin")
 KINDS = ("pointwise", "reduction", "matmul")
-
 
 
 # -- what runs in the tasks -------------------------------------------------------------------

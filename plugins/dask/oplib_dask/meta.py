@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from oplib_core import Device, FakeTensorMode, NoKernelError
+from oplib_core._registry import FAKE
 from oplib_core.backends import TABLE
 from oplib_core.fake import FakeArray
-from oplib_core.registry import FAKE
 from oplib_dask.errors import DaskMetaWarning
 
 __all__ = ["MetaGuessWarnings", "chunk_device", "fake_output", "is_dask", "meta_like"]

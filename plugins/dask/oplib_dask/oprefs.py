@@ -18,8 +18,8 @@ import types
 from typing import Any
 
 import oplib_core
-from oplib_core.records import Record
-from oplib_core.registry import REGISTRY, OpEntry
+from oplib_core._records import Record
+from oplib_core._registry import REGISTRY, OpEntry
 from oplib_dask.errors import DaskWorkerError
 
 __all__ = ["OpRef", "Provider", "providers_of"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from oplib_core import BackendSpec, Device, Tag, hookimpl
-from oplib_core.registry import OpEntry
+from oplib_core._registry import OpEntry
 from oplib_dask.kernels import make_kernel
 
 __all__ = ["DASK", "kind_of"]
@@ -97,7 +97,6 @@ DASK = BackendSpec(
     autograd=False,
     description="dask arrays (numpy or cupy chunks), computed lazily, chunk by chunk",
 )
-
 
 
 @hookimpl

@@ -8,7 +8,7 @@ import numpy as np
 
 from oplib_core import Device
 from oplib_core.fake import FakeArray, check_shape
-from oplib_core.fake.errors import DataAccessError
+from oplib_core.fake._errors import DataAccessError
 
 __all__ = ["META", "MetaArray"]
 

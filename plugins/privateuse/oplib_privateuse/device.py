@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from oplib_core._device import Device
 from oplib_core.backend_registration import _get_privateuse1_backend_name, _normalization_device
-from oplib_core.device import Device
 from oplib_privateuse import memory
 
 __all__ = [

@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 
 from oplib_core import BackendSpec, Device, hookimpl
+from oplib_core._dtypes import get_default_dtype
 from oplib_core.backend_registration import _rename_from_env
-from oplib_core.dtypes import get_default_dtype
 from oplib_core.errors import BackendError
-from oplib_core.kernels import array_kernels
-from oplib_core.opset import CORE_OPS
+from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_privateuse import device as device_module
 from oplib_privateuse import memory
 from oplib_privateuse.memory import DeviceArray
@@ -36,8 +35,8 @@ def _status() -> str | None:
 
 
 def _index(device: Device | None) -> int:
-    index = device_module.current_device() if device is None or device.index is None else (
-        device.index
+    index = (
+        device_module.current_device() if device is None or device.index is None else (device.index)
     )
     try:
         return memory.check_index(index)

@@ -16,12 +16,10 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .arguments import Binder
-from .backends import TABLE, Backend
-from .device import Device
-from .errors import AutogradUnsupportedError, BackendError, DeviceMismatchError, NoKernelError
-from .grad_mode import STATE as GRAD
-from .registry import (
+from ._arguments import Binder
+from ._device import Device
+from ._grad_mode import STATE as GRAD
+from ._registry import (
     AUTOGRAD,
     COMPOSITE_EXPLICIT,
     COMPOSITE_IMPLICIT,
@@ -30,8 +28,10 @@ from .registry import (
     Kernel,
     OpEntry,
 )
-from .schema import BaseType, ListType, OptionalType
-from .tensor import Tensor
+from ._schema import BaseType, ListType, OptionalType
+from ._tensor import Tensor
+from .backends import TABLE, Backend
+from .errors import AutogradUnsupportedError, BackendError, DeviceMismatchError, NoKernelError
 
 _new = object.__new__
 

@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from .._dispatcher import DispatchMode, OpOverload
+from .._registry import COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
+from .._tensor import Tensor
 from ..backends import TABLE
-from ..dispatcher import DispatchMode, OpOverload
 from ..errors import NoKernelError
-from ..registry import COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
-from ..tensor import Tensor
-from .arrays import FakeArray, intern_device
-from .context import STATE, FakeKernelContext
-from .errors import FakeTensorError
-from .symbolic import ShapeEnv
+from ._arrays import FakeArray, intern_device
+from ._context import STATE, FakeKernelContext
+from ._errors import FakeTensorError
+from ._symbolic import ShapeEnv
 
 __all__ = ["FakeTensorMode"]
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from .._grad_mode import STATE as GRAD
+from .._registry import REGISTRY
+from .._tensor import Tensor
 from ..backends import TABLE
-from ..grad_mode import STATE as GRAD
-from ..registry import REGISTRY
-from ..tensor import Tensor
 
 __all__ = ["Node", "backward", "grad", "run_backward"]
 

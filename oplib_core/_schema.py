@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from ._records import Record
 from .errors import SchemaError
-from .records import Record
 
 __all__ = [
     "BASE_TYPES",

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from .device import Device
+from ._device import Device
+from ._schema import BaseType, ListType, OptionalType, SchemaType, parse_signature
+from ._tensor import Tensor
 from .errors import SchemaError
-from .schema import BaseType, ListType, OptionalType, SchemaType, parse_signature
-from .tensor import Tensor
 
 __all__ = ["infer_schema"]
 
@@ -45,6 +45,7 @@ _STRING_NAMES: dict[str, object] = {
     "Tensor": Tensor,
     "oplib.Tensor": Tensor,
     "oplib_core.Tensor": Tensor,
+    "oplib_core._tensor.Tensor": Tensor,
     "oplib_core.tensor.Tensor": Tensor,
     "np.ndarray": np.ndarray,
     "numpy.ndarray": np.ndarray,

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from .._device import Device, parse_device
+from .._dtypes import get_default_dtype, to_dtype
 from ..backends import TABLE
-from ..device import Device, parse_device
-from ..dtypes import get_default_dtype, to_dtype
-from .context import current_fake_op
-from .errors import DataAccessError
-from .symbolic import SymInt
+from ._context import current_fake_op
+from ._errors import DataAccessError
+from ._symbolic import SymInt
 
 __all__ = [
     "FakeArray",

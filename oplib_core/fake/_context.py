@@ -12,10 +12,10 @@ import sys
 import threading
 from typing import Any
 
+from .._registry import FAKE, REGISTRY, OpEntry
 from ..backends import TABLE, Backend
-from ..registry import FAKE, REGISTRY, OpEntry
-from .errors import FakeTensorError
-from .symbolic import DEFAULT_ENV, ShapeEnv, SymInt
+from ._errors import FakeTensorError
+from ._symbolic import DEFAULT_ENV, ShapeEnv, SymInt
 
 __all__ = ["FakeKernelContext", "current_fake_op", "get_ctx"]
 

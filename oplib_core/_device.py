@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .records import Record
+from ._records import Record
 
 __all__ = ["Device", "parse_device"]
 

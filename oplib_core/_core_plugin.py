@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from ._device import Device
+from ._dispatcher import OpOverload
+from ._opset import CORE_OPS
+from ._registry import REGISTRY
 from .backends import TABLE
-from .device import Device
-from .dispatcher import OpOverload
 from .hookspecs import hookimpl
-from .opset import CORE_OPS
 from .plugins import Registrar
-from .registry import REGISTRY
 
 _oplib_core_plugin = True
 

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from .records import Record
+from ._records import Record
 
 __all__ = ["EntryPointInfo", "find_entry_points", "load"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..tensor import Tensor
-from .engine import _FREED, Node
+from .._tensor import Tensor
+from ._engine import _FREED, Node
 
 __all__ = ["FunctionCtx"]
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from ._device import Device
+from ._registry import REGISTRY
 from .backends import TABLE, Backend
 from .backends import device as to_device
-from .device import Device
 from .errors import BackendError
-from .fake.arrays import FakeArray
-from .registry import REGISTRY
+from .fake._arrays import FakeArray
 
 __all__ = ["Tensor"]
 
@@ -177,11 +177,9 @@ class Tensor:
     ) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their
         ``.grad`` (``gradient`` is required unless this tensor has one element)."""
-        from .autograd.engine import backward  # the engine imports this module
+        from .autograd._engine import backward  # the engine imports this module
 
-        backward(
-            [self], [gradient], retain_graph=retain_graph, create_graph=create_graph
-        )
+        backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
 
     @property
     def is_leaf(self) -> bool:
@@ -410,4 +408,3 @@ class Tensor:
 
     def relu(self) -> Any:
         return _op("oplib::relu")(self)
-

@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..registry import REGISTRY
-from ..tensor import Tensor
-from .engine import sum_to
+from .._registry import REGISTRY
+from .._tensor import Tensor
+from ._engine import sum_to
 
 __all__ = ["FORMULAS", "NARROW", "NON_DIFFERENTIABLE", "narrow_kernel"]
 

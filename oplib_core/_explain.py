@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dispatcher import OpOverload, active_modes
-from .grad_mode import STATE as GRAD
-from .registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
+from ._dispatcher import OpOverload, active_modes
+from ._grad_mode import STATE as GRAD
+from ._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
 
 __all__ = ["DispatchExplanation", "explain"]
 

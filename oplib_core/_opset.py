@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from oplib_core.records import Record
-from oplib_core.tags import Tag
+from oplib_core._records import Record
+from oplib_core._tags import Tag
 
 __all__ = ["CORE_OPS", "NAMESPACE", "CoreOp"]
 

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._device import Device
+from .._registry import REGISTRY
 from ..backends import TABLE, Backend
-from ..device import Device
-from ..registry import REGISTRY
-from .checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
-from .samples import sample_inputs
+from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
+from ._samples import sample_inputs
 
 __all__ = ["CheckRow", "Report", "UnknownName", "check_ops"]
 

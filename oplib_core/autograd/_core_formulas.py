@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._registry import AUTOGRAD, REGISTRY, fallthrough_kernel
 from ..hookspecs import hookimpl
-from ..registry import AUTOGRAD, REGISTRY, fallthrough_kernel
-from .formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
-from .registration import _register
+from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
+from ._registration import _register
 
 _oplib_core_plugin = True
 

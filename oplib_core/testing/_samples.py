@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..device import Device, parse_device
-from ..dispatcher import OpOverload
+from .._device import Device, parse_device
+from .._dispatcher import OpOverload
+from .._records import Record
 from ..plugins import HOST
-from ..records import Record
 
 __all__ = ["SampleInput", "sample_inputs"]
 

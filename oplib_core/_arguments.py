@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from ._device import Device
+from ._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType
+from ._tensor import Tensor
 from .backends import TABLE
 from .backends import device as to_device
-from .device import Device
-from .fake.arrays import FakeArray
-from .schema import Argument, BaseType, FunctionSchema, ListType, OptionalType
-from .tensor import Tensor
+from .fake._arrays import FakeArray
 
 __all__ = ["Binder", "is_array"]
 

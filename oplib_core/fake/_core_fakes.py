@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device
-from ..dtypes import get_default_dtype, mean_dtype, scalar_dtype
+from .._device import Device
+from .._dtypes import get_default_dtype, mean_dtype, scalar_dtype
 from ..errors import DeviceMismatchError
 from ..hookspecs import hookimpl
-from ..kernels.array_kernels import check_kernels
+from ..kernels._array_kernels import check_kernels
 from ..plugins import Registrar
-from . import shapes as S
-from .arrays import FakeArray, check_shape, fake_array
+from . import _shapes as S
+from ._arrays import FakeArray, check_shape, fake_array
 
 __all__ = ["core_fake_kernels"]
 

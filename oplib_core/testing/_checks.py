@@ -29,18 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd.gradcheck import GradcheckError, gradcheck
+from .._device import Device
+from .._dispatcher import OpOverload
+from .._grad_mode import enable_grad, no_grad
+from .._registry import AUTOGRAD, FAKE, REGISTRY
+from .._schema import Argument, BaseType, ListType, OptionalType
+from .._tensor import Tensor
+from ..autograd._gradcheck import GradcheckError, gradcheck
 from ..backends import TABLE, Backend
-from ..device import Device
-from ..dispatcher import OpOverload
 from ..errors import NoKernelError, OpCheckError
-from ..fake.arrays import FakeArray
-from ..fake.mode import FakeTensorMode
-from ..grad_mode import enable_grad, no_grad
+from ..fake._arrays import FakeArray
+from ..fake._mode import FakeTensorMode
 from ..ops import OpOverloadPacket
-from ..registry import AUTOGRAD, FAKE, REGISTRY
-from ..schema import Argument, BaseType, ListType, OptionalType
-from ..tensor import Tensor
 
 __all__ = [
     "CHECKS",

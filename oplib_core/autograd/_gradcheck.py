@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from .._grad_mode import no_grad
+from .._registry import REGISTRY
+from .._tensor import Tensor
 from ..errors import OplibError
-from ..grad_mode import no_grad
-from ..registry import REGISTRY
-from ..tensor import Tensor
-from .engine import grad
+from ._engine import grad
 
 __all__ = ["GradcheckError", "gradcheck"]
 

@@ -13,14 +13,14 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..dispatcher import MISS, OpOverload, _active
+from .._dispatcher import MISS, OpOverload, _active
+from .._grad_mode import STATE as GRAD
+from .._registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
+from .._schema import FunctionSchema, ListType, OptionalType
+from .._tensor import Tensor
 from ..errors import RegistrationError
-from ..grad_mode import STATE as GRAD
 from ..library import Library, _lib_for, qualname_of
-from ..registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
-from ..schema import FunctionSchema, ListType, OptionalType
-from ..tensor import Tensor
-from .context import FunctionCtx
+from ._context import FunctionCtx
 
 __all__ = ["register_autograd"]
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device
-from ..dispatcher import OpOverload
-from ..factories import tensor
+from .._device import Device
+from .._dispatcher import OpOverload
+from .._factories import tensor
+from .._tensor import Tensor
 from ..hookspecs import hookimpl
-from ..tensor import Tensor
-from .samples import SampleInput
+from ._samples import SampleInput
 
 __all__ = ["CORE_SAMPLES"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import plugins
+from ._registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
 from .backends import TABLE, Backend
-from .registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
 
 __all__ = ["backend_rows", "op_detail", "op_rows", "plugin_rows"]
 

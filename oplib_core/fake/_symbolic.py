@@ -20,7 +20,7 @@ import numbers
 import threading
 from typing import Any
 
-from .errors import DataDependentError
+from ._errors import DataDependentError
 
 __all__ = ["ShapeEnv", "SymInt", "is_symbolic"]
 

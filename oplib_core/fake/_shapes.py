@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import get_default_dtype, scalar_dtype
-from .errors import DataDependentError
-from .symbolic import SymInt, undecidable
+from .._dtypes import get_default_dtype, scalar_dtype
+from ._errors import DataDependentError
+from ._symbolic import SymInt, undecidable
 
 __all__ = [
     "arange_length",

@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from ._device import Device
+from ._dtypes import get_default_dtype, to_dtype
+from ._registry import REGISTRY
+from ._tensor import Tensor
 from .backends import TABLE
 from .backends import device as to_device
-from .device import Device
-from .dtypes import get_default_dtype, to_dtype
 from .errors import BackendError
-from .fake.arrays import FakeArray
-from .registry import REGISTRY
-from .tensor import Tensor
+from .fake._arrays import FakeArray
 
 __all__ = [
     "arange",

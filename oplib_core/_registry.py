@@ -12,12 +12,12 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
+from ._records import Record
+from ._schema import FunctionSchema
+from ._startup import LOCK, deferred, ensure
+from ._tags import Tag
 from .backends import TABLE, Backend, BackendTable
 from .errors import RegistrationError
-from .records import Record
-from .schema import FunctionSchema
-from .startup import LOCK, deferred, ensure
-from .tags import Tag
 
 __all__ = [
     "ALIAS_KEYS",
@@ -52,8 +52,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 # Frames in these files are the registration machinery, never the registration's origin.
 _MACHINERY = frozenset(
     os.path.join(_PACKAGE_DIR, f)
-    for f in ("registry.py", "library.py", "plugins.py", "custom_op.py", "__init__.py")
-) | frozenset(os.path.join(_PACKAGE_DIR, "autograd", f) for f in ("registration.py",))
+    for f in ("_registry.py", "library.py", "plugins.py", "custom_op.py", "__init__.py")
+) | frozenset(os.path.join(_PACKAGE_DIR, "autograd", f) for f in ("_registration.py",))
 
 
 def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:

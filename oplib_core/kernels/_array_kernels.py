@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core.device import Device
-from oplib_core.dtypes import get_default_dtype, mean_dtype, scalar_dtype
-from oplib_core.opset import CORE_OPS, CoreOp
+from oplib_core._device import Device
+from oplib_core._dtypes import get_default_dtype, mean_dtype, scalar_dtype
+from oplib_core._opset import CORE_OPS, CoreOp
 
 __all__ = ["array_kernels", "check_kernels"]
 
