@@ -1,40 +1,19 @@
-"""Shared fixtures: fresh namespaces, a Library that is destroyed after the test, a second
-in-process backend (``toy``) whose arrays wrap numpy arrays, and dtype restoration."""
+"""Fixtures: fresh namespaces, a Library destroyed after the test, undoing registrations, the
+in-process ``toy`` backend, and dtype restoration. Helpers they use live in ``helpers.py``."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-from typing import Any
-
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
 import oplib_core as oplib
-from oplib_core import library as _library
-from oplib_core._device import Device
+
+from helpers import Teardown, ToyArray, drop_namespace, toy_spec, unique_ns
 
 # These VMs stall for seconds at times: Hypothesis's timing checks (a slow draw, a slow
 # example) would then fail tests about schemas, not about speed. Speed lives in bench/.
 settings.register_profile("oplib", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("oplib")
-
-_counter = itertools.count()
-_counter_lock = threading.Lock()
-
-
-def unique_ns(prefix: str = "t") -> str:
-    """A namespace name no other test uses."""
-    with _counter_lock:
-        return f"{prefix}{next(_counter)}_ns"
-
-
-def drop_namespace(ns: str) -> None:
-    """Destroy the process-lifetime Library the functional API (``lib=None``) made for ``ns``."""
-    keep = _library._keep_alive.pop(ns, None)
-    if keep is not None:
-        keep._destroy()
 
 
 @pytest.fixture
@@ -62,51 +41,13 @@ def default_dtype():
     oplib.set_default_dtype(saved)
 
 
-# -- a second backend, in process ---------------------------------------------------------
-
-
-class ToyArray:
-    """A small real array type: wraps a numpy array and remembers its device index."""
-
-    def __init__(self, data: Any, index: int = 0) -> None:
-        self.data = np.asarray(data)
-        self.index = index
-
-    @property
-    def ndim(self) -> int:
-        return self.data.ndim
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    def __repr__(self) -> str:
-        return f"ToyArray({self.data!r}, index={self.index})"
-
-
-def _toy_from_host(array: np.ndarray, device: Device) -> ToyArray:
-    return ToyArray(np.array(array, copy=True), device.index or 0)
-
-
-def _toy_to_host(array: ToyArray) -> np.ndarray:
-    return array.data
-
-
-def toy_spec(**overrides: Any) -> oplib.BackendSpec:
-    kw: dict[str, Any] = {
-        "name": "toy",
-        "array_types": (ToyArray,),
-        "to_host": _toy_to_host,
-        "from_host": _toy_from_host,
-        "device_of": lambda a: a.index,
-        "device_count": lambda: 2,
-    }
-    kw.update(overrides)
-    return oplib.BackendSpec(**kw)
+@pytest.fixture
+def teardown():
+    """``teardown(x)``: destroy ``x`` (a Library, a custom op, an undo callable) after the
+    test, whatever happens in it."""
+    undo = Teardown()
+    yield undo
+    undo.run()
 
 
 @pytest.fixture

@@ -11,11 +11,12 @@ import types
 
 import numpy as np
 import pytest
-from subproc import run_python
 
 import oplib_core as oplib
 from oplib_core import backend_registration as br
 from oplib_core._device import Device
+
+from subproc import run_python
 
 pytestmark = pytest.mark.skipif(
     br._get_privateuse1_backend_name() != "privateuse1",
@@ -288,25 +289,24 @@ def test_generate_never_half_registers():
 # -- device modules ---------------------------------------------------------------------
 
 
-def test_register_device_module():
+def test_register_device_module(teardown):
     mod = types.ModuleType("mydev_module")
     mod.device_count = lambda: 7
     undo = oplib.register_device_module("mydev", mod)
-    try:
-        assert oplib.mydev is mod
-        from oplib_core import mydev
+    teardown(undo)
+    assert oplib.mydev is mod
+    from oplib_core import mydev
 
-        assert mydev.device_count() == 7
-        with pytest.raises(RuntimeError, match="runtime module of 'mydev' has already been"):
-            oplib.register_device_module("mydev", types.ModuleType("other"))
-        with pytest.raises(RuntimeError, match="runtime module of 'tensor'"):
-            oplib.register_device_module("tensor", types.ModuleType("other"))
-        with pytest.raises(RuntimeError, match="runtime module of 'privateuse1'"):
-            oplib.register_device_module("privateuse1:0", types.ModuleType("other"))
-        with pytest.raises(TypeError, match="expected a device type"):
-            oplib.register_device_module(3, mod)
-    finally:
-        undo()
+    assert mydev.device_count() == 7
+    with pytest.raises(RuntimeError, match="runtime module of 'mydev' has already been"):
+        oplib.register_device_module("mydev", types.ModuleType("other"))
+    with pytest.raises(RuntimeError, match="runtime module of 'tensor'"):
+        oplib.register_device_module("tensor", types.ModuleType("other"))
+    with pytest.raises(RuntimeError, match="runtime module of 'privateuse1'"):
+        oplib.register_device_module("privateuse1:0", types.ModuleType("other"))
+    with pytest.raises(TypeError, match="expected a device type"):
+        oplib.register_device_module(3, mod)
+    undo()
     with pytest.raises(AttributeError, match="no attribute 'mydev'"):
         _ = oplib.mydev
 

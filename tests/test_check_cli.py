@@ -49,14 +49,12 @@ def test_json_rows_and_summary(capsys):
     assert s["pass"] + s["skip"] == 10
 
 
-def test_unavailable_backend_named_explicitly_is_skipped(capsys):
+def test_unavailable_backend_named_explicitly_is_skipped(capsys, teardown):
     undo = oplib.backends.register(
         oplib.BackendSpec(name="offline", array_types=(bytearray,), status=lambda: "unplugged")
     )
-    try:
-        code, out = run(capsys, "oplib::neg", "-b", "offline", "--json")
-    finally:
-        undo()
+    teardown(undo)
+    code, out = run(capsys, "oplib::neg", "-b", "offline", "--json")
     rows = json.loads(out)["results"]
     assert code == 0 and {r["status"] for r in rows} == {"SKIP"}
     assert rows[0]["reason"] == "backend not available: unplugged"

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from oplib_cuda import device as cuda_device
 from oplib_cuda import runtime
-from subproc import run_python
 
 import oplib_core as oplib
 from oplib_core import backend_registration as br
@@ -17,6 +16,8 @@ from oplib_core._device import Device
 from oplib_core._opset import CORE_OPS
 from oplib_core._registry import REGISTRY
 from oplib_core.errors import BackendError
+
+from subproc import run_python
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 STATUS = oplib.backends.get("cuda").status()

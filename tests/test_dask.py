@@ -20,6 +20,7 @@ oplib_dask = pytest.importorskip("oplib_dask")
 
 from oplib_dask import DaskMetaWarning, DaskWorkerError  # noqa: E402
 from oplib_dask.oprefs import OpRef, Provider  # noqa: E402
+
 from subproc import run_python  # noqa: E402
 
 core = oplib.ops.oplib

@@ -188,7 +188,7 @@ def test_kernel_registered_before_its_backend_goes_live(lib):
     op = _define(lib, "f(Tensor x) -> Tensor")
     lib.impl("f", _marker("toy"), "toy")  # no toy backend yet: kept, waiting
     assert REGISTRY.kernel_status("toy") == "waiting"
-    from conftest import ToyArray, toy_spec
+    from helpers import ToyArray, toy_spec
 
     undo = oplib.backends.register(toy_spec())
     try:
@@ -740,7 +740,7 @@ def test_core_op_introspection():
 
 
 def test_ops_import_module(tmp_path, monkeypatch):
-    from conftest import drop_namespace, unique_ns
+    from helpers import drop_namespace, unique_ns
 
     ns = unique_ns("imp")
     module = f"oplib_test_module_{ns}"
@@ -849,7 +849,7 @@ def test_op_returning_nothing_called_with_tensors(lib, ns):
 
 
 def test_backend_fallback_serves_ops_without_kernels_and_comes_last(lib, ns):
-    from conftest import ToyArray, toy_spec
+    from helpers import ToyArray, toy_spec
 
     asked = []
 
@@ -880,7 +880,7 @@ def test_backend_fallback_serves_ops_without_kernels_and_comes_last(lib, ns):
 
 
 def test_backend_without_autograd_refuses_inputs_that_require_grad(lib, ns):
-    from conftest import ToyArray, toy_spec
+    from helpers import ToyArray, toy_spec
 
     undo = oplib.backends.register(toy_spec(name="toyng", autograd=False))
     try:
@@ -896,7 +896,7 @@ def test_backend_without_autograd_refuses_inputs_that_require_grad(lib, ns):
 
 
 def test_integer_device_means_the_first_available_accelerator():
-    from conftest import ToyArray
+    from helpers import ToyArray
 
     expected = next(
         (b.name for b in oplib.backends.list() if b.spec.accelerator and b.is_available()), "cpu"

@@ -23,15 +23,13 @@ def op(ns):
     made._destroy()
 
 
-def test_schema_from_function_and_name_check(ns):
+def test_schema_from_function_and_name_check(ns, teardown):
     def foo(x: oplib.Tensor) -> oplib.Tensor:
         raise NotImplementedError
 
     made = legacy.custom_op(f"{ns}::foo")(foo)
-    try:
-        assert str(made._schema) == f"{ns}::foo(Tensor x) -> Tensor"
-    finally:
-        made._destroy()
+    teardown(made)
+    assert str(made._schema) == f"{ns}::foo(Tensor x) -> Tensor"
     with pytest.raises(ValueError, match="expected `func` to have name 'bar' but got 'foo'"):
         legacy.custom_op(f"{ns}::bar")(foo)
 
@@ -101,49 +99,44 @@ def test_grad_inputs_dict_validation(op, result, words):
     assert f"test_legacy.py:{backward.__code__.co_firstlineno}" in msg
 
 
-def test_output_differentiability(ns):
+def test_output_differentiability(ns, teardown):
     qualname = f"{ns}::split"
     made = legacy.custom_op(qualname, "(Tensor x) -> (Tensor, Tensor)")
-    try:
-        legacy.impl(qualname, device_types="cpu")(lambda x: (x * 2, x * 3))
-        with pytest.raises(
-            RuntimeError, match="expected output_differentiability to be a list of bools"
-        ):
-            legacy.impl_backward(qualname, output_differentiability=[True])
-        legacy.impl_save_for_backward(qualname)(lambda inputs, output: None)
-        legacy.impl_backward(qualname, output_differentiability=[True, False])(
-            lambda ctx, saved, g0, g1: {"x": g0 * 2}
-        )
-        x = oplib.tensor([1.0], requires_grad=True)
-        a, b = made(x)
-        assert a.requires_grad and not b.requires_grad
-        a.backward()
-        assert x.grad.tolist() == [2.0]
-    finally:
-        made._destroy()
+    teardown(made)
+    legacy.impl(qualname, device_types="cpu")(lambda x: (x * 2, x * 3))
+    with pytest.raises(
+        RuntimeError, match="expected output_differentiability to be a list of bools"
+    ):
+        legacy.impl_backward(qualname, output_differentiability=[True])
+    legacy.impl_save_for_backward(qualname)(lambda inputs, output: None)
+    legacy.impl_backward(qualname, output_differentiability=[True, False])(
+        lambda ctx, saved, g0, g1: {"x": g0 * 2}
+    )
+    x = oplib.tensor([1.0], requires_grad=True)
+    a, b = made(x)
+    assert a.requires_grad and not b.requires_grad
+    a.backward()
+    assert x.grad.tolist() == [2.0]
 
 
-def test_non_functional_and_conflicting_registrations(ns):
+def test_non_functional_and_conflicting_registrations(ns, teardown):
     with pytest.raises(ValueError, match="only supports functional operators"):
         legacy.custom_op(f"{ns}::bad", "(Tensor(a!) x) -> ()")
     qualname = f"{ns}::f"
     made = legacy.custom_op(qualname, "(Tensor x) -> Tensor")
-    try:
-        oplib.register_autograd(qualname, lambda ctx, g: g, lib=made._lib)
-        with pytest.raises(RuntimeError, match="already has an Autograd kernel registered at"):
-            legacy.impl_backward(qualname)(lambda ctx, saved, g: {"x": g})
-    finally:
-        made._destroy()
+    teardown(made)
+    oplib.register_autograd(qualname, lambda ctx, g: g, lib=made._lib)
+    with pytest.raises(RuntimeError, match="already has an Autograd kernel registered at"):
+        legacy.impl_backward(qualname)(lambda ctx, saved, g: {"x": g})
+    made._destroy()
     with pytest.raises(RuntimeError, match="could not find the operator"):
         legacy.impl_backward(qualname)
 
 
-def test_impl_abstract_registers_the_fake_kernel(ns):
+def test_impl_abstract_registers_the_fake_kernel(ns, teardown):
     qualname = f"{ns}::g"
     made = legacy.custom_op(qualname, "(Tensor x) -> Tensor")
-    try:
-        legacy.impl_abstract(qualname)(lambda x: oplib.empty_like(x))
-        assert oplib.ops.__getattr__(ns).g.default._entry.kernel("Fake") is not None
-    finally:
-        made._destroy()
+    teardown(made)
+    legacy.impl_abstract(qualname)(lambda x: oplib.empty_like(x))
+    assert oplib.ops.__getattr__(ns).g.default._entry.kernel("Fake") is not None
     assert np is not None

@@ -257,19 +257,17 @@ def test_failed_multi_key_registration_with_bad_key_leaves_nothing(ns):
     assert _kernel_keys(qn) == set()
 
 
-def test_custom_op_register_kernel_failure_leaves_nothing(ns, toy):
+def test_custom_op_register_kernel_failure_leaves_nothing(ns, toy, teardown):
     @oplib.custom_op(f"{ns}::f", mutates_args=(), device_types="cpu")
     def f(x: oplib.Tensor) -> oplib.Tensor:
         return x + 1
 
-    try:
-        with pytest.raises(oplib.RegistrationError, match="already has a kernel for 'cpu'"):
-            f.register_kernel(["toy", "cpu"], lambda x: x)
-        assert _kernel_keys(f"{ns}::f") == {"cpu"}
-        f.register_kernel("toy", lambda x: x)
-        assert _kernel_keys(f"{ns}::f") == {"cpu", "toy"}
-    finally:
-        f._destroy()
+    teardown(f)
+    with pytest.raises(oplib.RegistrationError, match="already has a kernel for 'cpu'"):
+        f.register_kernel(["toy", "cpu"], lambda x: x)
+    assert _kernel_keys(f"{ns}::f") == {"cpu"}
+    f.register_kernel("toy", lambda x: x)
+    assert _kernel_keys(f"{ns}::f") == {"cpu", "toy"}
 
 
 def test_custom_op_with_bad_device_type_is_not_defined(ns):
@@ -379,18 +377,17 @@ def test_custom_op_in_reserved_namespace_is_refused():
     assert "oplib::mine" not in REGISTRY.ops
 
 
-def test_only_one_def_library_per_namespace(ns):
+def test_only_one_def_library_per_namespace(ns, teardown):
     line = _next_line()
     first = oplib.Library(ns, "DEF")
-    try:
-        with pytest.raises(ValueError, match="only one DEF library may exist") as info:
-            oplib.Library(ns, "DEF")
-        assert f"{THIS_FILE}:{line}" in str(info.value)
-        # FRAGMENTs coexist with the DEF
-        frag = oplib.Library(ns, "FRAGMENT")
-        frag._destroy()
-    finally:
-        first._destroy()
+    teardown(first)
+    with pytest.raises(ValueError, match="only one DEF library may exist") as info:
+        oplib.Library(ns, "DEF")
+    assert f"{THIS_FILE}:{line}" in str(info.value)
+    # FRAGMENTs coexist with the DEF
+    frag = oplib.Library(ns, "FRAGMENT")
+    frag._destroy()
+    first._destroy()
     # after the DEF is gone, a new one may be made
     again = oplib.Library(ns, "DEF")
     again._destroy()
@@ -474,7 +471,7 @@ def test_library_repr(ns):
 # -- lifetime ----------------------------------------------------------------------------------
 
 
-def test_destroy_removes_exactly_that_librarys_registrations(ns, toy):
+def test_destroy_removes_exactly_that_librarys_registrations(ns, toy, teardown):
     owner = oplib.Library(ns, "DEF")
     owner.define("f(Tensor x) -> Tensor")
     owner.define("g(Tensor x) -> Tensor")
@@ -484,20 +481,19 @@ def test_destroy_removes_exactly_that_librarys_registrations(ns, toy):
     other.impl("g", lambda x: x + 3, "cpu")
     frag = oplib.Library(ns, "FRAGMENT")
     frag.define("h(Tensor x) -> Tensor")
-    try:
-        other._destroy()
-        assert _kernel_keys(f"{ns}::f") == {"cpu"}
-        assert _kernel_keys(f"{ns}::g") == set()
-        assert _has_op(ns, "f") and _has_op(ns, "g") and _has_op(ns, "h")
-        with pytest.raises(oplib.NoKernelError):
-            _packet(ns, "g")(np.zeros(1))
-        owner._destroy()
-        assert not _has_op(ns, "f")
-        assert not _has_op(ns, "g")
-        assert _has_op(ns, "h")
-        assert f"{ns}::f" not in REGISTRY.ops
-    finally:
-        frag._destroy()
+    teardown(frag)
+    other._destroy()
+    assert _kernel_keys(f"{ns}::f") == {"cpu"}
+    assert _kernel_keys(f"{ns}::g") == set()
+    assert _has_op(ns, "f") and _has_op(ns, "g") and _has_op(ns, "h")
+    with pytest.raises(oplib.NoKernelError):
+        _packet(ns, "g")(np.zeros(1))
+    owner._destroy()
+    assert not _has_op(ns, "f")
+    assert not _has_op(ns, "g")
+    assert _has_op(ns, "h")
+    assert f"{ns}::f" not in REGISTRY.ops
+    frag._destroy()
     assert not _has_op(ns, "h")
 
 
@@ -567,21 +563,19 @@ def test_redefine_after_destroy_gives_a_fresh_op(ns):
         assert _kernel_keys(f"{ns}::f") == {"cpu"}
 
 
-def test_destroying_one_overload_keeps_the_packet(ns):
+def test_destroying_one_overload_keeps_the_packet(ns, teardown):
     a = oplib.Library(ns, "FRAGMENT")
     a.define("f(Tensor x) -> Tensor")
     b = oplib.Library(ns, "FRAGMENT")
     b.define("f.Scalar(Tensor x, Scalar s) -> Tensor")
-    try:
-        packet = _packet(ns, "f")
-        assert packet.overloads() == ["default", "Scalar"]
-        b._destroy()
-        assert packet.overloads() == ["default"]
-        assert not hasattr(packet, "Scalar")
-        assert _packet(ns, "f") is packet
-    finally:
-        a._destroy()
-        b._destroy()
+    teardown(a, b)
+    packet = _packet(ns, "f")
+    assert packet.overloads() == ["default", "Scalar"]
+    b._destroy()
+    assert packet.overloads() == ["default"]
+    assert not hasattr(packet, "Scalar")
+    assert _packet(ns, "f") is packet
+    a._destroy()
     assert not _has_op(ns, "f")
 
 
@@ -615,28 +609,27 @@ def test_functional_api_with_lib_uses_that_library(ns):
 # -- custom_op ----------------------------------------------------------------------------------
 
 
-def test_custom_op_infers_schema_and_runs(ns):
+def test_custom_op_infers_schema_and_runs(ns, teardown):
     @oplib.custom_op(f"{ns}::scale", mutates_args=())
     def scale(x: oplib.Tensor, factor: float = 2.0) -> oplib.Tensor:
         return x * factor
 
-    try:
-        assert isinstance(scale, oplib.CustomOpDef)
-        assert str(scale._schema) == f"{ns}::scale(Tensor x, float factor=2.0) -> Tensor"
-        assert repr(scale) == f"<CustomOpDef({ns}::scale)>"
-        np.testing.assert_array_equal(scale(np.array([1.0, 2.0])), [2.0, 4.0])
-        np.testing.assert_array_equal(scale(np.array([1.0]), 3.0), [3.0])
-        out = scale(oplib.tensor([1.0]), factor=5.0)
-        assert isinstance(out, oplib.Tensor)
-        assert out.item() == 5.0
-        # also reachable through ops
-        np.testing.assert_array_equal(_packet(ns, "scale")(np.array([1.0])), [2.0])
-    finally:
-        scale._destroy()
+    teardown(scale)
+    assert isinstance(scale, oplib.CustomOpDef)
+    assert str(scale._schema) == f"{ns}::scale(Tensor x, float factor=2.0) -> Tensor"
+    assert repr(scale) == f"<CustomOpDef({ns}::scale)>"
+    np.testing.assert_array_equal(scale(np.array([1.0, 2.0])), [2.0, 4.0])
+    np.testing.assert_array_equal(scale(np.array([1.0]), 3.0), [3.0])
+    out = scale(oplib.tensor([1.0]), factor=5.0)
+    assert isinstance(out, oplib.Tensor)
+    assert out.item() == 5.0
+    # also reachable through ops
+    np.testing.assert_array_equal(_packet(ns, "scale")(np.array([1.0])), [2.0])
+    scale._destroy()
     assert not _has_op(ns, "scale")
 
 
-def test_custom_op_passes_native_arrays_to_the_function(ns):
+def test_custom_op_passes_native_arrays_to_the_function(ns, teardown):
     seen = []
 
     def f(x: oplib.Tensor) -> oplib.Tensor:
@@ -644,98 +637,84 @@ def test_custom_op_passes_native_arrays_to_the_function(ns):
         return x + 0
 
     op = oplib.custom_op(f"{ns}::f", f, mutates_args=())
-    try:
-        op(oplib.tensor([1.0]))
-        assert seen == [np.ndarray]
-    finally:
-        op._destroy()
+    teardown(op)
+    op(oplib.tensor([1.0]))
+    assert seen == [np.ndarray]
 
 
-def test_custom_op_keeps_function_metadata(ns):
+def test_custom_op_keeps_function_metadata(ns, teardown):
     def f(x: oplib.Tensor) -> oplib.Tensor:
         """Docs of f."""
         return x
 
     op = oplib.custom_op(f"{ns}::f", f, mutates_args=())
-    try:
-        assert op.__name__ == "f"
-        assert op.__doc__ == "Docs of f."
-        assert op.__module__ == __name__
-    finally:
-        op._destroy()
+    teardown(op)
+    assert op.__name__ == "f"
+    assert op.__doc__ == "Docs of f."
+    assert op.__module__ == __name__
 
 
-def test_custom_op_explicit_schema(ns):
+def test_custom_op_explicit_schema(ns, teardown):
     @oplib.custom_op(f"{ns}::f", mutates_args=(), schema="(Tensor x, int n) -> Tensor")
     def f(x, n):
         return x + n
 
-    try:
-        assert str(f._schema) == f"{ns}::f(Tensor x, int n) -> Tensor"
-        assert f(np.zeros(1), 3)[0] == 3.0
-        with pytest.raises(TypeError, match="argument 'n' must be int"):
-            f(np.zeros(1), 1.5)
-    finally:
-        f._destroy()
+    teardown(f)
+    assert str(f._schema) == f"{ns}::f(Tensor x, int n) -> Tensor"
+    assert f(np.zeros(1), 3)[0] == 3.0
+    with pytest.raises(TypeError, match="argument 'n' must be int"):
+        f(np.zeros(1), 1.5)
 
 
-def test_custom_op_mutates_args_in_schema(ns):
+def test_custom_op_mutates_args_in_schema(ns, teardown):
     @oplib.custom_op(f"{ns}::fill_", mutates_args={"x"})
     def fill_(x: oplib.Tensor, value: float) -> None:
         x[...] = value
 
-    try:
-        assert str(fill_._schema) == f"{ns}::fill_(Tensor(a0!) x, float value) -> ()"
-        a = np.zeros(2)
-        assert fill_(a, 7.0) is None
-        np.testing.assert_array_equal(a, [7.0, 7.0])
-    finally:
-        fill_._destroy()
+    teardown(fill_)
+    assert str(fill_._schema) == f"{ns}::fill_(Tensor(a0!) x, float value) -> ()"
+    a = np.zeros(2)
+    assert fill_(a, 7.0) is None
+    np.testing.assert_array_equal(a, [7.0, 7.0])
 
 
-def test_custom_op_device_types_limits_kernels(ns, toy):
+def test_custom_op_device_types_limits_kernels(ns, toy, teardown):
     @oplib.custom_op(f"{ns}::f", mutates_args=(), device_types="cpu")
     def f(x: oplib.Tensor) -> oplib.Tensor:
         return x + 1
 
-    try:
-        assert _kernel_keys(f"{ns}::f") == {"cpu"}
-        with pytest.raises(oplib.NoKernelError, match=rf"{ns}::f\(\): no kernel for backend 'toy'"):
-            f(toy(np.zeros(1)))
+    teardown(f)
+    assert _kernel_keys(f"{ns}::f") == {"cpu"}
+    with pytest.raises(oplib.NoKernelError, match=rf"{ns}::f\(\): no kernel for backend 'toy'"):
+        f(toy(np.zeros(1)))
 
-        @f.register_kernel("toy")
-        def _(x):
-            return toy(x.data + 10)
+    @f.register_kernel("toy")
+    def _(x):
+        return toy(x.data + 10)
 
-        assert f(toy(np.zeros(1))).data[0] == 10.0
-        assert f(np.zeros(1))[0] == 1.0
-    finally:
-        f._destroy()
+    assert f(toy(np.zeros(1))).data[0] == 10.0
+    assert f(np.zeros(1))[0] == 1.0
 
 
-def test_custom_op_without_device_types_serves_every_backend(ns, toy):
+def test_custom_op_without_device_types_serves_every_backend(ns, toy, teardown):
     @oplib.custom_op(f"{ns}::ident", mutates_args=())
     def ident(x: oplib.Tensor) -> oplib.Tensor:
         return x
 
-    try:
-        assert _kernel_keys(f"{ns}::ident") == {"CompositeExplicitAutograd"}
-        a = toy(np.zeros(1))
-        assert ident(a) is a
-    finally:
-        ident._destroy()
+    teardown(ident)
+    assert _kernel_keys(f"{ns}::ident") == {"CompositeExplicitAutograd"}
+    a = toy(np.zeros(1))
+    assert ident(a) is a
 
 
-def test_custom_op_duplicate_name(ns):
+def test_custom_op_duplicate_name(ns, teardown):
     def f(x: oplib.Tensor) -> oplib.Tensor:
         return x
 
     first = oplib.custom_op(f"{ns}::f", f, mutates_args=())
-    try:
-        with pytest.raises(oplib.RegistrationError, match=rf"operator {ns}::f is already defined"):
-            oplib.custom_op(f"{ns}::f", f, mutates_args=())
-    finally:
-        first._destroy()
+    teardown(first)
+    with pytest.raises(oplib.RegistrationError, match=rf"operator {ns}::f is already defined"):
+        oplib.custom_op(f"{ns}::f", f, mutates_args=())
 
 
 def test_custom_op_needs_qualified_name():
@@ -744,22 +723,21 @@ def test_custom_op_needs_qualified_name():
         oplib.custom_op("f", lambda x: x, mutates_args=())
 
 
-def test_custom_op_register_fake_and_toplevel_register_fake(ns):
+def test_custom_op_register_fake_and_toplevel_register_fake(ns, teardown):
     def f(x: oplib.Tensor) -> oplib.Tensor:
         return x
 
     op = oplib.custom_op(f"{ns}::f", f, mutates_args=())
-    try:
+    teardown(op)
 
-        @op.register_fake
-        def fake(x):
-            return x
+    @op.register_fake
+    def fake(x):
+        return x
 
-        assert REGISTRY.ops[f"{ns}::f"].kernel("Fake").fn is fake
-        with pytest.raises(oplib.RegistrationError, match="already has a fake kernel"):
-            oplib.register_fake(op, lambda x: x)
-    finally:
-        op._destroy()
+    assert REGISTRY.ops[f"{ns}::f"].kernel("Fake").fn is fake
+    with pytest.raises(oplib.RegistrationError, match="already has a fake kernel"):
+        oplib.register_fake(op, lambda x: x)
+    op._destroy()
     assert f"{ns}::f" not in REGISTRY.ops
 
 
@@ -778,7 +756,7 @@ def test_toplevel_register_kernel_with_custom_op_lives_with_it(ns, toy):
     assert ns not in libmod._keep_alive
 
 
-def test_custom_op_tags(ns):
+def test_custom_op_tags(ns, teardown):
     op = oplib.custom_op(
         f"{ns}::f",
         lambda x: x,
@@ -786,10 +764,8 @@ def test_custom_op_tags(ns):
         schema="(Tensor x) -> Tensor",
         tags=oplib.Tag.pointwise,
     )
-    try:
-        assert _packet(ns, "f").default.tags == (oplib.Tag.pointwise,)
-    finally:
-        op._destroy()
+    teardown(op)
+    assert _packet(ns, "f").default.tags == (oplib.Tag.pointwise,)
 
 
 def test_custom_op_garbage_collected_with_its_def(ns):

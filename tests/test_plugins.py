@@ -7,13 +7,14 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import ToyArray
-from conftest import toy_spec as conftest_toy_spec
 
 import oplib_core as oplib
 from oplib_core import hookimpl, plugins
 from oplib_core._introspect import op_detail
 from oplib_core.errors import NoKernelError
+
+from helpers import ToyArray
+from helpers import toy_spec as conftest_toy_spec
 
 
 def toy_spec(name: str = "toy") -> oplib.BackendSpec:

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from oplib_privateuse import DeviceArray
 from oplib_privateuse import device as pu
-from subproc import ROOT, run_python
 
 import oplib_core as oplib
 from oplib_core import backend_registration as br
 from oplib_core._introspect import backend_rows
 from oplib_core.errors import BackendError, DeviceMismatchError
+
+from subproc import ROOT, run_python
 
 pytestmark = pytest.mark.skipif(
     br._get_privateuse1_backend_name() != "privateuse1" or pu.device_count() < 2,

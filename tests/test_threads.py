@@ -10,10 +10,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from conftest import drop_namespace, unique_ns
 
 import oplib_core as oplib
 from oplib_core._registry import REGISTRY
+
+from helpers import drop_namespace, unique_ns
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,93 @@
+"""Helpers shared by the tests (fixtures live in ``conftest.py``): fresh namespaces, a
+second in-process backend (``toy``) whose arrays wrap numpy arrays, and undoing
+registrations."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import oplib_core as oplib
+from oplib_core import library as _library
+from oplib_core._device import Device
+
+_counter = itertools.count()
+_counter_lock = threading.Lock()
+
+
+def unique_ns(prefix: str = "t") -> str:
+    """A namespace name no other test uses."""
+    with _counter_lock:
+        return f"{prefix}{next(_counter)}_ns"
+
+
+def drop_namespace(ns: str) -> None:
+    """Destroy the process-lifetime Library the functional API (``lib=None``) made for ``ns``."""
+    keep = _library._keep_alive.pop(ns, None)
+    if keep is not None:
+        keep._destroy()
+
+
+class ToyArray:
+    """A small real array type: wraps a numpy array and remembers its device index."""
+
+    def __init__(self, data: Any, index: int = 0) -> None:
+        self.data = np.asarray(data)
+        self.index = index
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    def __repr__(self) -> str:
+        return f"ToyArray({self.data!r}, index={self.index})"
+
+
+def _toy_from_host(array: np.ndarray, device: Device) -> ToyArray:
+    return ToyArray(np.array(array, copy=True), device.index or 0)
+
+
+def _toy_to_host(array: ToyArray) -> np.ndarray:
+    return array.data
+
+
+def toy_spec(**overrides: Any) -> oplib.BackendSpec:
+    kw: dict[str, Any] = {
+        "name": "toy",
+        "array_types": (ToyArray,),
+        "to_host": _toy_to_host,
+        "from_host": _toy_from_host,
+        "device_of": lambda a: a.index,
+        "device_count": lambda: 2,
+    }
+    kw.update(overrides)
+    return oplib.BackendSpec(**kw)
+
+
+class Teardown:
+    """Undoes registrations at the end of a test, last first: ``teardown(x)`` takes a
+    ``Library``, a ``CustomOpDef`` (anything with ``_destroy()``) or an undo callable."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], object]] = []
+
+    def __call__(self, *things: Any) -> None:
+        for thing in things:
+            destroy = getattr(thing, "_destroy", None)
+            self._undo.append(destroy if destroy is not None else thing)
+
+    def run(self) -> None:
+        while self._undo:
+            self._undo.pop()()
