@@ -14,7 +14,10 @@ for d in plugins/*/; do
   # a plugin's "test" extra holds what its tests need (e.g. distributed for oplib-dask)
   if grep -q '^test *=' "$d/pyproject.toml"; then dists+=(-e "${d%/}[test]"); else dists+=(-e "$d"); fi
 done
-.venv/bin/python -m pip install --quiet --disable-pip-version-check "${dists[@]}"
+# editable_mode=compat: plain path entries that mypy, pyright and editors can follow (the
+# default import-hook finders are invisible to static analysis)
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  --config-settings editable_mode=compat "${dists[@]}"
 # Byte-compile the editable sources once (pip does this for regular installs), so that
 # start-up does not recompile them where PYTHONDONTWRITEBYTECODE is set.
 .venv/bin/python -m compileall -q oplib_core plugins >/dev/null
