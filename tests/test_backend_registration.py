@@ -58,7 +58,7 @@ def test_rename_renames_backend_key_and_device_module():
     assert out["alias"] == "npu"
     assert out["module"] is True
     assert out["again"] is None
-    assert out["other"][0] == "BackendError"
+    assert out["other"][0] == "BackendNameError"  # a BackendError and a ValueError
     assert "already renamed to 'npu'" in out["other"][1] and "only once" in out["other"][1]
     assert out["name_kept"] == "npu"
     assert out["device"] == "npu:1"
@@ -77,13 +77,15 @@ def test_rename_rejects_bad_names_and_leaves_state_alone():
         OUT["later_ok"] = catch(oplib.rename_privateuse1_backend, "npu")
     """)
     for name in ("Npu", "my-npu", "1npu"):
-        assert out[name][0] == "ValueError" and "lower-case Python identifier" in out[name][1]
+        assert out[name][0] == "BackendNameError"
+        assert "lower-case Python identifier" in out[name][1]
     for name in ("cpu", "cuda", "default"):
-        assert out[name][0] == "ValueError" and "well-known backend" in out[name][1]
-    assert out["privateuse1"][0] == "ValueError" and "slot's own name" in out["privateuse1"][1]
-    assert out["toyx"][0] == "BackendError" and "already installed" in out["toyx"][1]
-    assert out["tensor"][0] == "ValueError" and "oplib_core.tensor" in out["tensor"][1]
-    assert out["3"][0] == "TypeError"
+        assert out[name][0] == "BackendNameError" and "well-known backend" in out[name][1]
+    assert out["privateuse1"][0] == "BackendNameError"
+    assert "slot's own name" in out["privateuse1"][1]
+    assert out["toyx"][0] == "BackendNameError" and "already installed" in out["toyx"][1]
+    assert out["tensor"][0] == "BackendNameError" and "oplib_core.tensor" in out["tensor"][1]
+    assert out["3"][0] == "ArgumentTypeError"
     assert out["still"] == "privateuse1"
     assert out["later_ok"] is None
 
@@ -252,8 +254,8 @@ def test_generated_tensor_methods():
     assert out["current"] == "npu:1"
     assert out["is_npu"] is True and out["same"] is True
     assert out["values"] == [1.0, 2.0]
-    assert out["wrong"][0] == "RuntimeError" and "must be npu device" in out["wrong"][1]
-    assert out["twice"][0] == "RuntimeError"
+    assert out["wrong"][0] == "InvalidDeviceError" and "must be npu device" in out["wrong"][1]
+    assert out["twice"][0] == "RegistrationError"
     assert "already been registered with is_npu" in out["twice"][1]
     assert out["name"] == "npu"
 
@@ -271,7 +273,7 @@ def test_generated_methods_unrenamed_unsupported_dtype_and_storage():
     assert out["storage"][0] == "NotImplementedError" and "no Storage" in out["storage"][1]
     assert out["no_attr"] is False
     assert out["ok"] == "privateuse1:0"
-    assert out["refused"][0] == "RuntimeError" and "float64" in out["refused"][1]
+    assert out["refused"][0] == "BackendError" and "float64" in out["refused"][1]
 
 
 def test_generate_never_half_registers():
@@ -281,7 +283,7 @@ def test_generate_never_half_registers():
         OUT["err"] = catch(oplib.generate_methods_for_privateuse1_backend)
         OUT["is_attr"] = hasattr(oplib.Tensor, "is_numpy")
     """)
-    assert out["err"][0] == "RuntimeError" and "registered with numpy" in out["err"][1]
+    assert out["err"][0] == "RegistrationError" and "registered with numpy" in out["err"][1]
     assert out["is_attr"] is False
 
 
