@@ -162,9 +162,11 @@ def _close_names(name: str) -> list[str]:
     def base_of(q: str) -> str:
         return q.rpartition("::")[2].partition(".")[0]
 
-    same_name = [q for q in known if base_of(q) == base]
+    same_name = sorted(
+        (q for q in known if base_of(q) == base), key=lambda q: q.rpartition("::")[0] != ns
+    )
     in_ns = {q.rpartition("::")[2]: q for q in known if q.rpartition("::")[0] == ns}
-    near = [in_ns[n] for n in difflib.get_close_matches(rest, list(in_ns), n=3, cutoff=0.75)]
+    near = [in_ns[n] for n in difflib.get_close_matches(rest, list(in_ns), n=3, cutoff=0.6)]
     elsewhere = [q for q in known if q.rpartition("::")[0] != ns]  # a namespace typo
     near += difflib.get_close_matches(key, elsewhere, n=3, cutoff=0.85)
     out: list[str] = []

@@ -36,6 +36,7 @@ from .errors import (
 )
 
 __all__ = [
+    "device_module_function",
     "generate_methods_for_privateuse1_backend",
     "normalize_device",
     "privateuse1_backend_name",
@@ -238,9 +239,11 @@ def device_module(name: str) -> Any:
     return None if backend is None else backend.spec.device_module
 
 
-def _get_custom_mod_func(func_name: str) -> Callable[..., Any]:
-    """The function ``func_name`` of the private-use backend's device module; a
-    ``RuntimeError`` explaining what to register when the module or the function is missing.
+def device_module_function(func_name: str) -> Callable[..., Any]:
+    """The function ``func_name`` of the private-use backend's device module
+    (``oplib_core.<name>.<func_name>``, under the backend's current name). When the module
+    or the function is missing, a :class:`~oplib_core.errors.DeviceModuleError` (a
+    ``RuntimeError``) explains what to register.
 
     For backend implementers calling into their device module from generic code.
     """
@@ -258,6 +261,10 @@ def _get_custom_mod_func(func_name: str) -> Callable[..., Any]:
             func_name,
         )
     return function
+
+
+#: The seed's name (torch's ``torch.utils.backend_registration._get_custom_mod_func``).
+_get_custom_mod_func = device_module_function
 
 
 # -- device index normalisation -----------------------------------------------------------

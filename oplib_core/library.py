@@ -254,7 +254,7 @@ def _normalize_types(types: str | Sequence[str] | None, api: str) -> tuple[str, 
         return ("default",)
     if isinstance(types, str):
         return (types,)
-    out = tuple(types)
+    out = tuple(types) if isinstance(types, Iterable) else ()
     if not out or not all(isinstance(t, str) for t in out):
         raise ArgumentTypeError(
             f"{api}(): expected a device type or a sequence of them, got {types!r}",
