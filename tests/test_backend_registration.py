@@ -224,6 +224,42 @@ def test_bad_env_name_fails_the_plugin_not_the_import():
     assert out["warned"] is True
 
 
+def test_core_applies_env_name_to_any_plugins_privateuse1_backend():
+    # The shipped template no longer reads OPLIB_PRIVATEUSE1_NAME: the core applies it when
+    # a plugin's oplib_backends returns a backend named privateuse1, whoever wrote it.
+    code = """
+        import warnings
+        import oplib_core as oplib
+
+        class Arr:
+            pass
+
+        class Vendor:
+            __name__ = "vendor"
+
+            @oplib.hookimpl
+            def oplib_backends(self):
+                return [oplib.BackendSpec(name="privateuse1", key="PrivateUse1",
+                                          array_types=(Arr,))]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rec = oplib.plugins.register(Vendor(), name="vendor")
+        OUT["status"] = rec.status
+        OUT["error"] = rec.error
+        OUT["names"] = [b.name for b in oplib.backends.list()]
+        OUT["name"] = oplib.backend_registration.privateuse1_backend_name()
+    """
+    env = {"OPLIB_DISABLE_PLUGINS": "privateuse"}
+    out = run_python(code, env={**env, "OPLIB_PRIVATEUSE1_NAME": "npu"})
+    assert out["status"] == "loaded" and "npu" in out["names"] and out["name"] == "npu"
+    out = run_python(code, env={**env, "OPLIB_PRIVATEUSE1_NAME": "Not-A-Name"})
+    assert out["status"] == "failed" and "BackendNameError" in out["error"]
+    assert "privateuse1" not in out["names"] and out["name"] == "privateuse1"  # rolled back
+    out = run_python(code, env=env)  # unset: the slot keeps its name
+    assert out["status"] == "loaded" and "privateuse1" in out["names"]
+
+
 # -- generated methods ----------------------------------------------------------------
 
 
