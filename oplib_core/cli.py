@@ -209,8 +209,14 @@ def _check(args: argparse.Namespace) -> int:
     from .testing._checks import CHECKS, FAIL, SKIP
     from .testing._runner import UnknownName, check_ops
 
+    qualnames = []
+    for given in args.qualname:  # any spelling lookup takes; check_ops wants qualified names
+        try:
+            qualnames.append(resolve(given, "check").name())
+        except (UnknownOperatorError, AmbiguousOperatorError) as e:
+            return _no_operator(e, given)
     try:
-        report = check_ops(args.qualname or None, args.backend or None)
+        report = check_ops(qualnames or None, args.backend or None)
     except UnknownName as e:
         if e.kind == "backend":
             print(

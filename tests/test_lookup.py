@@ -382,6 +382,13 @@ def test_cli_takes_the_same_names(
     assert '"oplib::add' in capsys.readouterr().out
 
 
+def test_cli_check_takes_the_same_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "oplib::neg.default", "-b", "cpu", "--json"]) == 0
+    assert '"op": "oplib::neg"' in capsys.readouterr().out
+    assert cli.main(["check", "oplib::ng"]) == 2
+    assert "no operator 'oplib::ng'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["show", "explain"])
 def test_cli_refuses_unknown_names_with_suggestions(
     command: str, capsys: pytest.CaptureFixture[str]
