@@ -40,6 +40,7 @@ from ._factories import (
 )
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._infer_schema import infer_schema
+from ._lookup import lookup, registered_ops
 from ._schema import FunctionSchema, parse_schema
 from ._tags import Tag
 from ._tensor import Tensor
@@ -53,15 +54,28 @@ from .backend_registration import (
 from .backends import BackendSpec, device
 from .custom_op import CustomOpDef, custom_op
 from .errors import (
+    AmbiguousOperatorError,
+    ArgumentTypeError,
     AutogradUnsupportedError,
     BackendError,
+    BackendNameError,
     DeviceMismatchError,
+    DeviceModuleError,
+    DuplicateLibraryError,
+    InvalidArgumentError,
+    InvalidDeviceError,
+    InvalidNameError,
+    LibraryDestroyedError,
     NoKernelError,
+    NotAnOperatorError,
     OpCheckError,
     OplibError,
     PluginError,
     RegistrationError,
+    ReservedNamespaceError,
     SchemaError,
+    UnknownDispatchKeyError,
+    UnknownOperatorError,
 )
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
 from .fake._mode import FakeTensorMode
@@ -77,32 +91,45 @@ from .library import (
 from .ops import OpOverloadPacket, ops
 
 __all__ = [
+    "AmbiguousOperatorError",
+    "ArgumentTypeError",
     "AutogradUnsupportedError",
     "BackendError",
+    "BackendNameError",
     "BackendSpec",
     "CustomOpDef",
     "DataAccessError",
     "DataDependentError",
     "Device",
     "DeviceMismatchError",
+    "DeviceModuleError",
     "DispatchExplanation",
     "DispatchKeySet",
     "DispatchMode",
+    "DuplicateLibraryError",
     "FakeTensorError",
     "FakeTensorMode",
     "FunctionSchema",
+    "InvalidArgumentError",
+    "InvalidDeviceError",
+    "InvalidNameError",
     "Library",
+    "LibraryDestroyedError",
     "NoKernelError",
+    "NotAnOperatorError",
     "OpCheckError",
     "OpOverload",
     "OpOverloadPacket",
     "OplibError",
     "PluginError",
     "RegistrationError",
+    "ReservedNamespaceError",
     "SchemaError",
     "SymInt",
     "Tag",
     "Tensor",
+    "UnknownDispatchKeyError",
+    "UnknownOperatorError",
     "__version__",
     "arange",
     "autograd",
@@ -133,6 +160,7 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "legacy",
+    "lookup",
     "no_grad",
     "ones",
     "ones_like",
@@ -144,6 +172,7 @@ __all__ = [
     "register_device_module",
     "register_fake",
     "register_kernel",
+    "registered_ops",
     "rename_privateuse1_backend",
     "set_default_dtype",
     "set_grad_enabled",

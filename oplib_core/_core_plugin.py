@@ -19,8 +19,6 @@ from .backends import TABLE
 from .hookspecs import hookimpl
 from .plugins import Registrar
 
-_oplib_core_plugin = True
-
 TO_COPY = "oplib::_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
 
 

@@ -907,6 +907,27 @@ class OpOverload(FastCall):
     def tags(self) -> tuple[Any, ...]:
         return self._entry.tags
 
+    @property
+    def schema(self) -> Any:
+        """The op's :class:`~oplib_core.FunctionSchema` (read-only)."""
+        return self._schema
+
+    @property
+    def origin(self) -> Any:
+        """Where the op was defined: ``.source`` (``file:line``), ``.plugin``,
+        ``.distribution``, ``.version``."""
+        return self._entry.origin
+
+    def kernel(self, key: str) -> Kernel | None:
+        """The kernel serving dispatch key ``key`` (a device type, ``"default"``, a key name
+        such as ``"CPU"`` or ``"Fake"``) as registered, or None; resolution (composites,
+        fallbacks) is not applied. Its fields: ``fn``, ``key``, ``origin``."""
+        return self._entry.kernel(REGISTRY.normalize_key(key, api="OpOverload.kernel"))
+
+    def has_kernel(self, key: str) -> bool:
+        """Whether a kernel is registered for ``key`` (as :meth:`kernel`)."""
+        return self.kernel(key) is not None
+
     def __repr__(self) -> str:
         ns, _, op = self._schema.qualname.partition("::")
         return f"<OpOverload(op='{ns}.{op}', overload='{self._overloadname}')>"

@@ -6,6 +6,7 @@ from typing import Any
 
 from ._dispatcher import OpOverload, active_modes
 from ._grad_mode import STATE as GRAD
+from ._lookup import lookup_for_call
 from ._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
 
 __all__ = ["DispatchExplanation", "explain"]
@@ -56,18 +57,7 @@ class DispatchExplanation:
 
 
 def _overload(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
-    if isinstance(op, OpOverload):
-        return op
-    if isinstance(op, str):
-        entry = REGISTRY.entry(op)
-        return entry.overload
-    inner = getattr(op, "_opoverload", None)
-    if isinstance(inner, OpOverload):
-        return inner
-    pick = getattr(op, "_pick", None)
-    if pick is not None:
-        return op._only or pick(args, kwargs)
-    raise TypeError(f"explain(): expected an operator, got {op!r}")
+    return lookup_for_call(op, args, kwargs, "explain")
 
 
 def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:

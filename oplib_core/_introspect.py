@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import plugins
+from ._lookup import resolve
 from ._registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
 from .backends import TABLE, Backend
 
@@ -77,10 +78,9 @@ def op_rows(namespace: str | None = None) -> list[dict[str, Any]]:
 
 
 def find_entry(qualname: str) -> OpEntry:
-    """``ns::name`` (the default overload) or ``ns::name.overload``."""
-    entry = REGISTRY.ops.get(qualname)
-    if entry is None:
-        raise KeyError(qualname)
+    """``ns::name`` / ``ns::name.default`` (the default overload) or ``ns::name.overload``
+    (:func:`oplib_core.lookup`'s errors for other names)."""
+    entry: OpEntry = resolve(qualname, "ops show")._entry
     return entry
 
 

@@ -17,7 +17,12 @@ from ._schema import FunctionSchema
 from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
 from .backends import TABLE, Backend, BackendTable
-from .errors import RegistrationError
+from .errors import (
+    ArgumentTypeError,
+    RegistrationError,
+    UnknownDispatchKeyError,
+    UnknownOperatorError,
+)
 
 __all__ = [
     "ALIAS_KEYS",
@@ -297,8 +302,11 @@ class Registry:
     def normalize_key(self, key: str, *, api: str = "impl") -> str:
         """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
         if not isinstance(key, str):
-            raise TypeError(
-                f"{api}(): expected a device type or dispatch key name (str), got {key!r}"
+            raise ArgumentTypeError(
+                f"{api}(): expected a device type or dispatch key name (str), got {key!r}",
+                api=api,
+                argument="dispatch_key",
+                value=key,
             )
         if key == "default":
             return COMPOSITE_EXPLICIT
@@ -310,10 +318,11 @@ class Registry:
             name = backend.name if backend is not None else key
         name = self._renames.get(name, name)
         if not name.isidentifier() or name != name.lower():
-            raise RegistrationError(
+            raise UnknownDispatchKeyError(
                 f"{api}(): unknown dispatch key {key!r}; expected a device type such as 'cpu' "
                 f"or 'cuda', 'default', or one of {', '.join(ALIAS_KEYS[:3])}, "
-                f"{', '.join(_WELL_KNOWN_KEYS)}"
+                f"{', '.join(_WELL_KNOWN_KEYS)}",
+                key,
             )
         return name
 
@@ -323,7 +332,7 @@ class Registry:
         try:
             return self.ops[qualname]
         except KeyError:
-            raise RegistrationError(
+            raise UnknownOperatorError(
                 f"operator {qualname!r} does not exist; define it first "
                 f"(oplib.define({qualname!r}, '(...) -> ...'))",
                 op=qualname,
@@ -335,7 +344,12 @@ class Registry:
         tags_t = tuple(tags)
         for t in tags_t:
             if not isinstance(t, Tag):
-                raise TypeError(f"define(): tags must be oplib.Tag members, got {t!r}")
+                raise ArgumentTypeError(
+                    f"define(): tags must be oplib.Tag members, got {t!r}",
+                    api="define",
+                    argument="tags",
+                    value=t,
+                )
         origin = origin or origin_of()
         entry = OpEntry(schema, tags_t, origin)
         ensure()
@@ -374,7 +388,12 @@ class Registry:
         api: str = "impl",
     ) -> Handle:
         if not callable(fn):
-            raise TypeError(f"{api}(): expected a callable kernel for {qualname}, got {fn!r}")
+            raise ArgumentTypeError(
+                f"{api}(): expected a callable kernel for {qualname}, got {fn!r}",
+                api=api,
+                argument="func",
+                value=fn,
+            )
         origin = origin or origin_of(fn)
         with self.lock:
             entry = self.entry(qualname)

@@ -3,7 +3,8 @@
 
 A vendor ships a backend named ``privateuse1`` (dispatch key ``PrivateUse1``) and gives it
 its own name once per process with :func:`rename_privateuse1_backend` (or the environment
-variable ``OPLIB_PRIVATEUSE1_NAME``, read when the backend's plugin loads). Kernels
+variable ``OPLIB_PRIVATEUSE1_NAME``, which the core applies when a plugin registers the
+``privateuse1`` backend; a bad name fails that plugin's load, rolled back). Kernels
 registered for ``privateuse1``/``PrivateUse1`` move to the new name; kernels registered for
 the new name before the rename wait for it. A backend's device module (``is_available``,
 ``device_count``, ``current_device``, ``manual_seed_all`` ...) is ``oplib_core.<name>``:
@@ -25,10 +26,20 @@ from ._registry import _WELL_KNOWN_KEYS, REGISTRY
 from ._startup import LOCK, ensure
 from ._tensor import Tensor
 from .backends import TABLE
-from .errors import BackendError
+from .errors import (
+    ArgumentTypeError,
+    BackendError,
+    BackendNameError,
+    DeviceModuleError,
+    InvalidDeviceError,
+    RegistrationError,
+)
 
 __all__ = [
+    "device_module_function",
     "generate_methods_for_privateuse1_backend",
+    "normalize_device",
+    "privateuse1_backend_name",
     "register_device_module",
     "rename_privateuse1_backend",
 ]
@@ -49,10 +60,15 @@ def _package() -> Any:
     return sys.modules[__package__]
 
 
-def _get_privateuse1_backend_name() -> str:
-    """The private-use backend's current name: ``"privateuse1"`` until renamed."""
+def privateuse1_backend_name() -> str:
+    """The private-use backend's current name: ``"privateuse1"`` until renamed (torch's
+    ``torch._C._get_privateuse1_backend_name``)."""
     ensure()  # a plugin may rename the slot when the plugins load
     return _privateuse1_backend_name
+
+
+#: The seed's name (torch's ``torch._C._get_privateuse1_backend_name``).
+_get_privateuse1_backend_name = privateuse1_backend_name
 
 
 def rename_privateuse1_backend(backend_name: str) -> None:
@@ -62,10 +78,11 @@ def rename_privateuse1_backend(backend_name: str) -> None:
     ``"npu"`` (``"PrivateUse1"`` and ``"privateuse1"`` still mean it too), kernels
     registered before the rename for ``privateuse1`` move to ``npu``, and the backend's device
     module is ``oplib_core.npu``. The backend itself may be installed before or after the
-    call. Renaming is allowed once per process: the same name again is a no-op, another name
-    raises ``BackendError``. The name must be a lower-case identifier that no installed or
-    well-known backend (``cpu``, ``cuda``, ``meta`` ...) and no attribute of ``oplib_core``
-    uses (``ValueError``, or ``BackendError`` for an installed backend).
+    call. Renaming is allowed once per process: the same name again is a no-op. The name
+    must be a lower-case identifier that no installed or well-known backend (``cpu``,
+    ``cuda``, ``meta`` ...) and no attribute of ``oplib_core`` uses. A refused name (another
+    name after a rename included) raises :class:`~oplib_core.errors.BackendNameError`, a
+    ``BackendError`` and a ``ValueError``.
 
     To make ``t.npu()`` and ``t.is_npu`` exist, call
     :func:`generate_methods_for_privateuse1_backend` afterwards.
@@ -73,20 +90,24 @@ def rename_privateuse1_backend(backend_name: str) -> None:
     global _privateuse1_backend_name
     ensure()  # load the plugins first: renaming applies to what they register
     if not isinstance(backend_name, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"rename_privateuse1_backend(): expected the new device name as a str, got "
-            f"{type(backend_name).__name__}"
+            f"{type(backend_name).__name__}",
+            api="rename_privateuse1_backend",
+            argument="backend_name",
+            value=backend_name,
         )
     with _lock:
         current = _privateuse1_backend_name
         if current != PRIVATEUSE1:
             if backend_name == current:
                 return
-            raise BackendError(
+            raise BackendNameError(
                 f"rename_privateuse1_backend(): the privateuse1 backend was already renamed to "
                 f"{current!r} in this process and can be renamed only once; got "
                 f"{backend_name!r}. Rename it before first use, in one place (or set "
-                f"{ENV_NAME})."
+                f"{ENV_NAME}).",
+                backend_name,
             )
         _check_new_name(backend_name)
         REGISTRY.rename_key(PRIVATEUSE1, backend_name)  # checks conflicts before changing
@@ -97,32 +118,40 @@ def rename_privateuse1_backend(backend_name: str) -> None:
 def _check_new_name(name: str) -> None:
     api = "rename_privateuse1_backend()"
     if not name.isidentifier() or name != name.lower():
-        raise ValueError(
+        raise BackendNameError(
             f"{api}: the new name must be a lower-case Python identifier usable as a device "
-            f"string (like 'npu'), got {name!r}"
+            f"string (like 'npu'), got {name!r}",
+            name,
         )
     if name == PRIVATEUSE1:
-        raise ValueError(f"{api}: {name!r} is the slot's own name; pass your device's name")
+        raise BackendNameError(
+            f"{api}: {name!r} is the slot's own name; pass your device's name", name
+        )
     if name in _RESERVED:
-        raise ValueError(
-            f"{api}: {name!r} is the name of a well-known backend; choose a name of your own"
+        raise BackendNameError(
+            f"{api}: {name!r} is the name of a well-known backend; choose a name of your own",
+            name,
         )
     taken = TABLE.find(name)
     if taken is not None:
-        raise BackendError(
+        raise BackendNameError(
             f"{api}: a backend named {name!r} is already installed (plugin "
-            f"{taken.plugin!r}, distribution {taken.distribution or '-'}); choose another name"
+            f"{taken.plugin!r}, distribution {taken.distribution or '-'}); choose another name",
+            name,
         )
     if name in vars(_package()) or name in _device_modules:
-        raise ValueError(
+        raise BackendNameError(
             f"{api}: {name!r} clashes with the existing attribute oplib_core.{name}, where "
-            "the device module would go; choose another name"
+            "the device module would go; choose another name",
+            name,
         )
 
 
 def _rename_from_env() -> None:
-    """Apply ``OPLIB_PRIVATEUSE1_NAME`` if set: private-use plugins call this when they load
-    (a bad name then fails that plugin's load, reported by ``oplib plugins list``)."""
+    """Apply ``OPLIB_PRIVATEUSE1_NAME`` if set. The plugin host calls this right after a
+    plugin registers the ``privateuse1`` backend; a bad name raises there, which fails that
+    plugin's load and rolls its registrations back (reported by ``oplib plugins list``).
+    The same name again is a no-op."""
     name = os.environ.get(ENV_NAME, "").strip()
     if name:
         rename_privateuse1_backend(name)
@@ -137,9 +166,12 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
     already (a device module registered before, or any other name of ``oplib_core``).
     Returns a function that removes it again."""
     if not isinstance(device_type, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"register_device_module(): expected a device type (str), got "
-            f"{type(device_type).__name__}"
+            f"{type(device_type).__name__}",
+            api="register_device_module",
+            argument="device_type",
+            value=device_type,
         )
     name = parse_device(device_type).type
     ensure()
@@ -147,8 +179,9 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
         pkg = _package()
         existing = getattr(pkg, name, None)
         if existing is not None or name in vars(pkg):
-            raise RuntimeError(
-                f"The runtime module of '{name}' has already been registered with '{existing}'"
+            raise DeviceModuleError(
+                f"The runtime module of '{name}' has already been registered with '{existing}'",
+                name,
             )
         _device_modules[name] = module
         _bind(name, module)
@@ -206,36 +239,54 @@ def device_module(name: str) -> Any:
     return None if backend is None else backend.spec.device_module
 
 
-def _get_custom_mod_func(func_name: str) -> Callable[..., Any]:
-    """The function ``func_name`` of the private-use backend's device module; a
-    ``RuntimeError`` explaining what to register when the module or the function is missing.
+def device_module_function(func_name: str) -> Callable[..., Any]:
+    """The function ``func_name`` of the private-use backend's device module
+    (``oplib_core.<name>.<func_name>``, under the backend's current name). When the module
+    or the function is missing, a :class:`~oplib_core.errors.DeviceModuleError` (a
+    ``RuntimeError``) explains what to register.
 
     For backend implementers calling into their device module from generic code.
     """
     assert isinstance(func_name, str), f"func_name must be `str`, but got `{type(func_name)}`."
-    backend_name = _get_privateuse1_backend_name()
+    backend_name = privateuse1_backend_name()
     mod = device_module(backend_name)
     function = getattr(mod, func_name, None)
     if mod is None or function is None:
-        raise RuntimeError(
+        raise DeviceModuleError(
             f"Try to call oplib_core.{backend_name}.{func_name}. The backend must register a "
             f"custom backend module with `oplib_core.register_device_module('{backend_name}', "
             "BackendModule)` (or BackendSpec(device_module=...)). And BackendModule needs to "
-            f"have the following API's:\n `{func_name}(*args, **kwargs)`. \n"
+            f"have the following API's:\n `{func_name}(*args, **kwargs)`. \n",
+            backend_name,
+            func_name,
         )
     return function
+
+
+#: The seed's name (torch's ``torch.utils.backend_registration._get_custom_mod_func``).
+_get_custom_mod_func = device_module_function
 
 
 # -- device index normalisation -----------------------------------------------------------
 
 
+def normalize_device(device: int | str | Device | None, device_type: str) -> int:
+    """The device index ``device`` means for backend ``device_type`` (torch's
+    ``_normalization_device``): ``None`` and an index-less device are the current device
+    (``oplib_core.<device_type>.current_device()`` when the device module has it, else 0);
+    ``"npu:1"``/``Device("npu", 1)`` give 1; an int is taken as the index.
+
+    A device of another type or a negative index raises
+    :class:`~oplib_core.errors.InvalidDeviceError` (a ``RuntimeError`` and a
+    ``ValueError``); anything else :class:`~oplib_core.errors.ArgumentTypeError`.
+    """
+    return _normalization_device(device_type, device)
+
+
 def _normalization_device(
     custom_backend_name: str, device: int | str | Device | None = None
 ) -> int:
-    """The device index ``device`` means for backend ``custom_backend_name``: ``None`` and
-    an index-less device are the current device (``oplib_core.<name>.current_device()`` when
-    the device module has it, else 0); ``"npu:1"``/``Device("npu", 1)`` give 1; an int is
-    taken as the index. A device of another type raises ``RuntimeError``."""
+    """The seed's spelling of :func:`normalize_device` (backend name first)."""
 
     def current_index() -> int:
         current = getattr(device_module(custom_backend_name), "current_device", None)
@@ -247,20 +298,27 @@ def _normalization_device(
         device = parse_device(device)
     if isinstance(device, Device):
         if device.type != custom_backend_name:
-            raise RuntimeError(
-                f"Invalid device, must be {custom_backend_name} device; got '{device}'"
+            raise InvalidDeviceError(
+                f"Invalid device, must be {custom_backend_name} device; got '{device}'",
+                device,
+                custom_backend_name,
             )
         return current_index() if device.index is None else device.index
     if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
         if device < 0:
-            raise ValueError(
-                f"Invalid device index {device} for {custom_backend_name}: must be >= 0"
+            raise InvalidDeviceError(
+                f"Invalid device index {device} for {custom_backend_name}: must be >= 0",
+                device,
+                custom_backend_name,
             )
         return int(device)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"Invalid device, must be {custom_backend_name} device: expected an index (int), a "
         f"'{custom_backend_name}:<index>' string or an oplib Device, got "
-        f"{type(device).__name__}"
+        f"{type(device).__name__}",
+        api="normalize_device",
+        argument="device",
+        value=device,
     )
 
 
@@ -269,7 +327,7 @@ def _normalization_device(
 
 def _check_register_once(module: Any, attr: str) -> None:
     if hasattr(module, attr):
-        raise RuntimeError(
+        raise RegistrationError(
             f"The custom device module of {module} has already been registered with {attr}"
         )
 
@@ -297,7 +355,7 @@ def _generate_tensor_methods_for_privateuse1_backend(
         # non_blocking is accepted for torch compatibility; copies here are synchronous.
         index = _normalization_device(custom_backend_name, device)
         if self.dtype in unsupported:
-            raise RuntimeError(
+            raise BackendError(
                 f"Cannot create a {custom_backend_name} tensor: dtype {self.dtype} is not "
                 "supported by this backend"
             )
@@ -329,7 +387,7 @@ def generate_methods_for_privateuse1_backend(
             "generate_methods_for_privateuse1_backend(): oplib has no Storage type, so "
             "for_storage=True has nothing to generate; pass for_storage=False"
         )
-    name = _get_privateuse1_backend_name()
+    name = privateuse1_backend_name()
     if for_tensor:
         with _lock:
             _generate_tensor_methods_for_privateuse1_backend(name, unsupported_dtype)

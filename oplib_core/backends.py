@@ -11,13 +11,14 @@ import numpy as np
 from ._device import Device, parse_device
 from ._records import Record
 from ._startup import LOCK, deferred, ensure
-from .errors import BackendError
+from .errors import BackendError, BackendNameError, InvalidArgumentError, InvalidDeviceError
 
 __all__ = [
     "Backend",
     "BackendSpec",
     "BackendTable",
     "device",
+    "for_type",
     "get",
     "list",
     "register",
@@ -145,13 +146,17 @@ class BackendSpec(Record):
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
-            raise ValueError(
-                f"BackendSpec: name must be a lower-case identifier like 'cuda', got {self.name!r}"
+            raise BackendNameError(
+                f"BackendSpec: name must be a lower-case identifier like 'cuda', got {self.name!r}",
+                self.name,
             )
         if not (self.array_types or self.array_type_names):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"BackendSpec({self.name!r}): give array_types or array_type_names so that "
-                "oplib can recognise this backend's arrays"
+                "oplib can recognise this backend's arrays",
+                api="BackendSpec",
+                argument="array_types",
+                value=self.array_types,
             )
 
     @property
@@ -397,6 +402,12 @@ def get(name: str) -> Backend:
     return TABLE.get(name)
 
 
+def for_type(cls: type) -> Backend | None:
+    """The installed backend whose arrays are of class ``cls`` (``type(array)``), or
+    ``None``. Recognising a class by name does not import its library."""
+    return TABLE.for_type(cls)
+
+
 def list() -> _builtin_list[Backend]:
     """Installed backends, highest priority first."""
     return TABLE.all()
@@ -416,6 +427,6 @@ def device(spec: Device | str | int, index: int | None = None) -> Device:
     int (an index on the current accelerator backend, see :func:`default_accelerator`)."""
     if isinstance(spec, int) and not isinstance(spec, bool):
         if spec < 0:
-            raise ValueError(f"device(): device index must be >= 0, got {spec}")
+            raise InvalidDeviceError(f"device(): device index must be >= 0, got {spec}", spec)
         return Device(default_accelerator(), spec)
     return parse_device(spec, index)

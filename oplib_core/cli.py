@@ -11,7 +11,8 @@ from typing import Any
 from . import _introspect as introspect
 from ._explain import explain
 from ._factories import ones
-from ._registry import REGISTRY
+from ._lookup import resolve
+from .errors import AmbiguousOperatorError, UnknownOperatorError
 from .plugins import HOST
 
 __all__ = ["main"]
@@ -107,12 +108,22 @@ def _ops_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_operator(e: UnknownOperatorError | AmbiguousOperatorError, given: str) -> int:
+    if isinstance(e, AmbiguousOperatorError):
+        print(f"oplib: {e}", file=sys.stderr)
+        return 2
+    hint = ""
+    if e.suggestions:
+        hint = "; did you mean " + " or ".join(repr(s) for s in e.suggestions) + "?"
+    print(f"oplib: no operator {given!r} (see 'oplib ops list'){hint}", file=sys.stderr)
+    return 2
+
+
 def _ops_show(args: argparse.Namespace) -> int:
     try:
         d = introspect.op_detail(args.qualname)
-    except KeyError:
-        print(f"oplib: no operator {args.qualname!r} (see 'oplib ops list')", file=sys.stderr)
-        return 2
+    except (UnknownOperatorError, AmbiguousOperatorError) as e:
+        return _no_operator(e, args.qualname)
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
@@ -165,18 +176,18 @@ def _sample_argument(arg: Any, device: str, requires_grad: bool) -> Any:
 
 
 def _ops_explain(args: argparse.Namespace) -> int:
-    entry = REGISTRY.ops.get(args.qualname)
-    if entry is None:
-        print(f"oplib: no operator {args.qualname!r} (see 'oplib ops list')", file=sys.stderr)
-        return 2
+    try:
+        op = resolve(args.qualname, "ops explain")
+    except (UnknownOperatorError, AmbiguousOperatorError) as e:
+        return _no_operator(e, args.qualname)
     call_args, call_kwargs = [], {}
-    for a in entry.schema.arguments:
+    for a in op._schema.arguments:
         value = _sample_argument(a, args.device, args.requires_grad)
         if a.kwarg_only:
             call_kwargs[a.name] = value
         else:
             call_args.append(value)
-    result = explain(entry.overload, *call_args, **call_kwargs)
+    result = explain(op, *call_args, **call_kwargs)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -198,8 +209,14 @@ def _check(args: argparse.Namespace) -> int:
     from .testing._checks import CHECKS, FAIL, SKIP
     from .testing._runner import UnknownName, check_ops
 
+    qualnames = []
+    for given in args.qualname:  # any spelling lookup takes; check_ops wants qualified names
+        try:
+            qualnames.append(resolve(given, "check").name())
+        except (UnknownOperatorError, AmbiguousOperatorError) as e:
+            return _no_operator(e, given)
     try:
-        report = check_ops(args.qualname or None, args.backend or None)
+        report = check_ops(qualnames or None, args.backend or None)
     except UnknownName as e:
         if e.kind == "backend":
             print(

@@ -11,6 +11,7 @@ from ._infer_schema import infer_schema
 from ._registry import FAKE, REGISTRY
 from ._tags import Tag
 from .autograd._registration import register_autograd
+from .errors import InvalidNameError
 from .library import Library, _normalize_types, _register_many
 
 __all__ = ["CustomOpDef", "custom_op"]
@@ -107,8 +108,8 @@ def custom_op(
     for none). ``fn`` becomes the kernel for ``device_types`` (every device when None) and
     receives native arrays. Usable as a decorator."""
     if not isinstance(name, str) or "::" not in name:
-        raise ValueError(
-            f"custom_op(): expected a qualified name 'namespace::op_name', got {name!r}"
+        raise InvalidNameError(
+            f"custom_op(): expected a qualified name 'namespace::op_name', got {name!r}", name
         )
     namespace, _, opname = name.partition("::")
     tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)

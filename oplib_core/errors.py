@@ -1,22 +1,100 @@
-"""One exception type per kind of failure; each carries the culprit as data."""
+"""One exception type per kind of failure; each carries the culprit as data.
+
+Every error oplib raises on purpose is an :class:`OplibError`, so ``except
+oplib.OplibError`` catches them all. Where an error used to be (or, in torch, is) a
+builtin exception, the oplib type also derives from that builtin (``InvalidNameError`` is
+a ``ValueError``, ``NotAnOperatorError`` a ``TypeError``), so ``except ValueError`` and
+friends keep working::
+
+    OplibError
+    ├── SchemaError (ValueError)
+    ├── InvalidArgumentError (ValueError)
+    ├── ArgumentTypeError (TypeError)
+    │   └── NotAnOperatorError
+    ├── RegistrationError (RuntimeError)
+    │   ├── UnknownOperatorError (LookupError)
+    │   ├── AmbiguousOperatorError (LookupError)
+    │   ├── InvalidNameError (ValueError)
+    │   ├── ReservedNamespaceError (ValueError)
+    │   ├── DuplicateLibraryError (ValueError)
+    │   ├── UnknownDispatchKeyError (ValueError)
+    │   └── LibraryDestroyedError
+    ├── NoKernelError (NotImplementedError)
+    ├── DeviceMismatchError (RuntimeError)
+    ├── BackendError (RuntimeError)
+    │   ├── AutogradUnsupportedError
+    │   ├── BackendNameError (ValueError)
+    │   ├── InvalidDeviceError (ValueError)
+    │   └── DeviceModuleError
+    ├── PluginError (RuntimeError)
+    └── OpCheckError (AssertionError)
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
+    "AmbiguousOperatorError",
+    "ArgumentTypeError",
     "AutogradUnsupportedError",
     "BackendError",
+    "BackendNameError",
     "DeviceMismatchError",
+    "DeviceModuleError",
+    "DuplicateLibraryError",
+    "InvalidArgumentError",
+    "InvalidDeviceError",
+    "InvalidNameError",
+    "LibraryDestroyedError",
     "NoKernelError",
+    "NotAnOperatorError",
     "OpCheckError",
     "OplibError",
     "PluginError",
     "RegistrationError",
+    "ReservedNamespaceError",
     "SchemaError",
+    "UnknownDispatchKeyError",
+    "UnknownOperatorError",
 ]
 
 
 class OplibError(Exception):
     """Base class of oplib's own errors."""
+
+
+class InvalidArgumentError(OplibError, ValueError):
+    """An argument of an oplib call has a value the call does not accept.
+
+    ``api`` names the call (``"Library"``), ``argument`` the parameter (``"kind"``),
+    ``value`` is what was given.
+    """
+
+    def __init__(self, message: str, *, api: str, argument: str, value: object) -> None:
+        self.api = api
+        self.argument = argument
+        self.value = value
+        super().__init__(message)
+
+
+class ArgumentTypeError(OplibError, TypeError):
+    """An argument of an oplib call has a type the call does not accept (a kernel that is
+    not callable, a dispatch key that is not a str ...). Attributes as
+    :class:`InvalidArgumentError`."""
+
+    def __init__(self, message: str, *, api: str, argument: str, value: object) -> None:
+        self.api = api
+        self.argument = argument
+        self.value = value
+        super().__init__(message)
+
+
+class NotAnOperatorError(ArgumentTypeError):
+    """Something that is not an operator was given where one was expected (``value``)."""
+
+    def __init__(self, message: str, *, api: str, value: object) -> None:
+        super().__init__(message, api=api, argument="op", value=value)
 
 
 class SchemaError(OplibError, ValueError):
@@ -51,6 +129,73 @@ class RegistrationError(OplibError, RuntimeError):
         super().__init__(message)
 
 
+class UnknownOperatorError(RegistrationError, LookupError):
+    """No operator goes by the name given (or the op given no longer exists).
+
+    ``op`` is what was asked for, as text; ``suggestions`` the qualified names of existing
+    operators that are spelled alike (possibly empty).
+    """
+
+    def __init__(self, message: str, op: str, suggestions: Sequence[str] = ()) -> None:
+        self.suggestions = tuple(suggestions)
+        super().__init__(message, op=op)
+
+
+class AmbiguousOperatorError(RegistrationError, LookupError):
+    """An operator packet with no default overload and several others was given where one
+    overload is needed. ``op`` is the packet's qualified name, ``overloads`` the overload
+    names to choose from."""
+
+    def __init__(self, message: str, op: str, overloads: Sequence[str]) -> None:
+        self.overloads = tuple(overloads)
+        super().__init__(message, op=op)
+
+
+class InvalidNameError(RegistrationError, ValueError):
+    """A name that cannot name an operator here: no namespace (``"sin"`` for
+    ``"mylib::sin"``), a namespace that is not an identifier, an overload name where none
+    is allowed, another namespace than the Library's. ``name`` is the name given."""
+
+    def __init__(self, message: str, name: object) -> None:
+        self.name = name
+        super().__init__(message, op=name if isinstance(name, str) else None)
+
+
+class ReservedNamespaceError(RegistrationError, ValueError):
+    """Defining operators in a namespace reserved for the core (``oplib``, ``prim``);
+    ``namespace`` names it."""
+
+    def __init__(self, message: str, namespace: str) -> None:
+        self.namespace = namespace
+        super().__init__(message)
+
+
+class DuplicateLibraryError(RegistrationError, ValueError):
+    """A second ``DEF`` Library for one namespace. ``namespace`` names it, ``existing`` is
+    where the first one was created."""
+
+    def __init__(self, message: str, namespace: str, existing: str) -> None:
+        self.namespace = namespace
+        super().__init__(message, existing=existing)
+
+
+class UnknownDispatchKeyError(RegistrationError, ValueError):
+    """A dispatch key name that is no device type, alias key or known key (``key``)."""
+
+    def __init__(self, message: str, key: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class LibraryDestroyedError(RegistrationError):
+    """A registration through a Library that was destroyed (``namespace`` is its
+    namespace)."""
+
+    def __init__(self, message: str, namespace: str) -> None:
+        self.namespace = namespace
+        super().__init__(message)
+
+
 class NoKernelError(OplibError, NotImplementedError):
     """No kernel serves an operator for the backend its inputs live on."""
 
@@ -71,6 +216,36 @@ class DeviceMismatchError(OplibError, RuntimeError):
 
 class BackendError(OplibError, RuntimeError):
     """A backend is unknown, unavailable, or cannot do what was asked."""
+
+
+class BackendNameError(BackendError, ValueError):
+    """A backend name that cannot be used (``name``): not a lower-case identifier, a
+    well-known backend's, taken by an installed backend or an attribute of ``oplib_core``,
+    or a second, different name for the private-use backend."""
+
+    def __init__(self, message: str, name: object) -> None:
+        self.name = name
+        super().__init__(message)
+
+
+class InvalidDeviceError(BackendError, ValueError):
+    """A device that does not fit where it was given: another backend's device, a negative
+    index. ``device`` is what was given, ``device_type`` the backend expected (if any)."""
+
+    def __init__(self, message: str, device: object, device_type: str | None = None) -> None:
+        self.device = device
+        self.device_type = device_type
+        super().__init__(message)
+
+
+class DeviceModuleError(BackendError):
+    """A device module (``oplib_core.<device_type>``) that is missing, lacks a function
+    (``attribute``) a caller needs, or is registered twice."""
+
+    def __init__(self, message: str, device_type: str, attribute: str | None = None) -> None:
+        self.device_type = device_type
+        self.attribute = attribute
+        super().__init__(message)
 
 
 class AutogradUnsupportedError(BackendError):

@@ -27,10 +27,12 @@ from typing import Any
 
 from ._dispatcher import OpOverload
 from ._infer_schema import infer_schema
+from ._lookup import resolve
 from ._registry import AUTOGRAD, REGISTRY, Handle, _location_of
 from ._schema import BaseType, ListType, OptionalType, parse_signature
 from ._tensor import Tensor
 from .autograd._registration import Formula
+from .errors import InvalidArgumentError, InvalidNameError, RegistrationError
 from .library import Library, _register_many, register_fake
 
 __all__ = ["custom_op", "impl", "impl_abstract", "impl_backward", "impl_save_for_backward"]
@@ -43,14 +45,16 @@ _OPS: dict[str, LegacyOp] = {}
 
 def _split(qualname: str, api: str) -> tuple[str, str]:
     if not isinstance(qualname, str) or qualname.count("::") != 1:
-        raise ValueError(
-            f"{api}(qualname={qualname!r}): expected a qualified name 'namespace::name'"
+        raise InvalidNameError(
+            f"{api}(qualname={qualname!r}): expected a qualified name 'namespace::name'",
+            qualname,
         )
     ns, name = qualname.split("::")
     if "." in name:
-        raise ValueError(
+        raise InvalidNameError(
             f"{api}(qualname={qualname!r}): the legacy API does not support overload names; "
-            "use a name without '.'"
+            "use a name without '.'",
+            qualname,
         )
     return ns, name
 
@@ -95,10 +99,12 @@ class LegacyOp:
     # -- registrations ----------------------------------------------------------------------
     def _register_impl(self, kind: str, func: Callable[..., Any]) -> None:
         if kind in self._impls:
-            raise RuntimeError(
+            raise RegistrationError(
                 f"Attempting to register a {kind} impl for operator {self._qualname} that "
                 f"already has a {kind} impl registered from Python at "
-                f"{self._impls[kind].location}. This is not supported."
+                f"{self._impls[kind].location}. This is not supported.",
+                op=self._qualname,
+                existing=self._impls[kind].location,
             )
         self._impls[kind] = _Impl(func)
 
@@ -106,10 +112,11 @@ class LegacyOp:
         schema = self._schema
 
         def error(detail: str) -> None:
-            raise RuntimeError(
+            raise RegistrationError(
                 f"Cannot use legacy.impl_save_for_backward/impl_backward to register a "
                 f"backward formula for {detail}. Got operator {self._qualname} with schema: "
-                f"{schema}"
+                f"{schema}",
+                op=self._qualname,
             )
 
         if schema.is_mutable:
@@ -136,10 +143,12 @@ class LegacyOp:
             return
         k = REGISTRY.ops[self._qualname].kernel(AUTOGRAD)
         if k is not None:
-            raise RuntimeError(
+            raise RegistrationError(
                 f"impl_backward/impl_save_for_backward: the operator {self._qualname} already "
                 f"has an Autograd kernel registered at {k.origin} (through register_autograd "
-                "or Library.impl). Use one or the other, not both."
+                "or Library.impl). Use one or the other, not both.",
+                op=self._qualname,
+                existing=str(k.origin),
             )
 
     def _ensure_autograd_kernel(self) -> None:
@@ -158,12 +167,13 @@ class LegacyOp:
             missing = "save_for_backward" if save is None else "backward"
             found = "backward" if save is None else "save_for_backward"
             assert (save or backward) is not None
-            raise RuntimeError(
+            raise RegistrationError(
                 f"We found a '{found}' registration for {self._qualname} at "
                 f"{(save or backward).location} but were unable to find a '{missing}' "  # type: ignore[union-attr]
                 "registration. To use the legacy API to register a backward formula, please "
                 "provide both a backward function and a 'save for backward' function via "
-                "`impl_backward` and `impl_save_for_backward` respectively."
+                "`impl_backward` and `impl_save_for_backward` respectively.",
+                op=self._qualname,
             )
         formula = self._formula
         assert formula is not None
@@ -298,13 +308,17 @@ def _tensor_like(t: Any) -> bool:
     return isinstance(t, BaseType) and t.name == "Tensor"
 
 
-def _find(qualname: str, api: str) -> LegacyOp:
+def _find(qualname: Any, api: str) -> LegacyOp:
+    """The legacy op ``qualname`` names (any spelling :func:`oplib_core.lookup` takes)."""
+    name = resolve(qualname, api).name()
     with _lock:
-        op = _OPS.get(qualname)
+        op = _OPS.get(name)
     if op is None:
-        raise RuntimeError(
-            f"{api}(): could not find the operator {qualname}; define it first with "
-            f"oplib.legacy.custom_op({qualname!r}, ...)"
+        raise RegistrationError(
+            f"{api}(): could not find the operator {name} among the ops defined through the "
+            f"legacy API; define it with oplib.legacy.custom_op({name!r}, ...), or use "
+            "oplib.register_kernel / register_fake / register_autograd for other ops",
+            op=name,
         )
     return op
 
@@ -312,23 +326,25 @@ def _find(qualname: str, api: str) -> LegacyOp:
 def _define(qualname: str, schema: str) -> LegacyOp:
     ns, name = _split(qualname, "custom_op")
     parsed = parse_signature(schema, name=name)
-    if parsed.is_mutable:
-        raise ValueError(
+    if (
+        parsed.is_mutable
+        or not parsed.returns
+        or any(r.annotation is not None for r in parsed.returns)
+    ):
+        raise InvalidArgumentError(
             f"custom_op(qualname={qualname!r}, schema={schema!r}): the legacy custom_op only "
             "supports functional operators (ops that do not mutate any inputs, do not return "
-            "views of the inputs, and have at least one return)"
-        )
-    if not parsed.returns or any(r.annotation is not None for r in parsed.returns):
-        raise ValueError(
-            f"custom_op(qualname={qualname!r}, schema={schema!r}): the legacy custom_op only "
-            "supports functional operators (ops that do not mutate any inputs, do not return "
-            "views of the inputs, and have at least one return)"
+            "views of the inputs, and have at least one return)",
+            api="custom_op",
+            argument="schema",
+            value=schema,
         )
     with _lock:
         if qualname in _OPS:
-            raise RuntimeError(
+            raise RegistrationError(
                 f"custom_op(): {qualname} was already defined through the legacy API; "
-                "destroy it first (op._destroy())"
+                "destroy it first (op._destroy())",
+                op=qualname,
             )
     lib = Library(ns, "FRAGMENT")
     try:
@@ -350,15 +366,21 @@ def custom_op(qualname: str, func_or_schema: Callable[..., Any] | str | None = N
 
     def inner(func: Callable[..., Any]) -> LegacyOp:
         if not inspect.isfunction(func):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"custom_op(...)(func): expected `func` to be a Python function, got: "
-                f"{type(func).__name__}"
+                f"{type(func).__name__}",
+                api="custom_op",
+                argument="func",
+                value=func,
             )
         if func.__name__ != name:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"custom_op(qualname={qualname!r}, ...)(func): expected `func` to have name "
                 f"{name!r} but got {func.__name__!r}. Please either change the name of `func` "
-                "or the qualname that is passed to `custom_op`"
+                "or the qualname that is passed to `custom_op`",
+                api="custom_op",
+                argument="func",
+                value=func,
             )
         return _define(qualname, infer_schema(func, mutates_args=()))
 
@@ -380,7 +402,7 @@ def impl(
 
     def inner(f: Callable[..., Any]) -> Callable[..., Any]:
         op = _find(qualname, "impl")
-        _register_many(qualname, types, f, op._lib, "impl", allow_override=False)
+        _register_many(op._qualname, types, f, op._lib, "impl", allow_override=False)
         return f
 
     return inner if func is None else inner(func)
@@ -391,7 +413,7 @@ def impl_abstract(qualname: str, *, func: Callable[..., Any] | None = None) -> A
 
     def inner(f: Callable[..., Any]) -> Callable[..., Any]:
         op = _find(qualname, "impl_abstract")
-        register_fake(qualname, f, lib=op._lib)
+        register_fake(op._qualname, f, lib=op._lib)
         return f
 
     return inner if func is None else inner(func)
@@ -423,10 +445,11 @@ def impl_backward(
     if output_differentiability is not None:
 
         def yell() -> None:
-            raise RuntimeError(
+            raise RegistrationError(
                 "impl_backward(output_differentiability): expected output_differentiability "
                 "to be a list of bools with length equal to the number of outputs of this "
-                f"CustomOp got: {output_differentiability}"
+                f"CustomOp got: {output_differentiability}",
+                op=op._qualname,
             )
 
         if not isinstance(output_differentiability, list):

@@ -12,11 +12,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ._dispatcher import OpOverload
+from ._lookup import resolve
 from ._registry import FAKE, REGISTRY, Handle, fallthrough_kernel, origin_of
 from ._schema import parse_schema, parse_signature
 from ._tags import Tag
-from .errors import RegistrationError
-from .ops import OpOverloadPacket
+from .errors import (
+    ArgumentTypeError,
+    DuplicateLibraryError,
+    InvalidArgumentError,
+    InvalidNameError,
+    LibraryDestroyedError,
+    RegistrationError,
+    ReservedNamespaceError,
+)
 
 __all__ = [
     "Library",
@@ -53,17 +61,21 @@ class Library:
     ``dispatch_key`` is the default key for :meth:`impl`.
     """
 
-    def __init__(
-        self, ns: str, kind: str, dispatch_key: str = "", *, _allow_reserved: bool = False
-    ) -> None:
+    def __init__(self, ns: str, kind: str, dispatch_key: str = "") -> None:
         if kind not in _KINDS:
-            raise ValueError(f"Library(): kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+            raise InvalidArgumentError(
+                f"Library(): kind must be one of {', '.join(_KINDS)}, got {kind!r}",
+                api="Library",
+                argument="kind",
+                value=kind,
+            )
         if not isinstance(ns, str) or not ns.isidentifier():
-            raise ValueError(f"Library(): namespace must be an identifier, got {ns!r}")
-        if ns in REGISTRY.RESERVED_NAMESPACES and kind != "IMPL" and not _allow_reserved:
-            raise ValueError(
+            raise InvalidNameError(f"Library(): namespace must be an identifier, got {ns!r}", ns)
+        if ns in REGISTRY.RESERVED_NAMESPACES and kind != "IMPL":
+            raise ReservedNamespaceError(
                 f"Library({ns!r}, {kind!r}): {ns!r} is a reserved namespace (the core op set); "
-                "define your operators in your own namespace"
+                "define your operators in your own namespace",
+                ns,
             )
         if dispatch_key:
             REGISTRY.normalize_key(dispatch_key, api="Library")
@@ -76,10 +88,12 @@ class Library:
         if kind == "DEF":
             with _def_lock:
                 if ns in _def_namespaces:
-                    raise ValueError(
+                    raise DuplicateLibraryError(
                         f"Library({ns!r}, 'DEF'): only one DEF library may exist per namespace and "
                         f"one already exists (created at {_def_namespaces[ns][1]}); use kind "
-                        "'FRAGMENT' to add operators to it"
+                        "'FRAGMENT' to add operators to it",
+                        ns,
+                        existing=_def_namespaces[ns][1],
                     )
                 _def_namespaces[ns] = (self._def_token, origin_of().source)
         self._finalizer = weakref.finalize(
@@ -91,7 +105,9 @@ class Library:
 
     def _check_alive(self, api: str) -> None:
         if not self._finalizer.alive:
-            raise RuntimeError(f"Library.{api}(): this Library ({self.ns}) was destroyed")
+            raise LibraryDestroyedError(
+                f"Library.{api}(): this Library ({self.ns}) was destroyed", self.ns
+            )
 
     def define(
         self, schema: str, alias_analysis: str = "", *, tags: Iterable[Tag] | Tag = ()
@@ -105,13 +121,19 @@ class Library:
                 "operators; use a DEF or FRAGMENT library"
             )
         if alias_analysis not in ("", "FROM_SCHEMA", "CONSERVATIVE"):
-            raise ValueError(f"define(): invalid alias_analysis {alias_analysis!r}")
+            raise InvalidArgumentError(
+                f"define(): invalid alias_analysis {alias_analysis!r}",
+                api="Library.define",
+                argument="alias_analysis",
+                value=alias_analysis,
+            )
         parsed = parse_schema(schema)
         ns, sep, name = parsed.name.rpartition("::")
         if sep and ns != self.ns:
-            raise ValueError(
+            raise InvalidNameError(
                 f"Library.define(): schema {schema!r} names namespace {ns!r} but this Library is "
-                f"for {self.ns!r}"
+                f"for {self.ns!r}",
+                parsed.name,
             )
         parsed = parsed.with_name(f"{self.ns}::{name}", parsed.overload_name)
         tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
@@ -133,7 +155,7 @@ class Library:
         as ``"CPU"``, a device type, ``"CompositeExplicitAutograd"``...; by default the
         Library's key, else ``CompositeImplicitAutograd``)."""
         self._check_alive("impl")
-        qualname = self._qualname(op_name)
+        qualname = self._qualname(op_name, "Library.impl")
         key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
         handle = REGISTRY.add_kernel(
             qualname,
@@ -147,23 +169,31 @@ class Library:
 
     def _register_fake(self, op_name: str | OpOverload, fn: Callable[..., Any], **kw: Any) -> None:
         self._check_alive("_register_fake")
-        handle = REGISTRY.add_kernel(self._qualname(op_name), FAKE, fn, api="register_fake", **kw)
+        qualname = self._qualname(op_name, "register_fake")
+        handle = REGISTRY.add_kernel(qualname, FAKE, fn, api="register_fake", **kw)
         self._handles.append(handle)
 
     def _register(self, handle: Handle) -> None:
         self._handles.append(handle)
 
-    def _qualname(self, op_name: str | OpOverload) -> str:
-        qualname = qualname_of(op_name)
-        if "::" not in qualname:
-            qualname = f"{self.ns}::{qualname}"
-        ns = qualname.partition("::")[0]
-        if ns != self.ns:
-            raise ValueError(
-                f"Library({self.ns!r}).impl(): operator {qualname} is not in this Library's "
-                f"namespace; use Library({ns!r}, 'IMPL')"
-            )
+    def _qualname(self, op_name: Any, api: str) -> str:
+        """The qualified name of ``op_name`` (a name without namespace is in this Library's
+        namespace), which must be an existing operator of this namespace."""
+        if isinstance(op_name, str) and "::" not in op_name:
+            op_name = f"{self.ns}::{op_name}"
+        if isinstance(op_name, str):
+            self._check_namespace(op_name.partition("::")[0], op_name)
+        qualname = resolve(op_name, api).name()
+        self._check_namespace(qualname.partition("::")[0], qualname)
         return qualname
+
+    def _check_namespace(self, ns: str, qualname: str) -> None:
+        if ns != self.ns:
+            raise InvalidNameError(
+                f"Library({self.ns!r}).impl(): operator {qualname} is not in this Library's "
+                f"namespace; use Library({ns!r}, 'IMPL')",
+                qualname,
+            )
 
     def _destroy(self) -> None:
         """Remove every registration this Library made."""
@@ -180,22 +210,6 @@ def _scoped_library(ns: str, kind: str, dispatch_key: str = "") -> Iterator[Libr
         lib._destroy()
 
 
-def qualname_of(op: Any) -> str:
-    """``"ns::name[.overload]"`` for a string, OpOverload, packet or custom op."""
-    if isinstance(op, str):
-        return op
-    if isinstance(op, OpOverload):
-        return op.name()
-    if isinstance(op, OpOverloadPacket):
-        return op._qualified_op_name
-    inner = getattr(op, "_opoverload", None)
-    if isinstance(inner, OpOverload):
-        return inner.name()
-    raise TypeError(
-        f"expected an operator (a 'ns::name' string, an OpOverload or a custom op), got {op!r}"
-    )
-
-
 def _lib_for(qualname: str, lib: Library | None) -> Library:
     if lib is not None:
         return lib
@@ -203,15 +217,20 @@ def _lib_for(qualname: str, lib: Library | None) -> Library:
     with _def_lock:
         keep = _keep_alive.get(ns)
         if keep is None:
-            keep = Library(ns, "FRAGMENT", _allow_reserved=True)
+            # A reserved namespace gets an IMPL Library: kernels for the core ops, never
+            # definitions (``define`` refuses those namespaces before getting here).
+            kind = "IMPL" if ns in REGISTRY.RESERVED_NAMESPACES else "FRAGMENT"
+            keep = Library(ns, kind)
             _keep_alive[ns] = keep
         return keep
 
 
 def _split(qualname: str, api: str) -> tuple[str, str]:
-    ns, sep, name = qualname.partition("::")
+    ns, sep, name = qualname.partition("::") if isinstance(qualname, str) else ("", "", "")
     if not sep or not ns or not name:
-        raise ValueError(f"{api}(): expected a qualified name 'namespace::name', got {qualname!r}")
+        raise InvalidNameError(
+            f"{api}(): expected a qualified name 'namespace::name', got {qualname!r}", qualname
+        )
     return ns, name
 
 
@@ -222,7 +241,9 @@ def define(
     (``"(Tensor x) -> Tensor"``); returns the qualified name."""
     ns, name = _split(qualname, "define")
     if ns in REGISTRY.RESERVED_NAMESPACES:
-        raise ValueError(f"define(): {ns!r} is a reserved namespace; use your own namespace")
+        raise ReservedNamespaceError(
+            f"define(): {ns!r} is a reserved namespace; use your own namespace", ns
+        )
     op_name, _, overload = name.partition(".")
     parsed = parse_signature(schema, name=op_name, overload_name=overload)
     return _lib_for(qualname, lib).define(str(parsed), tags=tags)
@@ -233,9 +254,14 @@ def _normalize_types(types: str | Sequence[str] | None, api: str) -> tuple[str, 
         return ("default",)
     if isinstance(types, str):
         return (types,)
-    out = tuple(types)
+    out = tuple(types) if isinstance(types, Iterable) else ()
     if not out or not all(isinstance(t, str) for t in out):
-        raise TypeError(f"{api}(): expected a device type or a sequence of them, got {types!r}")
+        raise ArgumentTypeError(
+            f"{api}(): expected a device type or a sequence of them, got {types!r}",
+            api=api,
+            argument="types",
+            value=types,
+        )
     return out
 
 
@@ -273,10 +299,10 @@ def impl(
     """Register ``func`` for device types / ``"default"`` / dispatch key names; usable as a
     decorator. ``allow_override=True`` replaces an existing kernel (the old one comes back
     when the new registration goes)."""
-    name = qualname_of(qualname)
     keys = _normalize_types(types, "impl")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = resolve(qualname, "impl").name()
         _register_many(name, keys, fn, lib, "impl", allow_override)
         return fn
 
@@ -294,11 +320,12 @@ def register_kernel(
 ) -> Any:
     """Register a kernel of ``op`` for ``device_types`` (None: every device, as ``"default"``)."""
     if hasattr(op, "register_kernel") and not isinstance(op, (str, OpOverload)) and lib is None:
+        resolve(op, "register_kernel")  # a custom op: refused alike once destroyed
         return op.register_kernel(device_types, func, allow_override=allow_override)
-    name = qualname_of(op)
     keys = _normalize_types(device_types, "register_kernel")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = resolve(op, "register_kernel").name()
         _register_many(name, keys, fn, lib, "register_kernel", allow_override)
         return fn
 
@@ -316,10 +343,11 @@ def register_fake(
     """Register the fake kernel of ``op``: computes output metadata (shape, dtype, device)
     from data-less inputs. Serves the meta device and ``FakeTensorMode``."""
     if hasattr(op, "register_fake") and not isinstance(op, (str, OpOverload)) and lib is None:
+        resolve(op, "register_fake")
         return op.register_fake(func)
-    name = qualname_of(op)
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = resolve(op, "register_fake").name()
         _register_many(name, (FAKE,), fn, lib, "register_fake", allow_override)
         return fn
 

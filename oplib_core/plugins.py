@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from . import backend_registration
+from ._lookup import resolve
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
 from ._startup import LOCK, deferred, ensure
@@ -22,12 +25,11 @@ from ._tags import Tag
 from ._version import __version__
 from .autograd._registration import register_autograd
 from .backends import TABLE, BackendSpec
-from .errors import PluginError
+from .errors import InvalidNameError, PluginError, ReservedNamespaceError
 from .library import (
     _normalize_types,
     _register_many,
     _split,
-    qualname_of,
     register_fake,
     register_kernel,
 )
@@ -56,6 +58,24 @@ PHASES = (
     "oplib_register_fake",
     "oplib_register_autograd",
 )
+
+
+#: The core's own plugin modules (``oplib_core._load_plugins`` registers them). Only they may
+#: define operators in the reserved namespaces (``oplib``, ``prim``): the privilege goes to
+#: these module objects themselves, found by identity in ``sys.modules``, never to anything
+#: a plugin could set on itself.
+_CORE_PLUGIN_MODULES = (
+    "oplib_core._core_plugin",
+    "oplib_core.autograd._core_formulas",
+    "oplib_core.fake._core_fakes",
+    "oplib_core.testing._core_samples",
+)
+
+
+def _is_core_plugin(plugin: object) -> bool:
+    return isinstance(plugin, ModuleType) and any(
+        sys.modules.get(name) is plugin for name in _CORE_PLUGIN_MODULES
+    )
 
 
 class PluginWarning(UserWarning):
@@ -135,11 +155,14 @@ class Registrar:
             parsed = parse_signature(schema, name=name, overload_name=overload)
         ns = parsed.namespace
         if not ns:
-            raise ValueError(
-                f"define(): expected a qualified name 'namespace::name', got {parsed.name!r}"
+            raise InvalidNameError(
+                f"define(): expected a qualified name 'namespace::name', got {parsed.name!r}",
+                parsed.name,
             )
         if ns in REGISTRY.RESERVED_NAMESPACES and not self._allow_reserved:
-            raise ValueError(f"define(): {ns!r} is a reserved namespace; use your own namespace")
+            raise ReservedNamespaceError(
+                f"define(): {ns!r} is a reserved namespace; use your own namespace", ns
+            )
         tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
         entry, handle = REGISTRY.define(parsed, tag_tuple)
         self._handles.append(handle)
@@ -153,10 +176,10 @@ class Registrar:
         *,
         allow_override: bool = False,
     ) -> Any:
-        name = qualname_of(qualname)
         keys = _normalize_types(types, "impl")
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            name = resolve(qualname, "impl").name()
             _register_many(name, keys, fn, self, "impl", allow_override)  # type: ignore[arg-type]
             return fn
 
@@ -349,9 +372,7 @@ class PluginHost:
     # -- phases ---------------------------------------------------------------------------
     def _run_phases(self, records: Sequence[PluginRecord]) -> None:
         for r in records:
-            r.registrar = Registrar(
-                r, allow_reserved=getattr(r.plugin, "_oplib_core_plugin", False)
-            )
+            r.registrar = Registrar(r, allow_reserved=_is_core_plugin(r.plugin))
         for phase in PHASES:
             for r in records:
                 if r.status != "loaded" or phase not in r.hooks:
@@ -374,9 +395,10 @@ class PluginHost:
                 specs = [s for impl in impls for s in (impl.function() or ())]
                 for spec in specs:
                     if not isinstance(spec, BackendSpec):
-                        raise TypeError(
+                        raise PluginError(
                             f"oplib_backends() of plugin {record.name!r} must return BackendSpec "
-                            f"objects, got {type(spec).__name__}"
+                            f"objects, got {type(spec).__name__}",
+                            plugin=record.name,
                         )
                     undo = TABLE.register(
                         spec,
@@ -385,6 +407,9 @@ class PluginHost:
                         version=record.version,
                     )
                     registrar._register(Handle(undo, f"backend {spec.name}"))
+                    if spec.name == backend_registration.PRIVATEUSE1:
+                        # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
+                        backend_registration._rename_from_env()
             else:
                 for impl in impls:
                     impl.function(**({"registrar": registrar} if impl.argnames else {}))

@@ -59,7 +59,7 @@ def test_rename_renames_backend_key_and_device_module():
     assert out["alias"] == "npu"
     assert out["module"] is True
     assert out["again"] is None
-    assert out["other"][0] == "BackendError"
+    assert out["other"][0] == "BackendNameError"  # a BackendError and a ValueError
     assert "already renamed to 'npu'" in out["other"][1] and "only once" in out["other"][1]
     assert out["name_kept"] == "npu"
     assert out["device"] == "npu:1"
@@ -78,13 +78,15 @@ def test_rename_rejects_bad_names_and_leaves_state_alone():
         OUT["later_ok"] = catch(oplib.rename_privateuse1_backend, "npu")
     """)
     for name in ("Npu", "my-npu", "1npu"):
-        assert out[name][0] == "ValueError" and "lower-case Python identifier" in out[name][1]
+        assert out[name][0] == "BackendNameError"
+        assert "lower-case Python identifier" in out[name][1]
     for name in ("cpu", "cuda", "default"):
-        assert out[name][0] == "ValueError" and "well-known backend" in out[name][1]
-    assert out["privateuse1"][0] == "ValueError" and "slot's own name" in out["privateuse1"][1]
-    assert out["toyx"][0] == "BackendError" and "already installed" in out["toyx"][1]
-    assert out["tensor"][0] == "ValueError" and "oplib_core.tensor" in out["tensor"][1]
-    assert out["3"][0] == "TypeError"
+        assert out[name][0] == "BackendNameError" and "well-known backend" in out[name][1]
+    assert out["privateuse1"][0] == "BackendNameError"
+    assert "slot's own name" in out["privateuse1"][1]
+    assert out["toyx"][0] == "BackendNameError" and "already installed" in out["toyx"][1]
+    assert out["tensor"][0] == "BackendNameError" and "oplib_core.tensor" in out["tensor"][1]
+    assert out["3"][0] == "ArgumentTypeError"
     assert out["still"] == "privateuse1"
     assert out["later_ok"] is None
 
@@ -223,6 +225,42 @@ def test_bad_env_name_fails_the_plugin_not_the_import():
     assert out["warned"] is True
 
 
+def test_core_applies_env_name_to_any_plugins_privateuse1_backend():
+    # The shipped template no longer reads OPLIB_PRIVATEUSE1_NAME: the core applies it when
+    # a plugin's oplib_backends returns a backend named privateuse1, whoever wrote it.
+    code = """
+        import warnings
+        import oplib_core as oplib
+
+        class Arr:
+            pass
+
+        class Vendor:
+            __name__ = "vendor"
+
+            @oplib.hookimpl
+            def oplib_backends(self):
+                return [oplib.BackendSpec(name="privateuse1", key="PrivateUse1",
+                                          array_types=(Arr,))]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rec = oplib.plugins.register(Vendor(), name="vendor")
+        OUT["status"] = rec.status
+        OUT["error"] = rec.error
+        OUT["names"] = [b.name for b in oplib.backends.list()]
+        OUT["name"] = oplib.backend_registration.privateuse1_backend_name()
+    """
+    env = {"OPLIB_DISABLE_PLUGINS": "privateuse"}
+    out = run_python(code, env={**env, "OPLIB_PRIVATEUSE1_NAME": "npu"})
+    assert out["status"] == "loaded" and "npu" in out["names"] and out["name"] == "npu"
+    out = run_python(code, env={**env, "OPLIB_PRIVATEUSE1_NAME": "Not-A-Name"})
+    assert out["status"] == "failed" and "BackendNameError" in out["error"]
+    assert "privateuse1" not in out["names"] and out["name"] == "privateuse1"  # rolled back
+    out = run_python(code, env=env)  # unset: the slot keeps its name
+    assert out["status"] == "loaded" and "privateuse1" in out["names"]
+
+
 # -- generated methods ----------------------------------------------------------------
 
 
@@ -253,8 +291,8 @@ def test_generated_tensor_methods():
     assert out["current"] == "npu:1"
     assert out["is_npu"] is True and out["same"] is True
     assert out["values"] == [1.0, 2.0]
-    assert out["wrong"][0] == "RuntimeError" and "must be npu device" in out["wrong"][1]
-    assert out["twice"][0] == "RuntimeError"
+    assert out["wrong"][0] == "InvalidDeviceError" and "must be npu device" in out["wrong"][1]
+    assert out["twice"][0] == "RegistrationError"
     assert "already been registered with is_npu" in out["twice"][1]
     assert out["name"] == "npu"
 
@@ -272,7 +310,7 @@ def test_generated_methods_unrenamed_unsupported_dtype_and_storage():
     assert out["storage"][0] == "NotImplementedError" and "no Storage" in out["storage"][1]
     assert out["no_attr"] is False
     assert out["ok"] == "privateuse1:0"
-    assert out["refused"][0] == "RuntimeError" and "float64" in out["refused"][1]
+    assert out["refused"][0] == "BackendError" and "float64" in out["refused"][1]
 
 
 def test_generate_never_half_registers():
@@ -282,7 +320,7 @@ def test_generate_never_half_registers():
         OUT["err"] = catch(oplib.generate_methods_for_privateuse1_backend)
         OUT["is_attr"] = hasattr(oplib.Tensor, "is_numpy")
     """)
-    assert out["err"][0] == "RuntimeError" and "registered with numpy" in out["err"][1]
+    assert out["err"][0] == "RegistrationError" and "registered with numpy" in out["err"][1]
     assert out["is_attr"] is False
 
 

@@ -206,7 +206,7 @@ def test_raise_exception_false_returns_the_errors(ns):
 def test_unknown_test_util_and_op():
     with pytest.raises(ValueError, match="unknown test_util 'test_nope'"):
         oplib.opcheck(OPS.neg.default, (x23(),), test_utils=["test_nope"])
-    with pytest.raises(ValueError, match="no operator 'nope::x'"):
+    with pytest.raises(oplib.UnknownOperatorError, match="operator 'nope::x' does not exist"):
         oplib.opcheck("nope::x", (x23(),))
 
 

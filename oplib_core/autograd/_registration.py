@@ -15,11 +15,12 @@ from typing import Any
 
 from .._dispatcher import MISS, OpOverload, _active
 from .._grad_mode import STATE as GRAD
+from .._lookup import resolve
 from .._registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
 from .._schema import FunctionSchema, ListType, OptionalType
 from .._tensor import Tensor
-from ..errors import RegistrationError
-from ..library import Library, _lib_for, qualname_of
+from ..errors import UnknownOperatorError
+from ..library import Library, _lib_for
 from ._context import FunctionCtx
 
 __all__ = ["register_autograd"]
@@ -327,19 +328,6 @@ class Formula:
         )
 
 
-def _resolve(op: Any, api: str) -> OpOverload:
-    qualname = qualname_of(op)
-    if qualname.endswith(".default"):
-        qualname = qualname[: -len(".default")]
-    entry = REGISTRY.ops.get(qualname)
-    if entry is None:
-        raise RegistrationError(
-            f"{api}(): operator {qualname!r} does not exist; define it first", op=qualname
-        )
-    overload: OpOverload = entry.overload
-    return overload
-
-
 def register_autograd(
     op: Any,
     backward: Callable[..., Any],
@@ -365,7 +353,7 @@ def register_autograd(
     ):
         op.register_autograd(backward, setup_context=setup_context)
         return
-    overload = _resolve(op, "register_autograd")
+    overload = resolve(op, "register_autograd")
     schema = overload._schema
     qualname = overload.name()
     if not is_functional(schema):
@@ -433,8 +421,11 @@ def _params(fn: Callable[..., Any]) -> list[str] | None:
 
 def formula_of(op: Any) -> Formula | None:
     """The formula registered for ``op`` through ``register_autograd``, if any."""
-    entry = REGISTRY.ops.get(qualname_of(op))
-    k = entry.kernel(AUTOGRAD) if entry is not None else None
+    try:
+        entry = resolve(op, "formula_of")._entry
+    except UnknownOperatorError:
+        return None
+    k = entry.kernel(AUTOGRAD)
     fn = getattr(k, "fn", None)
     owner = getattr(fn, "__self__", None)
     return owner if isinstance(owner, Formula) else None

@@ -32,6 +32,7 @@ import numpy as np
 from .._device import Device
 from .._dispatcher import OpOverload
 from .._grad_mode import enable_grad, no_grad
+from .._lookup import lookup_for_call
 from .._registry import AUTOGRAD, FAKE, REGISTRY
 from .._schema import Argument, BaseType, ListType, OptionalType
 from .._tensor import Tensor
@@ -40,7 +41,6 @@ from ..backends import TABLE, Backend
 from ..errors import NoKernelError, OpCheckError
 from ..fake._arrays import FakeArray
 from ..fake._mode import FakeTensorMode
-from ..ops import OpOverloadPacket
 
 __all__ = [
     "CHECKS",
@@ -106,22 +106,7 @@ class OpCheckResults(dict):  # type: ignore[type-arg]
 
 # -- the call being checked -----------------------------------------------------------------
 def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
-    if isinstance(op, OpOverload):
-        return op
-    if isinstance(op, OpOverloadPacket):
-        return op._pick(args, kwargs)
-    inner = getattr(op, "_opoverload", None)  # CustomOpDef
-    if isinstance(inner, OpOverload):
-        return inner
-    if isinstance(op, str):
-        entry = REGISTRY.ops.get(op)
-        if entry is not None:
-            return entry.overload
-        raise ValueError(f"opcheck(): no operator {op!r} (see 'oplib ops list')")
-    raise TypeError(
-        f"opcheck(): expected an operator (OpOverload such as oplib.ops.ns.name.default, a "
-        f"custom op or a qualified name), got {op!r}"
-    )
+    return lookup_for_call(op, args, kwargs, "opcheck")
 
 
 def _is_tensor_type(t: Any) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from oplib_core._device import Device
-from oplib_core.backend_registration import _normalization_device
+from oplib_core import Device
+from oplib_core.backend_registration import normalize_device
 from oplib_cuda import runtime
 
 __all__ = [
@@ -41,13 +41,13 @@ def current_device() -> int:
 
 def set_device(device: int | str | Device) -> None:
     """Make ``device`` the current CUDA device."""
-    runtime.cupy().cuda.runtime.setDevice(_normalization_device("cuda", device))
+    runtime.cupy().cuda.runtime.setDevice(normalize_device(device, "cuda"))
 
 
 def synchronize(device: int | str | Device | None = None) -> None:
     """Wait until all work queued on ``device`` (default: the current one) has finished."""
     cp = runtime.cupy()
-    cp.cuda.Device(_normalization_device("cuda", device)).synchronize()
+    cp.cuda.Device(normalize_device(device, "cuda")).synchronize()
 
 
 def manual_seed(seed: int) -> None:

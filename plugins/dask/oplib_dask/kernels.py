@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core import NoKernelError
-from oplib_core._registry import REGISTRY
-from oplib_core.backends import TABLE
+import oplib_core
+from oplib_core import NoKernelError, OpOverload, backends
 from oplib_dask.meta import chunk_device, fake_output, is_dask, meta_like
 from oplib_dask.oprefs import OpRef, providers_of
 
@@ -154,19 +153,18 @@ class Plan:
         self._refs: dict[str, OpRef] = {}
 
     @property
-    def op(self) -> Any:
-        return REGISTRY.ops[self.qualname].overload
+    def op(self) -> OpOverload:
+        return oplib_core.lookup(self.qualname)
 
     def ref(self, device_type: str, qualname: str | None = None) -> OpRef:
         """The ``OpRef`` tasks call for chunks on ``device_type`` (an error now, not on the
         worker, if no kernel serves those chunks)."""
         qualname = qualname or self.qualname
         key = f"{qualname}@{device_type}"
-        entry = REGISTRY.ops[qualname]
+        op = oplib_core.lookup(qualname)
         ref = self._refs.get(key)
-        if ref is None or ref.get() is not entry.overload:  # redefined since: plan again
-            op = entry.overload
-            backend = TABLE.get(device_type)
+        if ref is None or ref.get() is not op:  # redefined since: plan again
+            backend = backends.get(device_type)
             kernels = tuple(fn for _, fn, _ in op.resolution_steps(backend) if fn is not None)
             if not kernels:
                 raise NoKernelError(
@@ -176,7 +174,7 @@ class Plan:
                     op=qualname,
                     key=backend.key,
                 )
-            ref = self._refs[key] = OpRef(qualname, providers_of(entry, kernels), op)
+            ref = self._refs[key] = OpRef(qualname, providers_of(op, kernels), op)
         return ref
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

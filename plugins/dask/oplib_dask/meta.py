@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core import Device, FakeTensorMode, NoKernelError
-from oplib_core._registry import FAKE
-from oplib_core.backends import TABLE
+from oplib_core import Device, FakeTensorMode, NoKernelError, backends
 from oplib_core.fake import FakeArray
 from oplib_dask.errors import DaskMetaWarning
 
 __all__ = ["MetaGuessWarnings", "chunk_device", "fake_output", "is_dask", "meta_like"]
+
+#: ``NoKernelError.key`` when an op has no fake kernel (the ``"Fake"`` dispatch key).
+FAKE_KEY = "Fake"
 
 
 def is_dask(x: Any) -> bool:
@@ -33,11 +34,12 @@ def is_dask(x: Any) -> bool:
 
 def chunk_device(x: Any) -> Device:
     """The device of a dask array's chunks (from its ``_meta``): ``cpu``, ``cuda``..."""
-    backend = TABLE.for_type(type(x._meta))
+    backend = backends.for_type(type(x._meta))
     if backend is None:
+        installed = ", ".join(b.name for b in backends.list()) or "(none)"
         raise TypeError(
             f"dask array with {type(x._meta).__name__} chunks: no installed oplib backend "
-            f"recognises them ({TABLE.names_text()})"
+            f"recognises them ({installed})"
         )
     return Device(backend.name)
 
@@ -88,7 +90,7 @@ def fake_output(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: 
         with FakeTensorMode():
             return op(*fargs, **fkwargs)
     except NoKernelError as e:
-        if e.key != FAKE or e.op != op.name():
+        if e.key != FAKE_KEY or e.op != op.name():
             raise
     GUESSES.warn(op.name())
     return None

@@ -15,11 +15,10 @@ import importlib
 import sys
 import threading
 import types
-from typing import Any
+from typing import Any, NamedTuple, TypeGuard
 
 import oplib_core
-from oplib_core._records import Record
-from oplib_core._registry import REGISTRY, OpEntry
+from oplib_core import OpOverload, UnknownOperatorError
 from oplib_dask.errors import DaskWorkerError
 
 __all__ = ["OpRef", "Provider", "providers_of"]
@@ -28,15 +27,12 @@ _lock = threading.Lock()
 _SKIP_ROOTS = frozenset({"oplib_core", "oplib_dask", "oplib_cpu", "oplib_cuda", "oplib_meta"})
 
 
-class Provider(Record):
+class Provider(NamedTuple):
     """A module to import on a worker; ``plugin`` is the name to register it under as an
     in-process plugin (``None``: a plain module, importing it defines what it defines)."""
 
-    _fields = ("module", "plugin")
-    __slots__ = _fields
-    _defaults = {"plugin": None}
     module: str
-    plugin: str | None
+    plugin: str | None = None
 
 
 class OpRef:
@@ -63,19 +59,22 @@ class OpRef:
         return op
 
 
-def _entry(qualname: str) -> OpEntry | None:
-    return REGISTRY.ops.get(qualname)
+def _find(qualname: str) -> OpOverload | None:
+    try:
+        return oplib_core.lookup(qualname)
+    except UnknownOperatorError:
+        return None
 
 
-def _resolve(qualname: str, providers: tuple[Provider, ...]) -> Any:
-    entry = _entry(qualname)
-    if entry is None:
+def _resolve(qualname: str, providers: tuple[Provider, ...]) -> OpOverload:
+    op = _find(qualname)
+    if op is None:
         with _lock:
-            entry = _entry(qualname)
-            if entry is None:
+            op = _find(qualname)
+            if op is None:
                 _import_providers(qualname, providers)
-                entry = _entry(qualname)
-    if entry is None:
+                op = _find(qualname)
+    if op is None:
         shipped = ", ".join(p.module for p in providers) or "none known"
         raise DaskWorkerError(
             f"{qualname}: operator is not defined in this dask worker process (modules "
@@ -84,7 +83,7 @@ def _resolve(qualname: str, providers: tuple[Provider, ...]) -> Any:
             "on their sys.path), not in __main__ or a notebook cell.",
             op=qualname,
         )
-    return entry.overload
+    return op
 
 
 def _import_providers(qualname: str, providers: tuple[Provider, ...]) -> None:
@@ -99,7 +98,7 @@ def _import_providers(qualname: str, providers: tuple[Provider, ...]) -> None:
                 "their sys.path.",
                 op=qualname,
             ) from e
-        if p.plugin is not None and p.plugin not in loaded and _entry(qualname) is None:
+        if p.plugin is not None and p.plugin not in loaded and _find(qualname) is None:
             oplib_core.plugins.register(module, name=p.plugin)
             loaded.add(p.plugin)
 
@@ -111,15 +110,19 @@ def _module_of_file(path: str) -> str | None:
     return None
 
 
-def _shippable(module: str | None) -> bool:
-    return bool(module) and module != "__main__" and module.partition(".")[0] not in _SKIP_ROOTS
+def _shippable(module: str | None) -> TypeGuard[str]:
+    return (
+        module is not None
+        and module not in ("", "__main__")
+        and module.partition(".")[0] not in _SKIP_ROOTS
+    )
 
 
-def providers_of(entry: OpEntry, kernels: tuple[Any, ...]) -> tuple[Provider, ...]:
-    """The modules a worker must import to have ``entry`` and ``kernels``: the in-process
+def providers_of(op: OpOverload, kernels: tuple[Any, ...]) -> tuple[Provider, ...]:
+    """The modules a worker must import to have ``op`` and ``kernels``: the in-process
     plugin that defined it, the module of its definition, the modules of the kernels."""
     out: list[Provider] = []
-    plugin = entry.origin.plugin
+    plugin = op.origin.plugin
     if plugin is not None:
         for record in oplib_core.plugins.list():
             if record.name != plugin or record.entry_point is not None:
@@ -127,9 +130,9 @@ def providers_of(entry: OpEntry, kernels: tuple[Any, ...]) -> tuple[Provider, ..
             obj = record.plugin
             if isinstance(obj, types.ModuleType) and _shippable(obj.__name__):
                 out.append(Provider(obj.__name__, plugin))
-    source = entry.origin.source.rpartition(":")[0]
+    source = op.origin.source.rpartition(":")[0]
     modules = [_module_of_file(source)] + [getattr(k, "__module__", None) for k in kernels]
     for name in modules:
         if _shippable(name) and all(p.module != name for p in out):
-            out.append(Provider(name))  # type: ignore[arg-type]
+            out.append(Provider(name))
     return tuple(out)

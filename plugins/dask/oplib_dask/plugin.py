@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core import BackendSpec, Device, Tag, hookimpl
-from oplib_core._registry import OpEntry
+import oplib_core
+from oplib_core import BackendSpec, Device, OpOverload, Tag, hookimpl
 from oplib_dask.kernels import make_kernel
 
 __all__ = ["DASK", "kind_of"]
@@ -36,10 +36,8 @@ def _status() -> str | None:
 
 
 def _to_host(array: Any) -> np.ndarray:
-    from oplib_core.backends import TABLE
-
     out = array.compute()
-    backend = TABLE.for_type(type(out))
+    backend = oplib_core.backends.for_type(type(out))
     return np.asarray(out) if backend is None else backend.to_host(out)
 
 
@@ -61,20 +59,21 @@ def _namespace() -> Any:
     return da
 
 
-def kind_of(entry: OpEntry) -> str | None:
-    """How the dask backend maps ``entry`` onto chunks, or ``None`` if it does not."""
-    if entry.qualname == "oplib::matmul":
+def kind_of(op: OpOverload) -> str | None:
+    """How the dask backend maps ``op`` onto chunks, or ``None`` if it does not."""
+    qualname = op.name()
+    if qualname == "oplib::matmul":
         return "matmul"
-    if Tag.pointwise in entry.tags or entry.qualname in _PER_CHUNK:
+    if Tag.pointwise in op.tags or qualname in _PER_CHUNK:
         return "pointwise"
-    if Tag.reduction in entry.tags:
+    if Tag.reduction in op.tags:
         return "reduction"
     return None
 
 
-def _fallback(op: Any) -> Any:
+def _fallback(op: OpOverload) -> Any:
     """The generic chunk-wise kernel for ``op``, or None when dask cannot map it."""
-    kind = kind_of(op._entry)
+    kind = kind_of(op)
     return None if kind is None else make_kernel(op.name(), kind)
 
 

@@ -7,8 +7,7 @@ from typing import Any
 import numpy as np
 
 from oplib_core import Device
-from oplib_core.fake import FakeArray, check_shape
-from oplib_core.fake._errors import DataAccessError
+from oplib_core.fake import DataAccessError, FakeArray, check_shape
 
 __all__ = ["META", "MetaArray"]
 

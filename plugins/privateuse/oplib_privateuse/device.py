@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core._device import Device
-from oplib_core.backend_registration import _get_privateuse1_backend_name, _normalization_device
+from oplib_core import Device
+from oplib_core.backend_registration import normalize_device, privateuse1_backend_name
 from oplib_privateuse import memory
 
 __all__ = [
@@ -46,7 +46,7 @@ _generators: dict[int, np.random.Generator] = {}
 
 
 def _index(device: int | str | Device | None) -> int:
-    return memory.check_index(_normalization_device(_get_privateuse1_backend_name(), device))
+    return memory.check_index(normalize_device(device, privateuse1_backend_name()))
 
 
 def is_available() -> bool:

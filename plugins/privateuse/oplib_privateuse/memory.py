@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core.backend_registration import _get_privateuse1_backend_name
+from oplib_core.backend_registration import privateuse1_backend_name
 
 __all__ = [
     "Arena",
@@ -57,7 +57,7 @@ def device_count() -> int:
 
 
 def device_name(index: int | None = None) -> str:
-    name = _get_privateuse1_backend_name()
+    name = privateuse1_backend_name()
     return name if index is None else f"{name}:{index}"
 
 

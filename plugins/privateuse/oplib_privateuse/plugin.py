@@ -3,7 +3,8 @@
 Copy this plugin to write a backend for your device (``docs/writing-a-backend.md``):
 a ``BackendSpec`` saying how to recognise the device's arrays, move them to and from the
 host and count devices; the core op set's kernels bound to the device's array namespace;
-and a device module. ``OPLIB_PRIVATEUSE1_NAME=npu`` renames the backend when it loads.
+and a device module. ``OPLIB_PRIVATEUSE1_NAME=npu`` renames the backend when it loads (the
+core applies it when this plugin registers the ``privateuse1`` backend).
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core import BackendSpec, Device, hookimpl
-from oplib_core._dtypes import get_default_dtype
-from oplib_core.backend_registration import _rename_from_env
+from oplib_core import BackendSpec, Device, get_default_dtype, hookimpl
 from oplib_core.errors import BackendError
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_privateuse import device as device_module
@@ -130,7 +129,6 @@ def randn(size: list[int], *, dtype: np.dtype | None = None, device: Device | No
 
 @hookimpl
 def oplib_backends() -> list[BackendSpec]:
-    _rename_from_env()
     return [SPEC]
 
 
