@@ -127,7 +127,7 @@ class FakeArray:
         n: int = self.shape[0]
         return n
 
-    def new_empty(self, shape: Any, dtype: Any = None) -> Any:
+    def new_empty(self, shape: Any, dtype: Any = None) -> Self:
         """A data-less array of ``shape`` of the same class and device (``dtype`` defaults to
         this array's)."""
         return self._new(
