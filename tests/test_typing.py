@@ -8,12 +8,14 @@ runs: the examples work, not only type-check.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -150,3 +152,57 @@ def test_readme_examples_run() -> None:
         [sys.executable, str(EXAMPLES)], capture_output=True, text=True, cwd=ROOT, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_records_show_their_fields_to_inspect_signature() -> None:
+    from oplib_core import BackendSpec, Device, FunctionSchema
+    from oplib_core.testing import SampleInput
+
+    params = inspect.signature(BackendSpec).parameters
+    assert tuple(params) == BackendSpec._fields
+    assert params["name"].default is inspect.Parameter.empty
+    assert params["priority"].default == 0
+    assert params["array_types"].annotation == "tuple[type, ...]"
+    # a record with its own __init__ shows that one
+    assert str(inspect.signature(Device)) == "(type: 'str', index: 'int | None' = None) -> 'None'"
+    # slots that are not arguments (field(init=False)) stay out
+    assert tuple(inspect.signature(FunctionSchema).parameters) == (
+        "name",
+        "overload_name",
+        "arguments",
+        "returns",
+    )
+    # default_factory: a fresh value per record
+    a, b = SampleInput((1,)), SampleInput((2,))
+    assert a.kwargs == {} and a.kwargs is not b.kwargs
+
+
+def test_record_fields_come_from_annotations() -> None:
+    from oplib_core._records import Record, field
+
+    class Point(Record):
+        x: int
+        y: int = 0
+        tags: list[str] = field(default_factory=list)
+        _norm: float = field(init=False)
+        ORIGIN: ClassVar[str] = "here"
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "_norm", abs(self.x) + abs(self.y))
+
+    assert Point._fields == ("x", "y", "tags")
+    assert Point.__slots__ == ("x", "y", "tags", "_norm")
+    p = Point(3, y=-4)
+    assert (p.x, p.y, p.tags, p._norm) == (3, -4, [], 7)
+    assert p == Point(3, -4, [])
+    assert p._replace(y=1) == Point(3, 1)
+    with pytest.raises(AttributeError, match="immutable"):
+        p.x = 1  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unexpected arguments 'z'"):
+        Point(1, z=2)  # type: ignore[call-arg]
+
+    with pytest.raises(TypeError, match="field 'b' without a default follows"):
+
+        class Bad(Record):
+            a: int = 0
+            b: int
