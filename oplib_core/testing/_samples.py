@@ -32,6 +32,10 @@ class SampleInput(Record):
     name: str = ""
     compare_values: bool = True
 
+    def __post_init__(self) -> None:
+        if self.kwargs is None:  # as before fields were typed: None means no kwargs
+            object.__setattr__(self, "kwargs", {})
+
 
 def as_sample(value: Any, op: OpOverload) -> SampleInput:
     """A hook's answer item as a :class:`SampleInput`."""
