@@ -23,11 +23,13 @@ TO_COPY = "oplib::_to_copy(Tensor self, *, ScalarType? dtype=None, Device? devic
 
 
 def _clone() -> OpOverload:
-    return REGISTRY.ops["oplib::clone"].overload
+    op: OpOverload = REGISTRY.ops["oplib::clone"].overload
+    return op
 
 
 def _astype() -> OpOverload:
-    return REGISTRY.ops["oplib::astype"].overload
+    op: OpOverload = REGISTRY.ops["oplib::astype"].overload
+    return op
 
 
 def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None = None) -> Any:

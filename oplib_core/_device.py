@@ -15,11 +15,10 @@ class Device(Record):
     """A device: ``type`` names a backend (``"cpu"``, ``"cuda"``, ...), ``index`` picks one of
     its devices (``None`` means the backend's current device)."""
 
-    _fields = ("type", "index")
-    __slots__ = _fields
     type: str
-    index: int | None
+    index: int | None = None
 
+    # Record's generic __init__ would take its slow path for Device("cpu"); made often.
     def __init__(self, type: str, index: int | None = None) -> None:
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "index", index)

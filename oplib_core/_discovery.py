@@ -35,8 +35,6 @@ class EntryPointInfo(Record):
     """One ``oplib`` entry point and what its distribution says about compatibility
     (``requirement``: e.g. ``"oplib-core>=0.1,<0.2"``, None when none is stated)."""
 
-    _fields = ("name", "value", "distribution", "version", "requirement", "compatible")
-    __slots__ = _fields
     name: str
     value: str
     distribution: str | None

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numbers
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 __all__ = [
     "bool_",
@@ -32,10 +36,10 @@ _lock = threading.Lock()
 _default = [float32]
 
 
-def to_dtype(dtype: object) -> np.dtype:
+def to_dtype(dtype: DTypeLike) -> np.dtype:
     """Normalise anything numpy accepts as a dtype (``"float32"``, ``np.float32``, a dtype)."""
     try:
-        return np.dtype(dtype)  # type: ignore[call-overload]
+        return np.dtype(dtype)
     except TypeError as e:
         raise TypeError(
             f"expected a dtype (numpy dtype, scalar type or name), got {dtype!r}"
@@ -47,7 +51,7 @@ def get_default_dtype() -> np.dtype:
     return _default[0]
 
 
-def set_default_dtype(dtype: object) -> None:
+def set_default_dtype(dtype: DTypeLike) -> None:
     """Set the default floating dtype; like torch, only floating dtypes are accepted."""
     d = to_dtype(dtype)
     if d.kind != "f":

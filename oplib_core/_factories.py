@@ -5,7 +5,7 @@ kernels serve them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -160,18 +160,42 @@ def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -
     return data if native else _finish(data, requires_grad)
 
 
+@overload
+def empty_like(
+    other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor: ...
+@overload
+def empty_like(
+    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Any: ...
 def empty_like(
     other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Any:
     return _like("empty", other, dtype, device, requires_grad)
 
 
+@overload
+def zeros_like(
+    other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor: ...
+@overload
+def zeros_like(
+    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Any: ...
 def zeros_like(
     other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Any:
     return _like("zeros", other, dtype, device, requires_grad)
 
 
+@overload
+def ones_like(
+    other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor: ...
+@overload
+def ones_like(
+    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Any: ...
 def ones_like(
     other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Any:

@@ -221,7 +221,7 @@ def _convert(annotation: object, fn: Callable[..., object]) -> SchemaType:
     if _is_tensor_class(annotation):
         return _TENSOR
     if annotation in _PLAIN:
-        return BaseType(_PLAIN[annotation])  # type: ignore[index]
+        return BaseType(_PLAIN[annotation])
     if annotation is numbers.Number:
         return _SCALAR
     if annotation is Device:
@@ -313,7 +313,8 @@ def _default_text(value: object) -> str | None:
 
         return json.dumps(str(value), ensure_ascii=False)
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        return np.dtype(value).name
+        name: str = np.dtype(value).name
+        return name
     return None
 
 

@@ -7,8 +7,6 @@ The cross-device copy (``_to_copy``) belongs to the dispatcher layer, not to thi
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 from oplib_core._records import Record
 from oplib_core._tags import Tag
 
@@ -22,11 +20,8 @@ class CoreOp(Record):
     """One core operator: its full schema (``"oplib::add.Scalar(Tensor self, Scalar other)
     -> Tensor"``) and the tags it is defined with."""
 
-    _fields = ("schema", "tags")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"tags": ()}
     schema: str
-    tags: tuple[Tag, ...]
+    tags: tuple[Tag, ...] = ()
 
     @property
     def name(self) -> str:

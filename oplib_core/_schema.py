@@ -14,9 +14,9 @@ canonical spelling, and ``parse_schema(str(s)) == s`` for every schema ``s`` wit
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any
 
-from ._records import Record
+from ._records import Record, field
 from .errors import SchemaError
 
 __all__ = [
@@ -59,8 +59,6 @@ class BaseType(Record):
     """A type without modifiers, e.g. ``Tensor`` or ``int``; ``name`` is one of
     :data:`BASE_TYPES`."""
 
-    _fields = ("name",)
-    __slots__ = _fields
     name: str
 
     def __post_init__(self) -> None:
@@ -97,8 +95,6 @@ class BaseType(Record):
 class OptionalType(Record):
     """``T?``: a value of ``elem`` or ``None``."""
 
-    _fields = ("elem",)
-    __slots__ = _fields
     elem: SchemaType
 
     def __post_init__(self) -> None:
@@ -133,11 +129,8 @@ class OptionalType(Record):
 class ListType(Record):
     """``T[]`` (``size`` ``None``) or ``T[n]`` (a list of ``n`` elements)."""
 
-    _fields = ("elem", "size")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"size": None}
     elem: SchemaType
-    size: int | None
+    size: int | None = None
 
     def __post_init__(self) -> None:
         if self.elem.is_list():
@@ -194,11 +187,8 @@ class Annotation(Record):
     """An alias annotation: ``(a)`` (aliases set ``a``), ``(a!)`` (and writes to it),
     ``(a|b)`` (may alias either)."""
 
-    _fields = ("alias_set", "is_write")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"is_write": False}
     alias_set: tuple[str, ...]
-    is_write: bool
+    is_write: bool = False
 
     def __post_init__(self) -> None:
         if not self.alias_set:
@@ -218,19 +208,12 @@ class Argument(Record):
     """One argument: ``Tensor(a!) out``, ``int n=1``. ``default`` is the default's source
     text in canonical spacing (``None`` when there is none); ``default_value`` its value."""
 
-    _fields = ("name", "type", "default", "annotation", "kwarg_only")
-    __slots__ = (*_fields, "_value")
-    _defaults: ClassVar[dict[str, Any]] = {
-        "default": None,
-        "annotation": None,
-        "kwarg_only": False,
-    }
     name: str
     type: SchemaType
-    default: str | None
-    annotation: Annotation | None
-    kwarg_only: bool
-    _value: object
+    default: str | None = None
+    annotation: Annotation | None = None
+    kwarg_only: bool = False
+    _value: object = field(init=False)
 
     def __post_init__(self) -> None:
         _check_ident(self.name, "argument name")
@@ -271,12 +254,9 @@ class Argument(Record):
 class Return(Record):
     """One return value: ``Tensor``, ``Tensor(a!)``, ``Tensor values`` (named)."""
 
-    _fields = ("name", "type", "annotation")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"annotation": None}
     name: str | None
     type: SchemaType
-    annotation: Annotation | None
+    annotation: Annotation | None = None
 
     def __post_init__(self) -> None:
         if self.name is not None:
@@ -301,15 +281,13 @@ class FunctionSchema(Record):
     kwarg-only ones (after ``*``) have ``kwarg_only`` set.
     """
 
-    _fields = ("name", "overload_name", "arguments", "returns")
-    __slots__ = (*_fields, "_positional", "_kwarg_only", "_mutated")
     name: str
     overload_name: str
     arguments: tuple[Argument, ...]
     returns: tuple[Return, ...]
-    _positional: tuple[Argument, ...]
-    _kwarg_only: tuple[Argument, ...]
-    _mutated: tuple[str, ...]
+    _positional: tuple[Argument, ...] = field(init=False)
+    _kwarg_only: tuple[Argument, ...] = field(init=False)
+    _mutated: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         if self.name:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["LOCK", "defer", "deferred", "ensure", "is_loaded"]
 
@@ -82,8 +82,5 @@ def deferred(cls: type[T]) -> type[T]:
         ensure()
         return getattr(self, name)
 
-    return type(
-        cls.__name__,
-        (cls,),
-        {"__getattr__": __getattr__, "__module__": cls.__module__, "__doc__": cls.__doc__},
-    )
+    namespace = {"__getattr__": __getattr__, "__module__": cls.__module__, "__doc__": cls.__doc__}
+    return cast("type[T]", type(cls.__name__, (cls,), namespace))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -19,13 +19,18 @@ from .backends import device as to_device
 from .errors import BackendError
 from .fake._arrays import FakeArray
 
+if TYPE_CHECKING:
+    from types import NotImplementedType
+
 __all__ = ["Tensor"]
 
 _new = object.__new__
 
 
-def _op(qualname: str) -> Callable[..., Any]:
-    return REGISTRY.ops[qualname].overload
+def _op(qualname: str) -> Callable[..., Tensor]:
+    # The one place that says what core ops give back for Tensor arguments: a Tensor.
+    op: Callable[..., Tensor] = REGISTRY.ops[qualname].overload
+    return op
 
 
 def _is_scalar(x: object) -> bool:
@@ -37,22 +42,25 @@ def _is_operand(x: object) -> bool:
     return type(x) is Tensor or TABLE.for_type(type(x)) is not None
 
 
-def _binary(name: str, a: Any, b: Any) -> Any:
+def _binary(name: str, a: Tensor, b: Any) -> Tensor | NotImplementedType:
     if type(b) is Tensor:  # the common case first: not a scalar, an operand
-        return REGISTRY.ops["oplib::" + name].overload(a, b)
+        out: Tensor = REGISTRY.ops["oplib::" + name].overload(a, b)
+        return out
     if _is_scalar(b):
         return _op(f"oplib::{name}.Scalar")(a, b)
     if not _is_operand(b):
-        return NotImplemented  # ``t == None`` is False, ``t + "x"`` a plain TypeError
+        # ``t == None`` is False, ``t + "x"`` a plain TypeError. (mypy reads NotImplemented
+        # as Any outside the operator methods themselves.)
+        return NotImplemented  # type: ignore[no-any-return]
     return _op(f"oplib::{name}")(a, b)
 
 
-def _reverse(name: str, rname: str, a: Any, b: Any) -> Any:
+def _reverse(name: str, rname: str, a: Tensor, b: Any) -> Tensor | NotImplementedType:
     """``b <op> a`` where ``a`` is the Tensor (``__rsub__`` and friends)."""
     if _is_scalar(b):
         return _op(f"oplib::{rname}.Scalar")(a, b)
     if not _is_operand(b):
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]
     return _op(f"oplib::{name}")(b, a)
 
 
@@ -117,13 +125,18 @@ class Tensor:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self._data.dtype)
+        dtype: np.dtype = np.dtype(self._data.dtype)
+        return dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self._data.shape)
 
-    def size(self, dim: int | None = None) -> Any:
+    @overload
+    def size(self, dim: None = None) -> tuple[int, ...]: ...
+    @overload
+    def size(self, dim: int) -> int: ...
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         return self.shape if dim is None else self.shape[dim]
 
     @property
@@ -142,7 +155,8 @@ class Tensor:
     def __len__(self) -> int:
         if not self._data.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
+        n: int = self._data.shape[0]
+        return n
 
     @property
     def native(self) -> Any:
@@ -234,7 +248,8 @@ class Tensor:
                 f"can't convert a {self.device} tensor to numpy; copy it to the host first "
                 "with tensor.to('cpu')"
             )
-        return self._data
+        array: np.ndarray = self._data
+        return array
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if isinstance(self._data, FakeArray):
@@ -276,7 +291,8 @@ class Tensor:
         return self._data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return self._data.__dlpack_device__()
+        device: tuple[int, int] = self._data.__dlpack_device__()
+        return device
 
     def __repr__(self) -> str:
         extra = ""
@@ -304,107 +320,111 @@ class Tensor:
     __hash__ = object.__hash__
 
     # -- operators (routed through the core op set) ---------------------------------------
-    def __add__(self, other: Any) -> Any:
+    def __add__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            return REGISTRY.ops["oplib::add"].overload(self, other)
+            out: Tensor = REGISTRY.ops["oplib::add"].overload(self, other)
+            return out
         return _binary("add", self, other)
 
-    def __radd__(self, other: Any) -> Any:
+    def __radd__(self, other: Any) -> Tensor:
         return _reverse("add", "add", self, other)
 
-    def __sub__(self, other: Any) -> Any:
+    def __sub__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            return REGISTRY.ops["oplib::sub"].overload(self, other)
+            out: Tensor = REGISTRY.ops["oplib::sub"].overload(self, other)
+            return out
         return _binary("sub", self, other)
 
-    def __rsub__(self, other: Any) -> Any:
+    def __rsub__(self, other: Any) -> Tensor:
         return _reverse("sub", "rsub", self, other)
 
-    def __mul__(self, other: Any) -> Any:
+    def __mul__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            return REGISTRY.ops["oplib::mul"].overload(self, other)
+            out: Tensor = REGISTRY.ops["oplib::mul"].overload(self, other)
+            return out
         return _binary("mul", self, other)
 
-    def __rmul__(self, other: Any) -> Any:
+    def __rmul__(self, other: Any) -> Tensor:
         return _reverse("mul", "mul", self, other)
 
-    def __truediv__(self, other: Any) -> Any:
+    def __truediv__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            return REGISTRY.ops["oplib::div"].overload(self, other)
+            out: Tensor = REGISTRY.ops["oplib::div"].overload(self, other)
+            return out
         return _binary("div", self, other)
 
-    def __rtruediv__(self, other: Any) -> Any:
+    def __rtruediv__(self, other: Any) -> Tensor:
         return _reverse("div", "rdiv", self, other)
 
-    def __pow__(self, other: Any) -> Any:
+    def __pow__(self, other: Any) -> Tensor:
         return _binary("pow", self, other)
 
-    def __rpow__(self, other: Any) -> Any:
+    def __rpow__(self, other: Any) -> Tensor:
         return _reverse("pow", "rpow", self, other)
 
-    def __matmul__(self, other: Any) -> Any:
+    def __matmul__(self, other: Any) -> Tensor:
         return _op("oplib::matmul")(self, other)
 
-    def __rmatmul__(self, other: Any) -> Any:
+    def __rmatmul__(self, other: Any) -> Tensor:
         return _op("oplib::matmul")(other, self)
 
-    def __neg__(self) -> Any:
+    def __neg__(self) -> Tensor:
         return _op("oplib::neg")(self)
 
-    def __abs__(self) -> Any:
+    def __abs__(self) -> Tensor:
         return _op("oplib::abs")(self)
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
         return _binary("eq", self, other)
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
         return _binary("ne", self, other)
 
-    def __lt__(self, other: Any) -> Any:
+    def __lt__(self, other: Any) -> Tensor:
         return _binary("lt", self, other)
 
-    def __le__(self, other: Any) -> Any:
+    def __le__(self, other: Any) -> Tensor:
         return _binary("le", self, other)
 
-    def __gt__(self, other: Any) -> Any:
+    def __gt__(self, other: Any) -> Tensor:
         return _binary("gt", self, other)
 
-    def __ge__(self, other: Any) -> Any:
+    def __ge__(self, other: Any) -> Tensor:
         return _binary("ge", self, other)
 
     # -- common methods -------------------------------------------------------------------
-    def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+    def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         return _op("oplib::sum")(self, dim, keepdim, dtype=dtype)
 
-    def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+    def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         return _op("oplib::mean")(self, dim, keepdim, dtype=dtype)
 
-    def reshape(self, *shape: Any) -> Any:
+    def reshape(self, *shape: Any) -> Tensor:
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
         return _op("oplib::reshape")(self, list(shape))
 
-    def transpose(self, dim0: int, dim1: int) -> Any:
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
         return _op("oplib::transpose")(self, dim0, dim1)
 
     @property
-    def T(self) -> Any:
+    def T(self) -> Tensor:
         return _op("oplib::permute")(self, list(range(self.ndim - 1, -1, -1)))
 
-    def clone(self) -> Any:
+    def clone(self) -> Tensor:
         return _op("oplib::clone")(self)
 
-    def exp(self) -> Any:
+    def exp(self) -> Tensor:
         return _op("oplib::exp")(self)
 
-    def log(self) -> Any:
+    def log(self) -> Tensor:
         return _op("oplib::log")(self)
 
-    def sin(self) -> Any:
+    def sin(self) -> Tensor:
         return _op("oplib::sin")(self)
 
-    def cos(self) -> Any:
+    def cos(self) -> Tensor:
         return _op("oplib::cos")(self)
 
-    def relu(self) -> Any:
+    def relu(self) -> Tensor:
         return _op("oplib::relu")(self)

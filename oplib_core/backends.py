@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from ._device import Device, parse_device
 from ._records import Record
 from ._startup import LOCK, deferred, ensure
-from .errors import BackendError, BackendNameError, InvalidArgumentError, InvalidDeviceError
+from .errors import (
+    ArgumentTypeError,
+    BackendError,
+    BackendNameError,
+    InvalidArgumentError,
+    InvalidDeviceError,
+)
 
 __all__ = [
     "Backend",
@@ -24,7 +30,7 @@ __all__ = [
     "register",
 ]
 
-_builtin_list = list
+_builtin_list = list  # ``list`` below is this module's function, also in annotations
 
 
 def _always_available() -> str | None:
@@ -72,77 +78,28 @@ class BackendSpec(Record):
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
     """
 
-    _fields = (
-        "name",
-        "array_types",
-        "array_type_names",
-        "key",
-        "priority",
-        "status",
-        "device_count",
-        "device_of",
-        "to_host",
-        "from_host",
-        "empty",
-        "namespace",
-        "from_dlpack",
-        "dlpack_device_type",
-        "accepts",
-        "fake_kernels",
-        "fallback",
-        "no_kernel_hint",
-        "autograd",
-        "accelerator",
-        "description",
-        "device_module",
-    )
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {
-        "array_types": (),
-        "array_type_names": (),
-        "key": "",
-        "priority": 0,
-        "status": _always_available,
-        "device_count": _one_device,
-        "device_of": None,
-        "to_host": None,
-        "from_host": None,
-        "empty": None,
-        "namespace": None,
-        "from_dlpack": None,
-        "dlpack_device_type": None,
-        "accepts": (),
-        "fake_kernels": False,
-        "fallback": None,
-        "no_kernel_hint": "",
-        "autograd": True,
-        "accelerator": False,
-        "description": "",
-        "device_module": None,
-    }
-
     name: str
-    array_types: tuple[type, ...]
-    array_type_names: tuple[str, ...]
-    key: str
-    priority: int
-    status: Callable[[], str | None]
-    device_count: Callable[[], int]
-    device_of: Callable[[Any], int | None] | None
-    to_host: Callable[[Any], np.ndarray] | None
-    from_host: Callable[[np.ndarray, Device], Any] | None
-    empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None
-    namespace: Callable[[], ModuleType] | None
-    from_dlpack: Callable[[Any], Any] | None
-    dlpack_device_type: int | None
-    accepts: tuple[str, ...]
-    fake_kernels: bool
-    fallback: Callable[[Any], Callable[..., Any] | None] | None
-    no_kernel_hint: str
-    autograd: bool
-    accelerator: bool
-    description: str
-    device_module: Any
+    array_types: tuple[type, ...] = ()
+    array_type_names: tuple[str, ...] = ()
+    key: str = ""
+    priority: int = 0
+    status: Callable[[], str | None] = _always_available
+    device_count: Callable[[], int] = _one_device
+    device_of: Callable[[Any], int | None] | None = None
+    to_host: Callable[[Any], np.ndarray] | None = None
+    from_host: Callable[[np.ndarray, Device], Any] | None = None
+    empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None = None
+    namespace: Callable[[], ModuleType] | None = None
+    from_dlpack: Callable[[Any], Any] | None = None
+    dlpack_device_type: int | None = None
+    accepts: tuple[str, ...] = ()
+    fake_kernels: bool = False
+    fallback: Callable[[Any], Callable[..., Any] | None] | None = None
+    no_kernel_hint: str = ""
+    autograd: bool = True
+    accelerator: bool = False
+    description: str = ""
+    device_module: Any = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -264,7 +221,7 @@ class BackendTable:
 
     def __init__(self) -> None:
         self._lock = LOCK
-        self._listeners: list[Callable[[str, Backend], None]] = []
+        self._listeners: _builtin_list[Callable[[str, Backend], None]] = []
 
     def _init_state(self) -> None:
         self._backends: dict[str, Backend] = {}
@@ -353,7 +310,7 @@ class BackendTable:
         ensure()
         return self._backends.get(self._renames.get(name, name))
 
-    def aliases_of(self, name: str) -> list[str]:
+    def aliases_of(self, name: str) -> _builtin_list[str]:
         """The old names that ``get``/``find`` map to backend ``name``."""
         return [old for old, new in self._renames.items() if new == name]
 
@@ -364,7 +321,7 @@ class BackendTable:
                 return b
         return None
 
-    def all(self) -> list[Backend]:
+    def all(self) -> _builtin_list[Backend]:
         """Backends, highest priority first, then by name."""
         ensure()
         return sorted(self._backends.values(), key=lambda b: (-b.spec.priority, b.name))
@@ -425,7 +382,14 @@ def default_accelerator() -> str:
 def device(spec: Device | str | int, index: int | None = None) -> Device:
     """``device("cuda:1")`` → ``Device(type="cuda", index=1)``; also takes a ``Device`` or an
     int (an index on the current accelerator backend, see :func:`default_accelerator`)."""
-    if isinstance(spec, int) and not isinstance(spec, bool):
+    if isinstance(spec, bool):  # an int to Python, not a device index
+        raise ArgumentTypeError(
+            f"device(): expected a str like 'cuda:1', a Device or an int, got {spec!r}",
+            api="device",
+            argument="spec",
+            value=spec,
+        )
+    if isinstance(spec, int):
         if spec < 0:
             raise InvalidDeviceError(f"device(): device index must be >= 0, got {spec}", spec)
         return Device(default_accelerator(), spec)

@@ -291,7 +291,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def leaf(parent: Any, name: str, help: str, fn: Any) -> argparse.ArgumentParser:
-        p = parent.add_parser(name, help=help)
+        p: argparse.ArgumentParser = parent.add_parser(name, help=help)
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(fn=fn)
         return p

@@ -4,7 +4,7 @@ annotations), as ``torch.library.custom_op`` does."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from ._dispatcher import FAST_FIELDS, FastCall, OpOverload
 from ._infer_schema import infer_schema
@@ -12,7 +12,7 @@ from ._registry import FAKE, REGISTRY
 from ._tags import Tag
 from .autograd._registration import register_autograd
 from .errors import InvalidNameError
-from .library import Library, _normalize_types, _register_many
+from .library import Library, _KernelT, _normalize_types, _register_many
 
 __all__ = ["CustomOpDef", "custom_op"]
 
@@ -56,6 +56,24 @@ class CustomOpDef(FastCall):
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self._opoverload._call_slow(args, kwargs)
 
+    @overload
+    def register_kernel(
+        self,
+        device_types: str | Sequence[str] | None,
+        fn: None = None,
+        /,
+        *,
+        allow_override: bool = False,
+    ) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def register_kernel(
+        self,
+        device_types: str | Sequence[str] | None,
+        fn: _KernelT,
+        /,
+        *,
+        allow_override: bool = False,
+    ) -> _KernelT: ...
     def register_kernel(
         self,
         device_types: str | Sequence[str] | None,
@@ -74,6 +92,10 @@ class CustomOpDef(FastCall):
 
         return register if fn is None else register(fn)
 
+    @overload
+    def register_fake(self, fn: None = None, /) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def register_fake(self, fn: _KernelT, /) -> _KernelT: ...
     def register_fake(self, fn: Callable[..., Any] | None = None, /) -> Any:
         """Register the fake kernel (output metadata from data-less inputs)."""
 
@@ -93,6 +115,28 @@ class CustomOpDef(FastCall):
         self._lib._destroy()
 
 
+@overload
+def custom_op(
+    name: str,
+    fn: None = None,
+    /,
+    *,
+    mutates_args: Iterable[str] | str,
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+    tags: Iterable[Tag] | Tag = (),
+) -> Callable[[Callable[..., Any]], CustomOpDef]: ...
+@overload
+def custom_op(
+    name: str,
+    fn: Callable[..., Any],
+    /,
+    *,
+    mutates_args: Iterable[str] | str,
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+    tags: Iterable[Tag] | Tag = (),
+) -> CustomOpDef: ...
 def custom_op(
     name: str,
     fn: Callable[..., Any] | None = None,
@@ -102,7 +146,7 @@ def custom_op(
     device_types: str | Sequence[str] | None = None,
     schema: str | None = None,
     tags: Iterable[Tag] | Tag = (),
-) -> Any:
+) -> CustomOpDef | Callable[[Callable[..., Any]], CustomOpDef]:
     """Wrap ``fn`` into operator ``name`` (``"mylib::op"``). The schema comes from ``fn``'s
     annotations unless given; ``mutates_args`` names the arguments ``fn`` writes to (``()``
     for none). ``fn`` becomes the kernel for ``device_types`` (every device when None) and

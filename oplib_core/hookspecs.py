@@ -14,7 +14,8 @@ another plugin defines, whatever the install order. A plugin that fails to impor
 hook raises, is reported (``oplib plugins list``) and skipped; what its failing hook had
 registered is rolled back, and every other plugin still loads.
 
-The ``registrar`` passed to the registration hooks has the methods ``define``, ``impl``,
+The ``registrar`` passed to the registration hooks (annotate it with
+``oplib_core.plugins.Registrar``) has the methods ``define``, ``impl``,
 ``register_kernel``, ``register_fake`` and ``register_autograd``, taking the same
 arguments as the top-level functions of ``oplib_core`` (without ``lib=``). Everything
 registered through it is credited to the plugin (``oplib ops show`` prints the plugin,
@@ -26,13 +27,17 @@ module level; import them inside the callables of your ``BackendSpec`` and your 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
+    from ._device import Device
+    from ._dispatcher import OpOverload
     from .backends import BackendSpec
     from .plugins import Registrar
+    from .testing import SampleInput
 
 PROJECT = "oplib"
 
@@ -49,6 +54,7 @@ def oplib_backends() -> list[BackendSpec]:
     ``("cupy.ndarray",)`` so that the library is not imported until needed). Kernels other
     plugins registered for this device type earlier go live when the backend appears.
     """
+    ...
 
 
 @hookspec
@@ -87,7 +93,9 @@ def oplib_register_autograd(registrar: Registrar) -> None:
 
 
 @hookspec
-def oplib_sample_inputs(op: Any, device: Any) -> Any:
+def oplib_sample_inputs(
+    op: OpOverload, device: Device
+) -> Iterable[SampleInput | tuple[tuple[Any, ...], dict[str, Any]]] | None:
     """Yield sample calls of ``op`` (an ``OpOverload``) on ``device`` (a ``Device``), for
     ``opcheck`` and ``oplib check``; return None for ops you know nothing about.
 

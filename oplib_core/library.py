@@ -9,7 +9,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from ._dispatcher import OpOverload
 from ._lookup import resolve
@@ -36,6 +36,9 @@ __all__ = [
     "register_fake",
     "register_kernel",
 ]
+
+#: A kernel (or fake kernel): the decorator forms give it back unchanged, type included.
+_KernelT = TypeVar("_KernelT", bound=Callable[..., Any])
 
 _KINDS = ("DEF", "IMPL", "FRAGMENT")
 _def_lock = threading.Lock()
@@ -288,6 +291,24 @@ def _register_many(
         target._register(h)
 
 
+@overload
+def impl(
+    qualname: str | OpOverload,
+    types: str | Sequence[str],
+    func: None = None,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> Callable[[_KernelT], _KernelT]: ...
+@overload
+def impl(
+    qualname: str | OpOverload,
+    types: str | Sequence[str],
+    func: _KernelT,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> _KernelT: ...
 def impl(
     qualname: str | OpOverload,
     types: str | Sequence[str],
@@ -309,6 +330,26 @@ def impl(
     return register if func is None else register(func)
 
 
+@overload
+def register_kernel(
+    op: Any,
+    device_types: str | Sequence[str] | None,
+    func: None = None,
+    /,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> Callable[[_KernelT], _KernelT]: ...
+@overload
+def register_kernel(
+    op: Any,
+    device_types: str | Sequence[str] | None,
+    func: _KernelT,
+    /,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> _KernelT: ...
 def register_kernel(
     op: Any,
     device_types: str | Sequence[str] | None,
@@ -332,6 +373,19 @@ def register_kernel(
     return register if func is None else register(func)
 
 
+@overload
+def register_fake(
+    op: Any,
+    func: None = None,
+    /,
+    *,
+    lib: Library | None = None,
+    allow_override: bool = False,
+) -> Callable[[_KernelT], _KernelT]: ...
+@overload
+def register_fake(
+    op: Any, func: _KernelT, /, *, lib: Library | None = None, allow_override: bool = False
+) -> _KernelT: ...
 def register_fake(
     op: Any,
     func: Callable[..., Any] | None = None,
@@ -354,6 +408,12 @@ def register_fake(
     return register if func is None else register(func)
 
 
+@overload
+def impl_abstract(
+    op: Any, func: None = None, /, *, lib: Library | None = None
+) -> Callable[[_KernelT], _KernelT]: ...
+@overload
+def impl_abstract(op: Any, func: _KernelT, /, *, lib: Library | None = None) -> _KernelT: ...
 def impl_abstract(
     op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None
 ) -> Any:

@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType, SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from . import backend_registration
 from ._lookup import resolve
@@ -27,6 +27,7 @@ from .autograd._registration import register_autograd
 from .backends import TABLE, BackendSpec
 from .errors import InvalidNameError, PluginError, ReservedNamespaceError
 from .library import (
+    _KernelT,
     _normalize_types,
     _register_many,
     _split,
@@ -49,7 +50,7 @@ __all__ = [
     "unregister",
 ]
 
-_builtin_list = list
+_builtin_list = list  # ``list`` below is this module's function, also in annotations
 
 PHASES = (
     "oplib_backends",
@@ -99,7 +100,7 @@ class PluginRecord:
         self.version = version
         self.module = module
         self.entry_point = entry_point
-        self.hooks: list[str] = []
+        self.hooks: _builtin_list[str] = []
         self.status = status
         self.error: str | None = None
         self.traceback: str | None = None
@@ -133,7 +134,7 @@ class Registrar:
     def __init__(self, record: PluginRecord, *, allow_reserved: bool = False) -> None:
         self._record = record
         self._allow_reserved = allow_reserved
-        self._handles: list[Handle] = []
+        self._handles: _builtin_list[Handle] = []
 
     @property
     def plugin_name(self) -> str:
@@ -168,6 +169,24 @@ class Registrar:
         self._handles.append(handle)
         return entry.qualname
 
+    @overload
+    def impl(
+        self,
+        qualname: Any,
+        types: str | Sequence[str],
+        func: None = None,
+        *,
+        allow_override: bool = False,
+    ) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def impl(
+        self,
+        qualname: Any,
+        types: str | Sequence[str],
+        func: _KernelT,
+        *,
+        allow_override: bool = False,
+    ) -> _KernelT: ...
     def impl(
         self,
         qualname: Any,
@@ -185,6 +204,26 @@ class Registrar:
 
         return register if func is None else register(func)
 
+    @overload
+    def register_kernel(
+        self,
+        op: Any,
+        device_types: str | Sequence[str] | None,
+        func: None = None,
+        /,
+        *,
+        allow_override: bool = False,
+    ) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def register_kernel(
+        self,
+        op: Any,
+        device_types: str | Sequence[str] | None,
+        func: _KernelT,
+        /,
+        *,
+        allow_override: bool = False,
+    ) -> _KernelT: ...
     def register_kernel(
         self,
         op: Any,
@@ -194,10 +233,15 @@ class Registrar:
         *,
         allow_override: bool = False,
     ) -> Any:
-        return register_kernel(op, device_types, func, lib=self, allow_override=allow_override)  # type: ignore[arg-type]
+        # A Registrar stands in for a Library (it owns the handles); func may be None.
+        return register_kernel(op, device_types, func, lib=self, allow_override=allow_override)  # type: ignore[call-overload]
 
+    @overload
+    def register_fake(self, op: Any, func: None = None, /) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def register_fake(self, op: Any, func: _KernelT, /) -> _KernelT: ...
     def register_fake(self, op: Any, func: Callable[..., Any] | None = None, /) -> Any:
-        return register_fake(op, func, lib=self)  # type: ignore[arg-type]
+        return register_fake(op, func, lib=self)  # type: ignore[call-overload]
 
     def register_autograd(
         self,
@@ -237,7 +281,7 @@ class _HookView(SimpleNamespace):
         super().__init__(**hooks)
         self.__name__ = name
 
-    def __dir__(self) -> list[str]:
+    def __dir__(self) -> _builtin_list[str]:
         return [n for n in vars(self) if n != "__name__"]
 
 
@@ -285,7 +329,7 @@ class PluginHost:
             return
         from ._discovery import find_entry_points
 
-        loaded: list[PluginRecord] = []
+        loaded: _builtin_list[PluginRecord] = []
         for ep in find_entry_points(__version__):
             record = self._load_entry_point(ep)
             if record is not None:
@@ -444,7 +488,7 @@ class PluginHost:
 
     # -- in-process plugins -------------------------------------------------------------
     def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
-        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        name = name or str(getattr(plugin, "__name__", None) or type(plugin).__name__)
         ensure()
         with self.lock:
             if name in self.records and self.records[name].status == "loaded":

@@ -10,7 +10,7 @@ the op whose fake kernel tried, when there is one.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from ..backends import TABLE
 from ._context import current_fake_op
 from ._errors import DataAccessError
 from ._symbolic import SymInt
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "FakeArray",
@@ -37,7 +40,7 @@ def check_shape(shape: Any, api: str = "FakeArray") -> tuple[Any, ...]:
     """``shape`` as a tuple of non-negative ints and ``SymInt``s (or ``ValueError``)."""
     if isinstance(shape, (numbers.Integral, SymInt)):
         shape = (shape,)
-    out = []
+    out: list[Any] = []  # ints and SymInts
     for s in shape:
         if isinstance(s, SymInt):
             out.append(s)
@@ -84,7 +87,7 @@ class FakeArray:
         )
 
     @classmethod
-    def _make(cls, shape: tuple[Any, ...], dtype: np.dtype, device: Device) -> Any:
+    def _make(cls, shape: tuple[Any, ...], dtype: np.dtype, device: Device) -> Self:
         """Construct without validation (fake kernels' hot path)."""
         a = _new(cls)
         a.shape = shape
@@ -92,7 +95,7 @@ class FakeArray:
         a.device = device
         return a
 
-    def _new(self, shape: tuple[Any, ...], dtype: np.dtype) -> Any:
+    def _new(self, shape: tuple[Any, ...], dtype: np.dtype) -> Self:
         """An array of the same class on the same device."""
         a = _new(type(self))
         a.shape = shape
@@ -121,9 +124,10 @@ class FakeArray:
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
-        return self.shape[0]
+        n: int = self.shape[0]
+        return n
 
-    def new_empty(self, shape: Any, dtype: Any = None) -> Any:
+    def new_empty(self, shape: Any, dtype: Any = None) -> Self:
         """A data-less array of ``shape`` of the same class and device (``dtype`` defaults to
         this array's)."""
         return self._new(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import FrameType
 from typing import Any
 
 from .._registry import FAKE, REGISTRY, OpEntry
@@ -83,7 +84,7 @@ _INDEX = _KernelIndex()
 
 def _fake_kernel_on_stack() -> tuple[str, str] | None:
     index = _INDEX.get()
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         found = index.get(frame.f_code)
         if found is not None:

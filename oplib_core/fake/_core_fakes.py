@@ -130,6 +130,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
         kernel(name)(fn)
 
     # -- pointwise ----------------------------------------------------------------------
+    ufunc: np.ufunc
     for name, ufunc in (
         ("neg", np.negative),
         ("exp", np.exp),

@@ -23,6 +23,7 @@ from ._errors import DataDependentError
 from ._symbolic import SymInt, undecidable
 
 __all__ = [
+    "arange_dtype",
     "arange_length",
     "broadcast2",
     "broadcast_shapes",
@@ -31,6 +32,7 @@ __all__ = [
     "matmul_shape",
     "reduce_shape",
     "reshape_shape",
+    "scalar_dtype",
     "squeeze_shape",
     "stack_shape",
     "ufunc_dtype",
@@ -217,11 +219,11 @@ def matmul_shape(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
             f"signature (n?,k),(k,m?)->(n?,m?) (size {k2} is different from {k})"
         )
     batch = broadcast_shapes(a2[:-2], b2[:-2]) if len(a2) > 2 or len(b2) > 2 else ()
-    out = list(batch)
+    out: list[Any] = list(batch)
     if len(a) > 1:
-        out.append(a2[-2])
+        out.append(a[-2])
     if len(b) > 1:
-        out.append(b2[-1])
+        out.append(b[-1])
     return tuple(out)
 
 
@@ -352,7 +354,7 @@ def weak(value: Any) -> Any:
     raise TypeError(f"expected a Scalar (bool, int, float or complex), got {type(value).__name__}")
 
 
-def ufunc_loop(ufunc: Callable[..., Any], *inputs: Any) -> tuple[np.dtype, ...]:
+def ufunc_loop(ufunc: np.ufunc, *inputs: Any) -> tuple[np.dtype, ...]:
     """The dtypes of the loop numpy's ``ufunc`` picks for ``inputs`` (dtypes, or ``int``/
     ``float``/``complex`` for weak Python scalars), outputs last; raises numpy's error when
     no loop exists."""
@@ -367,7 +369,7 @@ def ufunc_loop(ufunc: Callable[..., Any], *inputs: Any) -> tuple[np.dtype, ...]:
     return loop
 
 
-def ufunc_dtype(ufunc: Callable[..., Any], *inputs: Any) -> np.dtype:
+def ufunc_dtype(ufunc: np.ufunc, *inputs: Any) -> np.dtype:
     """The output dtype of :func:`ufunc_loop`."""
     return ufunc_loop(ufunc, *inputs)[-1]
 
@@ -395,7 +397,8 @@ def arange_length(start: Any, end: Any, step: Any) -> int:
         raise ZeroDivisionError("arange(): step must be nonzero")
     if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
         return max(0, -((int(start) - int(end)) // int(step)))
-    return max(0, math.ceil((end - start) / step))
+    length: int = math.ceil((end - start) / step)
+    return max(0, length)
 
 
 def is_symbolic_shape(shape: tuple[Any, ...]) -> bool:

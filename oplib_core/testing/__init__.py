@@ -8,9 +8,20 @@ available backends and a marker ``oplib_backends(...)`` restricting it.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._samples import SampleInput, sample_inputs
+
+if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports them
+    from ._checks import (
+        CHECKS,
+        DEFAULT_TEST_UTILS,
+        CheckResult,
+        OpCheckError,
+        OpCheckResults,
+        opcheck,
+        run_checks,
+    )
 
 # Names of .checks, imported on first use: the built-in sample-input plugin imports this
 # package at start-up, and checking is not needed then.

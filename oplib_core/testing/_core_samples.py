@@ -31,6 +31,7 @@ F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
 
 Maker = Callable[[Device], Iterator[SampleInput]]
+_MakerFn = Callable[..., Iterator[SampleInput]]
 
 
 class _Data:
@@ -44,7 +45,8 @@ class _Data:
         mag = self.rng.uniform(0.5, 2.0, size=shape)
         if positive:
             return mag
-        return mag * self.rng.choice([-1.0, 1.0], size=shape)
+        signed: np.ndarray = mag * self.rng.choice([-1.0, 1.0], size=shape)
+        return signed
 
     def ints(self, shape: tuple[int, ...]) -> np.ndarray:
         return self.rng.integers(-5, 6, size=shape).astype(np.int64)
@@ -63,12 +65,16 @@ def _t(
 CORE_SAMPLES: dict[str, Maker] = {}
 
 
-def _samples(*names: str) -> Callable[[Callable[..., Iterator[SampleInput]]], Any]:
+def _samples(*names: str) -> Callable[[_MakerFn], _MakerFn]:
     """Register a maker ``fn(name, data, device)`` for the ops ``names``."""
 
-    def register(fn: Callable[..., Iterator[SampleInput]]) -> Any:
+    def register(fn: _MakerFn) -> _MakerFn:
         for name in names:
-            CORE_SAMPLES[name] = lambda device, _n=name: fn(_n, _Data(_n), device)
+
+            def make(device: Device, _n: str = name) -> Iterator[SampleInput]:
+                return fn(_n, _Data(_n), device)
+
+            CORE_SAMPLES[name] = make
         return fn
 
     return register

@@ -188,9 +188,9 @@ def check_ops(
         if explicit or any_samples:
             rows.extend(op_rows)
             if backends:
-                for b, reason in unavailable.items():
+                for name, reason in unavailable.items():
                     rows.extend(
-                        CheckRow(q, b, c, SKIP, f"backend not available: {reason}")
+                        CheckRow(q, name, c, SKIP, f"backend not available: {reason}")
                         for c in test_utils
                     )
         else:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._device import Device, parse_device
 from .._dispatcher import OpOverload
-from .._records import Record
+from .._records import Record, field
 from ..plugins import HOST
 
 __all__ = ["SampleInput", "sample_inputs"]
@@ -27,16 +27,13 @@ class SampleInput(Record):
     ``(args, kwargs)`` pairs.
     """
 
-    _fields = ("args", "kwargs", "name", "compare_values")
-    __slots__ = _fields
-    _defaults = {"kwargs": None, "name": "", "compare_values": True}
     args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    name: str
-    compare_values: bool
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    compare_values: bool = True
 
     def __post_init__(self) -> None:
-        if self.kwargs is None:
+        if self.kwargs is None:  # as before fields were typed: None means no kwargs
             object.__setattr__(self, "kwargs", {})
 
 

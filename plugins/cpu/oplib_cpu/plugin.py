@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
 from oplib_core import BackendSpec, Device, hookimpl
 from oplib_core.kernels import array_kernels
+from oplib_core.plugins import Registrar
 
 
 def _from_host(array: np.ndarray, device: Device) -> np.ndarray:
@@ -18,7 +19,7 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> np.ndarra
     return np.empty(shape, dtype=dtype)
 
 
-def _namespace() -> Any:
+def _namespace() -> ModuleType:
     return np
 
 
@@ -43,6 +44,6 @@ def oplib_backends() -> list[BackendSpec]:
 
 
 @hookimpl
-def oplib_impl(registrar: Any) -> None:
+def oplib_impl(registrar: Registrar) -> None:
     for name, kernel in array_kernels(np).items():
         registrar.impl(f"oplib::{name}", "cpu", kernel)

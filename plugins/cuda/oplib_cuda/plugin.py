@@ -15,6 +15,7 @@ import numpy as np
 
 from oplib_core import BackendSpec, Device, hookimpl
 from oplib_core.kernels import CORE_OPS, array_kernels
+from oplib_core.plugins import Registrar
 from oplib_cuda import device as device_module
 from oplib_cuda import runtime
 
@@ -27,7 +28,8 @@ def _device_of(array: Any) -> int:
 
 
 def _to_host(array: Any) -> np.ndarray:
-    return runtime.cupy().asnumpy(array)
+    host: np.ndarray = runtime.cupy().asnumpy(array)
+    return host
 
 
 def _index(device: Device | None) -> int | None:
@@ -111,6 +113,6 @@ def oplib_backends() -> list[BackendSpec]:
 
 
 @hookimpl
-def oplib_impl(registrar: Any) -> None:
+def oplib_impl(registrar: Registrar) -> None:
     for op in CORE_OPS:
         registrar.impl(f"oplib::{op.name}", KEY, _on_device(op.name))

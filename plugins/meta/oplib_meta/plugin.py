@@ -12,6 +12,7 @@ import numpy as np
 
 from oplib_core import BackendSpec, Device, get_default_dtype, hookimpl
 from oplib_core.fake import check_shape, shapes
+from oplib_core.plugins import Registrar
 from oplib_meta.array import META, MetaArray, empty, from_host, to_host
 
 META_BACKEND = BackendSpec(
@@ -70,7 +71,7 @@ def meta_to_copy(
 
 
 @hookimpl
-def oplib_impl(registrar: Any) -> None:
+def oplib_impl(registrar: Registrar) -> None:
     for name in ("empty", "zeros", "ones"):
         registrar.impl(f"oplib::{name}", "meta", _filled(name))
     registrar.impl("oplib::full", "meta", meta_full)
