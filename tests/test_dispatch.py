@@ -661,7 +661,7 @@ def test_modes_must_exit_in_order():
     finally:
         inner.__exit__(None, None, None)
         outer.__exit__(None, None, None)
-    assert oplib._dispatcher.active_modes() == ()
+    assert oplib._dispatch.active_modes() == ()
 
 
 def test_mode_is_per_thread(lib):
@@ -820,7 +820,7 @@ def test_fast_path_fills_defaults_and_keyword_only_defaults(lib, ns):
         op(x, [0])
         op(x, (0, 1), True)
     assert seen[-3:] == [(None, False, 2.0), ([0], False, 2.0), ((0, 1), True, 2.0)]
-    assert op.default._cache, "calls with defaults must be cached"
+    assert np.ndarray in op.default._opcache.by_type, "calls with defaults must be cached"
 
 
 @pytest.mark.parametrize("bad", [["a"], [1.5], "0", 3.0])
@@ -921,7 +921,7 @@ def test_cache_holds_the_kernel_itself_when_it_has_the_same_keyword_defaults(lib
     op = getattr(oplib.ops, ns).scaled.default
     x = np.ones(1)
     op(x)
-    assert op._cache[np.ndarray] is same
+    assert op._opcache.by_type[np.ndarray] is same
     np.testing.assert_array_equal(op(x), [2.0])
 
 
