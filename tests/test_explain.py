@@ -21,7 +21,7 @@ def counted(lib, ns):
     return getattr(oplib.ops, ns).neg, calls
 
 
-def test_explain_runs_no_kernel_and_reports_the_cache(counted):
+def test_explain_runs_no_kernel(counted):
     op, calls = counted
     x = np.ones(2)
     before = oplib.explain(op, x)
@@ -30,10 +30,19 @@ def test_explain_runs_no_kernel_and_reports_the_cache(counted):
     assert before.chosen == "cpu" and before.cache_hit is False
     assert before.steps[0][0] == "cpu" and before.steps[0][1].startswith("taken: kernel at")
     op(x)
-    assert oplib.explain(op, x).cache_hit is True
     assert len(calls) == 1
-    text = str(oplib.explain(op, x))
-    assert "dispatch cache: hit" in text and "argument x: numpy.ndarray on cpu" in text
+    assert "argument x: numpy.ndarray on cpu" in str(oplib.explain(op, x))
+
+
+@pytest.mark.fastpath
+def test_explain_reports_the_cache(counted):
+    op, calls = counted
+    x = np.ones(2)
+    assert oplib.explain(op, x).cache_hit is False
+    op(x)
+    assert oplib.explain(op, x).cache_hit is True
+    assert "dispatch cache: hit" in str(oplib.explain(op, x))
+    assert calls == [x]
 
 
 def test_explain_shows_the_autograd_step(counted):

@@ -425,22 +425,24 @@ class Signature:
     ) -> tuple[list[Any], dict[str, Any]] | None:
         """``bind()`` for calls of the fast path's shape (the checks ``FastCall.__call__``
         inlines, without the one on tensor types), else None: for modes that handle calls
-        themselves."""
+        themselves. The same result as ``bind()`` (``int[]`` arguments as lists)."""
         n = len(args)
         if kwargs or n > self.npos or n < self.nmin:
             return None
-        args += self.tails[n]
+        bargs = list(args + self.tails[n])
         for i, ok in self.checks:
-            if type(args[i]) not in ok:
+            if type(bargs[i]) not in ok:
                 return None
         for i, nullable in self.lists:
-            v = args[i]
+            v = bargs[i]
             if v is None:
                 if not nullable:
                     return None
             elif not _is_int_sequence(v):
                 return None
-        return list(args), dict(self.kwdefaults)
+            elif type(v) is tuple:
+                bargs[i] = list(v)  # as bind() gives it
+        return bargs, dict(self.kwdefaults)
 
     def tensor_arguments(
         self, nargs: list[Any], nkwargs: dict[str, Any]

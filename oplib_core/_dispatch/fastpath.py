@@ -220,7 +220,7 @@ class FastCall:
     #     bound = sig.bind_fast(args, kwargs)           # the shape: arity, scalars, int[]s
     #     if ACTIVE[0] or bound is None or the tensor arguments differ in type:
     #         return self._call_slow(args, kwargs)
-    #     args = tuple(bound[0])                        # the defaults filled in
+    #     args = tuple(bound[0])                        # defaults in, int[]s as lists
     #     t = type(args[key0])
     #     if t is Tensor:
     #         return cache.tensor_entry(*args)          # looks in cache.tensor/.autograd
@@ -246,10 +246,15 @@ class FastCall:
                 if v is None:
                     if not nullable:
                         return self._call_slow(args, kwargs)
-                elif type(v) is list or type(v) is tuple:
+                elif type(v) is list:
                     for e in v:
                         if type(e) is not int:
                             return self._call_slow(args, kwargs)
+                elif type(v) is tuple:  # kernels get int[] as a list, as binding gives it
+                    for e in v:
+                        if type(e) is not int:
+                            return self._call_slow(args, kwargs)
+                    args = (*args[:i], list(v), *args[i + 1 :])
                 else:
                     return self._call_slow(args, kwargs)
         try:

@@ -127,6 +127,8 @@ class FakeTensorMode(DispatchMode):
                     for e in v:
                         if type(e) is not int:
                             return self._dispatch_general(op, fn, plan, args, kwargs)
+                    if type(v) is tuple:  # kernels get int[] as a list, as binding gives it
+                        args = (*args[:i], list(v), *args[i + 1 :])
                 else:
                     return self._dispatch_general(op, fn, plan, args, kwargs)
         nargs = list(args)
