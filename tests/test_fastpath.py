@@ -290,3 +290,28 @@ def test_py_kernel(lib, ns):
         assert op(np.ones(1)) == "handled"
     with pytest.raises(oplib.RegistrationError):
         op.py_kernel("NotAKey")
+
+
+# -- Tensors are built in one place ---------------------------------------------------------------
+
+
+def test_every_tensor_has_every_slot_set(lib, ns):
+    op, _ = _with_formula(lib, ns)
+    leaf = oplib.tensor([1.0, 2.0], requires_grad=True)
+    made = [
+        oplib.Tensor(np.ones(1)),
+        oplib.Tensor(np.ones(1), requires_grad=True),
+        oplib.tensor([1.0]),
+        leaf,
+        leaf.detach(),
+        op(leaf),  # through the Autograd kernel
+        op(leaf),  # again, below autograd from the cache
+        op(oplib.tensor([1.0])),
+        leaf * leaf,
+        leaf.sum(),
+    ]
+    slots = [s for s in oplib.Tensor.__slots__ if s != "__weakref__"]
+    for t in made:
+        for slot in slots:
+            getattr(t, slot)  # raises AttributeError for a slot never set
+        assert t._out_nr == 0
