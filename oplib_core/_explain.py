@@ -69,6 +69,16 @@ def _overload(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverl
     raise TypeError(f"explain(): expected an operator, got {op!r}")
 
 
+# How the Autograd step of a plan (``Plan.autograd``) reads in an explanation.
+_AUTOGRAD_STEP = {
+    "grad mode off": "skipped: grad mode is off",
+    "taken": "taken: autograd formula (or implicit composite)",
+    "fallthrough": "skipped: fallthrough_kernel",
+    "no formula": "error: no formula",
+    "unsupported": "error: the backend does not record gradients",
+}
+
+
 def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     """Explain how ``op(*args, **kwargs)`` would dispatch; runs no kernel.
 
@@ -106,12 +116,3 @@ def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     else:
         out.error = str(plan.error)
     return out
-
-
-_AUTOGRAD_STEP = {
-    "grad mode off": "skipped: grad mode is off",
-    "taken": "taken: autograd formula (or implicit composite)",
-    "fallthrough": "skipped: fallthrough_kernel",
-    "no formula": "error: no formula",
-    "unsupported": "error: the backend does not record gradients",
-}
