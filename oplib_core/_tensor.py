@@ -72,9 +72,9 @@ class Tensor:
     Tensors return Tensors (with autograd), called with native arrays return native arrays.
     """
 
-    # Every Tensor is built by ``_wrap`` (``__init__`` checks its argument, then does the
-    # same), which sets every slot. ``_out_nr`` is which output of its ``grad_fn`` the
-    # tensor is (0 unless a multi-output autograd node made it).
+    # Every slot is set in one place, ``_init``: by ``_wrap`` (how the core makes Tensors)
+    # and by ``__init__`` (which checks its argument first). ``_out_nr`` is which output of
+    # its ``grad_fn`` the tensor is (0 unless a multi-output autograd node made it).
     __slots__ = ("__weakref__", "_data", "_out_nr", "_rg", "grad", "grad_fn")
     __array_priority__ = 1000  # numpy defers binary operators to us
 
@@ -102,13 +102,7 @@ class Tensor:
         """A Tensor over ``data`` (not checked): no grad, no history. The one way the core
         makes Tensors; callers that record autograd set ``_rg``/``grad_fn`` afterwards."""
         t = _new(Tensor)
-        # Inlined for speed (every Tensor result comes through here); equivalent:
-        #     _init(t, data)
-        t._data = data
-        t._rg = False
-        t.grad = None
-        t.grad_fn = None
-        t._out_nr = 0
+        _init(t, data)
         return t
 
     # -- metadata -------------------------------------------------------------------------
