@@ -14,7 +14,7 @@ from typing import Any
 
 from . import _startup, autograd, backend_registration, backends, plugins
 from ._device import Device
-from ._dispatcher import DispatchKeySet, DispatchMode, OpOverload
+from ._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from ._dtypes import (
     bool_,
     float16,

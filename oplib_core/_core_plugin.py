@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._device import Device
-from ._dispatcher import OpOverload
+from ._dispatch import OpOverload
 from ._opset import CORE_OPS
 from ._registry import REGISTRY
 from .backends import TABLE

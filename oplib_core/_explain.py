@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._dispatcher import OpOverload, active_modes
-from ._grad_mode import STATE as GRAD
+from ._dispatch import OpOverload, active_modes
 from ._lookup import lookup_for_call
 from ._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
 
@@ -60,55 +59,50 @@ def _overload(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverl
     return lookup_for_call(op, args, kwargs, "explain")
 
 
+# How the Autograd step of a plan (``Plan.autograd``) reads in an explanation.
+_AUTOGRAD_STEP = {
+    "grad mode off": "skipped: grad mode is off",
+    "taken": "taken: autograd formula (or implicit composite)",
+    "fallthrough": "skipped: fallthrough_kernel",
+    "no formula": "error: no formula",
+    "unsupported": "error: the backend does not record gradients",
+}
+
+
 def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     """Explain how ``op(*args, **kwargs)`` would dispatch; runs no kernel.
 
     Raises ``TypeError`` like the call itself when the arguments do not fit the schema.
     """
     ov = _overload(op, args, kwargs)
-    entry = ov._entry
-    bargs, bkwargs = ov._binder.bind(args, kwargs)
-    out = DispatchExplanation(
-        entry.qualname, str(entry.schema), [type(m).__name__ for m in active_modes()]
-    )
-    try:
-        call = ov._prepare(bargs, bkwargs)
-    except Exception as e:  # a device mismatch is part of the answer
-        out.error = f"{type(e).__name__}: {e}"
+    plan = ov.plan_call(args, kwargs)  # the decision dispatch itself takes
+    out = DispatchExplanation(ov.name(), str(ov.schema), [type(m).__name__ for m in active_modes()])
+    call, backend = plan.placement, plan.backend
+    if call is None or backend is None:  # a device mismatch is part of the answer
+        out.error = f"{type(plan.error).__name__}: {plan.error}"
         return out
-    backend = call.backend
     out.backend = backend.name
-    for name, arr, _ in call.found:
+    for name, arr, _, _ in call.found:
         b = REGISTRY.backends.for_type(type(arr))
         dev = b.device_of(arr) if b is not None else "?"
         out.arrays[name] = f"{type(arr).__module__}.{type(arr).__name__} on {dev}"
     if not call.found:
         out.arrays["(no tensors)"] = f"factory: device argument selects {backend.name}"
-    autograd = call.tensors_in and call.requires_grad and GRAD.enabled
-    out.keys = [*out.modes, *([AUTOGRAD] if autograd else []), backend.key]
-    if autograd:
-        try:
-            fn = ov._autograd_kernel(backend)
-        except RuntimeError as e:
-            out.steps.append((AUTOGRAD, "error: no formula"))
-            out.error = str(e)
-            return out
-        if fn is not None:
-            out.steps.append((AUTOGRAD, "taken: autograd formula (or implicit composite)"))
-            out.chosen = f"{AUTOGRAD} kernel of {entry.qualname}"
-            return out
-        out.steps.append((AUTOGRAD, "skipped: fallthrough_kernel"))
-    elif call.tensors_in and call.requires_grad:
-        out.steps.append((AUTOGRAD, "skipped: grad mode is off"))
-    for key, fn, why in ov.resolution_steps(backend):
+    out.keys = [*out.modes, *plan.keys]
+    out.cache_hit = plan.cached and not out.modes
+    why = _AUTOGRAD_STEP.get(plan.autograd)
+    if why is not None:
+        out.steps.append((AUTOGRAD, why))
+    if plan.key == AUTOGRAD:
+        out.chosen = f"{AUTOGRAD} kernel of {ov.name()}"
+        return out
+    if plan.autograd in ("no formula", "unsupported"):
+        out.error = str(plan.error)
+        return out
+    for key, _, why in ov.resolution_steps(backend):  # the reasons behind plan.key
         out.steps.append((key, why))
-        if fn is not None:
-            out.chosen = key if key != COMPOSITE_IMPLICIT else f"{key} (decomposes)"
-    if out.chosen is None:
-        out.error = str(ov._no_kernel(backend))
-    cls = ov._cache_class(call)
-    fast = not kwargs and ov._nmin <= len(args) <= ov._npos and not out.modes
-    if cls is not None and fast:
-        key = type(next(iter(args[i] for i in ov._key_pos)))
-        out.cache_hit = key in entry.cache and (not call.tensors_in or cls in entry.tcache)
+    if plan.key is not None:
+        out.chosen = plan.key if plan.key != COMPOSITE_IMPLICIT else f"{plan.key} (decomposes)"
+    else:
+        out.error = str(plan.error)
     return out

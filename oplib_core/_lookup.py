@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._dispatcher import OpOverload
+from ._dispatch import OpOverload
 from ._registry import REGISTRY
 from ._startup import ensure
 from .errors import AmbiguousOperatorError, NotAnOperatorError, UnknownOperatorError

@@ -10,7 +10,7 @@ import contextvars
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ._records import Record
 from ._schema import FunctionSchema
@@ -158,11 +158,16 @@ class Kernel(Record):
         return self.fn is fallthrough_kernel
 
 
+class Invalidates(Protocol):
+    """What the registry knows of a cache kept above it: that it can be told to forget."""
+
+    def invalidate(self) -> None: ...
+
+
 class OpEntry:
     """An operator overload: schema, tags, kernels per key (a stack: the last one serves)."""
 
     __slots__ = (
-        "agcache",
         "alive",
         "cache",
         "kernels",
@@ -172,7 +177,6 @@ class OpEntry:
         "qualname",
         "schema",
         "tags",
-        "tcache",
     )
 
     def __init__(self, schema: FunctionSchema, tags: tuple[Tag, ...], origin: Origin) -> None:
@@ -186,21 +190,15 @@ class OpEntry:
         self.origin = origin
         self.kernels: dict[str, list[Kernel]] = {}
         self.py_kernels: dict[Any, Callable[..., Any]] = {}
-        # The dispatcher's per-op cache (array class or backend name -> kernel). The
-        # registry clears it whenever an answer may change; never mutated elsewhere
-        # outside the registry lock except by the dispatcher filling it under the lock.
-        self.cache: dict[Any, Any] = {}
-        # The same for calls with Tensors, keyed by the wrapped array's class.
-        self.tcache: dict[type, Any] = {}
-        # And for calls that record autograd: array class -> the Autograd-key kernel.
-        self.agcache: dict[type, Any] = {}
+        # The dispatcher's per-op cache, attached when it builds the OpOverload. The
+        # registry tells it to forget (under the lock) whenever an answer may change.
+        self.cache: Invalidates | None = None
         self.alive = True
         self.overload: Any = None
 
     def invalidate(self) -> None:
-        self.cache.clear()
-        self.tcache.clear()
-        self.agcache.clear()
+        if self.cache is not None:
+            self.cache.invalidate()
 
     def kernel(self, key: str) -> Kernel | None:
         stack = self.kernels.get(key)

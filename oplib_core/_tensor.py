@@ -27,6 +27,15 @@ __all__ = ["Tensor"]
 _new = object.__new__
 
 
+def _init(t: Tensor, data: Any) -> None:
+    """Set every slot of a new Tensor ``t`` over ``data``."""
+    t._data = data
+    t._rg = False
+    t.grad = None
+    t.grad_fn = None
+    t._out_nr = 0
+
+
 def _op(qualname: str) -> Callable[..., Tensor]:
     # The one place that says what core ops give back for Tensor arguments: a Tensor.
     op: Callable[..., Tensor] = REGISTRY.ops[qualname].overload
@@ -71,8 +80,9 @@ class Tensor:
     Tensors return Tensors (with autograd), called with native arrays return native arrays.
     """
 
-    # ``_out_nr`` (which output of its ``grad_fn`` this tensor is) is only set on outputs of
-    # multi-output autograd nodes; read it with ``getattr(t, "_out_nr", 0)``.
+    # Every slot is set in one place, ``_init``: by ``_wrap`` (how the core makes Tensors)
+    # and by ``__init__`` (which checks its argument first). ``_out_nr`` is which output of
+    # its ``grad_fn`` the tensor is (0 unless a multi-output autograd node made it).
     __slots__ = ("__weakref__", "_data", "_out_nr", "_rg", "grad", "grad_fn")
     __array_priority__ = 1000  # numpy defers binary operators to us
 
@@ -80,6 +90,7 @@ class Tensor:
     _rg: bool
     grad: Tensor | None
     grad_fn: Any
+    _out_nr: int
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
@@ -90,20 +101,16 @@ class Tensor:
                 f"({TABLE.names_text()}), got {type(data).__name__}; use oplib.tensor(data) "
                 "to convert Python data"
             )
-        self._data = data
-        self._rg = False
-        self.grad = None
-        self.grad_fn = None
+        _init(self, data)
         if requires_grad:
             self.requires_grad_(True)
 
     @staticmethod
     def _wrap(data: Any) -> Tensor:
+        """A Tensor over ``data`` (not checked): no grad, no history. The one way the core
+        makes Tensors; callers that record autograd set ``_rg``/``grad_fn`` afterwards."""
         t = _new(Tensor)
-        t._data = data
-        t._rg = False
-        t.grad = None
-        t.grad_fn = None
+        _init(t, data)
         return t
 
     # -- metadata -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
-from ._dispatcher import FAST_FIELDS, FastCall, OpOverload
+from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._infer_schema import infer_schema
 from ._registry import FAKE, REGISTRY
 from ._tags import Tag

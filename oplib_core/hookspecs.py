@@ -34,7 +34,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from ._device import Device
-    from ._dispatcher import OpOverload
+    from ._dispatch import OpOverload
     from .backends import BackendSpec
     from .plugins import Registrar
     from .testing import SampleInput

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._dispatcher import OpOverload
+from ._dispatch import OpOverload
 from ._infer_schema import infer_schema
 from ._lookup import resolve
 from ._registry import AUTOGRAD, REGISTRY, Handle, _location_of

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
-from ._dispatcher import OpOverload
+from ._dispatch import OpOverload
 from ._lookup import resolve
 from ._registry import FAKE, REGISTRY, Handle, fallthrough_kernel, origin_of
 from ._schema import parse_schema, parse_signature

@@ -8,7 +8,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from ._dispatcher import FAST_FIELDS, FastCall, OpOverload
+from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._registry import REGISTRY, OpEntry
 from ._startup import ensure
 

@@ -56,7 +56,7 @@ class FunctionCtx(Node):
                 saved.append(None)
             elif type(t) is Tensor:
                 if t.grad_fn is self:
-                    nr = 0 if self._nout == 1 else getattr(t, "_out_nr", 0)
+                    nr = 0 if self._nout == 1 else t._out_nr
                     saved.append(_SavedOutput(t._data, nr))
                 else:
                     saved.append(t)
@@ -104,7 +104,7 @@ class FunctionCtx(Node):
                     f"mark_non_differentiable(): expected outputs of this operator "
                     f"({self._formula.qualname}), got {t!r}"
                 )
-            marked.add(0 if self._nout == 1 else getattr(t, "_out_nr", 0))
+            marked.add(0 if self._nout == 1 else t._out_nr)
         self._nondiff = marked
 
     def set_materialize_grads(self, value: bool) -> None:

@@ -265,7 +265,7 @@ def _run(
             if fn is None:
                 run.leaf_capture.setdefault(id(t), []).append(k)
             else:
-                nr = 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)
+                nr = 0 if fn._nout == 1 else t._out_nr
                 run.node_capture.setdefault(fn, []).append((k, nr))
 
     pending_leaves: list[tuple[Tensor, Tensor]] = []
@@ -286,7 +286,7 @@ def _run(
         if fn is None:
             pending_leaves.append((t, g))
             continue
-        nr = 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)
+        nr = 0 if fn._nout == 1 else t._out_nr
         buf = buffers.get(fn)
         if buf is None:
             buffers[fn] = buf = [None] * fn._nout

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from .._dispatcher import MISS, OpOverload, _active
+from .._dispatch import MISS, OpOverload
 from .._grad_mode import STATE as GRAD
 from .._lookup import resolve
 from .._registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
@@ -105,24 +105,23 @@ class Formula:
     def kernel_unary(self, a: Any) -> Any:
         """``kernel`` for ops taking one Tensor and nothing else and returning one Tensor:
         the same steps, without packing arguments or re-checking the call's shape."""
-        fn = self.call._tcache.get(type(a._data)) if type(a) is Tensor else None
-        if fn is None or _active[0]:
+        if type(a) is not Tensor:
             return self.kernel(a)
         GRAD.enabled = False
         try:
-            data = fn(a._data)
+            out = self.call.call_below_autograd((a,))
+            if out is MISS:
+                out = self.call(a)
         finally:
             GRAD.enabled = True
-        out = _new(Tensor)
-        out._data = data
-        out.grad = None
+        data = out._data
         ctx = self._new_ctx(1)
         if a._rg:
             fn = a.grad_fn
             if fn is None:
                 ctx._edges = ((a, 0),)
             else:
-                ctx._edges = ((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)),)
+                ctx._edges = ((fn, 0 if fn._nout == 1 else a._out_nr),)
         else:
             ctx._edges = (None,)
         dtype = data.dtype
@@ -146,7 +145,7 @@ class Formula:
     def kernel(self, *args: Any, **kwargs: Any) -> Any:
         GRAD.enabled = False
         try:
-            out = MISS if kwargs else self.call._call_below_autograd(args)
+            out: Any = MISS if kwargs else self.call.call_below_autograd(args)
             if out is MISS:
                 out = self.call(*args, **kwargs)
         finally:
@@ -198,7 +197,7 @@ class Formula:
                     if fn is None:
                         edges.append((a, 0))
                     else:
-                        edges.append((fn, 0 if fn._nout == 1 else getattr(a, "_out_nr", 0)))
+                        edges.append((fn, 0 if fn._nout == 1 else a._out_nr))
                     continue
             elif kind == _LIST and a is not None:
                 sub: list[Any] = []
@@ -209,7 +208,7 @@ class Formula:
                         if fn is None:
                             sub.append((t, 0))
                         else:
-                            sub.append((fn, 0 if fn._nout == 1 else getattr(t, "_out_nr", 0)))
+                            sub.append((fn, 0 if fn._nout == 1 else t._out_nr))
                         any_rg = True
                     else:
                         sub.append(None)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatcher import DispatchMode, OpOverload
+from .._dispatch import DispatchMode, OpOverload
+from .._dispatch.placement import wrap
 from .._registry import COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
 from .._tensor import Tensor
 from ..backends import TABLE
@@ -89,35 +90,35 @@ class FakeTensorMode(DispatchMode):
     def __oplib_dispatch__(
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        entry = op._entry
-        fn = entry.py_kernels.get(FAKE) if entry.py_kernels else None
+        fn = op.py_kernel(FAKE)
         if fn is None:
-            stack = entry.kernels.get(FAKE)
-            if stack and stack[-1].fn is not fallthrough_kernel:
-                fn = stack[-1].fn
+            k = op.kernel(FAKE)
+            if k is not None and k.fn is not fallthrough_kernel:
+                fn = k.fn
             else:
                 return self._decompose(op, args, kwargs)
         plan = self._contexts.get(fn)
         if plan is None:
-            plan = self._plan(entry, fn)
+            plan = self._plan(op, fn)
 
         # Fast path: positional arguments the dispatcher's fast path would take, tensors
-        # only as plain Tensor arguments, all of them fake (the checks of op._bind_fast).
+        # only as plain Tensor arguments, all of them fake (the checks of sig.bind_fast).
+        sig = op._sig
         n = len(args)
         simple = self._simple.get(op)
         if simple is None:
-            simple = self._simple[op] = op._npos >= 0 and all(
-                not s.kw and not s.is_list for s in op._slots
+            simple = self._simple[op] = sig.npos >= 0 and all(
+                not s.kw and not s.is_list for s in sig.slots
             )
-        if not (simple and not kwargs and op._nmin <= n <= op._npos):
+        if not (simple and not kwargs and sig.nmin <= n <= sig.npos):
             return self._dispatch_general(op, fn, plan, args, kwargs)
-        if n != op._npos:
-            args += op._tails[n]
-        if op._multi:
-            for i, ok in op._checks:
+        if n != sig.npos:
+            args += sig.tails[n]
+        if sig.multi:
+            for i, ok in sig.checks:
                 if type(args[i]) not in ok:
                     return self._dispatch_general(op, fn, plan, args, kwargs)
-            for i, nullable in op._lists:
+            for i, nullable in sig.lists:
                 v = args[i]
                 if v is None:
                     if not nullable:
@@ -126,24 +127,26 @@ class FakeTensorMode(DispatchMode):
                     for e in v:
                         if type(e) is not int:
                             return self._dispatch_general(op, fn, plan, args, kwargs)
+                    if type(v) is tuple:  # kernels get int[] as a list, as binding gives it
+                        args = (*args[:i], list(v), *args[i + 1 :])
                 else:
                     return self._dispatch_general(op, fn, plan, args, kwargs)
         nargs = list(args)
         tensors_in = False
-        for i in op._key_pos:
+        for i in sig.key_pos:
             v = nargs[i]
             if type(v) is Tensor:
                 tensors_in = True
                 v = nargs[i] = v._data
             if not isinstance(v, FakeArray):  # real inputs: refused or converted there
                 return self._dispatch_general(op, fn, plan, args, kwargs)
-        out = self._run(fn, plan, nargs, op._kwdefaults)
-        if op._single_plain_return:
+        out = self._run(fn, plan, nargs, sig.kwdefaults)
+        if sig.single_plain_return:
             if not isinstance(out, FakeArray):
                 out = _check_one(op, "tensor", out)
             return Tensor._wrap(out) if tensors_in else out
         out = self._check_outputs(op, out)
-        return op._wrap(out, list(args), dict(op._kwdefaults)) if tensors_in else out
+        return wrap(sig, out, list(args), dict(sig.kwdefaults)) if tensors_in else out
 
     def _dispatch_general(
         self,
@@ -156,17 +159,17 @@ class FakeTensorMode(DispatchMode):
         """Any call: bind to the schema, unwrap Tensors, fake 0-d cpu inputs."""
         bargs, bkwargs, nargs, nkwargs, tensors_in = self._bind(op, args, kwargs)
         out = self._run(fn, plan, nargs, nkwargs)
-        if op._single_plain_return:
+        if op._sig.single_plain_return:
             if not isinstance(out, FakeArray):
                 out = _check_one(op, "tensor", out)
             return Tensor._wrap(out) if tensors_in else out
         out = self._check_outputs(op, out)
-        return op._wrap(out, bargs, bkwargs) if tensors_in else out
+        return wrap(op._sig, out, bargs, bkwargs) if tensors_in else out
 
     def _decompose(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """No fake kernel: run the CompositeImplicitAutograd decomposition under the mode."""
         bargs, bkwargs, *_ = self._bind(op, args, kwargs)  # argument errors come first
-        decomp = op._entry.kernel(COMPOSITE_IMPLICIT)
+        decomp = op.kernel(COMPOSITE_IMPLICIT)
         if decomp is None or decomp.is_fallthrough:
             raise self._no_fake(op)
         with self:
@@ -174,23 +177,23 @@ class FakeTensorMode(DispatchMode):
 
     def _bind(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """(bound args, bound kwargs, their native fake versions..., whether Tensors came in)."""
-        bound = op._bind_fast(args, kwargs)
+        bound = op._sig.bind_fast(args, kwargs)
         nargs: list[Any] | Any = _RETRY
         if bound is not None:
             bargs, bkwargs = bound
             nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
         if nargs is _RETRY:
-            bargs, bkwargs = op._binder.bind(args, kwargs)
+            bargs, bkwargs = op._sig.bind(args, kwargs)
             nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
             if nargs is _RETRY:
                 raise AssertionError("bound arguments are always recognised")
         return bargs, bkwargs, nargs, nkwargs, tensors_in
 
-    def _plan(self, entry: Any, fn: Any) -> tuple[FakeKernelContext, bool]:
+    def _plan(self, op: OpOverload, fn: Any) -> tuple[FakeKernelContext, bool]:
         """The fake kernel's context, and whether it is a core kernel that calls no ops."""
-        k = entry.kernel(FAKE)
+        k = op.kernel(FAKE)
         source = k.origin.source if k is not None and k.fn is fn else None
-        ctx = FakeKernelContext(entry.qualname, self.shape_env, source)
+        ctx = FakeKernelContext(op.name(), self.shape_env, source)
         plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False))
         return plan
 
@@ -224,11 +227,12 @@ class FakeTensorMode(DispatchMode):
         tensors_in = False
         real: list[str] = []
         fake_seen = False
-        for slot in op._slots:
-            value = (nkwargs if slot.kw else nargs)[slot.index]
+        sig = op._sig
+        for slot in sig.slots:
+            value = slot.get(nargs, nkwargs)
             if slot.is_list and value is not None and not isinstance(value, (list, tuple)):
                 return _RETRY, {}, False
-        for name, value, container, index in op.tensor_arguments(nargs, nkwargs):
+        for name, value, container, index in sig.tensor_arguments(nargs, nkwargs):
             if type(value) is Tensor:
                 tensors_in = True
                 value = value._data
@@ -255,7 +259,7 @@ class FakeTensorMode(DispatchMode):
     # -- errors ---------------------------------------------------------------------------
     @staticmethod
     def _mixed(op: OpOverload, real: list[str], fake_seen: bool) -> FakeTensorError:
-        qualname = op._entry.qualname
+        qualname = op.name()
         what = ", ".join(real)
         mixing = (
             "real and fake tensors cannot be mixed in one call"
@@ -271,7 +275,7 @@ class FakeTensorMode(DispatchMode):
 
     @staticmethod
     def _no_fake(op: OpOverload) -> NoKernelError:
-        qualname = op._entry.qualname
+        qualname = op.name()
         return NoKernelError(
             f"{qualname}: has no fake kernel, so it cannot run under FakeTensorMode (nor on "
             "the meta device). Register one that computes the outputs' shape, dtype and "
@@ -285,7 +289,7 @@ class FakeTensorMode(DispatchMode):
 
     @staticmethod
     def _check_outputs(op: OpOverload, out: Any) -> Any:
-        plan = op._returns
+        plan = op._sig.returns
         if len(plan) == 1:
             return _check_one(op, plan[0][0], out)
         return tuple(_check_one(op, p[0], o) for p, o in zip(plan, out, strict=True))
@@ -304,7 +308,7 @@ def _check_one(op: OpOverload, kind: str, value: Any) -> Any:
 
 
 def _bad_output(op: OpOverload, value: Any) -> Any:
-    qualname = op._entry.qualname
+    qualname = op.name()
     raise FakeTensorError(
         f"{qualname}: its fake kernel returned a {type(value).__name__} under "
         "FakeTensorMode, expected a data-less array. Create outputs with "

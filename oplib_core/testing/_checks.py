@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
-from .._dispatcher import OpOverload
+from .._dispatch import OpOverload
 from .._grad_mode import enable_grad, no_grad
 from .._lookup import lookup_for_call
 from .._registry import AUTOGRAD, FAKE, REGISTRY
@@ -429,11 +429,10 @@ def _test_autograd_registration(case: _Case, target: Device) -> str | None:
     backend = TABLE.get(target.type)
     if not backend.spec.autograd:
         return f"{backend.name} arrays do not record gradients (BackendSpec.autograd=False)"
-    entry = case.op._entry
     try:
         fn = case.op._autograd_kernel(backend)
     except RuntimeError:
-        keys = sorted(k for k in entry.kernels if k not in (AUTOGRAD, FAKE)) or ["(none)"]
+        keys = sorted(k for k, _ in case.op.kernels() if k not in (AUTOGRAD, FAKE)) or ["(none)"]
         raise _Failure(
             f"inputs {', '.join(repr(n) for n in needs)} require grad but {case.qualname} has no "
             f"autograd formula for backend {backend.name!r} (kernels: {', '.join(keys)}). "
@@ -502,7 +501,7 @@ def _compare_meta(
 
 
 def _fake_source(op: OpOverload) -> str:
-    k = op._entry.kernel(FAKE)
+    k = op.kernel(FAKE)
     return f"the fake kernel ({k.origin.source})" if k is not None else "the fake kernel"
 
 
@@ -664,10 +663,8 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
         return f"{target.type} arrays do not record gradients"
     if not _grad_inputs(case):
         return "no input requires grad"
-    if (
-        case.op._entry.kernel(AUTOGRAD) is not None
-        and case.op._entry.kernel(AUTOGRAD).is_fallthrough
-    ):
+    autograd = case.op.kernel(AUTOGRAD)
+    if autograd is not None and autograd.is_fallthrough:
         return "the op is declared non-differentiable"
     values = case.copy(target)
     slots = [

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
-from .._dispatcher import OpOverload
+from .._dispatch import OpOverload
 from .._factories import tensor
 from .._tensor import Tensor
 from ..hookspecs import hookimpl

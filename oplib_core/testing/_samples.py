@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._device import Device, parse_device
-from .._dispatcher import OpOverload
+from .._dispatch import OpOverload
 from .._records import Record, field
 from ..plugins import HOST
 

@@ -1,0 +1,465 @@
+"""Binding call arguments to a schema.
+
+``Binder(schema, qualname)`` validates and converts: ``bind(args, kwargs)`` returns the
+kernel's positional arguments (defaults filled in) and keyword-only arguments, or raises
+``TypeError`` quoting the schema (the slow path). ``Signature`` is the same schema read once
+for the rest of dispatch: where the tensor arguments sit, which call shapes the fast path
+may take without binding, the defaults that complete them, and what the returns are.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .._device import Device
+from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
+from .._tensor import Tensor
+from ..backends import TABLE
+from ..backends import device as to_device
+from ..fake._arrays import FakeArray
+
+__all__ = ["Binder", "Signature", "Slot", "is_array", "is_plain_tensor", "tensor_like"]
+
+_INVALID = object()
+Converter = Callable[[Any], Any]
+
+
+def is_array(x: object) -> bool:
+    """A Tensor or a native array of an installed backend."""
+    return type(x) is Tensor or TABLE.for_type(type(x)) is not None
+
+
+def _tensor(x: Any) -> Any:
+    if type(x) is Tensor or TABLE.for_type(type(x)) is not None or isinstance(x, FakeArray):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    return _INVALID
+
+
+def _int(x: Any) -> Any:
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+        return int(x)
+    if hasattr(x, "__oplib_symint__"):
+        return x
+    return _INVALID
+
+
+def _float(x: Any) -> Any:
+    if isinstance(x, (bool, np.bool_)):
+        return _INVALID
+    if isinstance(x, (float, np.floating)):
+        return float(x)
+    if isinstance(x, (int, np.integer)):
+        return float(x)
+    return _INVALID
+
+
+def _bool(x: Any) -> Any:
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    return _INVALID
+
+
+def _str(x: Any) -> Any:
+    return x if isinstance(x, str) else _INVALID
+
+
+def _scalar(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, numbers.Number):
+        return x
+    return _INVALID
+
+
+def _scalar_type(x: Any) -> Any:
+    if isinstance(x, (str, np.dtype)) or (isinstance(x, type) and issubclass(x, np.generic)):
+        try:
+            return np.dtype(x)
+        except TypeError:
+            return _INVALID
+    if isinstance(x, type) and x in (float, int, bool, complex):
+        return np.dtype(x)
+    return _INVALID
+
+
+def _device(x: Any) -> Any:
+    if isinstance(x, (Device, str)) or (isinstance(x, int) and not isinstance(x, bool)):
+        try:
+            return to_device(x)
+        except (TypeError, ValueError):
+            return _INVALID
+    return _INVALID
+
+
+def _anything(x: Any) -> Any:
+    return x
+
+
+_BASE: dict[str, Converter] = {
+    "Tensor": _tensor,
+    "int": _int,
+    "SymInt": _int,
+    "float": _float,
+    "bool": _bool,
+    "str": _str,
+    "Scalar": _scalar,
+    "ScalarType": _scalar_type,
+    "Device": _device,
+    "Layout": _anything,
+    "MemoryFormat": _anything,
+    "Generator": _anything,
+}
+
+
+def converter(t: SchemaType) -> Converter:
+    """A function mapping a call argument to the kernel's value, or ``_INVALID``."""
+    if isinstance(t, BaseType):
+        return _BASE[t.name]
+    if isinstance(t, OptionalType):
+        inner = converter(t.elem)
+        return lambda x: None if x is None else inner(x)
+    if isinstance(t, ListType):
+        inner = converter(t.elem)
+        size = t.size
+        single_ok = not (isinstance(t.elem, BaseType) and t.elem.name == "Tensor")
+
+        def convert_list(x: Any) -> Any:
+            if isinstance(x, (list, tuple)):
+                out = [inner(v) for v in x]
+                if any(v is _INVALID for v in out):
+                    return _INVALID
+                if size is not None and len(out) != size:
+                    return _INVALID
+                return out
+            if single_ok:
+                v = inner(x)
+                if v is not _INVALID:
+                    return [v] * (size or 1)
+            return _INVALID
+
+        return convert_list
+    raise TypeError(f"unsupported schema type {t}")
+
+
+class Binder:
+    """Validates and normalises call arguments for one schema."""
+
+    __slots__ = ("_converters", "_kw", "_names", "_pos", "qualname", "schema")
+
+    def __init__(self, schema: FunctionSchema, qualname: str) -> None:
+        self.schema = schema
+        self.qualname = qualname
+        self._pos: tuple[Argument, ...] = tuple(a for a in schema.arguments if not a.kwarg_only)
+        self._kw: tuple[Argument, ...] = tuple(a for a in schema.arguments if a.kwarg_only)
+        self._names = {a.name for a in schema.arguments}
+        self._converters = {a.name: converter(a.type) for a in schema.arguments}
+
+    def _error(self, message: str) -> TypeError:
+        return TypeError(f"{self.qualname}(): {message}\n  schema: {self.schema}")
+
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        pos = self._pos
+        if len(args) > len(pos):
+            raise self._error(
+                f"takes {len(pos)} positional argument{'s' if len(pos) != 1 else ''} but "
+                f"{len(args)} were given"
+            )
+        for name in kwargs:
+            if name not in self._names:
+                raise self._error(f"got an unexpected keyword argument {name!r}")
+        out_args: list[Any] = []
+        for i, a in enumerate(pos):
+            if i < len(args):
+                if a.name in kwargs:
+                    raise self._error(f"got multiple values for argument {a.name!r}")
+                out_args.append(self._convert(a, args[i]))
+            elif a.name in kwargs:
+                out_args.append(self._convert(a, kwargs[a.name]))
+            elif a.has_default:
+                out_args.append(a.default_value)
+            else:
+                raise self._error(f"missing required argument {a.name!r} ({a.type})")
+        out_kwargs: dict[str, Any] = {}
+        for a in self._kw:
+            if a.name in kwargs:
+                out_kwargs[a.name] = self._convert(a, kwargs[a.name])
+            elif a.has_default:
+                out_kwargs[a.name] = a.default_value
+            else:
+                raise self._error(f"missing required keyword-only argument {a.name!r} ({a.type})")
+        return out_args, out_kwargs
+
+    def matches(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        try:
+            self.bind(args, kwargs)
+        except TypeError:
+            return False
+        return True
+
+    def _convert(self, a: Argument, value: Any) -> Any:
+        out = self._converters[a.name](value)
+        if out is _INVALID:
+            raise self._error(f"argument {a.name!r} must be {a.type}, got {_describe(value)}")
+        return out
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(sorted({type(v).__name__ for v in value})) or "empty"
+        return f"{type(value).__name__} of {inner}"
+    return (
+        f"{type(value).__name__} ({value!r})"
+        if isinstance(value, (int, float, str))
+        else (type(value).__name__)
+    )
+
+
+# -- the schema read once for dispatch --------------------------------------------------------
+
+
+def is_plain_tensor(t: SchemaType) -> bool:
+    """``Tensor`` itself (not ``Tensor?``, not ``Tensor[]``)."""
+    return isinstance(t, BaseType) and t.name == "Tensor"
+
+
+def tensor_like(t: SchemaType) -> tuple[bool, bool]:
+    """(is tensor-like, is a list of tensors): ``Tensor``, ``Tensor?``, ``Tensor[]``..."""
+    if isinstance(t, OptionalType):
+        return tensor_like(t.elem)
+    if isinstance(t, ListType):
+        inner, _ = tensor_like(t.elem)
+        return inner, inner
+    return is_plain_tensor(t), False
+
+
+def _int_list(t: SchemaType) -> bool | None:
+    """For ``int[]``/``SymInt[]`` (unsized): whether None is allowed; else None."""
+    nullable = isinstance(t, OptionalType)
+    inner = t.elem if isinstance(t, OptionalType) else t
+    if (
+        isinstance(inner, ListType)
+        and inner.size is None
+        and isinstance(inner.elem, BaseType)
+        and inner.elem.name in ("int", "SymInt")
+    ):
+        return nullable
+    return None
+
+
+def _is_int_sequence(v: Any) -> bool:
+    return (type(v) is list or type(v) is tuple) and all(type(e) is int for e in v)
+
+
+# Scalar argument types the fast path takes when the value has one of these exact types
+# (anything else goes through binding, which converts or refuses it).
+_FAST_TYPES: dict[str, frozenset[type]] = {
+    "int": frozenset({int}),
+    "SymInt": frozenset({int}),
+    "float": frozenset({float}),
+    "bool": frozenset({bool}),
+    "str": frozenset({str}),
+    "Scalar": frozenset({int, float, bool}),
+}
+
+
+class Slot:
+    """Where an argument sits in bound arguments: ``bargs[pos]``, or ``bkwargs[name]`` when
+    ``kw``; ``index`` is the one of the two that applies (``container[index]``)."""
+
+    __slots__ = ("index", "is_list", "kw", "name", "pos")
+
+    def __init__(self, name: str, kw: bool, pos: int, is_list: bool) -> None:
+        self.name = name
+        self.kw = kw
+        self.pos = pos
+        self.index: int | str = name if kw else pos
+        self.is_list = is_list
+
+    def get(self, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
+        return bkwargs[self.name] if self.kw else bargs[self.pos]
+
+
+#: A return: ``"tensor"``, ``"list"`` (Tensor[]) or ``"other"``, and for a return that
+#: aliases a mutated input (``Tensor(a!)``), where that input sits.
+ReturnPlan = tuple[str, "Slot | None"]
+
+
+def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
+    aliases: dict[frozenset[str], Slot] = {}
+    pos_i = 0
+    for a in schema.arguments:
+        if a.annotation is not None and a.annotation.is_write:
+            aliases[frozenset(a.annotation.alias_set)] = Slot(
+                a.name, a.kwarg_only, -1 if a.kwarg_only else pos_i, False
+            )
+        if not a.kwarg_only:
+            pos_i += 1
+    plan: list[ReturnPlan] = []
+    for r in schema.returns:
+        is_tensor, is_list = tensor_like(r.type)
+        kind = "list" if is_list else ("tensor" if is_tensor else "other")
+        alias = None
+        if r.annotation is not None and r.annotation.is_write:
+            alias = aliases.get(frozenset(r.annotation.alias_set))
+        plan.append((kind, alias))
+    return tuple(plan)
+
+
+class Signature:
+    """One operator's schema, read once for dispatch.
+
+    - ``binder``: the full argument binding (``bind``).
+    - ``slots``: every tensor-like argument (``Tensor``, ``Tensor?``, ``Tensor[]``...);
+      ``device_arg``: the first ``Device`` argument (factories dispatch on it).
+    - The fast path's plan, for calls with positional arguments only: ``npos`` positional
+      parameters (-1: no call takes the fast path, e.g. a keyword-only argument without a
+      default or a positional one of a type it does not check), ``nmin`` of them required,
+      ``tails[n]`` the defaults that complete ``n`` arguments, ``key_pos`` the positions of
+      the plain ``Tensor`` arguments (``key0`` the first, ``key_rest`` the others),
+      ``checks`` the scalar positions with the exact types taken unconverted, ``lists`` the
+      ``int[]`` positions (and whether None is allowed), ``multi`` whether any of
+      ``key_rest``/``checks``/``lists`` is non-empty; ``kwdefaults`` the keyword-only
+      defaults the kernel gets on that path.
+    - ``returns``: per return, its kind and the input it aliases (see ``ReturnPlan``);
+      ``single_plain_return``: exactly one return, a plain ``Tensor``; ``arity``: the number
+      of positional parameters.
+    """
+
+    __slots__ = (
+        "arity",
+        "binder",
+        "checks",
+        "device_arg",
+        "key0",
+        "key_pos",
+        "key_rest",
+        "kwdefaults",
+        "lists",
+        "multi",
+        "nmin",
+        "npos",
+        "returns",
+        "single_plain_return",
+        "slots",
+        "tails",
+    )
+
+    def __init__(self, schema: FunctionSchema, qualname: str) -> None:
+        self.binder = Binder(schema, qualname)
+        key_pos: list[int] = []
+        checks: list[tuple[int, frozenset[type]]] = []
+        lists: list[tuple[int, bool]] = []
+        tail: list[Any] = []
+        kwdefaults: dict[str, Any] = {}
+        fast = True
+        slots: list[Slot] = []
+        device_arg: Slot | None = None
+        pos_i = 0
+        nmin = 0
+        for a in schema.arguments:
+            is_tensor, is_list = tensor_like(a.type)
+            pos = -1 if a.kwarg_only else pos_i
+            if is_tensor:
+                slots.append(Slot(a.name, a.kwarg_only, pos, is_list))
+            base = a.type.elem if isinstance(a.type, OptionalType) else a.type
+            if isinstance(base, BaseType) and base.name == "Device" and device_arg is None:
+                device_arg = Slot(a.name, a.kwarg_only, pos, False)
+            if a.kwarg_only:
+                if a.has_default:
+                    kwdefaults[a.name] = a.default_value
+                else:
+                    fast = False
+                continue
+            if a.has_default:
+                tail.append(a.default_value)
+            else:
+                nmin = pos_i + 1
+            int_list = _int_list(a.type)
+            if is_plain_tensor(a.type):
+                key_pos.append(pos_i)
+            elif isinstance(a.type, BaseType) and a.type.name in _FAST_TYPES:
+                checks.append((pos_i, _FAST_TYPES[a.type.name]))
+            elif int_list is not None:
+                lists.append((pos_i, int_list))
+            else:
+                fast = False
+            pos_i += 1
+        if not key_pos:
+            fast = False
+        self.arity = pos_i
+        self.slots = tuple(slots)
+        self.device_arg = device_arg
+        self.key_pos = tuple(key_pos)
+        self.key0 = key_pos[0] if key_pos else 0
+        self.key_rest = tuple(key_pos[1:])
+        self.checks = tuple(checks)
+        self.lists = tuple(lists)
+        self.multi = bool(self.key_rest or self.checks or self.lists)
+        self.npos = pos_i if fast else -1
+        self.nmin = nmin if fast else 0
+        defaults = tuple(tail)
+        first_default = pos_i - len(defaults)
+        self.tails = tuple(defaults[max(0, n - first_default) :] for n in range(pos_i + 1))
+        self.kwdefaults = kwdefaults
+        self.returns = _return_plan(schema)
+        rets = schema.returns
+        self.single_plain_return = (
+            len(rets) == 1 and is_plain_tensor(rets[0].type) and rets[0].annotation is None
+        )
+
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        return self.binder.bind(args, kwargs)
+
+    def bind_fast(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]] | None:
+        """``bind()`` for calls of the fast path's shape (the checks ``FastCall.__call__``
+        inlines, without the one on tensor types), else None: for modes that handle calls
+        themselves. The same result as ``bind()`` (``int[]`` arguments as lists)."""
+        n = len(args)
+        if kwargs or n > self.npos or n < self.nmin:
+            return None
+        bargs = list(args + self.tails[n])
+        for i, ok in self.checks:
+            if type(bargs[i]) not in ok:
+                return None
+        for i, nullable in self.lists:
+            v = bargs[i]
+            if v is None:
+                if not nullable:
+                    return None
+            elif not _is_int_sequence(v):
+                return None
+            elif type(v) is tuple:
+                bargs[i] = list(v)  # as bind() gives it
+        return bargs, dict(self.kwdefaults)
+
+    def tensor_arguments(
+        self, nargs: list[Any], nkwargs: dict[str, Any]
+    ) -> Iterator[tuple[str, Any, Any, Any]]:
+        """``(name, value, container, index)`` for every tensor argument that is not None,
+        in bound arguments the caller owns (``container[index] = x`` replaces it); list
+        arguments are replaced by list copies first, and yield one item per element."""
+        for slot in self.slots:
+            container: Any = nkwargs if slot.kw else nargs
+            value = container[slot.index]
+            if value is None:
+                continue
+            if slot.is_list:
+                items = list(value)
+                container[slot.index] = items
+                for j, item in enumerate(items):
+                    if item is not None:
+                        yield f"{slot.name}[{j}]", item, items, j
+            else:
+                yield slot.name, value, container, slot.index

@@ -1,0 +1,426 @@
+"""The fast path: calls that earlier calls already resolved, and the caches that remember them.
+
+A call of the common shape (positional arguments, every tensor argument of one class,
+scalars of the exact types the schema names, no active mode) skips binding, placement and
+resolution: ``FastCall.__call__`` checks the shape and finds the kernel with one dict
+lookup. Everything else, and every first call, takes the op's slow path, which fills the
+caches for next time. The caches belong to one ``OpCache`` per op; the registry only tells
+it to ``invalidate()`` whenever an answer may change.
+
+``OPLIB_DISPATCH_SLOW=1`` (read once, at import) turns the fast path off: no call shape is
+fast, and no cache is read or filled, so the test suite can prove both paths agree.
+``OPLIB_LOG_DISPATCH=1`` does the same, since decisions are logged where they are made.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+from collections.abc import Callable
+from typing import Any, Final
+
+from .._grad_mode import STATE as GRAD
+from .._registry import REGISTRY, OpEntry
+from .._tensor import Tensor
+from ..backends import Backend
+from .binding import Signature
+from .modes import ACTIVE
+from .placement import Placement, wrap
+from .resolution import autograd_kernel, resolve
+
+__all__ = [
+    "FAST_FIELDS",
+    "LOG_DISPATCH",
+    "MISS",
+    "SLOW",
+    "FastCall",
+    "OpCache",
+    "below_autograd",
+    "cache_class",
+    "tensor_entry",
+]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0")
+
+
+#: ``OPLIB_LOG_DISPATCH=1``: log every dispatch decision to the ``oplib.dispatch`` logger.
+LOG_DISPATCH: Final = _flag("OPLIB_LOG_DISPATCH")
+#: The fast path is off: ``OPLIB_DISPATCH_SLOW=1`` (or logging, which happens on the slow
+#: path). Every call then binds, places and resolves.
+SLOW: Final = _flag("OPLIB_DISPATCH_SLOW") or LOG_DISPATCH
+
+
+class _Miss:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISS"
+
+
+#: ``call_below_autograd``'s answer when the call must take the full path.
+MISS: Final = _Miss()
+
+_make_tensor = Tensor._wrap
+_NO = object()
+
+#: An op's slow path: ``call_slow(args, kwargs)``.
+CallSlow = Callable[[tuple[Any, ...], dict[str, Any]], Any]
+
+
+class OpCache:
+    """What the fast path remembers about one op; empty until calls fill it.
+
+    - ``by_type``: the class of a fast call's first tensor argument → what runs the call:
+      for a native array class, its kernel (filled by calls); for ``Tensor``, the op's
+      ``tensor_entry`` (always there), which looks in the next two by the wrapped arrays'
+      class. ``FastCall.__call__`` reads this dict and nothing else;
+    - ``tensor``: array class inside the Tensors → the backend kernel, for calls with
+      Tensors that record no autograd (and for ``call_below_autograd``);
+    - ``autograd``: array class inside the Tensors → the Autograd kernel, for calls with
+      Tensors that record a graph node;
+    - ``by_backend``: backend name → (kernel, key) as resolution chose it, for the slow path.
+
+    The kernels in the first three already carry the op's keyword-only defaults (fast calls
+    pass positional arguments only). Entries are added under the registry lock, after
+    checking that resolution still gives the same kernel; the registry calls
+    ``invalidate()`` (under the same lock) whenever a registration may change an answer.
+    """
+
+    __slots__ = (
+        "autograd",
+        "by_backend",
+        "by_type",
+        "entry",
+        "kwdefaults",
+        "tensor",
+        "tensor_entry",
+    )
+
+    def __init__(self, entry: OpEntry, sig: Signature, call_slow: CallSlow) -> None:
+        self.entry = entry
+        self.kwdefaults = sig.kwdefaults
+        self.by_type: dict[type, Callable[..., Any]] = {}
+        self.tensor: dict[type, Callable[..., Any]] = {}
+        self.autograd: dict[type, Callable[..., Any]] = {}
+        self.by_backend: dict[str, tuple[Callable[..., Any], str]] = {}
+        self.tensor_entry = tensor_entry(sig, self, call_slow)
+        self.by_type[Tensor] = self.tensor_entry
+
+    def invalidate(self) -> None:
+        """Forget every answer (in place: the fast path holds these dicts)."""
+        self.by_type.clear()
+        self.by_type[Tensor] = self.tensor_entry
+        self.tensor.clear()
+        self.autograd.clear()
+        self.by_backend.clear()
+
+    def backend_kernel(self, backend: Backend) -> tuple[Callable[..., Any], str]:
+        """``resolve(entry, backend)``, remembered per backend."""
+        found = self.by_backend.get(backend.name)
+        if found is not None:
+            return found
+        with REGISTRY.lock:
+            found = resolve(self.entry, backend)
+            if not SLOW:
+                self.by_backend[backend.name] = found
+            return found
+
+    def remember(
+        self, cls: type, tensors_in: bool, backend: Backend, fn: Callable[..., Any]
+    ) -> None:
+        """After ``fn`` ran a call on ``cls`` arrays: serve such calls on the fast path."""
+        with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
+            if self.backend_kernel(backend)[0] is fn:
+                (self.tensor if tensors_in else self.by_type)[cls] = self._with_kwdefaults(fn)
+
+    def remember_autograd(self, cls: type, backend: Backend) -> None:
+        """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
+        with REGISTRY.lock:
+            try:
+                current = autograd_kernel(self.entry, backend)
+            except RuntimeError:
+                return
+            if current is not None:
+                self.autograd[cls] = self._with_kwdefaults(current)
+
+    def serves(self, first: type, cls: type, autograd: bool) -> bool:
+        """Whether ``FastCall.__call__`` finds a kernel for a call whose first tensor
+        argument is a ``first`` (an array class, or ``Tensor`` wrapping ``cls`` arrays)."""
+        if first is not Tensor:
+            return first in self.by_type
+        return cls in (self.autograd if autograd else self.tensor)
+
+    def _with_kwdefaults(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` with the keyword-only defaults bound in (unless it has the same ones)."""
+        wanted = self.kwdefaults
+        if not wanted:
+            return fn
+        own = getattr(fn, "__kwdefaults__", None) or {}
+        if all(own.get(k, _NO) == v for k, v in wanted.items()):
+            return fn
+        return functools.partial(fn, **wanted)
+
+
+def cache_class(placement: Placement) -> type | None:
+    """The array class the fast path may remember this call under (None: never cached —
+    scalars were moved, no arrays, arrays of several classes or devices)."""
+    found = placement.found
+    if SLOW or placement.converted or not found:
+        return None
+    if placement.backend.multi_device and len(found) > 1:
+        return None
+    cls = type(found[0][1])
+    return cls if all(type(f[1]) is cls for f in found) else None
+
+
+#: What ``FastCall.__call__`` reads; objects that share an op's fast path copy these.
+FAST_FIELDS = (
+    "_npos",
+    "_nmin",
+    "_tails",
+    "_key0",
+    "_key_rest",
+    "_checks",
+    "_lists",
+    "_multi",
+    "_by_type",
+)
+
+
+class FastCall:
+    """The hot path, shared by ``OpOverload``, single-overload ``OpOverloadPacket``s and
+    custom ops.
+
+    Subclasses set the ``Signature``'s fast-path plan as attributes (``_npos``, ``_nmin``,
+    ``_tails``, ``_key0``, ``_key_rest``, ``_checks``, ``_lists``, ``_multi``; ``_npos`` -1
+    to always take the slow path), ``_by_type`` (their op's ``OpCache.by_type``) and
+    ``_call_slow``.
+    """
+
+    __slots__ = ()
+    _npos: int
+    _nmin: int
+    _tails: tuple[tuple[Any, ...], ...]
+    _key0: int
+    _key_rest: tuple[int, ...]
+    _checks: tuple[tuple[int, frozenset[type]], ...]
+    _lists: tuple[tuple[int, bool], ...]
+    _multi: bool
+    _by_type: dict[type, Callable[..., Any]]
+
+    def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    # Complicated for better performance (every check inlined, the common case tested
+    # first, Tensors found through the same dict lookup as arrays); the plain equivalent:
+    #
+    #     bound = sig.bind_fast(args, kwargs)           # the shape: arity, scalars, int[]s
+    #     if ACTIVE[0] or bound is None or the tensor arguments differ in type:
+    #         return self._call_slow(args, kwargs)
+    #     args = tuple(bound[0])                        # defaults in, int[]s as lists
+    #     t = type(args[key0])
+    #     if t is Tensor:
+    #         return cache.tensor_entry(*args)          # looks in cache.tensor/.autograd
+    #     if t in cache.native_kernels:                 # by_type without its Tensor key
+    #         return cache.native_kernels[t](*args)
+    #     return self._call_slow(args, kwargs)
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        if kwargs or ACTIVE[0] or n != self._npos:
+            if kwargs or ACTIVE[0] or n > self._npos or n < self._nmin:
+                return self._call_slow(args, kwargs)
+            args += self._tails[n]
+        t = type(args[self._key0])
+        if self._multi:
+            for i in self._key_rest:
+                if type(args[i]) is not t:
+                    return self._call_slow(args, kwargs)
+            for i, ok in self._checks:
+                if type(args[i]) not in ok:
+                    return self._call_slow(args, kwargs)
+            for i, nullable in self._lists:
+                v = args[i]
+                if v is None:
+                    if not nullable:
+                        return self._call_slow(args, kwargs)
+                elif type(v) is list:
+                    for e in v:
+                        if type(e) is not int:
+                            return self._call_slow(args, kwargs)
+                elif type(v) is tuple:  # kernels get int[] as a list, as binding gives it
+                    for e in v:
+                        if type(e) is not int:
+                            return self._call_slow(args, kwargs)
+                    args = (*args[:i], list(v), *args[i + 1 :])
+                else:
+                    return self._call_slow(args, kwargs)
+        try:
+            fn = self._by_type[t]
+        except KeyError:
+            return self._call_slow(args, kwargs)
+        return fn(*args)
+
+    def _follow(self, op: FastCall | None) -> None:
+        """Share ``op``'s fast path (its plan and its caches); None: always slow."""
+        # (The subclasses declare the slots, FastCall only their types: hence setattr.)
+        if op is None:
+            for name, value in (("_npos", -1), ("_nmin", 0)):
+                setattr(self, name, value)
+            return
+        for name in FAST_FIELDS:
+            setattr(self, name, getattr(op, name))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Each class gets its own copy of __call__'s code: the interpreter specialises
+        # attribute access per code object, and one code object shared by OpOverload and
+        # OpOverloadPacket would keep switching between their layouts (measured: ~40% slower).
+        super().__init_subclass__(**kwargs)
+        if "__call__" not in cls.__dict__:
+            base = FastCall.__call__
+            cls.__call__ = types.FunctionType(  # type: ignore[method-assign]
+                base.__code__.replace(), base.__globals__, base.__name__, base.__defaults__
+            )
+
+
+# -- calls with Tensors -----------------------------------------------------------------------
+#
+# Built once per op, as closures over its caches (the dicts are only ever cleared in place).
+# Each serves a fast call whose tensor arguments are Tensors: the Autograd kernel when an
+# input requires grad and grad mode is on, else the backend kernel on the native arrays,
+# with the result wrapped; anything the caches do not hold goes to the slow path. For
+# speed, the one- and two-Tensor versions unroll ``call_tensors`` (the plain equivalent of
+# all three), and dict hits are ``try: d[k]`` (cheaper than ``d.get(k)`` when present).
+
+
+def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callable[..., Any]:
+    """What ``FastCall.__call__`` hands Tensor calls to: specialised for one Tensor in and
+    one out (``t.exp()``), and for two Tensors in, one out (``a * b``)."""
+    tensor, autograd = cache.tensor, cache.autograd
+    if sig.single_plain_return and sig.arity == 1:
+
+        def call_tensor1(a: Tensor) -> Any:
+            data = a._data
+            if a._rg and GRAD.enabled:
+                try:
+                    fn = autograd[type(data)]
+                except KeyError:
+                    return call_slow((a,), {})
+                return fn(a)
+            try:
+                fn = tensor[type(data)]
+            except KeyError:
+                return call_slow((a,), {})
+            return _make_tensor(fn(data))
+
+        return call_tensor1
+
+    if sig.single_plain_return and sig.arity == 2 and len(sig.key_pos) == 2:
+
+        def call_tensor2(a: Tensor, b: Tensor) -> Any:
+            data = a._data
+            cls = type(data)
+            if type(b._data) is not cls:
+                return call_slow((a, b), {})
+            if (a._rg or b._rg) and GRAD.enabled:
+                try:
+                    fn = autograd[cls]
+                except KeyError:
+                    return call_slow((a, b), {})
+                return fn(a, b)
+            try:
+                fn = tensor[cls]
+            except KeyError:
+                return call_slow((a, b), {})
+            return _make_tensor(fn(data, b._data))
+
+        return call_tensor2
+
+    key_pos, key0, key_rest = sig.key_pos, sig.key0, sig.key_rest
+    single = sig.single_plain_return
+
+    def call_tensors(*args: Any) -> Any:
+        native = list(args)
+        requires_grad = False
+        for i in key_pos:
+            a = args[i]
+            if a._rg:
+                requires_grad = True
+            native[i] = a._data
+        t = type(native[key0])
+        for i in key_rest:
+            if type(native[i]) is not t:
+                return call_slow(args, {})
+        if requires_grad and GRAD.enabled:
+            fn = autograd.get(t)
+            if fn is None:
+                return call_slow(args, {})
+            return fn(*args)
+        fn = tensor.get(t)
+        if fn is None:
+            return call_slow(args, {})
+        out = fn(*native)
+        if single:
+            return _make_tensor(out)
+        return wrap(sig, out, list(args), {})
+
+    return call_tensors
+
+
+def _never(args: tuple[Any, ...]) -> Any:
+    return MISS
+
+
+def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]], Any]:
+    """``OpOverload.call_below_autograd`` for this op: the backend kernel the fast path
+    holds for these Tensors' arrays, on their native arrays, the result wrapped; ``MISS``
+    when the call needs the full path (a mode is active, an argument is not a Tensor, the
+    arrays differ in class, nothing is cached yet, the fast path is off)."""
+    if SLOW or sig.npos < 0:
+        return _never
+    tensor = cache.tensor
+    if sig.single_plain_return and sig.npos == 1:
+
+        def below1(args: tuple[Any, ...]) -> Any:
+            if ACTIVE[0] or len(args) != 1:
+                return MISS
+            a = args[0]
+            if type(a) is not Tensor:
+                return MISS
+            data = a._data
+            try:
+                fn = tensor[type(data)]
+            except KeyError:
+                return MISS
+            return _make_tensor(fn(data))
+
+        return below1
+
+    npos, key_pos, single = sig.npos, sig.key_pos, sig.single_plain_return
+
+    def below(args: tuple[Any, ...]) -> Any:
+        if ACTIVE[0] or len(args) != npos:
+            return MISS
+        native = list(args)
+        cls: Any = None
+        for i in key_pos:
+            a = args[i]
+            if type(a) is not Tensor:
+                return MISS
+            data = a._data
+            if cls is None:
+                cls = type(data)
+            elif type(data) is not cls:
+                return MISS
+            native[i] = data
+        fn = tensor.get(cls)
+        if fn is None:
+            return MISS
+        out = fn(*native)
+        if single:
+            return _make_tensor(out)
+        return wrap(sig, out, list(args), {})
+
+    return below

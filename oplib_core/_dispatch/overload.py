@@ -1,0 +1,403 @@
+"""``OpOverload``: one overload of an operator, and its slow path.
+
+Calling an overload takes the fast path (``FastCall.__call__``) when it can; otherwise
+``_call_slow`` hands the call to the innermost active mode, or plans it (``plan_call``:
+bind, place, choose the key and the kernel) and runs the plan, filling the fast path's
+caches for next time. ``explain()`` reports the same plan without running it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .._grad_mode import STATE as GRAD
+from .._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Kernel, OpEntry, Origin
+from .._schema import FunctionSchema
+from .._tags import Tag
+from ..backends import TABLE, Backend
+from ..errors import BackendError, DeviceMismatchError
+from .binding import Binder, Signature
+from .fastpath import (
+    LOG_DISPATCH,
+    SLOW,
+    FastCall,
+    OpCache,
+    below_autograd,
+    cache_class,
+)
+from .modes import ACTIVE, MODES, DispatchMode, call_mode
+from .placement import Placement, place, wrap
+from .resolution import (
+    DispatchKeySet,
+    Step,
+    autograd_kernel,
+    lookup,
+    no_autograd,
+    no_kernel,
+    resolution_steps,
+    resolve,
+)
+
+if LOG_DISPATCH:  # logging costs start-up time; only when asked for
+    import logging
+
+    _log = logging.getLogger("oplib.dispatch")
+    _log.setLevel(logging.DEBUG)
+    if not _log.handlers and not logging.getLogger().handlers:
+        _log.addHandler(logging.StreamHandler())
+
+__all__ = ["OpOverload", "Plan"]
+
+
+class Plan:
+    """How a call dispatches below the modes: ``OpOverload.plan_call``'s answer, what the
+    slow path runs and what ``explain()`` reports.
+
+    - ``bargs``/``bkwargs``: the bound arguments (as given, defaults filled in);
+    - ``placement``: the native arguments, the arrays and the backend (None when placing
+      failed: ``error`` says why);
+    - ``backend``: the backend the call runs on;
+    - ``keys``: the dispatch keys the arguments give, highest first (``"Autograd"`` when
+      an input requires grad and grad mode is on, then the backend's key);
+    - ``autograd``: the Autograd step — ``""`` (no input requires grad), ``"grad mode
+      off"``, ``"taken"`` (the formula or an implicit composite runs), ``"fallthrough"``,
+      ``"no formula"`` or ``"unsupported"`` (the backend records no gradients);
+    - ``key``/``kernel``: the key whose kernel runs and that kernel (None on error);
+    - ``error``: what the call raises instead (no kernel, no formula, device mismatch...);
+    - ``cache_class``: the array class the fast path remembers this call under (None: it
+      does not); ``cached``: whether the fast path already serves such a call.
+    """
+
+    __slots__ = (
+        "_args",
+        "_kwargs",
+        "_op",
+        "autograd",
+        "backend",
+        "bargs",
+        "bkwargs",
+        "cache_class",
+        "error",
+        "kernel",
+        "key",
+        "keys",
+        "placement",
+    )
+
+    def __init__(
+        self,
+        op: OpOverload,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        bargs: list[Any],
+        bkwargs: dict[str, Any],
+    ) -> None:
+        self._op = op
+        self._args = args
+        self._kwargs = kwargs
+        self.bargs = bargs
+        self.bkwargs = bkwargs
+        self.placement: Placement | None = None
+        self.backend: Backend | None = None
+        self.keys: tuple[str, ...] = ()
+        self.autograd = ""
+        self.key: str | None = None
+        self.kernel: Callable[..., Any] | None = None
+        self.error: Exception | None = None
+        self.cache_class: type | None = None
+
+    @property
+    def cached(self) -> bool:
+        """Whether ``FastCall.__call__`` would serve this call now, without the slow path."""
+        op, cls = self._op, self.cache_class
+        if cls is None or ACTIVE[0] or op._npos < 0 or self.error is not None:
+            return False
+        if op._sig.bind_fast(self._args, self._kwargs) is None:
+            return False
+        args = self._args + op._sig.tails[len(self._args)]
+        first = type(args[op._key0])
+        if any(type(args[i]) is not first for i in op._key_rest):
+            return False
+        return op._opcache.serves(first, cls, self.key == AUTOGRAD)
+
+    def __repr__(self) -> str:
+        backend = self.backend.name if self.backend is not None else None
+        return (
+            f"<Plan {self._op.name()}: backend={backend} keys={list(self.keys)} "
+            f"key={self.key} autograd={self.autograd!r} error={self.error!r}>"
+        )
+
+
+class OpOverload(FastCall):
+    """One overload of an operator (``ops.mylib.add.default``, ``ops.mylib.add.out``).
+
+    Read-only: ``schema``, ``tags``, ``origin`` (where it was defined), ``name()``,
+    ``namespace``, ``kernel(key)``, ``has_kernel(key)``, ``py_kernel(key)``,
+    ``kernels()``, ``resolution_steps(backend)``. ``call_below_autograd(args)`` and
+    ``plan_call(args, kwargs)`` serve autograd and ``explain()``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_binder",
+        "_by_type",
+        "_checks",
+        "_entry",
+        "_key0",
+        "_key_rest",
+        "_lists",
+        "_multi",
+        "_nmin",
+        "_npos",
+        "_opcache",
+        "_overloadname",
+        "_schema",
+        "_sig",
+        "_tails",
+        "call_below_autograd",
+        "overloadpacket",
+    )
+
+    #: ``call_below_autograd(args)``: the op on ``args`` (positional arguments only, grad
+    #: mode already off) through the backend kernel the fast path holds for these Tensors'
+    #: arrays, without modes or autograd, the result wrapped in Tensors: what an Autograd
+    #: kernel runs instead of calling the op again. ``MISS`` when the call needs the full
+    #: path (a mode is active, an argument is not a Tensor, arrays of different classes,
+    #: nothing cached yet, or ``OPLIB_DISPATCH_SLOW=1``); then call the op itself.
+    call_below_autograd: Callable[[tuple[Any, ...]], Any]
+
+    def __init__(self, entry: OpEntry) -> None:
+        self._entry = entry
+        self._schema = entry.schema
+        self._overloadname = entry.schema.overload_name or "default"
+        sig = self._sig = Signature(entry.schema, entry.qualname)
+        self._binder: Binder = sig.binder
+        cache = self._opcache = OpCache(entry, sig, self._call_slow)
+        entry.cache = cache  # the registry invalidates it
+        self.overloadpacket: Any = None
+        # The fast path's plan (see FastCall); with the fast path off, no call is fast.
+        self._npos = -1 if SLOW else sig.npos
+        self._nmin = 0 if SLOW else sig.nmin
+        self._tails = sig.tails
+        self._key0 = sig.key0
+        self._key_rest = sig.key_rest
+        self._checks = sig.checks
+        self._lists = sig.lists
+        self._multi = sig.multi
+        self._by_type = cache.by_type
+        self.call_below_autograd = below_autograd(sig, cache)
+
+    # -- read-only accessors ----------------------------------------------------------------
+    @property
+    def schema(self) -> FunctionSchema:
+        """The overload's parsed schema."""
+        return self._schema
+
+    @property
+    def tags(self) -> tuple[Tag, ...]:
+        return self._entry.tags
+
+    @property
+    def origin(self) -> Origin:
+        """Where the op was defined (``source``, and ``plugin``/``distribution`` if any)."""
+        return self._entry.origin
+
+    def name(self) -> str:
+        """``"ns::op"`` or ``"ns::op.overload"``."""
+        return self._entry.qualname
+
+    @property
+    def namespace(self) -> str:
+        return self._schema.namespace
+
+    def kernel(self, key: str) -> Kernel | None:
+        """The kernel registered for ``key`` that serves it (the last registered; it may
+        be a ``fallthrough_kernel``), or None. ``key`` is a dispatch key name (``"CPU"``,
+        ``"Autograd"``, ``"Fake"``...), a device type or ``"default"``, normalised as
+        registration normalises it; a malformed key raises ``RegistrationError``.
+        ``py_impl`` kernels are not registrations: see ``py_kernel``."""
+        stack = self._entry.kernels.get(key)  # registered keys are already normalised
+        if stack is None:
+            stack = self._entry.kernels.get(REGISTRY.normalize_key(key, api="kernel"))
+        return stack[-1] if stack else None
+
+    def has_kernel(self, key: str) -> bool:
+        """Whether a kernel (a fallthrough included) is registered for ``key``:
+        ``kernel(key) is not None``."""
+        return self.kernel(key) is not None
+
+    def py_kernel(self, key: str | type[DispatchMode]) -> Callable[..., Any] | None:
+        """The ``py_impl`` kernel for ``key`` (a key name or device type, normalised, or a
+        ``DispatchMode`` subclass), or None."""
+        py = self._entry.py_kernels
+        if not py:
+            return None
+        fn = py.get(key)
+        if fn is None and isinstance(key, str):
+            fn = py.get(REGISTRY.normalize_key(key, api="py_kernel"))
+        return fn
+
+    def kernels(self) -> Iterator[tuple[str, Kernel]]:
+        """``(key, kernel)`` for every key with a registered kernel."""
+        for key, stack in self._entry.kernels.items():
+            yield key, stack[-1]
+
+    def resolution_steps(self, backend: Backend) -> Iterator[Step]:
+        """The keys tried for ``backend`` in order, as ``(key, kernel or None, why)``; the
+        first step with a kernel is the one dispatch takes (torch's ``resolve_key``)."""
+        return resolution_steps(self._entry, backend)
+
+    def __repr__(self) -> str:
+        ns, _, op = self._schema.qualname.partition("::")
+        return f"<OpOverload(op='{ns}.{op}', overload='{self._overloadname}')>"
+
+    def __str__(self) -> str:
+        ns, _, op = self._schema.qualname.partition("::")
+        return f"{ns}.{op}.{self._overloadname}"
+
+    # -- registration -----------------------------------------------------------------------
+    def py_impl(
+        self, key: str | type[DispatchMode]
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: a Python kernel for a dispatch key (``"CPU"``, ``"Autograd"``...) or a
+        ``DispatchMode`` subclass (called as ``fn(mode, *args, **kwargs)``), taking
+        precedence over the kernels in the table."""
+        if isinstance(key, type) and issubclass(key, DispatchMode):
+            norm: Any = key
+        else:
+            norm = REGISTRY.normalize_key(key, api="py_impl")
+
+        def inner(fn: Callable[..., Any]) -> Callable[..., Any]:
+            REGISTRY.add_py_kernel(self._entry.qualname, norm, fn)
+            return fn
+
+        return inner
+
+    # -- planning -----------------------------------------------------------------------------
+    def plan_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
+        """How ``op(*args, **kwargs)`` dispatches below the modes, without running a kernel.
+
+        Raises ``TypeError`` like the call when the arguments do not fit the schema; every
+        later failure (a device mismatch, no kernel, no formula) is the plan's ``error``."""
+        bargs, bkwargs = self._binder.bind(args, kwargs)
+        plan = Plan(self, args, kwargs, bargs, bkwargs)
+        entry = self._entry
+        try:
+            call = place(self._sig, entry.qualname, bargs, bkwargs)
+        except (TypeError, DeviceMismatchError, BackendError) as e:
+            plan.error = e
+            return plan
+        plan.placement = call
+        backend = plan.backend = call.backend
+        if call.tensors_in and call.requires_grad:
+            if not GRAD.enabled:
+                plan.autograd = "grad mode off"
+            elif not backend.spec.autograd:
+                plan.autograd = "unsupported"
+                plan.keys = (AUTOGRAD, backend.key)
+                plan.error = no_autograd(entry, backend)
+                return plan
+            else:
+                plan.keys = (AUTOGRAD, backend.key)
+                plan.cache_class = cache_class(call)
+                try:
+                    fn = autograd_kernel(entry, backend)
+                except RuntimeError as e:
+                    plan.autograd = "no formula"
+                    plan.error = e
+                    return plan
+                if fn is not None:
+                    plan.autograd = "taken"
+                    plan.key, plan.kernel = AUTOGRAD, fn
+                    return plan
+                plan.autograd = "fallthrough"
+        if not plan.keys:
+            plan.keys = (backend.key,)
+        try:
+            plan.kernel, plan.key = self._opcache.backend_kernel(backend)
+        except RuntimeError as e:  # NoKernelError, or a backend fallback's own error
+            plan.error = e
+            return plan
+        if plan.key != COMPOSITE_IMPLICIT:
+            plan.cache_class = cache_class(call)
+        return plan
+
+    # -- the slow path ------------------------------------------------------------------------
+    def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        entry = self._entry
+        if not entry.alive:
+            raise RuntimeError(
+                f"operator {entry.qualname} no longer exists: the Library that defined it was "
+                "destroyed"
+            )
+        if ACTIVE[0] and MODES.stack:
+            return call_mode(self, args, kwargs)
+        plan = self.plan_call(args, kwargs)
+        # Fast calls pass positional arguments only: only such calls are remembered.
+        remember = not kwargs and self._nmin <= len(args) <= self._npos
+        return self._run(plan, remember)
+
+    def _run(self, plan: Plan, remember: bool) -> Any:
+        """Run a plan: the kernel on the arguments it takes, the result wrapped."""
+        if plan.error is not None:
+            raise plan.error
+        fn, key, call = plan.kernel, plan.key, plan.placement
+        assert fn is not None and call is not None
+        if LOG_DISPATCH:
+            _log.debug(
+                "%s: backend %s (%s), kernel for key %s",
+                self._entry.qualname,
+                call.backend.name,
+                "Tensors" if call.tensors_in else "native arrays",
+                key,
+            )
+        cls = plan.cache_class if remember else None
+        if key == AUTOGRAD:  # the formula gets the Tensors
+            if cls is not None:
+                self._opcache.remember_autograd(cls, call.backend)
+            return fn(*plan.bargs, **plan.bkwargs)
+        if key == COMPOSITE_IMPLICIT:  # a decomposition into ops: it gets the Tensors
+            return fn(*plan.bargs, **plan.bkwargs)
+        out = fn(*call.nargs, **call.nkwargs)
+        if cls is not None:
+            self._opcache.remember(cls, call.tensors_in, call.backend, fn)
+        if call.tensors_in:
+            return wrap(self._sig, out, plan.bargs, plan.bkwargs)
+        return out
+
+    def redispatch(self, keyset: DispatchKeySet, /, *args: Any, **kwargs: Any) -> Any:
+        """Call the kernel of ``keyset``'s highest-priority key directly (no modes, no
+        autograd above it)."""
+        entry = self._entry
+        key = REGISTRY.normalize_key(keyset.highest_priority(), api="redispatch")
+        bargs, bkwargs = self._binder.bind(args, kwargs)
+        if key == AUTOGRAD:
+            backend = TABLE.get(keyset.remove(AUTOGRAD).highest_priority())
+            fn = autograd_kernel(entry, backend)
+            if fn is not None:
+                return fn(*bargs, **bkwargs)
+            key = backend.name
+        fn = lookup(entry, key, keyset.remove(key).keys)
+        if fn is None:
+            raise no_kernel(entry, TABLE.get(key))
+        if key == COMPOSITE_IMPLICIT:
+            return fn(*bargs, **bkwargs)
+        call = place(self._sig, entry.qualname, bargs, bkwargs)  # kernels see native arrays
+        out = fn(*call.nargs, **call.nkwargs)
+        return wrap(self._sig, out, bargs, bkwargs) if call.tensors_in else out
+
+    # -- for core modules that predate the accessors ------------------------------------------
+    def _autograd_kernel(self, backend: Backend) -> Callable[..., Any] | None:
+        return autograd_kernel(self._entry, backend)
+
+    def _resolve(self, backend: Backend) -> tuple[Callable[..., Any], str]:
+        return resolve(self._entry, backend)
+
+
+def _install(event: str, entry: OpEntry) -> None:
+    if event == "defined" and entry.overload is None:
+        entry.overload = OpOverload(entry)
+
+
+REGISTRY.add_listener(_install)

@@ -1,0 +1,175 @@
+"""Kernel resolution: which kernel serves an operator on a backend (torch's ``resolve_key``).
+
+For a backend the keys are tried in order: the backend's own kernel, the fake kernel (for
+data-less backends such as meta), ``CompositeExplicitAutograd``, then
+``CompositeImplicitAutograd`` when the backend has no kernel of its own, then the
+backend's fallback. A ``py_impl`` kernel for a key comes before the table's; a
+``fallthrough_kernel`` skips its key. ``Autograd`` is resolved on its own
+(``autograd_kernel``). Nothing here caches: the fast path remembers answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, Kernel, OpEntry
+from ..backends import TABLE, Backend
+from ..errors import AutogradUnsupportedError, NoKernelError
+
+__all__ = [
+    "DispatchKeySet",
+    "autograd_kernel",
+    "lookup",
+    "no_autograd",
+    "no_kernel",
+    "resolution_steps",
+    "resolve",
+]
+
+#: A resolution step: (key, the kernel it gives or None, why it was taken or skipped).
+Step = tuple[str, "Callable[..., Any] | None", str]
+
+
+class DispatchKeySet:
+    """The keys a ``with_keyset=True`` kernel may redispatch to (highest priority first)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+
+    def highest_priority(self) -> str:
+        if not self.keys:
+            raise RuntimeError("redispatch(): the key set is empty")
+        return self.keys[0]
+
+    def remove(self, key: str) -> DispatchKeySet:
+        return DispatchKeySet(tuple(k for k in self.keys if k != key))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys
+
+    def __repr__(self) -> str:
+        return f"DispatchKeySet({', '.join(self.keys)})"
+
+
+def lookup(entry: OpEntry, key: str, below: tuple[str, ...]) -> Callable[..., Any] | None:
+    """The callable serving ``key`` (its ``py_impl`` kernel, else the registered one), None
+    for none or a fallthrough; a ``with_keyset`` kernel gets the keys ``below``."""
+    py = entry.py_kernels.get(key)
+    if py is not None:
+        return py
+    k = entry.kernel(key)
+    if k is None or k.is_fallthrough:
+        return None
+    if k.with_keyset:
+        fn = k.fn
+        keyset = DispatchKeySet(below)
+        return lambda *a, **kw: fn(keyset, *a, **kw)
+    return k.fn
+
+
+def _why(entry: OpEntry, key: str, fn: Callable[..., Any] | None) -> str:
+    k = entry.kernel(key)
+    if fn is None:
+        return "skipped: fallthrough_kernel" if k is not None else "skipped: no kernel"
+    if key in entry.py_kernels:
+        return "taken: py_impl kernel"
+    return f"taken: kernel at {k.origin}" if k is not None else "taken"
+
+
+def resolution_steps(entry: OpEntry, backend: Backend) -> Iterator[Step]:
+    """The keys tried for ``backend`` in order, as ``(key, kernel or None, why)``; the first
+    step with a kernel is the one dispatch takes (torch's ``resolve_key``)."""
+    name = backend.name
+    keys = [name]
+    if backend.spec.fake_kernels:
+        keys.append(FAKE)
+    keys.append(COMPOSITE_EXPLICIT)
+    for key in keys:
+        fn = lookup(entry, key, (name,))
+        yield key, fn, _why(entry, key, fn)
+        if fn is not None:
+            return
+    if entry.has_kernel(name) or name in entry.py_kernels:
+        yield COMPOSITE_IMPLICIT, None, f"skipped: not used when {name!r} has a kernel"
+    else:
+        fn = lookup(entry, COMPOSITE_IMPLICIT, (name,))
+        yield COMPOSITE_IMPLICIT, fn, _why(entry, COMPOSITE_IMPLICIT, fn)
+        if fn is not None:
+            return
+    fallback = backend.spec.fallback
+    if fallback is not None:
+        fn = fallback(entry.overload)
+        why = (
+            "taken: the backend's fallback"
+            if fn is not None
+            else "skipped: the backend's fallback does not cover this op"
+        )
+        yield f"{backend.key}Fallback", fn, why
+
+
+def resolve(entry: OpEntry, backend: Backend) -> tuple[Callable[..., Any], str]:
+    """The kernel ``resolution_steps`` takes and its key; ``NoKernelError`` when none."""
+    for key, fn, _ in resolution_steps(entry, backend):
+        if fn is not None:
+            return fn, key
+    raise no_kernel(entry, backend)
+
+
+def autograd_kernel(entry: OpEntry, backend: Backend) -> Callable[..., Any] | None:
+    """The kernel for the Autograd key, ``None`` to go straight to the backend
+    (fallthrough), or a ``RuntimeError`` when the op has no formula."""
+    k: Kernel | Callable[..., Any] | None = entry.py_kernels.get(AUTOGRAD) or entry.kernel(AUTOGRAD)
+    if isinstance(k, Kernel):
+        if k.is_fallthrough:
+            return None
+        if k.with_keyset:
+            fn, keyset = k.fn, DispatchKeySet((backend.name,))
+            return lambda *a, **kw: fn(keyset, *a, **kw)
+        return k.fn
+    if k is not None:
+        return k
+    has_backend = entry.has_kernel(backend.name) or entry.has_kernel(COMPOSITE_EXPLICIT)
+    implicit = lookup(entry, COMPOSITE_IMPLICIT, (backend.name,))
+    if implicit is not None and not has_backend:
+        return implicit
+    raise RuntimeError(
+        f"Autograd has not been implemented for operator {entry.qualname}: an input "
+        "requires grad but the op has no autograd formula. Register one with "
+        f"oplib.register_autograd({entry.qualname!r}, backward, setup_context=...), or "
+        "call it under oplib.no_grad() or on detached inputs."
+    )
+
+
+def no_autograd(entry: OpEntry, backend: Backend) -> AutogradUnsupportedError:
+    """The error for inputs that require grad on a backend without autograd."""
+    name = entry.qualname
+    return AutogradUnsupportedError(
+        f"{name}(): an input is a {backend.name} tensor that requires grad, but autograd "
+        f"does not run on {backend.name} arrays. Call the op under oplib.no_grad(), or on "
+        "t.detach(); compute gradients on another device.",
+        op=name,
+        backend=backend.name,
+    )
+
+
+def no_kernel(entry: OpEntry, backend: Backend) -> NoKernelError:
+    """The error for an op without a kernel for ``backend``."""
+    have = sorted(k for k in entry.kernels if k != AUTOGRAD) or ["(none)"]
+    fake_hint = (
+        " (a fake kernel, register_fake, also serves this device)"
+        if backend.spec.fake_kernels
+        else ""
+    )
+    hint = f" {backend.spec.no_kernel_hint}" if backend.spec.no_kernel_hint else ""
+    return NoKernelError(
+        f"{entry.qualname}(): no kernel for backend {backend.name!r} (dispatch key "
+        f"{backend.key}){fake_hint}. Kernels are registered for: {', '.join(have)}. "
+        f"Installed backends: {TABLE.names_text()}. Register one with "
+        f"oplib.register_kernel({entry.qualname!r}, {backend.name!r}) or a 'default' "
+        f"kernel.{hint}",
+        op=entry.qualname,
+        key=backend.key,
+    )
