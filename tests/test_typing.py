@@ -206,3 +206,16 @@ def test_record_fields_come_from_annotations() -> None:
         class Bad(Record):
             a: int = 0
             b: int
+
+
+def test_record_eq_false_compares_by_identity() -> None:
+    from oplib_core._records import Record
+
+    class Token(Record, eq=False):
+        name: str
+        weight: int = 1
+
+    a, b = Token("x"), Token("x")
+    assert a == a and a != b and len({a, b}) == 2
+    assert Token.__eq__ is object.__eq__ and Token.__hash__ is object.__hash__
+    assert a._replace(weight=2).weight == 2

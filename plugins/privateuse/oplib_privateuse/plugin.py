@@ -48,7 +48,8 @@ def _from_host(array: np.ndarray, device: Device) -> DeviceArray:
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> DeviceArray:
-    return namespace(_index(device)).empty(shape, dtype=dtype)
+    array: DeviceArray = namespace(_index(device)).empty(shape, dtype=dtype)
+    return array
 
 
 def _namespace() -> Any:
