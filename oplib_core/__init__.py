@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _startup, autograd, backend_registration, backends, plugins
 from ._device import Device
@@ -89,6 +89,10 @@ from .library import (
     register_kernel,
 )
 from .ops import OpOverloadPacket, ops
+
+if TYPE_CHECKING:  # at run time imported on first use (``__getattr__``, ``_LAZY``)
+    from . import legacy
+    from .hookspecs import hookimpl, hookspec
 
 __all__ = [
     "AmbiguousOperatorError",

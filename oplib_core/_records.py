@@ -12,7 +12,8 @@ frozen dataclass, and type checkers read it as one (``dataclass_transform``)::
 Creating the class only reads its annotations: the fields become ``_fields`` (in order)
 and ``__slots__``, their defaults ``_defaults``. Equality, hashing, ``repr``, pickling,
 ``_replace``/``_asdict`` and ``inspect.signature`` come from here; ``__post_init__`` runs
-after ``__init__`` when defined. (A subclass may still spell ``_fields``, ``__slots__``
+after ``__init__`` when defined. ``class Kernel(Record, eq=False)`` compares by identity,
+as ``dataclass(eq=False)`` does. (A subclass may still spell ``_fields``, ``__slots__``
 and ``_defaults`` out itself: then its annotations are left alone, but type checkers
 cannot see its defaults.)
 """
@@ -78,8 +79,17 @@ class _RecordMeta(type):
     (A plain loop over a dict: no code is generated, unlike ``dataclasses``.)"""
 
     def __new__(
-        mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kwargs: Any
+        mcls,
+        name: str,
+        bases: tuple[type, ...],
+        ns: dict[str, Any],
+        *,
+        eq: bool = True,
+        **kwargs: Any,
     ) -> _RecordMeta:
+        if not eq:  # compared by identity, as dataclass(eq=False)
+            ns.setdefault("__eq__", object.__eq__)
+            ns.setdefault("__hash__", object.__hash__)
         if "_fields" not in ns and bases:
             if "__annotations__" in ns:
                 annotations: dict[str, Any] = ns["__annotations__"]

@@ -10,7 +10,8 @@ import contextvars
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol
+from types import FrameType
+from typing import Any, Protocol
 
 from ._records import Record
 from ._schema import FunctionSchema
@@ -69,13 +70,10 @@ def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:
 class Origin(Record):
     """Where a registration came from: ``file:line``, and the plugin and distribution if any."""
 
-    _fields = ("source", "plugin", "distribution", "version")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"plugin": None, "distribution": None, "version": None}
     source: str
-    plugin: str | None
-    distribution: str | None
-    version: str | None
+    plugin: str | None = None
+    distribution: str | None = None
+    version: str | None = None
 
     def __str__(self) -> str:
         if self.plugin is None:
@@ -87,12 +85,9 @@ class Origin(Record):
 class PluginContext(Record):
     """The plugin whose hook is running (registrations are credited to it)."""
 
-    _fields = ("plugin", "distribution", "version")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"distribution": None, "version": None}
     plugin: str
-    distribution: str | None
-    version: str | None
+    distribution: str | None = None
+    version: str | None = None
 
 
 #: Set while a plugin's hook runs, so registrations are credited to it.
@@ -114,7 +109,7 @@ def _location_of(fn: Any) -> str | None:
 def _caller_location() -> str:
     """The first frame outside the registration machinery: used where no function object
     exists (``define``)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         machinery = _is_machinery.get(filename)
@@ -138,20 +133,15 @@ def origin_of(fn: Any = None) -> Origin:
     return Origin(source, ctx.plugin, ctx.distribution, ctx.version)
 
 
-class Kernel(Record):
+class Kernel(Record, eq=False):
     """One kernel registered for one op and one dispatch key (compared by identity: two
     registrations of one function are two kernels)."""
 
-    _fields = ("fn", "key", "origin", "with_keyset", "allow_override")
-    __slots__ = _fields
-    _defaults: ClassVar[dict[str, Any]] = {"with_keyset": False, "allow_override": False}
     fn: Callable[..., Any]
     key: str
     origin: Origin
-    with_keyset: bool
-    allow_override: bool
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
+    with_keyset: bool = False
+    allow_override: bool = False
 
     @property
     def is_fallthrough(self) -> bool:

@@ -55,9 +55,12 @@ _privateuse1_backend_name = PRIVATEUSE1
 _device_modules: dict[str, Any] = {}
 
 
+_PACKAGE = __name__.rpartition(".")[0]
+
+
 def _package() -> Any:
     """The ``oplib_core`` package object (always imported before its submodules)."""
-    return sys.modules[__package__]
+    return sys.modules[_PACKAGE]
 
 
 def privateuse1_backend_name() -> str:
@@ -250,7 +253,7 @@ def device_module_function(func_name: str) -> Callable[..., Any]:
     assert isinstance(func_name, str), f"func_name must be `str`, but got `{type(func_name)}`."
     backend_name = privateuse1_backend_name()
     mod = device_module(backend_name)
-    function = getattr(mod, func_name, None)
+    function: Callable[..., Any] | None = getattr(mod, func_name, None)
     if mod is None or function is None:
         raise DeviceModuleError(
             f"Try to call oplib_core.{backend_name}.{func_name}. The backend must register a "

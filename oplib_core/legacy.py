@@ -67,6 +67,11 @@ class _Impl:
         self.location = _location_of(func) or repr(func)
 
 
+def _tuple_factory(name: str, fields: list[str]) -> Callable[..., tuple[Any, ...]]:
+    """A namedtuple class made at run time (to type checkers, something that makes tuples)."""
+    return collections.namedtuple(name, fields)
+
+
 class LegacyOp:
     """An operator defined through the legacy API and its registrations."""
 
@@ -80,9 +85,7 @@ class LegacyOp:
         self._autograd_handle: Handle | None = None
         self._formula: Formula | None = None
         names = [a.name for a in self._schema.arguments]
-        self._args_tuple = collections.namedtuple(  # type: ignore[misc]
-            f"{qualname.replace('::', '_')}_args", names
-        )
+        self._args_tuple = _tuple_factory(f"{qualname.replace('::', '_')}_args", names)
 
     def __repr__(self) -> str:
         return f"<LegacyOp(op={self._qualname!r})>"

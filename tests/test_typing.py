@@ -191,7 +191,7 @@ def test_record_fields_come_from_annotations() -> None:
             object.__setattr__(self, "_norm", abs(self.x) + abs(self.y))
 
     assert Point._fields == ("x", "y", "tags")
-    assert Point.__slots__ == ("x", "y", "tags", "_norm")
+    assert Point.__slots__ == ("x", "y", "tags", "_norm")  # type: ignore[comparison-overlap]
     p = Point(3, y=-4)
     assert (p.x, p.y, p.tags, p._norm) == (3, -4, [], 7)
     assert p == Point(3, -4, [])
@@ -205,4 +205,17 @@ def test_record_fields_come_from_annotations() -> None:
 
         class Bad(Record):
             a: int = 0
-            b: int
+            b: int  # type: ignore[misc]  # pyright: ignore[reportGeneralTypeIssues]
+
+
+def test_record_eq_false_compares_by_identity() -> None:
+    from oplib_core._records import Record
+
+    class Token(Record, eq=False):
+        name: str
+        weight: int = 1
+
+    a, b = Token("x"), Token("x")
+    assert a == a and a != b and len({a, b}) == 2
+    assert Token.__eq__ is object.__eq__ and Token.__hash__ is object.__hash__
+    assert a._replace(weight=2).weight == 2

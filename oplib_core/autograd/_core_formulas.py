@@ -15,8 +15,6 @@ from ..hookspecs import hookimpl
 from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
 from ._registration import _register
 
-_oplib_core_plugin = True
-
 
 @hookimpl
 def oplib_define(registrar: Any) -> None:

@@ -151,7 +151,11 @@ def _shapes_only(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.shapes = (tuple(inputs[0]._data.shape), tuple(inputs[1]._data.shape))
 
 
-def _pair(ctx: Any, ga: Any, gb: Any) -> tuple[Any, Any]:
+def _pair(
+    ctx: Any, ga: Tensor | Callable[[], Tensor], gb: Tensor | Callable[[], Tensor]
+) -> tuple[Tensor | None, Tensor | None]:
+    """The gradients of a broadcasting binary op, each summed back to its input's shape;
+    a gradient given as a function is computed only when its input needs it."""
     sa, sb = ctx.shapes
     need_a, need_b = ctx.needs_input_grad
     return (
@@ -309,7 +313,8 @@ def _save_reduction_kw(
 
 
 def _expand_back(ctx: Any, g: Tensor) -> Tensor:
-    return OPS.broadcast_to(OPS.reshape(g, ctx.kept), list(ctx.shape))
+    expanded: Tensor = OPS.broadcast_to(OPS.reshape(g, ctx.kept), list(ctx.shape))
+    return expanded
 
 
 def _sum(ctx: Any, g: Tensor) -> Any:

@@ -26,8 +26,6 @@ from ._arrays import FakeArray, check_shape, fake_array
 
 __all__ = ["core_fake_kernels"]
 
-_oplib_core_plugin = True
-
 _INT64 = np.dtype("int64")
 
 

@@ -24,8 +24,6 @@ from ._samples import SampleInput
 
 __all__ = ["CORE_SAMPLES"]
 
-_oplib_core_plugin = True
-
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)

@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 
 import oplib_core as oplib
+from oplib_core.plugins import Registrar
 
 OP = "acme::scaled_add"
 
 
 @oplib.hookimpl
-def oplib_define(registrar: Any) -> None:
+def oplib_define(registrar: Registrar) -> None:
     registrar.define(
         OP, "(Tensor x, Tensor y, *, float alpha=1.0) -> Tensor", tags=(oplib.Tag.pointwise,)
     )
@@ -33,7 +34,7 @@ def scaled_add_cuda(x: Any, y: Any, *, alpha: float) -> Any:
 
 
 @oplib.hookimpl
-def oplib_impl(registrar: Any) -> None:
+def oplib_impl(registrar: Registrar) -> None:
     registrar.impl(OP, "cpu", scaled_add_cpu)
     # Kept even when no CUDA backend is installed; it goes live when oplib-cuda is.
     registrar.impl(OP, "cuda", scaled_add_cuda)
@@ -52,5 +53,5 @@ def scaled_add_fake(x: Any, y: Any, *, alpha: float) -> Any:
 
 
 @oplib.hookimpl
-def oplib_register_fake(registrar: Any) -> None:
+def oplib_register_fake(registrar: Registrar) -> None:
     registrar.register_fake(OP, scaled_add_fake)

@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from oplib_privateuse.memory import DeviceArray
 from oplib_privateuse.namespace import namespace
 
 import oplib_core as oplib
+from oplib_core.plugins import Registrar
 
 
 def softplus_npu(x: DeviceArray) -> DeviceArray:
@@ -34,11 +33,11 @@ def oplib_backends() -> list[oplib.BackendSpec]:
 
 
 @oplib.hookimpl
-def oplib_define(registrar: Any) -> None:
+def oplib_define(registrar: Registrar) -> None:
     registrar.define("vendor_npu::softplus(Tensor x) -> Tensor", tags=(oplib.Tag.pointwise,))
 
 
 @oplib.hookimpl
-def oplib_impl(registrar: Any) -> None:
+def oplib_impl(registrar: Registrar) -> None:
     registrar.register_kernel("vendor_npu::softplus", "npu", softplus_npu)
     registrar.register_kernel("vendor_npu::softplus", "cpu", softplus_cpu)

@@ -109,13 +109,13 @@ _STATE_BYTES = 37  # PCG64: state (16) + increment (16) + has_uint32 (1) + uinte
 def get_rng_state(device: int | str | Device | None = None) -> np.ndarray:
     """The generator state of ``device`` as a uint8 array (for ``set_rng_state``)."""
     st = generator(device).bit_generator.state
-    raw = (
+    raw: bytes = (
         st["state"]["state"].to_bytes(16, "little")
         + st["state"]["inc"].to_bytes(16, "little")
         + bytes([st["has_uint32"]])
         + int(st["uinteger"]).to_bytes(4, "little")
     )
-    return np.frombuffer(raw, dtype=np.uint8).copy()
+    return np.frombuffer(bytearray(raw), dtype=np.uint8)  # writable, like a copy
 
 
 def set_rng_state(new_state: Any, device: int | str | Device | None = None) -> None:

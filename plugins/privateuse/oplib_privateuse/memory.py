@@ -129,17 +129,23 @@ def wrap(result: Any, index: int) -> Any:
     if isinstance(result, np.generic):
         result = np.asarray(result)
     if isinstance(result, np.ndarray):
-        owner, root = _owner(result)
-        if owner is None:
-            arena(index).adopt(root)
-        else:
-            index = owner.index
-        return DeviceArray._wrap(result, index)
+        return wrap_array(result, index)
     if isinstance(result, tuple):
         return tuple(wrap(r, index) for r in result)
     if isinstance(result, list):
         return [wrap(r, index) for r in result]
     return result
+
+
+def wrap_array(buf: np.ndarray, index: int) -> DeviceArray:
+    """``buf`` as a DeviceArray: a view keeps its arena, a fresh buffer is adopted by device
+    ``index``."""
+    owner, root = _owner(buf)
+    if owner is None:
+        arena(index).adopt(root)
+    else:
+        index = owner.index
+    return DeviceArray._wrap(buf, index)
 
 
 def unwrap(value: Any, index: int) -> Any:
@@ -166,7 +172,7 @@ def from_host(array: np.ndarray, index: int) -> DeviceArray:
     """Copy a host array into device ``index``'s memory."""
     arena(index)
     buf = np.array(array, copy=True, order="K")
-    return wrap(buf, index)
+    return wrap_array(buf, index)
 
 
 def to_host(array: DeviceArray) -> np.ndarray:
@@ -233,10 +239,10 @@ class DeviceArray:
         return len(self._buf)
 
     def astype(self, dtype: Any, copy: bool = True) -> DeviceArray:
-        return wrap(self._buf.astype(dtype, copy=copy), self._index)
+        return wrap_array(self._buf.astype(dtype, copy=copy), self._index)
 
     def copy(self) -> DeviceArray:
-        return wrap(self._buf.copy(), self._index)
+        return wrap_array(self._buf.copy(), self._index)
 
     def __getitem__(self, key: Any) -> Any:
         return wrap(self._buf[unwrap(key, self._index)], self._index)
@@ -274,8 +280,8 @@ class DeviceArray:
     __rpow__ = _binary(np.power, reverse=True)
     __matmul__ = _binary(np.matmul)
     __rmatmul__ = _binary(np.matmul, reverse=True)
-    __eq__ = _binary(np.equal)  # type: ignore[assignment]
-    __ne__ = _binary(np.not_equal)  # type: ignore[assignment]
+    __eq__ = _binary(np.equal)
+    __ne__ = _binary(np.not_equal)
     __lt__ = _binary(np.less)
     __le__ = _binary(np.less_equal)
     __gt__ = _binary(np.greater)

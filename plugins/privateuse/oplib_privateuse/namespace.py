@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from oplib_privateuse.memory import check_index, unwrap, wrap
 
-__all__ = ["DeviceNamespace", "namespace"]
+__all__ = ["DeviceNamespace", "bind", "namespace"]
+
+T = TypeVar("T")
 
 
 class DeviceNamespace:
@@ -51,6 +53,7 @@ def namespace(index: int) -> DeviceNamespace:
     return DeviceNamespace(index)
 
 
-def bind(fn: Callable[[DeviceNamespace], Any]) -> Callable[[int], Any]:
-    """``fn(xp)`` computed once per device (e.g. ``bind(array_kernels)``)."""
+def bind(fn: Callable[[Any], T]) -> Callable[[int], T]:
+    """``fn(xp)`` computed once per device (e.g. ``bind(array_kernels)``); ``xp`` is the
+    device's :class:`DeviceNamespace`, which stands in for numpy's module."""
     return functools.cache(lambda index: fn(namespace(index)))

@@ -16,6 +16,7 @@ import numpy as np
 from oplib_core import BackendSpec, Device, get_default_dtype, hookimpl
 from oplib_core.errors import BackendError
 from oplib_core.kernels import CORE_OPS, array_kernels
+from oplib_core.plugins import Registrar
 from oplib_privateuse import device as device_module
 from oplib_privateuse import memory
 from oplib_privateuse.memory import DeviceArray
@@ -48,7 +49,8 @@ def _from_host(array: np.ndarray, device: Device) -> DeviceArray:
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> DeviceArray:
-    return namespace(_index(device)).empty(shape, dtype=dtype)
+    array: DeviceArray = namespace(_index(device)).empty(shape, dtype=dtype)
+    return array
 
 
 def _namespace() -> Any:
@@ -133,13 +135,13 @@ def oplib_backends() -> list[BackendSpec]:
 
 
 @hookimpl
-def oplib_define(registrar: Any) -> None:
+def oplib_define(registrar: Registrar) -> None:
     registrar.define(RAND)
     registrar.define(RANDN)
 
 
 @hookimpl
-def oplib_impl(registrar: Any) -> None:
+def oplib_impl(registrar: Registrar) -> None:
     for op in CORE_OPS:
         registrar.impl(f"oplib::{op.name}", KEY, _on_device(op.name))
     registrar.impl("privateuse::rand", KEY, rand)
