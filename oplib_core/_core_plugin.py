@@ -1,6 +1,6 @@
 """The core op set, registered through the same plugin path as everyone else's ops.
 
-Schemas (``opset.CORE_OPS``) are defined here; backends give the kernels. The cross-device
+Schemas (``kernels.CORE_OPS``) are defined here; backends give the kernels. The cross-device
 copy ``oplib::_to_copy`` is the one op core implements itself: it only needs the backends'
 host transfer functions.
 """

@@ -1,4 +1,4 @@
-"""Gradient formulas of the core op set (``oplib_core.opset.CORE_OPS``).
+"""Gradient formulas of the core op set (``oplib_core.kernels.CORE_OPS``).
 
 Each formula is a ``(setup_context, backward)`` pair in ``register_autograd``'s form,
 written with oplib ops so that ``create_graph=True`` gives higher-order gradients on every

@@ -1,4 +1,4 @@
-"""Fake kernels for every op of the core op set (``opset.CORE_OPS``) and ``oplib::_to_copy``,
+"""Fake kernels for every op of the core op set (``kernels.CORE_OPS``) and ``oplib::_to_copy``,
 registered through the same plugin hook as anyone else's (built-in plugin ``core-fake``).
 
 They receive data-less arrays (``FakeArray``, ``MetaArray``) and compute the output's

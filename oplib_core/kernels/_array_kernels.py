@@ -1,4 +1,4 @@
-"""Kernels for every op in :data:`oplib_core.opset.CORE_OPS`, written once against an array
+"""Kernels for every op in :data:`oplib_core.kernels.CORE_OPS`, written once against an array
 namespace (numpy, cupy, or anything that mirrors numpy's API).
 
 Calling convention (the contract with the dispatcher): a kernel takes the schema's positional
@@ -15,7 +15,6 @@ Where torch and numpy differ the docstring of the kernel says which one it follo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -62,8 +61,9 @@ def _reduce_axes(ndim: int, dim: Sequence[int] | None) -> tuple[int, ...] | None
     return axes if ndim else None
 
 
-def array_kernels(xp: ModuleType) -> dict[str, Callable[..., Any]]:
-    """Kernels for every core op, bound to the array namespace ``xp`` (``numpy``, ``cupy``).
+def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
+    """Kernels for every core op, bound to the array namespace ``xp`` (``numpy``, ``cupy``, or
+    any object with their functions, as a vendor's per-device namespace).
 
     Returns a dict keyed by op name with overload and without namespace (``"add"``,
     ``"add.Scalar"``, ``"arange.start"``); see the module docstring for the calling convention.

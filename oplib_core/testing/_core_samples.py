@@ -1,5 +1,5 @@
 """The built-in plugin ``core-samples``: sample inputs for every op of the core op set
-(``opset.CORE_OPS``) and for ``oplib::_to_copy``.
+(``kernels.CORE_OPS``) and for ``oplib::_to_copy``.
 
 Registered through the same ``oplib_sample_inputs`` hook as third-party samples. Data is
 made on the host from a fixed seed, then copied to the requested device, so every device
