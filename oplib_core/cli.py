@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -12,7 +13,8 @@ from . import _introspect as introspect
 from ._explain import explain
 from ._factories import ones
 from ._lookup import resolve
-from .errors import AmbiguousOperatorError, UnknownOperatorError
+from ._tensor import Tensor
+from .errors import AmbiguousOperatorError, OplibError, UnknownOperatorError
 from .plugins import HOST
 
 __all__ = ["main"]
@@ -150,12 +152,20 @@ def _ops_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_tensor(device: str, requires_grad: bool) -> Tensor:
+    # Made on cpu and moved: a backend need not have a kernel for oplib::ones to be explained.
+    t = ones(2)
+    if device != "cpu":
+        t = t.to(device)
+    return t.requires_grad_(requires_grad)
+
+
 def _sample_argument(arg: Any, device: str, requires_grad: bool) -> Any:
     base = str(arg.type).rstrip("?")
     if base == "Tensor":
-        return ones(2, device=device, requires_grad=requires_grad)
+        return _sample_tensor(device, requires_grad)
     if base == "Tensor[]":
-        return [ones(2, device=device, requires_grad=requires_grad)] * 2
+        return [_sample_tensor(device, requires_grad)] * 2
     if arg.has_default:
         return arg.default_value
     samples = {
@@ -181,7 +191,7 @@ def _ops_explain(args: argparse.Namespace) -> int:
     except (UnknownOperatorError, AmbiguousOperatorError) as e:
         return _no_operator(e, args.qualname)
     call_args, call_kwargs = [], {}
-    for a in op._schema.arguments:
+    for a in op.schema.arguments:
         value = _sample_argument(a, args.device, args.requires_grad)
         if a.kwarg_only:
             call_kwargs[a.name] = value
@@ -338,7 +348,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv else None
     args = build_parser(first if first in _COMMANDS else None).parse_args(argv)
-    return int(args.fn(args))
+    try:
+        return int(args.fn(args))
+    except OplibError as e:  # a user's or a plugin's mistake: one line, not a traceback
+        print(f"oplib: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # ``oplib ops list | head``: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

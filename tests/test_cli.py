@@ -128,6 +128,35 @@ def test_ops_explain(capsys):
     assert "dispatch keys: CPU" in out and "taken: kernel at" in out
 
 
+def test_ops_explain_on_a_backend_without_factory_kernels(capsys, ns, toy):
+    # the sample tensors are made on cpu and moved: toy has no kernel for oplib::ones
+    oplib.define(f"{ns}::f", "(Tensor x) -> Tensor")
+    oplib.register_kernel(f"{ns}::f", "toy", lambda x: x)
+    code, out = run(capsys, "ops", "explain", f"{ns}::f", "--device", "toy")
+    assert code == 0
+    assert "on toy" in out and "dispatch keys: Toy" in out
+
+
+def test_an_oplib_error_is_one_line_not_a_traceback(capsys):
+    code = main(["ops", "explain", "oplib::add", "--device", "nope"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == (
+        "oplib: BackendError: no backend named 'nope' is installed; installed: "
+        f"{', '.join(b.name for b in oplib.backends.list())}\n"
+    )
+
+
+def test_a_closed_pipe_ends_quietly():
+    r = subprocess.run(
+        f"{sys.executable} -m oplib_core.cli ops list | true",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+
+
 def test_console_script_runs_in_a_subprocess():
     r = subprocess.run(
         [sys.executable, "-m", "oplib_core.cli", "backends", "list", "--json"],
