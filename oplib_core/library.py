@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 
 from ._dispatch import OpOverload
 from ._lookup import resolve
-from ._registry import FAKE, REGISTRY, Handle, fallthrough_kernel, origin_of
+from ._registry import FAKE, REGISTRY, Handle, Kernel, Origin, fallthrough_kernel, origin_of
 from ._schema import parse_schema, parse_signature
 from ._tags import Tag
 from .errors import (
@@ -27,7 +27,10 @@ from .errors import (
 )
 
 __all__ = [
+    "Handle",
+    "Kernel",
     "Library",
+    "Origin",
     "_scoped_library",
     "define",
     "fallthrough_kernel",
