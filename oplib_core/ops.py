@@ -1,12 +1,22 @@
 """``ops.<namespace>.<name>``: operator packets with overload resolution, kept in step with
-the registry (an op whose Library is destroyed disappears from here)."""
+the registry (an op whose Library is destroyed disappears from here).
+
+Type checkers see ``ops.<namespace>`` as an ``_OpNamespace``, ``ops.<namespace>.<name>`` as
+an :class:`OpOverloadPacket` and ``ops.<namespace>.<name>.<overload>`` as an
+:class:`~oplib_core._dispatch.OpOverload`; calling a packet or an overload returns ``Any``
+(what the schema says: a Tensor, a native array, a tuple...), as torch's do. Those
+``__getattr__``s exist for type checkers only: at run time a missing attribute goes
+through a module-level ``__getattr__`` kept in the instance dict (PEP 562), so attributes
+already found take the plain lookup.
+"""
 
 from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._registry import REGISTRY, OpEntry
@@ -32,7 +42,11 @@ class OpOverloadPacket(FastCall):
         self._npos = -1
         self._nmin = 0
 
-    def _set(self, overloads: dict[str, OpOverload]) -> None:
+    if TYPE_CHECKING:  # overloads are instance attributes: packet.default, packet.out
+
+        def __getattr__(self, overload: str) -> OpOverload: ...
+
+    def _set(self: OpOverloadPacket, overloads: dict[str, OpOverload]) -> None:
         for old in self._overloads:
             self.__dict__.pop(old, None)
         ordered = dict(sorted(overloads.items(), key=lambda kv: kv[0] != "default"))
@@ -79,7 +93,7 @@ class OpOverloadPacket(FastCall):
                 return candidate
         if not self._overloads:
             raise RuntimeError(f"operator {self._qualified_op_name} no longer exists")
-        schemas = "\n".join(f"  {o._schema}" for o in self._overloads.values())
+        schemas = "\n".join(f"  {o.schema}" for o in self._overloads.values())
         given = [type(a).__name__ for a in args] + [f"{k}=" for k in kwargs]
         raise TypeError(
             f"{self._qualified_op_name}(): no overload matches the arguments "
@@ -133,6 +147,10 @@ class _OpNamespace(ModuleType):
         self.name = name
         self.__dict__["__getattr__"] = self._missing
 
+    if TYPE_CHECKING:
+
+        def __getattr__(self, op_name: str) -> OpOverloadPacket: ...
+
     def _missing(self, op_name: str) -> OpOverloadPacket:
         if op_name.startswith("__"):
             raise AttributeError(op_name)
@@ -152,12 +170,12 @@ class _OpNamespace(ModuleType):
 
 def _overloads_of(ns: str, name: str) -> dict[str, OpOverload]:
     prefix = f"{ns}::{name}"
-    out = {}
+    out: dict[str, OpOverload] = {}
     for qualname, entry in REGISTRY.ops.items():
         if (qualname == prefix or qualname.startswith(prefix + ".")) and (
             entry.schema.qualname == prefix
         ):
-            out[entry.overload._overloadname] = entry.overload
+            out[entry.schema.overload_name or "default"] = entry.overload
     return out
 
 
@@ -168,6 +186,10 @@ class _Ops(ModuleType):
         super().__init__("oplib_core.ops")
         self._lock = threading.Lock()
         self.__dict__["__getattr__"] = self._missing
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> _OpNamespace: ...
 
     def _missing(self, name: str) -> _OpNamespace:
         if name.startswith("__"):
@@ -183,7 +205,8 @@ class _Ops(ModuleType):
         """Import a Python module that registers operators (torch.ops.import_module)."""
         return importlib.import_module(module)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
+        """The namespaces that have operators."""
         return iter(sorted({q.partition("::")[0] for q in REGISTRY.ops}))
 
 

@@ -293,6 +293,38 @@ def test_py_kernel(lib, ns):
         op.py_kernel("NotAKey")
 
 
+def test_resolve_and_autograd_kernel_answer_as_dispatch_does(lib, ns):
+    from oplib_core.backends import TABLE
+
+    cpu = TABLE.get("cpu")
+    op, kernel = _neg(lib, ns)
+    assert op.resolve(cpu) == (kernel, "cpu")
+    with pytest.raises(oplib.NoKernelError, match="no kernel for backend 'meta'"):
+        op.resolve(TABLE.get("meta"))
+    with pytest.raises(RuntimeError, match="has no autograd formula"):
+        op.autograd_kernel(cpu)
+    oplib.register_autograd(f"{ns}::neg", lambda ctx, g: -g, lib=lib)
+    fn = op.autograd_kernel(cpu)
+    assert fn is not None and fn is op.kernel("Autograd").fn
+    lib.define("pos(Tensor x) -> Tensor")
+    lib.impl("pos", oplib.fallthrough_kernel, "Autograd")
+    assert getattr(oplib.ops, ns).pos.default.autograd_kernel(cpu) is None  # to the backend
+
+
+def test_bind_and_defined(ns):
+    lib = oplib.Library(ns, "FRAGMENT")
+    lib.define("f(Tensor x, int n=2, *, float scale=1.0) -> Tensor")
+    op = getattr(oplib.ops, ns).f.default
+    x = np.ones(1)
+    assert op.bind((x,), {}) == ([x, 2], {"scale": 1.0})
+    assert op.bind((), {"x": x, "n": 3, "scale": 2.0}) == ([x, 3], {"scale": 2.0})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'm'"):
+        op.bind((x,), {"m": 1})
+    assert op.defined
+    lib._destroy()
+    assert not op.defined
+
+
 # -- Tensors are built in one place ---------------------------------------------------------------
 
 

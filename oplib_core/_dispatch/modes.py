@@ -11,6 +11,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for annotations only: the overload module imports this one
+    from typing_extensions import Self
+
     from .overload import OpOverload
 
 __all__ = ["ACTIVE", "MODES", "DispatchMode", "active_modes", "call_mode"]
@@ -61,7 +63,7 @@ class DispatchMode:
     ) -> Any:
         return op(*args, **kwargs)
 
-    def __enter__(self) -> DispatchMode:
+    def __enter__(self) -> Self:
         _push(self)
         return self
 

@@ -36,7 +36,6 @@ from .resolution import (
     no_autograd,
     no_kernel,
     resolution_steps,
-    resolve,
 )
 
 if LOG_DISPATCH:  # logging costs start-up time; only when asked for
@@ -133,9 +132,13 @@ class OpOverload(FastCall):
     """One overload of an operator (``ops.mylib.add.default``, ``ops.mylib.add.out``).
 
     Read-only: ``schema``, ``tags``, ``origin`` (where it was defined), ``name()``,
-    ``namespace``, ``kernel(key)``, ``has_kernel(key)``, ``py_kernel(key)``,
-    ``kernels()``, ``resolution_steps(backend)``. ``call_below_autograd(args)`` and
-    ``plan_call(args, kwargs)`` serve autograd and ``explain()``.
+    ``namespace``, ``defined``, ``kernel(key)``, ``has_kernel(key)``, ``py_kernel(key)``,
+    ``kernels()``, ``resolution_steps(backend)``, ``resolve(backend)``,
+    ``autograd_kernel(backend)``, ``bind(args, kwargs)``. ``call_below_autograd(args)``
+    and ``plan_call(args, kwargs)`` serve autograd and ``explain()``.
+
+    Calling it returns what the schema says (a Tensor, a native array, a tuple of them,
+    a scalar...): ``Any`` to a type checker, as torch's ``OpOverload.__call__``.
     """
 
     __slots__ = (
@@ -211,6 +214,12 @@ class OpOverload(FastCall):
     def namespace(self) -> str:
         return self._schema.namespace
 
+    @property
+    def defined(self) -> bool:
+        """Whether the op is still defined: False once the Library that defined it is
+        destroyed (calling it then raises)."""
+        return self._entry.alive
+
     def kernel(self, key: str) -> Kernel | None:
         """The kernel registered for ``key`` that serves it (the last registered; it may
         be a ``fallthrough_kernel``), or None. ``key`` is a dispatch key name (``"CPU"``,
@@ -247,6 +256,27 @@ class OpOverload(FastCall):
         """The keys tried for ``backend`` in order, as ``(key, kernel or None, why)``; the
         first step with a kernel is the one dispatch takes (torch's ``resolve_key``)."""
         return resolution_steps(self._entry, backend)
+
+    def resolve(self, backend: Backend) -> tuple[Callable[..., Any], str]:
+        """The kernel that runs this op on ``backend`` below autograd, and its key: the
+        first step of ``resolution_steps(backend)`` with a kernel. Raises
+        ``NoKernelError`` when there is none (or the backend fallback's own error)."""
+        return self._opcache.backend_kernel(backend)
+
+    def autograd_kernel(self, backend: Backend) -> Callable[..., Any] | None:
+        """What the ``Autograd`` key runs on ``backend`` when an input requires grad: the
+        gradient formula's kernel (or an implicit composite, whose parts record the
+        graph), or None when autograd falls through to the backend kernel. Raises
+        ``RuntimeError`` when the op has no formula."""
+        return autograd_kernel(self._entry, backend)
+
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """``op(*args, **kwargs)``'s arguments bound to the schema as kernels get them:
+        the positional ones as a list (defaults filled in), the keyword-only ones as a
+        dict. Raises ``TypeError`` like the call when they do not fit."""
+        return self._binder.bind(args, kwargs)
 
     def __repr__(self) -> str:
         ns, _, op = self._schema.qualname.partition("::")
@@ -386,13 +416,6 @@ class OpOverload(FastCall):
         call = place(self._sig, entry.qualname, bargs, bkwargs)  # kernels see native arrays
         out = fn(*call.nargs, **call.nkwargs)
         return wrap(self._sig, out, bargs, bkwargs) if call.tensors_in else out
-
-    # -- for core modules that predate the accessors ------------------------------------------
-    def _autograd_kernel(self, backend: Backend) -> Callable[..., Any] | None:
-        return autograd_kernel(self._entry, backend)
-
-    def _resolve(self, backend: Backend) -> tuple[Callable[..., Any], str]:
-        return resolve(self._entry, backend)
 
 
 def _install(event: str, entry: OpEntry) -> None:

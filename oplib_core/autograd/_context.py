@@ -8,10 +8,13 @@ object. Tensors saved with ``save_for_backward`` are freed after a backward pass
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._tensor import Tensor
 from ._engine import _FREED, Node
+
+if TYPE_CHECKING:  # for annotations only: the registration module imports this one
+    from ._registration import Formula
 
 __all__ = ["FunctionCtx"]
 
@@ -37,7 +40,10 @@ class FunctionCtx(Node):
 
     __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_saved")
 
-    _formula: Any
+    _formula: Formula
+    # Output numbers marked non-differentiable (None: none).
+    _nondiff: set[int] | None
+    _materialize: bool
     # The saved values: a tuple of Tensors and None, or a list when it holds outputs of this
     # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
     _saved: tuple[Any, ...] | list[Any] | None

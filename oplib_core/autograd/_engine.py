@@ -13,7 +13,7 @@ capturing them (``grad``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
 from .._tensor import Tensor
 from ..backends import TABLE
+
+if TYPE_CHECKING:  # for annotations only: autograd sits above the dispatcher
+    from .._dispatch import OpOverload
 
 __all__ = ["Node", "backward", "grad", "run_backward"]
 
@@ -33,8 +36,9 @@ _FREED = (
 )
 
 
-def _op(qualname: str) -> Any:
-    return REGISTRY.ops[qualname].overload
+def _op(qualname: str) -> OpOverload:
+    op: OpOverload = REGISTRY.ops[qualname].overload
+    return op
 
 
 class Node:
@@ -110,17 +114,19 @@ def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     ]
     if dims:
         g = _op("oplib::sum")(g, dims, True)
-    return _op("oplib::reshape")(g, list(shape))
+    out: Tensor = _op("oplib::reshape")(g, list(shape))
+    return out
 
 
-def _fit(g: Any, shape: tuple[int, ...], dtype: Any, node: Node, i: int, what: str) -> Tensor:
-    """Check gradient ``g`` (from input ``i`` of ``node``) against the ``shape``/``dtype``
+def _fit(grad: Any, shape: tuple[int, ...], dtype: Any, node: Node, i: int, what: str) -> Tensor:
+    """Check gradient ``grad`` (from input ``i`` of ``node``) against the ``shape``/``dtype``
     of what it flows into; sum broadcast dims and cast the dtype as torch does."""
-    if type(g) is not Tensor:
+    if type(grad) is not Tensor:
         raise TypeError(
-            f"autograd: the backward of {node.name()} returned a {type(g).__name__} as the "
+            f"autograd: the backward of {node.name()} returned a {type(grad).__name__} as the "
             f"gradient of input {node._input_name(i)!r}; expected an oplib.Tensor or None"
         )
+    g: Tensor = grad
     data = g._data
     gshape = tuple(data.shape)
     shape = tuple(shape)
@@ -191,8 +197,8 @@ def _owns(data: Any) -> bool:
     return bool(getattr(flags, "owndata", True)) and bool(getattr(flags, "writeable", True))
 
 
-def _root_grad(t: Tensor, g: Any, i: int) -> Tensor:
-    if g is None:
+def _root_grad(t: Tensor, grad: Any, i: int) -> Tensor:
+    if grad is None:
         if t.numel() != 1:
             raise RuntimeError(
                 f"grad can be implicitly created only for scalar outputs; output {i} has shape "
@@ -203,13 +209,14 @@ def _root_grad(t: Tensor, g: Any, i: int) -> Tensor:
             return Tensor._wrap(np.ones_like(data))
         # factories return native arrays
         return Tensor._wrap(_op("oplib::ones")(list(data.shape), dtype=data.dtype, device=t.device))
-    if type(g) is not Tensor:
-        if TABLE.for_type(type(g)) is None:
+    g: Tensor = grad
+    if type(grad) is not Tensor:
+        if TABLE.for_type(type(grad)) is None:
             raise TypeError(
                 f"backward(): gradient {i} must be an oplib.Tensor or a native array, got "
-                f"{type(g).__name__}"
+                f"{type(grad).__name__}"
             )
-        g = Tensor._wrap(g)
+        g = Tensor._wrap(grad)
     if tuple(g._data.shape) != tuple(t._data.shape):
         raise RuntimeError(
             f"backward(): mismatch in shape: gradient {i} has shape {g.shape} but output {i} "
@@ -289,7 +296,7 @@ def _run(
         nr = 0 if fn._nout == 1 else t._out_nr
         buf = buffers.get(fn)
         if buf is None:
-            buffers[fn] = buf = [None] * fn._nout
+            buf = buffers[fn] = [None] * fn._nout
             roots.append(fn)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
@@ -396,7 +403,7 @@ def _run(
                     if target._nout == 1:
                         buffers[target] = [g]
                     else:
-                        buffers[target] = buf = [None] * target._nout
+                        buf = buffers[target] = [None] * target._nout
                         buf[nr] = g
                 else:
                     prev = buf[nr]

@@ -73,7 +73,7 @@ class Formula:
         backward: Callable[..., Any],
         setup_context: Callable[..., Any] | None,
     ) -> None:
-        schema = op._schema
+        schema = op.schema
         self.call = op
         self.qualname = op.name()
         self.backward = backward
@@ -250,10 +250,13 @@ class Formula:
             result = self.backward(ctx, *self._grads_per_output(ctx, grads))
         return self.check(result)
 
-    def check(self, result: Any) -> tuple[Any, ...]:
+    def check(self, returned: Any) -> tuple[Any, ...]:
         """What ``backward`` returned as one gradient (or None) per input, checked."""
-        if type(result) is not tuple:
-            result = tuple(result) if type(result) is list and self.n_inputs > 1 else (result,)
+        result: tuple[Any, ...] = returned
+        if type(returned) is not tuple:
+            result = (
+                tuple(returned) if type(returned) is list and self.n_inputs > 1 else (returned,)
+            )
         if len(result) != self.n_inputs:
             self._error(
                 f"expected the backward function to return {self.n_inputs} gradient(s), one "
@@ -353,7 +356,7 @@ def register_autograd(
         op.register_autograd(backward, setup_context=setup_context)
         return
     overload = resolve(op, "register_autograd")
-    schema = overload._schema
+    schema = overload.schema
     qualname = overload.name()
     if not is_functional(schema):
         raise RuntimeError(
@@ -371,7 +374,7 @@ def _register(
     lib: Any,
 ) -> Handle:
     """Register without the functional-schema check (core views' formulas use it)."""
-    schema = overload._schema
+    schema = overload.schema
     qualname = overload.name()
     if any(_kind(a.type) != _OTHER for a in schema.kwarg_only):
         raise NotImplementedError(
@@ -421,10 +424,9 @@ def _params(fn: Callable[..., Any]) -> list[str] | None:
 def formula_of(op: Any) -> Formula | None:
     """The formula registered for ``op`` through ``register_autograd``, if any."""
     try:
-        entry = resolve(op, "formula_of")._entry
+        k = resolve(op, "formula_of").kernel(AUTOGRAD)
     except UnknownOperatorError:
         return None
-    k = entry.kernel(AUTOGRAD)
     fn = getattr(k, "fn", None)
     owner = getattr(fn, "__self__", None)
     return owner if isinstance(owner, Formula) else None

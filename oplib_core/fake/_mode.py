@@ -178,15 +178,15 @@ class FakeTensorMode(DispatchMode):
     def _bind(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """(bound args, bound kwargs, their native fake versions..., whether Tensors came in)."""
         bound = op._sig.bind_fast(args, kwargs)
-        nargs: list[Any] | Any = _RETRY
         if bound is not None:
             bargs, bkwargs = bound
             nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
+            if nargs is not _RETRY:
+                return bargs, bkwargs, nargs, nkwargs, tensors_in
+        bargs, bkwargs = op._sig.bind(args, kwargs)
+        nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
         if nargs is _RETRY:
-            bargs, bkwargs = op._sig.bind(args, kwargs)
-            nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
-            if nargs is _RETRY:
-                raise AssertionError("bound arguments are always recognised")
+            raise AssertionError("bound arguments are always recognised")
         return bargs, bkwargs, nargs, nkwargs, tensors_in
 
     def _plan(self, op: OpOverload, fn: Any) -> tuple[FakeKernelContext, bool]:

@@ -32,8 +32,8 @@ import numpy as np
 from .._device import Device
 from .._dispatch import OpOverload
 from .._grad_mode import enable_grad, no_grad
-from .._lookup import lookup_for_call
-from .._registry import AUTOGRAD, FAKE, REGISTRY
+from .._lookup import lookup, lookup_for_call
+from .._registry import AUTOGRAD, FAKE
 from .._schema import Argument, BaseType, ListType, OptionalType
 from .._tensor import Tensor
 from ..autograd._gradcheck import GradcheckError, gradcheck
@@ -152,7 +152,7 @@ def _host(t: Tensor) -> np.ndarray:
 
 
 def _copy_op() -> OpOverload:
-    return REGISTRY.ops["oplib::_to_copy"].overload
+    return lookup("oplib::_to_copy")
 
 
 class _Case:
@@ -161,8 +161,8 @@ class _Case:
     def __init__(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.op = op
         self.qualname = op.name()
-        self.schema = op._schema
-        bargs, bkwargs = op._binder.bind(tuple(args), dict(kwargs))
+        self.schema = op.schema
+        bargs, bkwargs = op.bind(tuple(args), dict(kwargs))
         self.values: dict[str, Any] = {}
         positional = [a for a in self.schema.arguments if not a.kwarg_only]
         for a, v in zip(positional, bargs, strict=True):
@@ -198,7 +198,7 @@ class _Case:
         for _, _, t in self.tensors():
             return t.device
         for a, v in self.items():
-            if _is_device_type(a.type) and v is not None:
+            if _is_device_type(a.type) and isinstance(v, Device):
                 return v
         return Device("cpu")
 
@@ -242,7 +242,7 @@ class _Case:
 
     def expected_device(self, values: dict[str, Any], target: Device) -> Device:
         for a, v in ((a, values[a.name]) for a in self.schema.arguments):
-            if _is_device_type(a.type) and v is not None:
+            if _is_device_type(a.type) and isinstance(v, Device):
                 return v
         return target if self.has_tensors else Device("cpu")
 
@@ -300,8 +300,8 @@ def _writes_through(out: Tensor, inp: Tensor) -> bool:
     """Whether writing into ``out`` changes ``inp`` (arrays whose memory oplib cannot
     inspect): fills ``out`` with 0 and then 1 through the backend's ``copy_`` kernel."""
     before = _host(inp)
-    copy_ = REGISTRY.ops["oplib::copy_"].overload
-    full = REGISTRY.ops["oplib::full"].overload
+    copy_ = lookup("oplib::copy_")
+    full = lookup("oplib::full")
     with no_grad():
         for value in (0, 1):
             try:
@@ -430,7 +430,7 @@ def _test_autograd_registration(case: _Case, target: Device) -> str | None:
     if not backend.spec.autograd:
         return f"{backend.name} arrays do not record gradients (BackendSpec.autograd=False)"
     try:
-        fn = case.op._autograd_kernel(backend)
+        fn = case.op.autograd_kernel(backend)
     except RuntimeError:
         keys = sorted(k for k, _ in case.op.kernels() if k not in (AUTOGRAD, FAKE)) or ["(none)"]
         raise _Failure(
@@ -630,7 +630,7 @@ def _backend_results(
             yield name, SKIP, "data-less backend (checked by test_faketensor)", None
             continue
         try:
-            case.op._resolve(backend)
+            case.op.resolve(backend)
         except NoKernelError:
             yield name, SKIP, f"no kernel for backend {name!r}", None
             continue
@@ -747,7 +747,7 @@ def run_checks(
             yield result(u, SKIP, f"backend not available: {unavailable}")
         return
     try:
-        opo._resolve(target_backend)
+        opo.resolve(target_backend)
     except NoKernelError as e:
         reason = f"no kernel for backend {target_backend.name!r}"
         for u in utils:
@@ -770,7 +770,7 @@ def run_checks(
             yield from _run_one(checks[u], u, target, result)
             for b in _dataless_scope(backends):
                 try:
-                    opo._resolve(b)
+                    opo.resolve(b)
                 except NoKernelError:
                     yield result(u, SKIP, f"no kernel for backend {b.name!r}", where=b.name)
                     continue
@@ -785,7 +785,7 @@ def run_checks(
                 yield result(u, SKIP, "the cpu backend (the reference) is not installed")
                 continue
             try:
-                opo._resolve(cpu)
+                opo.resolve(cpu)
             except NoKernelError:
                 yield result(u, SKIP, "no cpu kernel to compare with", where="cpu")
                 continue

@@ -1,0 +1,75 @@
+"""Type-checked in CI (mypy and pyright): naming and inspecting operators as a user does.
+
+``oplib.ops.<ns>.<op>`` is an ``OpOverloadPacket``, ``.default`` an ``OpOverload``, and
+``oplib.lookup`` gives the same ``OpOverload``; their accessors have true types. Calling an
+op returns ``Any``: the result depends on the schema (a Tensor, a native array, a tuple of
+them...), as with torch's ops. The script also runs: the claims hold at run time too. Not
+collected by pytest (its name does not start with ``test_``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+import oplib_core as oplib
+from oplib_core._registry import Kernel  # the record kernel(key) returns (no public name yet)
+
+if sys.version_info >= (3, 11):
+    from typing import assert_type
+else:
+    from typing_extensions import assert_type
+
+oplib.define("mylib::sin", "(Tensor x) -> Tensor")
+
+
+@oplib.register_kernel("mylib::sin", "cpu")
+def sin_cpu(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.sin(x))
+
+
+# -- one way to name an op, one type per step ------------------------------------------------
+packet = oplib.ops.mylib.sin
+assert_type(packet, oplib.OpOverloadPacket)
+op = oplib.ops.mylib.sin.default
+assert_type(op, oplib.OpOverload)
+assert_type(oplib.lookup("mylib::sin"), oplib.OpOverload)
+assert_type(oplib.lookup(packet), oplib.OpOverload)
+assert oplib.lookup("mylib::sin") is op and oplib.lookup(packet) is op
+assert_type(packet.overloads(), list[str])
+assert_type(oplib.ops.import_module("json"), ModuleType)
+namespaces = iter(oplib.ops)
+assert_type(namespaces, Iterator[str])
+assert "mylib" in oplib.ops
+
+# -- calls return what the schema says: Any to a type checker ------------------------------------
+assert_type(packet(np.arange(3.0)), Any)
+assert_type(op(oplib.tensor([0.5])), Any)
+y: oplib.Tensor = op(oplib.tensor([0.5]))  # so annotate what you know
+assert isinstance(y, oplib.Tensor)
+
+# -- read-only accessors -------------------------------------------------------------------------
+assert_type(op.schema, oplib.FunctionSchema)
+assert_type(op.schema.returns[0].type.is_tensor_like(), bool)
+assert_type(op.name(), str)
+assert_type(op.namespace, str)
+assert_type(op.tags, tuple[oplib.Tag, ...])
+assert_type(op.origin.source, str)
+assert_type(op.defined, bool)
+assert_type(op.has_kernel("cpu"), bool)
+k = op.kernel("cpu")
+assert_type(k, Kernel | None)
+assert k is not None and k.fn is sin_cpu
+assert_type(k.fn, Callable[..., Any])
+assert_type(op.bind((np.ones(1),), {}), tuple[list[Any], dict[str, Any]])
+assert_type(op.py_kernel("cpu"), Callable[..., Any] | None)
+
+# -- explain and autograd --------------------------------------------------------------------------
+why = oplib.explain(packet, oplib.tensor([0.5]))
+assert_type(why, oplib.DispatchExplanation)
+assert why.backend == "cpu"
+assert_type(oplib.tensor([1.0], requires_grad=True).sum().backward(), None)
