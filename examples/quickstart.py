@@ -29,7 +29,7 @@ def scaled_add(x: oplib.Tensor, y: oplib.Tensor, alpha: float = 1.0) -> oplib.Te
     return x + alpha * y
 
 
-print("schema:", scaled_add._schema)
+print("schema:", scaled_add.schema)
 print("custom_op:", scaled_add(t, t, alpha=2.0))
 
 # 4. Core ops and Tensor arithmetic route through the same dispatcher.

@@ -80,8 +80,7 @@ def op_rows(namespace: str | None = None) -> list[dict[str, Any]]:
 def find_entry(qualname: str) -> OpEntry:
     """``ns::name`` / ``ns::name.default`` (the default overload) or ``ns::name.overload``
     (:func:`oplib_core.lookup`'s errors for other names)."""
-    entry: OpEntry = resolve(qualname, "ops show")._entry
-    return entry
+    return REGISTRY.ops[resolve(qualname, "ops show").name()]
 
 
 def op_detail(qualname: str) -> dict[str, Any]:

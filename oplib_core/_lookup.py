@@ -97,13 +97,12 @@ def _by_name(name: str, api: str) -> OpOverload:
 
 
 def _alive(op: OpOverload, api: str) -> OpOverload:
-    entry = op._entry
-    if entry.alive and REGISTRY.ops.get(entry.qualname) is entry:
+    if op.defined:
         return op
     raise UnknownOperatorError(
-        f"{api}(): operator {entry.qualname!r} no longer exists: the Library that defined it "
+        f"{api}(): operator {op.name()!r} no longer exists: the Library that defined it "
         "was destroyed",
-        op=entry.qualname,
+        op=op.name(),
     )
 
 

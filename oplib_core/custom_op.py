@@ -9,6 +9,7 @@ from typing import Any, overload
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._infer_schema import infer_schema
 from ._registry import FAKE, REGISTRY
+from ._schema import FunctionSchema
 from ._tags import Tag
 from .autograd._registration import register_autograd
 from .errors import InvalidNameError
@@ -47,8 +48,13 @@ class CustomOpDef(FastCall):
         self.__module__ = getattr(fn, "__module__", __name__)
 
     @property
-    def _schema(self) -> Any:
-        return self._opoverload._schema
+    def schema(self) -> FunctionSchema:
+        """The op's schema (inferred from the function's annotations, or given)."""
+        return self._opoverload.schema
+
+    @property
+    def _schema(self) -> FunctionSchema:  # torch.library's CustomOpDef has this name
+        return self._opoverload.schema
 
     def __repr__(self) -> str:
         return f"<CustomOpDef({self._qualname})>"

@@ -217,6 +217,56 @@ def test_plugins_and_examples_use_public_names_only() -> None:
     )
 
 
+def _private_attributes_of_public_classes() -> set[str]:
+    """Underscore attributes that oplib's public classes define (fields, slots, methods),
+    less the underscore names torch.library itself makes public (``_destroy``,
+    ``_register_fake``)."""
+    from oplib_core.custom_op import CustomOpDef
+
+    classes = (
+        oplib_core.OpOverload,
+        oplib_core.OpOverloadPacket,
+        CustomOpDef,
+        oplib_core.Tensor,
+        oplib_core.Library,
+        oplib_core.BackendSpec,
+        oplib_core.Device,
+        oplib_core.FunctionSchema,
+    )
+    names: set[str] = set()
+    for cls in classes:
+        for c in cls.__mro__:
+            if c.__module__.split(".")[0] != CORE:
+                continue
+            names.update(n for n in (*vars(c), *getattr(c, "__slots__", ())) if _private(n))
+    return names - {"_destroy", "_register_fake"}
+
+
+def test_plugins_and_examples_read_no_private_attributes_of_oplib_objects() -> None:
+    # ``plan.op._schema``: an import-level check cannot see whose attribute it is, so
+    # every attribute name that oplib's public classes keep private is refused by name.
+    private = _private_attributes_of_public_classes()
+    assert {"_schema", "_entry", "_data", "_sig"} <= private
+    problems = []
+    for path in _python_files():
+        own = set()  # a plugin may define attributes of the same name on its own classes
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+            elif isinstance(node, ast.ClassDef):
+                for s in node.body:
+                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        own.add(s.name)
+                    elif isinstance(s, (ast.Assign, ast.AnnAssign)):
+                        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                        own.update(t.id for t in targets if isinstance(t, ast.Name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in private - own:
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+    assert not problems, "private attributes of oplib objects read:\n" + "\n".join(problems)
+
+
 def test_backend_guide_uses_public_names_only() -> None:
     path = ROOT / "docs" / "writing-a-backend.md"
     problems = []

@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tests" / "typing" / "readme_examples.py"
+OPS_EXAMPLES = ROOT / "tests" / "typing" / "ops_examples.py"
 BIN = Path(sys.executable).parent
 
 # Each mistake ends with ``# expect: <mypy error code> <pyright rule>``.
@@ -138,8 +139,9 @@ def mistakes(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
 def test_readme_examples_type_check_and_mistakes_are_reported(checker: str, mistakes: Path) -> None:
     run = _mypy if checker == "mypy" else _pyright
-    found = run(EXAMPLES, mistakes)
-    assert found[EXAMPLES] == {}, f"{checker} finds errors in {EXAMPLES.name}: {found[EXAMPLES]}"
+    found = run(EXAMPLES, OPS_EXAMPLES, mistakes)
+    for script in (EXAMPLES, OPS_EXAMPLES):
+        assert found[script] == {}, f"{checker} finds errors in {script.name}: {found[script]}"
     expected = {
         line: {codes[0] if checker == "mypy" else codes[1]}
         for line, codes in _expected(MISTAKES).items()
@@ -147,9 +149,10 @@ def test_readme_examples_type_check_and_mistakes_are_reported(checker: str, mist
     assert found[mistakes] == expected
 
 
-def test_readme_examples_run() -> None:
+@pytest.mark.parametrize("script", [EXAMPLES, OPS_EXAMPLES], ids=lambda p: p.name)
+def test_typing_examples_run(script: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES)], capture_output=True, text=True, cwd=ROOT, check=False
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, check=False
     )
     assert proc.returncode == 0, proc.stderr
 

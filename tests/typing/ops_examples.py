@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import oplib_core as oplib
-from oplib_core._registry import Kernel  # the record kernel(key) returns (no public name yet)
+from oplib_core.library import Kernel
 
 if sys.version_info >= (3, 11):
     from typing import assert_type

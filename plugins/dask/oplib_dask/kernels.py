@@ -209,7 +209,7 @@ def _is_array(x: Any) -> bool:
 
 
 def _single_tensor_return(plan: Plan, what: str) -> None:
-    returns = plan.op._schema.returns
+    returns = plan.op.schema.returns
     if len(returns) != 1 or str(returns[0].type) != "Tensor":
         raise NoKernelError(
             f"{plan.qualname}(): the dask backend maps {what} ops returning one Tensor onto "
@@ -346,7 +346,7 @@ def _generic_reduction(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]
 
     qualname = plan.qualname
     _single_tensor_return(plan, "reduction")
-    schema = plan.op._schema
+    schema = plan.op.schema
     names = [a.name for a in schema.arguments if not a.kwarg_only]
     bound = dict(zip(names, args, strict=False)) | kwargs
     if "dim" not in bound:
