@@ -90,6 +90,18 @@ class ArgumentTypeError(OplibError, TypeError):
         super().__init__(message)
 
 
+class CallArgumentError(OplibError, TypeError):
+    """An operator was called with arguments its schema does not take (a missing or
+    unexpected argument, a value of the wrong type, an array no installed backend
+    recognises, no overload that fits). ``op`` names the operator, ``schema`` is the
+    schema (or the schemas tried, one per line) the call was checked against."""
+
+    def __init__(self, message: str, *, op: str, schema: str) -> None:
+        self.op = op
+        self.schema = schema
+        super().__init__(message)
+
+
 class NotAnOperatorError(ArgumentTypeError):
     """Something that is not an operator was given where one was expected (``value``)."""
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._registry import REGISTRY, OpEntry
 from ._startup import ensure
+from .errors import CallArgumentError
 
 __all__ = ["OpOverloadPacket", "ops"]
 
@@ -95,9 +96,11 @@ class OpOverloadPacket(FastCall):
             raise RuntimeError(f"operator {self._qualified_op_name} no longer exists")
         schemas = "\n".join(f"  {o.schema}" for o in self._overloads.values())
         given = [type(a).__name__ for a in args] + [f"{k}=" for k in kwargs]
-        raise TypeError(
+        raise CallArgumentError(
             f"{self._qualified_op_name}(): no overload matches the arguments "
-            f"({', '.join(given)}); tried:\n{schemas}"
+            f"({', '.join(given)}); tried:\n{schemas}",
+            op=self._qualified_op_name,
+            schema="\n".join(str(o.schema) for o in self._overloads.values()),
         )
 
     def __repr__(self) -> str:

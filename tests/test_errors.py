@@ -8,6 +8,7 @@ own plugin modules, not to any plugin that claims it."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import types
 import warnings
@@ -477,6 +478,39 @@ def test_plugin_failures_are_oplib_errors(registered: Any) -> None:
 
 
 # -- the guard: no builtin exception raised on purpose in the registration modules ------------
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda op: op(np.zeros(1), "two"), "argument 'alpha' must be float, got str"),
+        (lambda op: op(np.zeros(1), 1.0, 3), "takes 2 positional arguments but 3 were given"),
+        (lambda op: op(np.zeros(1), gamma=1), "unexpected keyword argument 'gamma'"),
+        (lambda op: op(), "missing required argument 'x'"),
+        (lambda op: op([1.0]), "argument 'x' must be Tensor"),
+        (lambda op: op(object()), "argument 'x' must be Tensor"),
+    ],
+)
+def test_call_argument_errors_are_oplib_errors(ns: str, call: Any, words: str) -> None:
+    qualname = oplib.define(f"{ns}::scale", "(Tensor x, float alpha=1.0) -> Tensor")
+    oplib.register_kernel(qualname, "cpu", lambda x, alpha: x * alpha)
+    op = getattr(oplib.ops, ns).scale
+    for target in (op, op.default):
+        with pytest.raises(oplib.CallArgumentError, match=re.escape(words)) as info:
+            call(target)
+        assert isinstance(info.value, TypeError) and isinstance(info.value, oplib.OplibError)
+        assert info.value.op == qualname
+        assert info.value.schema == f"{qualname}(Tensor x, float alpha=1.0) -> Tensor"
+        assert "schema: " in str(info.value)
+
+
+def test_no_matching_overload_is_a_call_argument_error(ns: str) -> None:
+    oplib.define(f"{ns}::f", "(Tensor x) -> Tensor")
+    oplib.define(f"{ns}::f.int", "(Tensor x, int n) -> Tensor")
+    with pytest.raises(oplib.CallArgumentError, match="no overload matches the arguments") as e:
+        getattr(oplib.ops, ns).f(np.zeros(1), "n")
+    assert e.value.op == f"{ns}::f" and e.value.schema.count("\n") == 1
+
 
 # Raises of builtin exceptions that stay, with the reason.
 _ALLOWED = {

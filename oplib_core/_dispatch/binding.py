@@ -2,9 +2,10 @@
 
 ``Binder(schema, qualname)`` validates and converts: ``bind(args, kwargs)`` returns the
 kernel's positional arguments (defaults filled in) and keyword-only arguments, or raises
-``TypeError`` quoting the schema (the slow path). ``Signature`` is the same schema read once
-for the rest of dispatch: where the tensor arguments sit, which call shapes the fast path
-may take without binding, the defaults that complete them, and what the returns are.
+``CallArgumentError`` (a ``TypeError``) quoting the schema (the slow path). ``Signature``
+is the same schema read once for the rest of dispatch: where the tensor arguments sit,
+which call shapes the fast path may take without binding, the defaults that complete them,
+and what the returns are.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..backends import device as to_device
+from ..errors import CallArgumentError
 from ..fake._arrays import FakeArray
 
 __all__ = ["Binder", "Signature", "Slot", "is_array", "is_plain_tensor", "tensor_like"]
@@ -160,8 +162,12 @@ class Binder:
         self._names = {a.name for a in schema.arguments}
         self._converters = {a.name: converter(a.type) for a in schema.arguments}
 
-    def _error(self, message: str) -> TypeError:
-        return TypeError(f"{self.qualname}(): {message}\n  schema: {self.schema}")
+    def _error(self, message: str) -> CallArgumentError:
+        return CallArgumentError(
+            f"{self.qualname}(): {message}\n  schema: {self.schema}",
+            op=self.qualname,
+            schema=str(self.schema),
+        )
 
     def bind(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

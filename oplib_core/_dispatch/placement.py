@@ -14,7 +14,7 @@ from typing import Any
 from .._device import Device
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
-from ..errors import BackendError, DeviceMismatchError
+from ..errors import BackendError, CallArgumentError, DeviceMismatchError
 from .binding import ReturnPlan, Signature
 
 __all__ = ["Found", "Placement", "place", "wrap"]
@@ -70,13 +70,13 @@ def place(sig: Signature, qualname: str, bargs: list[Any], bkwargs: dict[str, An
             container[index] = value
         found.append((name, value, container, index))
     if found:
-        backend, converted = _backend_for(qualname, found)
+        backend, converted = _backend_for(sig, qualname, found)
     else:
         backend, converted = _factory_backend(sig, qualname, nargs, nkwargs), False
     return Placement(nargs, nkwargs, found, tensors_in, requires_grad, backend, converted)
 
 
-def _backend_for(qualname: str, found: list[Found]) -> tuple[Backend, bool]:
+def _backend_for(sig: Signature, qualname: str, found: list[Found]) -> tuple[Backend, bool]:
     """The backend of the arrays; moves 0-d cpu arrays (scalars) to it if needed."""
     for_type = TABLE.for_type
     main: list[tuple[str, Any, Backend]] = []
@@ -84,9 +84,11 @@ def _backend_for(qualname: str, found: list[Found]) -> tuple[Backend, bool]:
     for name, arr, container, index in found:
         b = for_type(type(arr))
         if b is None:
-            raise TypeError(
+            raise CallArgumentError(
                 f"{qualname}(): argument {name!r} is a {type(arr).__name__}, which no "
-                f"installed backend recognises ({TABLE.names_text()})"
+                f"installed backend recognises ({TABLE.names_text()})",
+                op=qualname,
+                schema=str(sig.binder.schema),
             )
         if b.name == "cpu" and getattr(arr, "ndim", None) == 0:
             scalars.append((arr, b, container, index))
