@@ -94,6 +94,7 @@ from .ops import OpOverloadPacket, ops
 if TYPE_CHECKING:  # at run time imported on first use (``__getattr__``, ``_LAZY``)
     from . import legacy
     from .hookspecs import hookimpl, hookspec
+    from .testing._checks import OpCheckResults
 
 __all__ = [
     "AmbiguousOperatorError",
@@ -193,7 +194,7 @@ def opcheck(
     args: Any,
     kwargs: dict[str, Any] | None = None,
     **options: Any,
-) -> dict[str, Any]:
+) -> OpCheckResults:
     """:func:`oplib_core.testing.opcheck` (imported on first call: the checking machinery
     is not needed to run ops)."""
     from .testing._checks import opcheck as run

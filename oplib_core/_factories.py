@@ -166,6 +166,10 @@ def empty_like(
 ) -> Tensor: ...
 @overload
 def empty_like(
+    other: FakeArray, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> FakeArray: ...
+@overload
+def empty_like(
     other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Any: ...
 def empty_like(
@@ -180,6 +184,10 @@ def zeros_like(
 ) -> Tensor: ...
 @overload
 def zeros_like(
+    other: FakeArray, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> FakeArray: ...
+@overload
+def zeros_like(
     other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Any: ...
 def zeros_like(
@@ -192,6 +200,10 @@ def zeros_like(
 def ones_like(
     other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor: ...
+@overload
+def ones_like(
+    other: FakeArray, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> FakeArray: ...
 @overload
 def ones_like(
     other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False

@@ -149,6 +149,16 @@ class _OpNamespace(ModuleType):
         super().__init__(f"oplib_core.ops.{name}")
         self.name = name
         self.__dict__["__getattr__"] = self._missing
+        self.__dict__["__dir__"] = self._ops  # dir(ops.mylib): its operators (PEP 562)
+
+    def _ops(self) -> list[str]:
+        """The names of the operators defined in this namespace."""
+        ensure()
+        prefix = f"{self.name}::"
+        with REGISTRY.lock:
+            return sorted(
+                {q[len(prefix) :].partition(".")[0] for q in REGISTRY.ops if q.startswith(prefix)}
+            )
 
     if TYPE_CHECKING:
 

@@ -276,6 +276,14 @@ def test_ops_namespace_attribute_errors(ns):
         _packet(ns, "missing")
 
 
+def test_dir_of_a_namespace_lists_its_operators(lib, ns):
+    lib.define("f(Tensor x) -> Tensor")
+    lib.define("f.int(Tensor x, int n) -> Tensor")
+    lib.define("g(Tensor x) -> Tensor")
+    assert dir(getattr(oplib.ops, ns)) == ["f", "g"]
+    assert {"add", "matmul", "sum"} <= set(dir(oplib.ops.oplib))
+
+
 def test_ops_iterates_namespaces(lib, ns):
     lib.define("f(Tensor x) -> Tensor")
     assert ns in list(oplib.ops)

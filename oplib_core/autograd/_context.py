@@ -48,6 +48,11 @@ class FunctionCtx(Node):
     # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
     _saved: tuple[Any, ...] | list[Any] | None
 
+    if TYPE_CHECKING:  # formulas keep their own values on ctx (``ctx.beta = beta``)
+
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Save tensors (inputs or outputs of the op, or None) for ``backward``."""
         for t in tensors:
@@ -75,7 +80,7 @@ class FunctionCtx(Node):
         self._saved = saved
 
     @property
-    def saved_tensors(self) -> tuple[Any, ...]:
+    def saved_tensors(self) -> tuple[Tensor, ...]:  # None where None was saved, as torch
         saved = self._saved
         if type(saved) is tuple:
             return saved

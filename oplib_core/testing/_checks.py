@@ -852,7 +852,7 @@ def opcheck(
     rtol: float | None = None,
     atol: float | None = None,
     backends: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> OpCheckResults:
     """Check that ``op``'s registrations are consistent, by calling ``op(*args, **kwargs)``.
 
     ``test_utils`` picks checks among ``test_schema``, ``test_autograd_registration``,

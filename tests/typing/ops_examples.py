@@ -17,7 +17,10 @@ from typing import Any
 import numpy as np
 
 import oplib_core as oplib
+from oplib_core.autograd import FunctionCtx
+from oplib_core.fake import FakeArray
 from oplib_core.library import Kernel
+from oplib_core.testing import OpCheckResults
 
 if sys.version_info >= (3, 11):
     from typing import assert_type
@@ -73,3 +76,31 @@ why = oplib.explain(packet, oplib.tensor([0.5]))
 assert_type(why, oplib.DispatchExplanation)
 assert why.backend == "cpu"
 assert_type(oplib.tensor([1.0], requires_grad=True).sum().backward(), None)
+
+# -- a formula keeps its own values on ctx; opcheck's answer; fake kernels ----------------------
+oplib.define("mylib::scale", "(Tensor x, float beta) -> Tensor")
+oplib.register_kernel("mylib::scale", "cpu", lambda x, beta: x * beta)
+
+
+@oplib.register_fake("mylib::scale")
+def scale_fake(x: FakeArray, beta: float) -> FakeArray:
+    return oplib.empty_like(x)
+
+
+def scale_setup(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.beta = inputs[1]
+
+
+def scale_backward(ctx: FunctionCtx, grad: oplib.Tensor) -> tuple[oplib.Tensor, None]:
+    assert_type(ctx.saved_tensors, tuple[oplib.Tensor, ...])
+    return grad * ctx.beta, None
+
+
+oplib.register_autograd("mylib::scale", scale_backward, setup_context=scale_setup)
+x64 = oplib.tensor([1.0, 2.0], dtype=oplib.float64, requires_grad=True)
+results = oplib.opcheck("mylib::scale", (x64, 3.0))
+assert_type(results, OpCheckResults)
+assert {r.check for r in results.details if r.status == "PASS"} >= {
+    "test_autograd_registration",
+    "test_gradcheck",
+}, results.details
