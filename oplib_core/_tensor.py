@@ -109,8 +109,15 @@ class Tensor:
     def _wrap(data: Any) -> Tensor:
         """A Tensor over ``data`` (not checked): no grad, no history. The one way the core
         makes Tensors; callers that record autograd set ``_rg``/``grad_fn`` afterwards."""
+        # Complicated for better performance (one call less on every op that returns a
+        # Tensor); equivalent: ``t = _new(Tensor); _init(t, data); return t``.
+        # tests/test_fastpath.py checks that every slot is set.
         t = _new(Tensor)
-        _init(t, data)
+        t._data = data
+        t._rg = False
+        t.grad = None
+        t.grad_fn = None
+        t._out_nr = 0
         return t
 
     # -- metadata -------------------------------------------------------------------------
