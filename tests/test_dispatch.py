@@ -184,18 +184,17 @@ def test_no_kernel_then_late_registration(lib, ns):
     assert op(np.zeros(1)) == "late"
 
 
-def test_kernel_registered_before_its_backend_goes_live(lib):
+def test_kernel_registered_before_its_backend_goes_live(lib, teardown):
     op = _define(lib, "f(Tensor x) -> Tensor")
     lib.impl("f", _marker("toy"), "toy")  # no toy backend yet: kept, waiting
     assert REGISTRY.kernel_status("toy") == "waiting"
     from helpers import ToyArray, toy_spec
 
     undo = oplib.backends.register(toy_spec())
-    try:
-        assert REGISTRY.kernel_status("toy") == "live"
-        assert op(ToyArray(np.zeros(1))) == "toy"
-    finally:
-        undo()
+    teardown(undo)
+    assert REGISTRY.kernel_status("toy") == "live"
+    assert op(ToyArray(np.zeros(1))) == "toy"
+    undo()
     with pytest.raises(TypeError, match="argument 'x' must be Tensor, got ToyArray"):
         op(ToyArray(np.zeros(1)))
 
@@ -867,7 +866,7 @@ def test_op_returning_nothing_called_with_tensors(lib, ns):
 # -- what a BackendSpec can declare: a fallback kernel, no autograd, accelerator ------------
 
 
-def test_backend_fallback_serves_ops_without_kernels_and_comes_last(lib, ns):
+def test_backend_fallback_serves_ops_without_kernels_and_comes_last(lib, ns, teardown):
     from helpers import ToyArray, toy_spec
 
     asked = []
@@ -881,40 +880,36 @@ def test_backend_fallback_serves_ops_without_kernels_and_comes_last(lib, ns):
     undo = oplib.backends.register(
         toy_spec(name="toyfb", fallback=fallback, no_kernel_hint="Try toyfb.magic().")
     )
-    try:
-        lib.define("neg(Tensor x) -> Tensor")
-        lib.define("other(Tensor x) -> Tensor")
-        ops = getattr(oplib.ops, ns)
-        out = ops.neg(ToyArray(np.ones(2)))
-        np.testing.assert_array_equal(out.data, [-1.0, -1.0])
-        steps = list(ops.neg.default.resolution_steps(oplib.backends.get("toyfb")))
-        assert steps[-1][0] == "ToyfbFallback" and steps[-1][2] == "taken: the backend's fallback"
-        with pytest.raises(oplib.NoKernelError, match=r"Try toyfb\.magic"):
-            ops.other(ToyArray(np.ones(2)))
-        lib.impl("neg", lambda x: ToyArray(x.data * 0), "toyfb")  # a real kernel wins
-        np.testing.assert_array_equal(ops.neg(ToyArray(np.ones(2))).data, [0.0, 0.0])
-    finally:
-        undo()
+    teardown(undo)
+    lib.define("neg(Tensor x) -> Tensor")
+    lib.define("other(Tensor x) -> Tensor")
+    ops = getattr(oplib.ops, ns)
+    out = ops.neg(ToyArray(np.ones(2)))
+    np.testing.assert_array_equal(out.data, [-1.0, -1.0])
+    steps = list(ops.neg.default.resolution_steps(oplib.backends.get("toyfb")))
+    assert steps[-1][0] == "ToyfbFallback" and steps[-1][2] == "taken: the backend's fallback"
+    with pytest.raises(oplib.NoKernelError, match=r"Try toyfb\.magic"):
+        ops.other(ToyArray(np.ones(2)))
+    lib.impl("neg", lambda x: ToyArray(x.data * 0), "toyfb")  # a real kernel wins
+    np.testing.assert_array_equal(ops.neg(ToyArray(np.ones(2))).data, [0.0, 0.0])
     assert f"{ns}::neg" in asked
 
 
-def test_backend_without_autograd_refuses_inputs_that_require_grad(lib, ns):
+def test_backend_without_autograd_refuses_inputs_that_require_grad(lib, ns, teardown):
     from helpers import ToyArray, toy_spec
 
     undo = oplib.backends.register(toy_spec(name="toyng", autograd=False))
-    try:
-        lib.define("neg(Tensor x) -> Tensor")
-        lib.impl("neg", lambda x: ToyArray(-x.data), "toyng")
-        t = oplib.Tensor(ToyArray(np.ones(2))).requires_grad_()
-        with pytest.raises(oplib.AutogradUnsupportedError, match="autograd does not run on toyng"):
-            getattr(oplib.ops, ns).neg(t)
-        with oplib.no_grad():
-            assert getattr(oplib.ops, ns).neg(t).device.type == "toyng"
-    finally:
-        undo()
+    teardown(undo)
+    lib.define("neg(Tensor x) -> Tensor")
+    lib.impl("neg", lambda x: ToyArray(-x.data), "toyng")
+    t = oplib.Tensor(ToyArray(np.ones(2))).requires_grad_()
+    with pytest.raises(oplib.AutogradUnsupportedError, match="autograd does not run on toyng"):
+        getattr(oplib.ops, ns).neg(t)
+    with oplib.no_grad():
+        assert getattr(oplib.ops, ns).neg(t).device.type == "toyng"
 
 
-def test_integer_device_means_the_first_available_accelerator():
+def test_integer_device_means_the_first_available_accelerator(teardown):
     from helpers import ToyArray
 
     expected = next(
@@ -924,10 +919,8 @@ def test_integer_device_means_the_first_available_accelerator():
     undo = oplib.backends.register(
         oplib.BackendSpec(name="toyacc", array_types=(ToyArray,), accelerator=True, priority=99)
     )
-    try:
-        assert oplib.device(1) == oplib.Device("toyacc", 1)
-    finally:
-        undo()
+    teardown(undo)
+    assert oplib.device(1) == oplib.Device("toyacc", 1)
 
 
 @pytest.mark.fastpath

@@ -130,19 +130,17 @@ def test_reserved_namespace(reserved: str) -> None:
     )
 
 
-def test_second_def_library(ns: str) -> None:
+def test_second_def_library(ns: str, teardown) -> None:
     first = oplib.Library(ns, "DEF")
-    try:
-        e = raises(
-            oplib.DuplicateLibraryError,
-            ValueError,
-            lambda: oplib.Library(ns, "DEF"),
-            "only one DEF library may exist per namespace",
-        )
-        assert e.namespace == ns
-        assert e.existing is not None and THIS_FILE in e.existing
-    finally:
-        first._destroy()
+    teardown(first)
+    e = raises(
+        oplib.DuplicateLibraryError,
+        ValueError,
+        lambda: oplib.Library(ns, "DEF"),
+        "only one DEF library may exist per namespace",
+    )
+    assert e.namespace == ns
+    assert e.existing is not None and THIS_FILE in e.existing
 
 
 @pytest.mark.parametrize(
@@ -272,7 +270,7 @@ def test_conflicts_are_registration_errors_with_the_earlier_source(lib: oplib.Li
 # -- legacy ---------------------------------------------------------------------------------
 
 
-def test_legacy_misuse(ns: str) -> None:
+def test_legacy_misuse(ns: str, teardown) -> None:
     e = raises(
         oplib.InvalidArgumentError,
         ValueError,
@@ -297,30 +295,28 @@ def test_legacy_misuse(ns: str) -> None:
         )
         assert e.op == qn
     made = legacy.custom_op(f"{ns}::once", "(Tensor x) -> Tensor")
-    try:
-        e = raises(
-            oplib.RegistrationError,
-            RuntimeError,
-            lambda: legacy.custom_op(f"{ns}::once", "(Tensor x) -> Tensor"),
-            "already defined through the legacy API",
-        )
-        assert e.op == f"{ns}::once"
-        legacy.impl_save_for_backward(f"{ns}::once")(lambda inputs, output: None)
-        e = raises(
-            oplib.RegistrationError,
-            RuntimeError,
-            lambda: legacy.impl_save_for_backward(f"{ns}::once")(lambda inputs, output: None),
-            "already has a save_for_backward impl registered from Python at",
-        )
-        assert e.existing is not None and THIS_FILE in e.existing
-        raises(
-            oplib.RegistrationError,
-            RuntimeError,
-            lambda: legacy.impl_backward(f"{ns}::once", [True, False]),
-            "expected output_differentiability",
-        )
-    finally:
-        made._destroy()
+    teardown(made)
+    e = raises(
+        oplib.RegistrationError,
+        RuntimeError,
+        lambda: legacy.custom_op(f"{ns}::once", "(Tensor x) -> Tensor"),
+        "already defined through the legacy API",
+    )
+    assert e.op == f"{ns}::once"
+    legacy.impl_save_for_backward(f"{ns}::once")(lambda inputs, output: None)
+    e = raises(
+        oplib.RegistrationError,
+        RuntimeError,
+        lambda: legacy.impl_save_for_backward(f"{ns}::once")(lambda inputs, output: None),
+        "already has a save_for_backward impl registered from Python at",
+    )
+    assert e.existing is not None and THIS_FILE in e.existing
+    raises(
+        oplib.RegistrationError,
+        RuntimeError,
+        lambda: legacy.impl_backward(f"{ns}::once", [True, False]),
+        "expected output_differentiability",
+    )
 
 
 # -- backends and private use ------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_explain_rejects_bad_arguments_like_the_call(counted):
         oplib.explain(op, "nope")
 
 
-def test_explain_reports_what_the_call_does_with_a_formula_and_without_autograd(lib, ns):
+def test_explain_reports_what_the_call_does_with_a_formula_and_without_autograd(lib, ns, teardown):
     from conftest import ToyArray, toy_spec
 
     lib.define("neg(Tensor x) -> Tensor")
@@ -95,12 +95,10 @@ def test_explain_reports_what_the_call_does_with_a_formula_and_without_autograd(
     assert e.keys == ["Autograd", "CPU"] and e.chosen == f"Autograd kernel of {ns}::neg"
     assert e.steps == [("Autograd", "taken: autograd formula (or implicit composite)")]
     undo = oplib.backends.register(toy_spec(name="toyng2", autograd=False))
-    try:
-        t = oplib.Tensor(ToyArray(np.ones(1))).requires_grad_()
-        e = oplib.explain(op, t)
-        assert e.steps == [("Autograd", "error: the backend does not record gradients")]
-        assert "autograd does not run on toyng2" in e.error and e.chosen is None
-        with pytest.raises(oplib.AutogradUnsupportedError):
-            op(t)  # what the explanation said
-    finally:
-        undo()
+    teardown(undo)
+    t = oplib.Tensor(ToyArray(np.ones(1))).requires_grad_()
+    e = oplib.explain(op, t)
+    assert e.steps == [("Autograd", "error: the backend does not record gradients")]
+    assert "autograd does not run on toyng2" in e.error and e.chosen is None
+    with pytest.raises(oplib.AutogradUnsupportedError):
+        op(t)  # what the explanation said

@@ -69,18 +69,15 @@ def test_packet_without_default_overload(overloaded: str) -> None:
     assert isinstance(amb.value, (oplib.RegistrationError, LookupError))
 
 
-def test_custom_op_and_legacy_op(ns: str) -> None:
+def test_custom_op_and_legacy_op(ns: str, teardown) -> None:
     @oplib.custom_op(f"{ns}::c", mutates_args=())
     def c(x: oplib.Tensor) -> oplib.Tensor:
         return x
 
     made = legacy.custom_op(f"{ns}::old", "(Tensor x) -> Tensor")
-    try:
-        assert oplib.lookup(c) is getattr(oplib.ops, ns).c.default
-        assert oplib.lookup(made) is getattr(oplib.ops, ns).old.default
-    finally:
-        c._destroy()
-        made._destroy()
+    teardown(c, made)
+    assert oplib.lookup(c) is getattr(oplib.ops, ns).c.default
+    assert oplib.lookup(made) is getattr(oplib.ops, ns).old.default
 
 
 def test_unknown_name_error_carries_name_and_suggestions(overloaded: str) -> None:
@@ -352,20 +349,19 @@ def test_register_autograd_default_spelling_is_not_special(legacy_op: tuple[str,
     assert oplib.lookup(f"{ns}::f").has_kernel("Autograd")
 
 
-def test_custom_op_object_in_the_functional_api(ns: str) -> None:
+def test_custom_op_object_in_the_functional_api(ns: str, teardown) -> None:
     @oplib.custom_op(f"{ns}::c", mutates_args=(), device_types="cpu")
     def c(x: oplib.Tensor) -> oplib.Tensor:
         return x
 
-    try:
-        oplib.register_fake(c, _identity)
-        oplib.register_autograd(c, _backward)
-        oplib.register_kernel(c, "meta", _identity)
-        op = oplib.lookup(c)
-        assert op.has_kernel("Fake") and op.has_kernel("Autograd") and op.has_kernel("meta")
-        assert oplib.explain(c, np.ones(2)).op == f"{ns}::c"
-    finally:
-        c._destroy()
+    teardown(c)
+    oplib.register_fake(c, _identity)
+    oplib.register_autograd(c, _backward)
+    oplib.register_kernel(c, "meta", _identity)
+    op = oplib.lookup(c)
+    assert op.has_kernel("Fake") and op.has_kernel("Autograd") and op.has_kernel("meta")
+    assert oplib.explain(c, np.ones(2)).op == f"{ns}::c"
+    c._destroy()
     with pytest.raises(oplib.UnknownOperatorError):
         oplib.register_fake(c, _identity)
 

@@ -157,15 +157,13 @@ def test_kernel_waits_for_missing_backend_then_goes_live(registered):
         oplib.ops.waiting.op(np.zeros(2))
 
 
-def test_backend_registered_at_runtime_makes_waiting_kernel_live():
+def test_backend_registered_at_runtime_makes_waiting_kernel_live(teardown):
     with oplib.library._scoped_library("rt", "FRAGMENT") as lib:
         lib.define("op(Tensor x) -> Tensor")
         lib.impl("op", lambda x: ToyArray(x.data * 3), "toyrt")
         undo = oplib.backends.register(toy_spec("toyrt"))
-        try:
-            np.testing.assert_array_equal(oplib.ops.rt.op(ToyArray(np.ones(1))).data, [3.0])
-        finally:
-            undo()
+        teardown(undo)
+        np.testing.assert_array_equal(oplib.ops.rt.op(ToyArray(np.ones(1))).data, [3.0])
 
 
 def test_unknown_hook_name_fails_the_plugin(registered):
