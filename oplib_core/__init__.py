@@ -13,6 +13,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import _startup, autograd, backend_registration, backends, plugins
+from ._check import (
+    _check,
+    _check_index,
+    _check_is_size,
+    _check_not_implemented,
+    _check_type,
+    _check_value,
+)
 from ._device import Device
 from ._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from ._dtypes import (
@@ -138,6 +146,12 @@ __all__ = [
     "UnknownDispatchKeyError",
     "UnknownOperatorError",
     "__version__",
+    "_check",
+    "_check_index",
+    "_check_is_size",
+    "_check_not_implemented",
+    "_check_type",
+    "_check_value",
     "arange",
     "autograd",
     "backends",

@@ -17,11 +17,15 @@ import numpy as np
 from .._device import Device, parse_device
 from .._dtypes import get_default_dtype, to_dtype
 from ..backends import TABLE
+from ..errors import DeviceMismatchError
+from . import _shapes as S
 from ._context import current_fake_op
 from ._errors import DataAccessError
 from ._symbolic import SymInt
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from typing_extensions import Self
 
 __all__ = [
@@ -61,6 +65,75 @@ def numel(shape: tuple[Any, ...]) -> Any:
     for s in shape:
         n = n * s
     return n
+
+
+_COMPARISONS = frozenset(
+    {np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal}
+)
+
+
+def _op(ufunc: np.ufunc, name: str, *, reverse: bool = False) -> Callable[[FakeArray, Any], Any]:
+    def method(self: FakeArray, other: Any) -> Any:
+        return self._binary(other, ufunc, name, reverse)
+
+    method.__name__ = method.__qualname__ = f"__{'r' if reverse else ''}{ufunc.__name__}__"
+    return method
+
+
+def _sizes(args: tuple[Any, ...]) -> list[Any]:
+    """torch's ``*sizes`` arguments: ``f(3, 4)`` or ``f((3, 4))``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return list(args[0])
+    return list(args)
+
+
+def _contiguous_strides(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Row-major strides in elements; a 0- or 1-long dim counts as 1, as in torch."""
+    out: list[Any] = []
+    step: Any = 1
+    for s in reversed(shape):
+        out.append(step)
+        step = step * (s if isinstance(s, SymInt) or s > 1 else 1)
+    return tuple(reversed(out))
+
+
+def _pick_device(op: str, a: FakeArray, b: FakeArray) -> FakeArray:
+    """The operand whose class and device the result takes: both on one device, or one of
+    them a 0-d cpu array (a scalar), as in the dispatcher."""
+    if a.device is b.device or a.device == b.device:
+        return a
+    if not b.shape and b.device.type == "cpu":
+        return a
+    if not a.shape and a.device.type == "cpu":
+        return b
+    devices = {"self": str(a.device), "other": str(b.device)}
+    raise DeviceMismatchError(
+        f"{op}: expected both fake arrays on one device, got self on {a.device} and other "
+        f"on {b.device}",
+        op=op,
+        devices=devices,
+    )
+
+
+class _IntSize(int):
+    """``FakeArray.size``: numpy's element count, callable as torch's ``size()``."""
+
+    _shape: tuple[Any, ...]
+
+    def __call__(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self._shape
+        return self._shape[S.wrap_dim(dim, len(self._shape))]
+
+
+class _SymSize(SymInt):
+    """``FakeArray.size`` of a symbolic shape: the ``SymInt`` count, callable like
+    :class:`_IntSize`."""
+
+    __slots__ = ("_shape",)
+    _shape: tuple[Any, ...]
+
+    __call__ = _IntSize.__call__
 
 
 class FakeArray:
@@ -110,8 +183,50 @@ class FakeArray:
 
     @property
     def size(self) -> Any:
-        """Number of elements (a ``SymInt`` if the shape is symbolic)."""
+        """numpy's number of elements (an ``int``, a ``SymInt`` if the shape is symbolic) that
+        is also torch's method: ``x.size()`` is the shape, ``x.size(d)`` the size of dim
+        ``d``. ``x.size == 6`` and ``x.size * 2`` read it as numpy does."""
+        n = numel(self.shape)
+        if type(n) is int:
+            out = _IntSize(n)
+            out._shape = self.shape
+            return out
+        sym = object.__new__(_SymSize)
+        sym._terms, sym._hash = n._terms, n._hash
+        sym._shape = self.shape
+        return sym
+
+    def dim(self) -> int:
+        """The number of dimensions (torch's ``dim()``; numpy's ``ndim``)."""
+        return len(self.shape)
+
+    def numel(self) -> Any:
+        """The number of elements (an ``int``, or a ``SymInt`` for symbolic shapes)."""
         return numel(self.shape)
+
+    def stride(self, dim: int | None = None) -> Any:
+        """torch's strides in elements. Fake arrays carry no memory layout, so these are
+        always the contiguous (row-major) strides of the shape."""
+        strides = _contiguous_strides(self.shape)
+        return strides if dim is None else strides[S.wrap_dim(dim, len(self.shape))]
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Always ``True``: fake arrays carry no memory layout (see :meth:`stride`)."""
+        return True
+
+    def contiguous(self, memory_format: Any = None) -> Self:
+        return self
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_meta(self) -> bool:
+        return self.device.type == "meta"
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
 
     @property
     def itemsize(self) -> int:
@@ -127,12 +242,149 @@ class FakeArray:
         n: int = self.shape[0]
         return n
 
-    def new_empty(self, shape: Any, dtype: Any = None) -> Self:
-        """A data-less array of ``shape`` of the same class and device (``dtype`` defaults to
-        this array's)."""
-        return self._new(
-            check_shape(shape, "new_empty"), self.dtype if dtype is None else to_dtype(dtype)
-        )
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Self:
+        """A data-less array of the given size on this array's device (or ``device``) with
+        this array's dtype (or ``dtype``): torch's ``x.new_empty(3, 4)`` and
+        ``x.new_empty((3, 4), dtype=...)``; numpy-style ``x.new_empty(shape, dtype)`` too."""
+        return self._new_like("new_empty", size, dtype, device)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> Self:
+        """Like :meth:`new_empty` (a fake array has no values to fill)."""
+        return self._new_like("new_zeros", size, dtype, device)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> Self:
+        """Like :meth:`new_empty` (a fake array has no values to fill)."""
+        return self._new_like("new_ones", size, dtype, device)
+
+    def new_full(
+        self, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None
+    ) -> Self:
+        """Like :meth:`new_empty` (a fake array has no values to fill)."""
+        return self._new_like("new_full", (size,), dtype, device)
+
+    def _new_like(self, api: str, size: tuple[Any, ...], dtype: Any, device: Any) -> Self:
+        if len(size) == 1 or (len(size) == 2 and not isinstance(size[0], (int, SymInt))):
+            if len(size) == 2:  # numpy-style positional dtype: new_empty(shape, dtype)
+                if dtype is not None:
+                    raise TypeError(f"{api}() got the dtype twice")
+                dtype = size[1]
+            size = size[0]
+        shape = check_shape(size, api)
+        dt = self.dtype if dtype is None else to_dtype(dtype)
+        if device is None:
+            return self._new(shape, dt)
+        dev = device if isinstance(device, Device) else parse_device(str(device))
+        if dev.type == self.device.type and (dev.index is None or dev == self.device):
+            return self._new(shape, dt)
+        out: Self = fake_array(shape, dt, dev)  # another device: its own array class
+        return out
+
+    def clone(self, memory_format: Any = None) -> Self:
+        return self._new(self.shape, self.dtype)
+
+    def view(self, *shape: Any) -> Any:
+        """torch's ``view(*shape)`` (one entry may be -1), or ``view(dtype)`` of a dtype of
+        the same item size."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, SymInt, tuple, list)):
+            dt = to_dtype(shape[0])
+            if dt.itemsize != self.dtype.itemsize:
+                raise RuntimeError(
+                    f"view(dtype): {self.dtype} and {dt} differ in element size; fake arrays "
+                    "support only views between dtypes of the same size"
+                )
+            return self._new(self.shape, dt)
+        return self._new(S.reshape_shape(self.shape, _sizes(shape)), self.dtype)
+
+    def reshape(self, *shape: Any) -> Self:
+        """torch's ``reshape(*shape)`` or ``reshape(shape)`` (one entry may be -1)."""
+        return self._new(S.reshape_shape(self.shape, _sizes(shape)), self.dtype)
+
+    def transpose(self, dim0: int, dim1: int) -> Self:
+        """torch's ``transpose(dim0, dim1)`` (swaps two dims)."""
+        return self._new(S.transpose_shape(self.shape, dim0, dim1), self.dtype)
+
+    def expand(self, *sizes: Any) -> Self:
+        """torch's ``expand(*sizes)``: broadcast to ``sizes`` (-1 keeps a dim)."""
+        return self._new(S.broadcast_to_shape(self.shape, _sizes(sizes)), self.dtype)
+
+    # -- operators: result shapes (broadcasting) and dtypes (numpy's promotion) -----------
+    def _binary(self, other: Any, ufunc: np.ufunc, name: str, reverse: bool = False) -> Any:
+        if isinstance(other, FakeArray):
+            dt = S.ufunc_dtype(
+                ufunc, *((other.dtype, self.dtype) if reverse else (self.dtype, other.dtype))
+            )
+            base = _pick_device(name, self, other)
+            shape = (
+                self.shape
+                if other.shape is self.shape
+                else S.broadcast_shapes(self.shape, other.shape)
+            )
+            return base._new(shape, dt)
+        if isinstance(other, np.generic):
+            w: Any = other.dtype
+        elif isinstance(other, (int, float, complex)):
+            w = S.weak(other)
+            if w is int and ufunc not in _COMPARISONS:
+                S.check_int_scalar(other, self.dtype)
+        else:
+            return NotImplemented
+        dt = S.ufunc_dtype(ufunc, *((w, self.dtype) if reverse else (self.dtype, w)))
+        return self._new(self.shape, dt)
+
+    def _unary(self, ufunc: np.ufunc) -> Self:
+        return self._new(self.shape, S.ufunc_dtype(ufunc, self.dtype))
+
+    def __matmul__(self, other: Any) -> Any:
+        if not isinstance(other, FakeArray):
+            return NotImplemented
+        dt = S.ufunc_dtype(np.matmul, self.dtype, other.dtype)
+        base = _pick_device("matmul", self, other)
+        return base._new(S.matmul_shape(self.shape, other.shape), dt)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        if not isinstance(other, FakeArray):
+            return NotImplemented
+        return other.__matmul__(self)
+
+    def __neg__(self) -> Self:
+        return self._unary(np.negative)
+
+    def __pos__(self) -> Self:
+        return self._unary(np.positive)
+
+    def __abs__(self) -> Self:
+        return self._unary(np.absolute)
+
+    def __invert__(self) -> Self:
+        return self._unary(np.invert)
+
+    __add__ = _op(np.add, "add")
+    __radd__ = _op(np.add, "add", reverse=True)
+    __sub__ = _op(np.subtract, "sub")
+    __rsub__ = _op(np.subtract, "sub", reverse=True)
+    __mul__ = _op(np.multiply, "mul")
+    __rmul__ = _op(np.multiply, "mul", reverse=True)
+    __truediv__ = _op(np.true_divide, "div")
+    __rtruediv__ = _op(np.true_divide, "div", reverse=True)
+    __floordiv__ = _op(np.floor_divide, "floor_divide")
+    __rfloordiv__ = _op(np.floor_divide, "floor_divide", reverse=True)
+    __mod__ = _op(np.remainder, "remainder")
+    __rmod__ = _op(np.remainder, "remainder", reverse=True)
+    __pow__ = _op(np.power, "pow")
+    __rpow__ = _op(np.power, "pow", reverse=True)
+    __and__ = _op(np.bitwise_and, "bitwise_and")
+    __rand__ = _op(np.bitwise_and, "bitwise_and", reverse=True)
+    __or__ = _op(np.bitwise_or, "bitwise_or")
+    __ror__ = _op(np.bitwise_or, "bitwise_or", reverse=True)
+    __xor__ = _op(np.bitwise_xor, "bitwise_xor")
+    __rxor__ = _op(np.bitwise_xor, "bitwise_xor", reverse=True)
+    __lt__ = _op(np.less, "lt")
+    __le__ = _op(np.less_equal, "le")
+    __gt__ = _op(np.greater, "gt")
+    __ge__ = _op(np.greater_equal, "ge")
+    __eq__ = _op(np.equal, "eq")
+    __ne__ = _op(np.not_equal, "ne")
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return (

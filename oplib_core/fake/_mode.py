@@ -2,22 +2,23 @@
 without data.
 
 Under the mode every operator call runs the op's fake kernel (or, without one, its
-CompositeImplicitAutograd decomposition, whose parts run fake in turn) on data-less
-arrays. Fake tensors keep a real device type (a fake ``cpu`` tensor, a fake ``cuda`` tensor
-even without a GPU); factories called under the mode make fake arrays on the requested
-device. Real inputs are refused (``from_real`` converts them), so a program cannot silently
-mix real and fake data.
+``Meta`` kernel, as torch does, or else its CompositeImplicitAutograd decomposition, whose
+parts run fake in turn) on data-less arrays. Fake tensors keep a real device type (a fake
+``cpu`` tensor, a fake ``cuda`` tensor even without a GPU); factories called under the mode
+make fake arrays on the requested device. Real inputs are refused (``from_real`` converts
+them), so a program cannot silently mix real and fake data.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
-from .._dispatch import DispatchMode, OpOverload
+from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from .._dispatch.placement import wrap
-from .._registry import COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
+from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..errors import NoKernelError
@@ -29,6 +30,11 @@ from ._symbolic import ShapeEnv
 __all__ = ["FakeTensorMode"]
 
 _RETRY = object()
+META = "meta"
+
+# (the kernel's context, whether it is a core kernel that calls no ops, whether it is the
+# op's Meta kernel, whose meta outputs become fake arrays on the inputs' device)
+Plan = tuple[FakeKernelContext, bool, bool]
 
 
 class FakeTensorMode(DispatchMode):
@@ -45,8 +51,8 @@ class FakeTensorMode(DispatchMode):
         self.allow_non_fake_inputs = allow_non_fake_inputs
         self.shape_env = shape_env if shape_env is not None else ShapeEnv()
         self._memo: dict[int, tuple[Any, Tensor]] = {}
-        # fake kernel -> (its context, whether it is a core kernel that calls no ops)
-        self._contexts: dict[Any, tuple[FakeKernelContext, bool]] = {}
+        # fake (or Meta) kernel -> its Plan
+        self._contexts: dict[Any, Plan] = {}
         # op -> whether its calls can take the fast path of __oplib_dispatch__ (a property
         # of the schema: positional arguments, tensors only as plain Tensor arguments)
         self._simple: dict[OpOverload, bool] = {}
@@ -96,7 +102,9 @@ class FakeTensorMode(DispatchMode):
             if k is not None and k.fn is not fallthrough_kernel:
                 fn = k.fn
             else:
-                return self._decompose(op, args, kwargs)
+                fn = _meta_kernel(op)
+                if fn is None:
+                    return self._decompose(op, args, kwargs)
         plan = self._contexts.get(fn)
         if plan is None:
             plan = self._plan(op, fn)
@@ -141,30 +149,46 @@ class FakeTensorMode(DispatchMode):
             if not isinstance(v, FakeArray):  # real inputs: refused or converted there
                 return self._dispatch_general(op, fn, plan, args, kwargs)
         out = self._run(fn, plan, nargs, sig.kwdefaults)
+        if plan[2]:
+            out = _from_meta(out, nargs, sig.kwdefaults)
         if sig.single_plain_return:
             if not isinstance(out, FakeArray):
+                if _one_tuple(out):  # "-> (Tensor)": a 1-tuple, as the kernel returned it
+                    return (self._finish(op, out[0], list(args), sig.kwdefaults, tensors_in),)
                 out = _check_one(op, "tensor", out)
             return Tensor._wrap(out) if tensors_in else out
+        return self._finish(op, out, list(args), dict(sig.kwdefaults), tensors_in)
+
+    def _finish(
+        self, op: OpOverload, out: Any, bargs: list[Any], bkwargs: dict[str, Any], tensors_in: bool
+    ) -> Any:
+        """The fake kernel's result as the caller gets it: None for ``-> ()``, checked
+        data-less arrays (Tensors when Tensors came in), a 1-tuple for a single return the
+        kernel gave as a 1-tuple."""
+        sig = op._sig
+        if not sig.returns:  # "-> ()": None, whatever the kernel returned
+            return None
+        if len(sig.returns) == 1 and sig.returns[0][0] != "list" and _one_tuple(out):
+            return (self._finish(op, out[0], bargs, bkwargs, tensors_in),)
         out = self._check_outputs(op, out)
-        return wrap(sig, out, list(args), dict(sig.kwdefaults)) if tensors_in else out
+        return wrap(sig, out, bargs, bkwargs) if tensors_in else out
 
     def _dispatch_general(
         self,
         op: OpOverload,
         fn: Any,
-        plan: tuple[FakeKernelContext, bool],
+        plan: Plan,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
         """Any call: bind to the schema, unwrap Tensors, fake 0-d cpu inputs."""
         bargs, bkwargs, nargs, nkwargs, tensors_in = self._bind(op, args, kwargs)
         out = self._run(fn, plan, nargs, nkwargs)
-        if op._sig.single_plain_return:
-            if not isinstance(out, FakeArray):
-                out = _check_one(op, "tensor", out)
+        if plan[2]:
+            out = _from_meta(out, nargs, nkwargs)
+        if op._sig.single_plain_return and isinstance(out, FakeArray):
             return Tensor._wrap(out) if tensors_in else out
-        out = self._check_outputs(op, out)
-        return wrap(op._sig, out, bargs, bkwargs) if tensors_in else out
+        return self._finish(op, out, bargs, bkwargs, tensors_in)
 
     def _decompose(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """No fake kernel: run the CompositeImplicitAutograd decomposition under the mode."""
@@ -189,18 +213,24 @@ class FakeTensorMode(DispatchMode):
             raise AssertionError("bound arguments are always recognised")
         return bargs, bkwargs, nargs, nkwargs, tensors_in
 
-    def _plan(self, op: OpOverload, fn: Any) -> tuple[FakeKernelContext, bool]:
-        """The fake kernel's context, and whether it is a core kernel that calls no ops."""
+    def _plan(self, op: OpOverload, fn: Any) -> Plan:
+        """The fake (or Meta) kernel's context, whether it is a core kernel that calls no
+        ops, and whether it is the op's Meta kernel."""
         k = op.kernel(FAKE)
-        source = k.origin.source if k is not None and k.fn is fn else None
+        is_meta = False
+        if k is None or k.fn is not fn:
+            mk = op.kernel(META)
+            is_meta = fn is _meta_kernel(op)
+            k = mk if is_meta else None
+        source = k.origin.source if k is not None else None
         ctx = FakeKernelContext(op.name(), self.shape_env, source)
-        plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False))
+        plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False), is_meta)
         return plan
 
     def _run(
         self,
         fn: Any,
-        plan: tuple[FakeKernelContext, bool],
+        plan: Plan,
         nargs: list[Any],
         nkwargs: dict[str, Any],
     ) -> Any:
@@ -276,13 +306,22 @@ class FakeTensorMode(DispatchMode):
     @staticmethod
     def _no_fake(op: OpOverload) -> NoKernelError:
         qualname = op.name()
+        default = op.kernel(COMPOSITE_EXPLICIT)
+        meta = (
+            "its 'default' kernel serves the meta device, but FakeTensorMode runs only fake "
+            "kernels, Meta kernels and CompositeImplicitAutograd decompositions"
+            if default is not None and not default.is_fallthrough
+            else "nor on the meta device"
+        )
         return NoKernelError(
-            f"{qualname}: has no fake kernel, so it cannot run under FakeTensorMode (nor on "
-            "the meta device). Register one that computes the outputs' shape, dtype and "
-            f"device without reading data:\n    @oplib.register_fake({qualname!r})\n"
+            f"{qualname}: has no fake kernel and no Meta kernel, so it cannot run under "
+            f"FakeTensorMode ({meta}). Register a fake kernel that computes the outputs' "
+            "shape, dtype and device without reading data:\n"
+            f"    @oplib.register_fake({qualname!r})\n"
             "    def _(x, ...):\n        return oplib.empty_like(x)\n"
-            "or give the op a CompositeImplicitAutograd decomposition into ops that have "
-            "fake kernels.",
+            f"or register that function as its Meta kernel (oplib.impl({qualname!r}, "
+            "'meta', fn)), or give the op a CompositeImplicitAutograd decomposition into "
+            "ops that have fake kernels.",
             op=qualname,
             key=FAKE,
         )
@@ -316,3 +355,59 @@ def _bad_output(op: OpOverload, value: Any) -> Any:
         "device=x.device) so they have no data.",
         op=qualname,
     )
+
+
+def _meta_kernel(op: OpOverload) -> Any:
+    """The op's own ``Meta`` kernel (``impl(op, "meta", fn)``, ``Library(ns, "IMPL",
+    "Meta")``), which serves FakeTensorMode when the op has no fake kernel, as in torch."""
+    py = op.py_kernel(META)
+    if py is not None:
+        return py
+    k = op.kernel(META)
+    if k is None or k.is_fallthrough:
+        return None
+    if k.with_keyset:  # one wrapper per kernel, so the mode's per-kernel plan is reused
+        fn = k.fn
+        wrapped = _keyset_wrappers.get(fn)
+        if wrapped is None:
+            keyset = DispatchKeySet((META,))
+
+            def call(*a: Any, **kw: Any) -> Any:
+                return fn(keyset, *a, **kw)
+
+            wrapped = _keyset_wrappers[fn] = call
+        return wrapped
+    return k.fn
+
+
+_keyset_wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _from_meta(out: Any, nargs: list[Any], nkwargs: dict[str, Any]) -> Any:
+    """A Meta kernel's results with meta arrays moved to the inputs' device (torch runs
+    Meta kernels on meta tensors and gives back fake tensors on the inputs' device)."""
+    device = None
+    for v in (*nargs, *nkwargs.values()):
+        for a in v if isinstance(v, (list, tuple)) else (v,):
+            if isinstance(a, FakeArray) and (a.shape or a.device.type != "cpu"):
+                device = a.device
+                break
+        if device is not None:
+            break
+    if device is None or device.type == META:
+        return out
+
+    def move(o: Any) -> Any:
+        if isinstance(o, FakeArray) and o.device.type == META:
+            return FakeArray._make(o.shape, o.dtype, device)
+        if type(o) is Tensor and isinstance(o._data, FakeArray) and o._data.device.type == META:
+            return FakeArray._make(o._data.shape, o._data.dtype, device)
+        if isinstance(o, (list, tuple)):
+            return type(o)(move(e) for e in o)
+        return o
+
+    return move(out)
+
+
+def _one_tuple(out: Any) -> bool:
+    return type(out) is tuple and len(out) == 1

@@ -528,6 +528,11 @@ def _test_faketensor(case: _Case, target: Device, reference: _Case) -> None:
     values = case.copy(target)
     with no_grad():
         real = case.outputs(case.call(values))
+    source = _fake_source(case.op)
+    meta = case.op.kernel("meta")
+    if not case.op.has_kernel(FAKE) and meta is not None and not meta.is_fallthrough:
+        # FakeTensorMode runs the op's Meta kernel when it has no fake kernel, as in torch
+        source = f"the Meta kernel ({meta.origin.source})"
     with FakeTensorMode() as mode, no_grad():
         fake_values = {
             a.name: (
@@ -543,12 +548,9 @@ def _test_faketensor(case: _Case, target: Device, reference: _Case) -> None:
             raise _Failure(f"{case.qualname} has no fake kernel: {e}") from e
         except Exception as e:
             raise _Failure(
-                f"{_fake_source(case.op)} raised {type(e).__name__}: {e} (the real "
-                f"{target.type} kernel did not)"
+                f"{source} raised {type(e).__name__}: {e} (the real {target.type} kernel did not)"
             ) from e
-    _compare_meta(
-        _fake_source(case.op), fake, real, f"the real {target.type} kernel", expect_device=None
-    )
+    _compare_meta(source, fake, real, f"the real {target.type} kernel", expect_device=None)
 
 
 def _tolerance(dtype: np.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
