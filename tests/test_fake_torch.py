@@ -401,3 +401,10 @@ def test_meta_kernel_taking_the_keyset_runs_under_fake_tensor_mode(lib, teardown
         assert getattr(oplib.ops, ns).ks(x).shape == (6,)
     assert len(seen) == 2
     assert isinstance(seen[0], oplib.DispatchKeySet)
+
+
+def test_stride_of_a_symbolic_shape():
+    u = oplib.fake.ShapeEnv().new_symbol()
+    a = fa(2).new_empty((3, u, 4))
+    assert a.stride() == (u * 4, 4, 1)
+    assert a.stride(0) == 4 * u

@@ -386,6 +386,8 @@ _keyset_wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionar
 def _from_meta(out: Any, nargs: list[Any], nkwargs: dict[str, Any]) -> Any:
     """A Meta kernel's results with meta arrays moved to the inputs' device (torch runs
     Meta kernels on meta tensors and gives back fake tensors on the inputs' device)."""
+    if isinstance(out, FakeArray) and out.device.type != META:
+        return out  # the common case: made from an input (x.new_empty(...))
     device = None
     for v in (*nargs, *nkwargs.values()):
         for a in v if isinstance(v, (list, tuple)) else (v,):
