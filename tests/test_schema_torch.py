@@ -244,3 +244,18 @@ def test_tensor_list_still_wants_a_list_or_tuple(ns: str, teardown) -> None:
     assert getattr(oplib.ops, ns).cat((x, x)).shape == (2,)
     with pytest.raises(CallArgumentError):
         getattr(oplib.ops, ns).cat(_Shape(x, x))  # type: ignore[arg-type]
+
+
+def test_opcheck_accepts_an_anonymous_mutation(ns: str, teardown) -> None:
+    lib = oplib.Library(ns, "FRAGMENT")
+    teardown(lib)
+    lib.define("scaled(Tensor! out, Tensor x) -> Tensor")
+
+    def kernel(out, x):
+        out[...] = x * 2
+        return x + 1
+
+    lib.impl("scaled", kernel, "CPU")
+    oplib.register_fake(f"{ns}::scaled", lambda out, x: x.new_empty(x.shape), lib=lib)
+    result = oplib.opcheck(f"{ns}::scaled", (oplib.tensor(np.zeros(3)), oplib.tensor(np.ones(3))))
+    assert set(result.values()) == {"SUCCESS"}
