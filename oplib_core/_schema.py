@@ -185,20 +185,32 @@ def _render_type(t: SchemaType, annotation: Annotation | None) -> str:
 
 class Annotation(Record):
     """An alias annotation: ``(a)`` (aliases set ``a``), ``(a!)`` (and writes to it),
-    ``(a|b)`` (may alias either)."""
+    ``(a|b)`` (may alias either), or torch's anonymous ``!`` (written to, in an alias set
+    of its own that nothing else names: ``alias_set`` is empty)."""
 
     alias_set: tuple[str, ...]
     is_write: bool = False
 
     def __post_init__(self) -> None:
-        if not self.alias_set:
+        if not self.alias_set and not self.is_write:
             raise SchemaError("an alias annotation needs at least one alias name")
         for a in self.alias_set:
             if not isinstance(a, str) or not _IDENT_RE.match(a):
                 raise SchemaError(f"alias name must be an identifier, got {a!r}")
 
     def __str__(self) -> str:
+        if not self.alias_set:
+            return "!"
         return f"({'|'.join(self.alias_set)}{'!' if self.is_write else ''})"
+
+    @property
+    def is_anonymous(self) -> bool:
+        """Whether this is torch's anonymous mutable annotation ``Tensor!``: a fresh alias
+        set per use, so it aliases no other argument or return."""
+        return not self.alias_set
+
+
+_ANONYMOUS_WRITE = Annotation((), True)
 
 
 # ----------------------------------------------------------------------- arguments
@@ -404,7 +416,9 @@ def _check_overload_name(overload_name: str) -> None:
 
 
 def _annotation_error(t: SchemaType, annotation: Annotation) -> str | None:
-    if t.base.name != "Tensor":
+    # torch parses the anonymous ``!`` on every type (vLLM writes ``int!?``); named alias
+    # sets stay Tensor-only here.
+    if t.base.name != "Tensor" and not annotation.is_anonymous:
         kind = "mutable alias annotation" if annotation.is_write else "alias annotation"
         return f"{kind} {annotation} is only allowed on Tensor types, not on '{t}'"
     return None
@@ -619,7 +633,10 @@ class _Parser:
         self.next()
         t: SchemaType = _interned(BaseType, tok.text)
         annotation = None
-        if self.at("("):
+        if self.at("!"):
+            self.next()
+            annotation = _ANONYMOUS_WRITE
+        elif self.at("("):
             ann_pos = self.peek().pos
             annotation = self.parse_annotation()
             msg = _annotation_error(t, annotation)
@@ -797,14 +814,25 @@ class _Parser:
             last = f"return {name!r}" if name else f"return type '{t}'"
             raise self.fail(f"')' or ',' after {last}")
 
-    def parse_rest(self, name: str, overload: str) -> FunctionSchema:
-        args = self.parse_arguments()
-        if not self.at("->"):
-            raise self.fail("'->' and the returns after the argument list")
-        self.next()
-        rets = self.parse_returns()
-        self.expect_end("the returns")
-        return FunctionSchema(name, overload, args, rets)
+    def parse_rest(self, name: str, overload: str, namespace: str = "") -> FunctionSchema:
+        try:
+            args = self.parse_arguments()
+            if not self.at("->"):
+                raise self.fail("'->' and the returns after the argument list")
+            self.next()
+            rets = self.parse_returns()
+            self.expect_end("the returns")
+            return FunctionSchema(name, overload, args, rets)
+        except SchemaError as e:
+            if not name:
+                raise
+            # Name the operator being defined, as torch does ("... for operator ns::op").
+            qual = name if "::" in name or not namespace else f"{namespace}::{name}"
+            if overload:
+                qual = f"{qual}.{overload}"
+            raise SchemaError(
+                f"in the schema of operator {qual!r}: {e.reason}", e.schema, e.position
+            ) from None
 
 
 def _type_error(lit: _Lit, t: SchemaType, schema: str, arg: str) -> SchemaError:
@@ -852,15 +880,17 @@ def _default_value(lit: _Lit, t: SchemaType, schema: str, arg: str) -> object:
 # ----------------------------------------------------------------------- public API
 
 
-def parse_schema(text: str) -> FunctionSchema:
+def parse_schema(text: str, namespace: str = "") -> FunctionSchema:
     """Parse a full schema ``ns::name.overload(args) -> returns`` (the namespace and the
-    overload name are optional).
+    overload name are optional; ``namespace``, when given, only names the operator in
+    error messages of a schema without one).
 
-    Raises :class:`SchemaError` with the position of the offending character.
+    Raises :class:`SchemaError` with the position of the offending character, naming the
+    operator when the error is after its name.
     """
     p = _Parser(text)
     name, overload = p.parse_op_name()
-    return p.parse_rest(name, overload)
+    return p.parse_rest(name, overload, namespace)
 
 
 def parse_signature(text: str, name: str = "", overload_name: str = "") -> FunctionSchema:

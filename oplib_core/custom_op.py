@@ -3,19 +3,68 @@ annotations), as ``torch.library.custom_op`` does."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._infer_schema import infer_schema
 from ._registry import FAKE, REGISTRY
-from ._schema import FunctionSchema
+from ._schema import BaseType, FunctionSchema, SchemaType, parse_signature
 from ._tags import Tag
 from .autograd._registration import register_autograd
-from .errors import InvalidNameError
+from .errors import InvalidNameError, SchemaError
 from .library import Library, _KernelT, _normalize_types, _register_many
 
 __all__ = ["CustomOpDef", "custom_op"]
+
+
+class _KwargOnlyTensorError(SchemaError, NotImplementedError):
+    """A custom op with keyword-only Tensor arguments: a SchemaError, and the
+    NotImplementedError torch raises for it."""
+
+
+#: The Library of the live custom op of each qualified name: defining a custom op of the same
+#: name again destroys it first (torch's ``get_library_allowing_overwrite``). Weak: a custom
+#: op nobody holds still goes with its Library.
+_LIBS: weakref.WeakValueDictionary[str, Library] = weakref.WeakValueDictionary()
+_LIBS_LOCK = threading.Lock()
+
+
+def _is_tensor_like(t: SchemaType) -> bool:
+    inner: Any = t
+    while not isinstance(inner, BaseType):
+        inner = inner.elem
+    return inner.name == "Tensor"
+
+
+def _validate(qualname: str, schema: str, given: bool, mutates_args: Iterable[str] | str) -> None:
+    """Refuse, before anything is defined, what torch's custom_op refuses: keyword-only
+    Tensor arguments, and a given schema whose mutable arguments differ from
+    ``mutates_args``."""
+    parsed = parse_signature(schema, name=qualname)
+    kw_tensors = [a.name for a in parsed.kwarg_only if _is_tensor_like(a.type)]
+    if kw_tensors:
+        raise _KwargOnlyTensorError(
+            f"custom_op({qualname!r}): keyword-only Tensor argument(s) {kw_tensors} are not "
+            "supported (torch: 'custom_op with kwarg-only Tensor args. Please make your "
+            "tensors not kwarg-only.'); make them positional",
+            str(parsed),
+        )
+    if not given:
+        return
+    expected = set(parsed.mutated_arguments)
+    declared = {mutates_args} if isinstance(mutates_args, str) else set(mutates_args)
+    if expected != declared:
+        differ = sorted(expected ^ declared)
+        raise SchemaError(
+            f"custom_op({qualname!r}): mutates_args={sorted(declared)} and the schema "
+            f"disagree about argument(s) {differ}: the schema suggests that the op mutates "
+            f"{sorted(expected)}. Please make these consistent (declare a mutated argument "
+            "'Tensor(a!) name' in the schema and list it in mutates_args)",
+            str(parsed),
+        )
 
 
 class CustomOpDef(FastCall):
@@ -38,7 +87,18 @@ class CustomOpDef(FastCall):
         self._name = name
         self._init_fn = fn
         self._lib = Library(namespace, "FRAGMENT")
-        qualname = self._lib.define(f"{name}{schema}", tags=tuple(tags))
+        with _LIBS_LOCK:
+            # As torch: a custom op of a name already made by custom_op replaces it (re-run
+            # modules and notebooks); a name defined otherwise stays a conflict.
+            old = _LIBS.pop(f"{namespace}::{name}", None)
+            if old is not None:
+                old._destroy()
+            try:
+                qualname = self._lib.define(f"{name}{schema}", tags=tuple(tags))
+            except BaseException:
+                self._lib._destroy()
+                raise
+            _LIBS[qualname] = self._lib
         self._qualname = qualname
         self._opoverload: OpOverload = REGISTRY.ops[qualname].overload
         self._follow(self._opoverload)
@@ -118,6 +178,9 @@ class CustomOpDef(FastCall):
         register_autograd(self._opoverload, backward, setup_context=setup_context, lib=self._lib)
 
     def _destroy(self) -> None:
+        with _LIBS_LOCK:
+            if _LIBS.get(self._qualname) is self._lib:
+                del _LIBS[self._qualname]
         self._lib._destroy()
 
 
@@ -166,6 +229,7 @@ def custom_op(
 
     def inner(f: Callable[..., Any]) -> CustomOpDef:
         schema_str = schema if schema is not None else infer_schema(f, mutates_args=mutates_args)
+        _validate(name, schema_str, schema is not None, mutates_args)
         op = CustomOpDef(namespace, opname, schema_str, f, tag_tuple)
         try:
             op.register_kernel(device_types, f)

@@ -33,9 +33,17 @@ from ._schema import BaseType, ListType, OptionalType, parse_signature
 from ._tensor import Tensor
 from .autograd._registration import Formula
 from .errors import InvalidArgumentError, InvalidNameError, RegistrationError
+from .fake import get_ctx
 from .library import Library, _register_many, register_fake
 
-__all__ = ["custom_op", "impl", "impl_abstract", "impl_backward", "impl_save_for_backward"]
+__all__ = [
+    "custom_op",
+    "get_ctx",
+    "impl",
+    "impl_abstract",
+    "impl_backward",
+    "impl_save_for_backward",
+]
 
 _lock = threading.Lock()
 #: qualname -> the legacy op (as torch's ``global_registry``); an op leaves it when its
@@ -312,18 +320,27 @@ def _tensor_like(t: Any) -> bool:
 
 
 def _find(qualname: Any, api: str) -> LegacyOp:
-    """The legacy op ``qualname`` names (any spelling :func:`oplib_core.lookup` takes)."""
-    name = resolve(qualname, api).name()
+    """The legacy op ``qualname`` names (any spelling :func:`oplib_core.lookup` takes). An
+    op defined otherwise (``Library.define``, ``define``, ``custom_op``) gets a legacy
+    wrapper on first use, as torch's ``custom_op_from_existing`` does; its registrations
+    live in a Library of its own."""
+    overload = resolve(qualname, api)
+    name = overload.name()
     with _lock:
         op = _OPS.get(name)
-    if op is None:
-        raise RegistrationError(
-            f"{api}(): could not find the operator {name} among the ops defined through the "
-            f"legacy API; define it with oplib.legacy.custom_op({name!r}, ...), or use "
-            "oplib.register_kernel / register_fake / register_autograd for other ops",
-            op=name,
-        )
-    return op
+        if op is not None and op._opoverload is overload:
+            return op
+    lib = Library(name.partition("::")[0], "FRAGMENT")
+    op = LegacyOp(lib, name)
+    with _lock:
+        current = _OPS.get(name)
+        if current is not None and current._opoverload is overload:
+            winner = current  # another thread wrapped it first
+        else:
+            _OPS[name] = winner = op
+    if winner is not op:
+        lib._destroy()
+    return winner
 
 
 def _define(qualname: str, schema: str) -> LegacyOp:
@@ -343,7 +360,11 @@ def _define(qualname: str, schema: str) -> LegacyOp:
             value=schema,
         )
     with _lock:
-        if qualname in _OPS:
+        old = _OPS.get(qualname)
+        entry = REGISTRY.ops.get(qualname)
+        if old is not None and (entry is None or entry.overload is not old._opoverload):
+            del _OPS[qualname]  # a wrapper of an op that is gone
+        elif old is not None:
             raise RegistrationError(
                 f"custom_op(): {qualname} was already defined through the legacy API; "
                 "destroy it first (op._destroy())",

@@ -5,6 +5,8 @@ losing the last reference to it) removes exactly those, and its ops vanish from 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -13,7 +15,16 @@ from typing import Any, TypeVar, overload
 
 from ._dispatch import OpOverload
 from ._lookup import resolve
-from ._registry import FAKE, REGISTRY, Handle, Kernel, Origin, fallthrough_kernel, origin_of
+from ._registry import (
+    _WELL_KNOWN_KEYS,
+    FAKE,
+    REGISTRY,
+    Handle,
+    Kernel,
+    Origin,
+    fallthrough_kernel,
+    origin_of,
+)
 from ._schema import parse_schema, parse_signature
 from ._tags import Tag
 from .errors import (
@@ -133,7 +144,7 @@ class Library:
                 argument="alias_analysis",
                 value=alias_analysis,
             )
-        parsed = parse_schema(schema)
+        parsed = parse_schema(schema, self.ns)
         ns, sep, name = parsed.name.rpartition("::")
         if sep and ns != self.ns:
             raise InvalidNameError(
@@ -162,6 +173,18 @@ class Library:
         Library's key, else ``CompositeImplicitAutograd``)."""
         self._check_alive("impl")
         qualname = self._qualname(op_name, "Library.impl")
+        if (
+            dispatch_key
+            and self.dispatch_key
+            and REGISTRY.normalize_key(dispatch_key, api="Library.impl")
+            != REGISTRY.normalize_key(self.dispatch_key, api="Library.impl")
+        ):
+            raise RegistrationError(
+                f"impl({qualname!r}, ...): Explicitly provided dispatch key ({dispatch_key}) is "
+                f"inconsistent with the library's dispatch key ({self.dispatch_key}). Use a "
+                f"separate Library({self.ns!r}, 'IMPL', {dispatch_key!r}) for this key",
+                op=qualname,
+            )
         key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
         handle = REGISTRY.add_kernel(
             qualname,
@@ -251,7 +274,7 @@ def define(
             f"define(): {ns!r} is a reserved namespace; use your own namespace", ns
         )
     op_name, _, overload = name.partition(".")
-    parsed = parse_signature(schema, name=op_name, overload_name=overload)
+    parsed = parse_signature(schema, name=f"{ns}::{op_name}", overload_name=overload)
     return _lib_for(qualname, lib).define(str(parsed), tags=tags)
 
 
@@ -271,6 +294,42 @@ def _normalize_types(types: str | Sequence[str] | None, api: str) -> tuple[str, 
     return out
 
 
+_warned_device_types: set[str] = set()
+_WELL_KNOWN_DEVICE_TYPES = frozenset(_WELL_KNOWN_KEYS.values())
+
+
+def _warn_if_misspelled(key: str, api: str) -> None:
+    """A kernel for a device type no backend serves waits for one to be installed (by
+    design); a name close to an installed backend's is more likely a typo: warn once."""
+    if key in _warned_device_types or not key.isidentifier() or key != key.lower():
+        return
+    installed = {b.name for b in REGISTRY.backends.all()}
+    if key in installed or key in _WELL_KNOWN_DEVICE_TYPES:
+        return
+    import difflib  # only on this rare path: keeps it out of `import oplib_core`
+
+    close = difflib.get_close_matches(key, sorted(installed), n=1, cutoff=0.75)
+    if close:
+        _warned_device_types.add(key)
+        warnings.warn(
+            f"{api}(): no installed backend serves device type {key!r}; the kernel waits "
+            f"for a backend of that name. Did you mean {close[0]!r}?",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside oplib_core, for the caller of this."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(pkg):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def _register_many(
     qualname: str,
     keys: tuple[str, ...],
@@ -279,6 +338,8 @@ def _register_many(
     api: str,
     allow_override: bool,
 ) -> None:
+    for key in keys:
+        _warn_if_misspelled(key, api)
     handles: list[Handle] = []
     try:
         for key in keys:
@@ -312,18 +373,53 @@ def impl(
     lib: Library | None = None,
     allow_override: bool = False,
 ) -> _KernelT: ...
+@overload
+def impl(qualname: Library, types: str, func: str = "", /) -> Callable[[_KernelT], _KernelT]: ...
 def impl(
-    qualname: str | OpOverload,
+    qualname: str | OpOverload | Library,
     types: str | Sequence[str],
-    func: Callable[..., Any] | None = None,
+    func: Callable[..., Any] | str | None = None,
     *,
     lib: Library | None = None,
     allow_override: bool = False,
 ) -> Any:
     """Register ``func`` for device types / ``"default"`` / dispatch key names; usable as a
     decorator. ``allow_override=True`` replaces an existing kernel (the old one comes back
-    when the new registration goes)."""
+    when the new registration goes).
+
+    torch's older Library-first form ``impl(lib, "name", dispatch_key="")`` returns a
+    decorator registering through ``lib.impl("name", fn, dispatch_key)``."""
+    if isinstance(qualname, Library):
+        legacy_lib, op_name = qualname, types
+        key = func if isinstance(func, str) else ""
+        if func is not None and not isinstance(func, str):
+            raise ArgumentTypeError(
+                f"impl(lib, {op_name!r}, dispatch_key): dispatch_key must be a str, got {func!r}",
+                api="impl",
+                argument="dispatch_key",
+                value=func,
+            )
+        if not isinstance(op_name, str):
+            raise ArgumentTypeError(
+                f"impl(lib, name): name must be an operator name (str), got {op_name!r}",
+                api="impl",
+                argument="name",
+                value=op_name,
+            )
+
+        def register_legacy(fn: Callable[..., Any]) -> Callable[..., Any]:
+            legacy_lib.impl(op_name, fn, key)
+            return fn
+
+        return register_legacy
     keys = _normalize_types(types, "impl")
+    if isinstance(func, str):
+        raise ArgumentTypeError(
+            f"impl(): func must be a callable, got {func!r}",
+            api="impl",
+            argument="func",
+            value=func,
+        )
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         name = resolve(qualname, "impl").name()

@@ -525,7 +525,7 @@ def test_parse_signature_rejects_bad_names(name: str, overload: str) -> None:
         lambda: ListType(ListType(INT)),
         lambda: ListType(INT, 0),
         lambda: OptionalType(OptionalType(INT)),
-        lambda: Annotation((), True),
+        lambda: Annotation((), False),
         lambda: Argument("x", INT, '"a"'),
         lambda: Argument("x y", INT),
         lambda: Argument("x", INT, annotation=Annotation(("a",), True)),

@@ -11,7 +11,7 @@ and what the returns are.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -132,7 +132,11 @@ def converter(t: SchemaType) -> Converter:
         single_ok = not (isinstance(t.elem, BaseType) and t.elem.name == "Tensor")
 
         def convert_list(x: Any) -> Any:
-            if isinstance(x, (list, tuple)):
+            # As torch: Tensor[] takes a list or tuple; int[] and the other scalar lists take
+            # any sequence (a shape object, range, a user-defined Sequence), given as a list.
+            if isinstance(x, (list, tuple)) or (
+                single_ok and isinstance(x, Sequence) and not isinstance(x, (str, bytes))
+            ):
                 out = [inner(v) for v in x]
                 if any(v is _INVALID for v in out):
                     return _INVALID
@@ -302,7 +306,8 @@ def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
     aliases: dict[frozenset[str], Slot] = {}
     pos_i = 0
     for a in schema.arguments:
-        if a.annotation is not None and a.annotation.is_write:
+        # An anonymous ``Tensor!`` is an alias set of its own: no return can alias it.
+        if a.annotation is not None and a.annotation.is_write and a.annotation.alias_set:
             aliases[frozenset(a.annotation.alias_set)] = Slot(
                 a.name, a.kwarg_only, -1 if a.kwarg_only else pos_i, False
             )
@@ -313,7 +318,7 @@ def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
         is_tensor, is_list = tensor_like(r.type)
         kind = "list" if is_list else ("tensor" if is_tensor else "other")
         alias = None
-        if r.annotation is not None and r.annotation.is_write:
+        if r.annotation is not None and r.annotation.is_write and r.annotation.alias_set:
             alias = aliases.get(frozenset(r.annotation.alias_set))
         plan.append((kind, alias))
     return tuple(plan)

@@ -36,6 +36,10 @@ class FakeKernelContext:
         input data, with ``min <= size <= max`` (``max=None``: unbounded)."""
         return self.shape_env.new_symbol(min, max)
 
+    def create_unbacked_symint(self, *, min: int = 2, max: int | None = None) -> int | SymInt:
+        """torch's older name of :meth:`new_dynamic_size` (with torch's default ``min=2``)."""
+        return self.new_dynamic_size(min=min, max=max)
+
     def __repr__(self) -> str:
         return f"<FakeKernelContext op={self.op}>"
 
