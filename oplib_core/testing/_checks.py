@@ -38,7 +38,7 @@ from .._schema import Argument, BaseType, ListType, OptionalType
 from .._tensor import Tensor
 from ..autograd._gradcheck import GradcheckError, gradcheck
 from ..backends import TABLE, Backend
-from ..errors import NoKernelError, OpCheckError
+from ..errors import KernelResultError, NoKernelError, OpCheckError
 from ..fake._arrays import FakeArray
 from ..fake._mode import FakeTensorMode
 
@@ -350,7 +350,10 @@ def _test_schema(case: _Case, target: Device) -> None:
     values = case.copy(target)
     before = {label: (None if _dataless(t) else _host(t)) for _, label, t in case.tensors(values)}
     with no_grad():
-        out = case.call(values)
+        try:
+            out = case.call(values)
+        except KernelResultError as e:  # the dispatcher held the result to the schema
+            raise _Failure(str(e)) from e
     # mutations
     for a, label, t in case.tensors(values):
         snap = before[label]
