@@ -278,3 +278,43 @@ def test_redispatch_checks_the_result(lib) -> None:
     lib.impl("f", lambda x: oplib.tensor(x), "cpu")
     out = op.default.redispatch(DispatchKeySet(("CPU",)), np.zeros(2))
     assert type(out) is np.ndarray
+
+
+# -- opcheck blames the fake kernel only for what happens in it ------------------------------
+
+
+def _fake_checked_op(lib, fake):
+    op = _op(lib, "f(Tensor x) -> Tensor")
+    lib.impl("f", lambda x: x * 2, "cpu")
+    oplib.register_fake(f"{lib.ns}::f", fake)
+    return op.default
+
+
+def test_opcheck_does_not_blame_the_fake_kernel_for_an_oplib_fault(lib, monkeypatch) -> None:
+    op = _fake_checked_op(lib, lambda x: x.new_empty(tuple(x.shape)))
+
+    dispatch = oplib.FakeTensorMode.__oplib_dispatch__
+
+    def broken(self, op, args, kwargs):  # oplib failing after the fake kernel returned
+        dispatch(self, op, args, kwargs)
+        raise TypeError("'NoneType' object is not iterable")
+
+    monkeypatch.setattr(oplib.FakeTensorMode, "__oplib_dispatch__", broken)
+    with pytest.raises(oplib.OpCheckError) as info:
+        oplib.opcheck(op, (oplib.ones((2, 3)),), test_utils=["test_faketensor"])
+    message = str(info.value)
+    assert "FakeTensorMode raised TypeError: 'NoneType' object is not iterable" in message
+    assert "an oplib fault, not the fake kernel's" in message
+    assert "the real cpu kernel did not" not in message
+
+
+def test_opcheck_still_blames_a_fake_kernel_that_raises(lib) -> None:
+    def fake(x):
+        raise TypeError("my mistake")
+
+    op = _fake_checked_op(lib, fake)
+    with pytest.raises(oplib.OpCheckError) as info:
+        oplib.opcheck(op, (oplib.ones((2, 3)),), test_utils=["test_faketensor"])
+    message = str(info.value)
+    assert f"the fake kernel ({_line(fake)}) raised TypeError: my mistake" in message
+    assert "the real cpu kernel did not" in message
