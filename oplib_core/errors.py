@@ -20,6 +20,7 @@ friends keep working::
     │   ├── UnknownDispatchKeyError (ValueError)
     │   └── LibraryDestroyedError
     ├── NoKernelError (NotImplementedError)
+    ├── KernelResultError (TypeError, RuntimeError)
     ├── DeviceMismatchError (RuntimeError)
     ├── BackendError (RuntimeError)
     │   ├── AutogradUnsupportedError
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidDeviceError",
     "InvalidNameError",
+    "KernelResultError",
     "LibraryDestroyedError",
     "NoKernelError",
     "NotAnOperatorError",
@@ -214,6 +216,24 @@ class NoKernelError(OplibError, NotImplementedError):
     def __init__(self, message: str, op: str, key: str) -> None:
         self.op = op
         self.key = key
+        super().__init__(message)
+
+
+class KernelResultError(OplibError, TypeError, RuntimeError):
+    """A kernel (or fake kernel) returned something its operator's schema does not allow:
+    a list or a Python scalar for a ``Tensor``, a tuple of the wrong length, an array no
+    installed backend (or another backend than the call's) recognises, a value for ``-> ()``.
+
+    ``op`` names the operator, ``kernel`` where the kernel is defined (``file:line``),
+    ``expected`` the schema's returns, ``got`` a description of what came back. It is a
+    ``TypeError`` and, as torch raises ``RuntimeError`` here, also a ``RuntimeError``.
+    """
+
+    def __init__(self, message: str, *, op: str, kernel: str, expected: str, got: str) -> None:
+        self.op = op
+        self.kernel = kernel
+        self.expected = expected
+        self.got = got
         super().__init__(message)
 
 

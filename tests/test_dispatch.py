@@ -41,7 +41,7 @@ def _first(value) -> float:
 
 
 def test_backend_kernel_beats_composite_explicit(lib, toy):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("cpu"), "cpu")
     lib.impl("f", _marker("default"), "CompositeExplicitAutograd")
     assert op(np.zeros(1)) == "cpu"
@@ -49,7 +49,7 @@ def test_backend_kernel_beats_composite_explicit(lib, toy):
 
 
 def test_composite_explicit_beats_composite_implicit(lib, toy):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("implicit"), "CompositeImplicitAutograd")
     lib.impl("f", _marker("default"), "default")
     assert op(np.zeros(1)) == "default"
@@ -57,7 +57,7 @@ def test_composite_explicit_beats_composite_implicit(lib, toy):
 
 
 def test_composite_implicit_only_when_no_backend_kernel(lib, toy):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("implicit"), "CompositeImplicitAutograd")
     lib.impl("f", _marker("cpu"), "CPU")
     assert op(np.zeros(1)) == "cpu"
@@ -65,14 +65,14 @@ def test_composite_implicit_only_when_no_backend_kernel(lib, toy):
 
 
 def test_composite_implicit_alone_serves_every_backend(lib, toy):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("implicit"))  # a Library's default key is CompositeImplicitAutograd
     assert op(np.zeros(1)) == "implicit"
     assert op(toy(np.zeros(1))) == "implicit"
 
 
 def test_direct_kernel_of_second_backend(lib, toy):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("implicit"), "CompositeImplicitAutograd")
     lib.impl("f", _marker("default"), "default")
     lib.impl("f", _marker("toy"), "toy")
@@ -102,7 +102,7 @@ def test_composite_implicit_receives_tensors_and_its_result_is_returned(lib):
 
 
 def test_fallthrough_backend_key_goes_to_default(lib):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", oplib.fallthrough_kernel, "cpu")
     lib.impl("f", _marker("default"), "default")
     assert op(np.zeros(1)) == "default"
@@ -177,7 +177,7 @@ def test_cache_of_binary_op_invalidated(lib, ns):
 
 
 def test_no_kernel_then_late_registration(lib, ns):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     with pytest.raises(oplib.NoKernelError):
         op(np.zeros(1))
     lib.impl("f", _marker("late"), "cpu")
@@ -185,7 +185,7 @@ def test_no_kernel_then_late_registration(lib, ns):
 
 
 def test_kernel_registered_before_its_backend_goes_live(lib, teardown):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("toy"), "toy")  # no toy backend yet: kept, waiting
     assert REGISTRY.kernel_status("toy") == "waiting"
     from helpers import ToyArray, toy_spec
@@ -200,7 +200,7 @@ def test_kernel_registered_before_its_backend_goes_live(lib, teardown):
 
 
 def test_py_impl_for_key_overrides_table_and_invalidates_cache(lib):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("table"), "cpu")
     assert op(np.zeros(1)) == "table"
     assert op(np.zeros(1)) == "table"
@@ -229,8 +229,8 @@ def test_with_keyset_kernel_receives_keyset(lib):
 
 
 def test_packet_picks_overload_by_arguments(lib, ns):
-    lib.define("add(Tensor a, Tensor b) -> Tensor")
-    lib.define("add.Scalar(Tensor a, Scalar b) -> Tensor")
+    lib.define("add(Tensor a, Tensor b) -> str")
+    lib.define("add.Scalar(Tensor a, Scalar b) -> str")
     lib.impl("add", _marker("tensor"), "cpu")
     lib.impl("add.Scalar", _marker("scalar"), "cpu")
     add = _packet(ns, "add")
@@ -257,14 +257,14 @@ def test_packet_without_match_lists_schemas(lib, ns):
 
 
 def test_packet_tries_default_first_then_definition_order(lib, ns):
-    lib.define("f.int(Tensor x, int n) -> Tensor")
-    lib.define("f.float(Tensor x, float n) -> Tensor")
+    lib.define("f.int(Tensor x, int n) -> str")
+    lib.define("f.float(Tensor x, float n) -> str")
     lib.impl("f.int", _marker("int"), "cpu")
     lib.impl("f.float", _marker("float"), "cpu")
     f = _packet(ns, "f")
     assert f(np.zeros(1), 3) == "int"
     assert f(np.zeros(1), 3.0) == "float"
-    lib.define("f(Tensor x, float n) -> Tensor")  # defined last, tried first
+    lib.define("f(Tensor x, float n) -> str")  # defined last, tried first
     lib.impl("f", _marker("default"), "cpu")
     assert f.overloads()[0] == "default"
     assert f(np.zeros(1), 3) == "default"
@@ -467,7 +467,7 @@ def test_mutating_op_returns_the_same_tensor(lib):
 
 
 def test_no_kernel_error_lists_kernels_and_backends(lib, ns, toy):
-    op = _define(lib, "f(Tensor x) -> Tensor")
+    op = _define(lib, "f(Tensor x) -> str")
     lib.impl("f", _marker("toy"), "toy")
     with pytest.raises(oplib.NoKernelError) as info:
         op(np.zeros(1))
@@ -488,7 +488,7 @@ def test_no_kernel_error_for_op_without_kernels(lib, ns):
 
 
 def test_device_mismatch_between_backends(lib, ns, toy):
-    op = _define(lib, "f(Tensor a, Tensor b) -> Tensor")
+    op = _define(lib, "f(Tensor a, Tensor b) -> str")
     lib.impl("f", _marker("cpu"), "cpu")
     lib.impl("f", _marker("toy"), "toy")
     with pytest.raises(oplib.DeviceMismatchError) as info:
@@ -504,7 +504,7 @@ def test_device_mismatch_between_backends(lib, ns, toy):
 
 
 def test_device_mismatch_between_devices_of_one_backend(lib, ns, toy):
-    op = _define(lib, "f(Tensor a, Tensor b) -> Tensor")
+    op = _define(lib, "f(Tensor a, Tensor b) -> str")
     lib.impl("f", _marker("toy"), "toy")
     assert op(toy(np.zeros(1), 1), toy(np.zeros(1), 1)) == "toy"
     with pytest.raises(oplib.DeviceMismatchError) as info:
@@ -514,7 +514,7 @@ def test_device_mismatch_between_devices_of_one_backend(lib, ns, toy):
 
 
 def test_device_mismatch_in_tensor_list(lib, toy):
-    op = _define(lib, "f(Tensor[] xs) -> Tensor")
+    op = _define(lib, "f(Tensor[] xs) -> str")
     lib.impl("f", _marker("toy"), "toy")
     with pytest.raises(oplib.DeviceMismatchError) as info:
         op([toy(np.zeros(1), 0), toy(np.zeros(1), 1)])
@@ -539,14 +539,14 @@ def test_zero_dim_cpu_array_is_moved_as_a_scalar(lib, toy):
 
 
 def test_zero_dim_cpu_arrays_alone_run_on_cpu(lib):
-    op = _define(lib, "f(Tensor a, Tensor b) -> Tensor")
+    op = _define(lib, "f(Tensor a, Tensor b) -> str")
     lib.impl("f", _marker("cpu"), "cpu")
     assert op(np.array(1.0), np.array(2.0)) == "cpu"
 
 
 def test_backend_accepting_cpu_arrays(lib, toy_accepting_cpu):
     toy = toy_accepting_cpu
-    op = _define(lib, "f(Tensor a, Tensor b) -> Tensor")
+    op = _define(lib, "f(Tensor a, Tensor b) -> str")
     seen = []
     lib.impl("f", _marker("cpu"), "cpu")
     lib.impl("f", lambda a, b: seen.append((type(a), type(b))) or "toy", "toy")
@@ -773,10 +773,10 @@ def test_ops_import_module(tmp_path, monkeypatch):
 def test_overload_resolution_depends_on_list_contents_and_strings(lib, ns):
     # the packet caches its choice per call signature; that signature must include what
     # matching depends on, or the second call reuses the first call's overload
-    lib.define("f(Tensor x, int[] dims) -> Tensor")
-    lib.define("f.tensors(Tensor x, Tensor[] others) -> Tensor")
-    lib.define("g(Tensor x, Device d) -> Tensor")
-    lib.define("g.s(Tensor x, str s) -> Tensor")
+    lib.define("f(Tensor x, int[] dims) -> str")
+    lib.define("f.tensors(Tensor x, Tensor[] others) -> str")
+    lib.define("g(Tensor x, Device d) -> str")
+    lib.define("g.s(Tensor x, str s) -> str")
     for name, tag in [("f", "ints"), ("f.tensors", "tensors"), ("g", "device"), ("g.s", "str")]:
         lib.impl(name, _marker(tag), "cpu")
     f, g = _packet(ns, "f"), _packet(ns, "g")

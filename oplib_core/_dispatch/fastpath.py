@@ -129,12 +129,19 @@ class OpCache:
             return found
 
     def remember(
-        self, cls: type, tensors_in: bool, backend: Backend, fn: Callable[..., Any]
+        self,
+        cls: type,
+        tensors_in: bool,
+        backend: Backend,
+        fn: Callable[..., Any],
+        serve: Callable[..., Any],
     ) -> None:
-        """After ``fn`` ran a call on ``cls`` arrays: serve such calls on the fast path."""
+        """After ``fn`` ran a call on ``cls`` arrays: serve such calls on the fast path with
+        ``serve`` (``fn`` itself, or ``fn`` checking its results when they needed it)."""
         with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
             if self.backend_kernel(backend)[0] is fn:
-                (self.tensor if tensors_in else self.by_type)[cls] = self._with_kwdefaults(fn)
+                cache = self.tensor if tensors_in else self.by_type
+                cache[cls] = self._with_kwdefaults(serve)
 
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""

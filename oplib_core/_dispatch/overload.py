@@ -27,7 +27,7 @@ from .fastpath import (
     cache_class,
 )
 from .modes import ACTIVE, MODES, DispatchMode, call_mode
-from .placement import Placement, place, wrap
+from .placement import Placement, check_result, checking, place, wrap
 from .resolution import (
     DispatchKeySet,
     Step,
@@ -373,7 +373,7 @@ class OpOverload(FastCall):
         if plan.error is not None:
             raise plan.error
         fn, key, call = plan.kernel, plan.key, plan.placement
-        assert fn is not None and call is not None
+        assert fn is not None and key is not None and call is not None
         if LOG_DISPATCH:
             _log.debug(
                 "%s: backend %s (%s), kernel for key %s",
@@ -390,8 +390,11 @@ class OpOverload(FastCall):
         if key == COMPOSITE_IMPLICIT:  # a decomposition into ops: it gets the Tensors
             return fn(*plan.bargs, **plan.bkwargs)
         out = fn(*call.nargs, **call.nkwargs)
+        out, clean = check_result(self._sig, self._entry, key, fn, call.backend, out)
         if cls is not None:
-            self._opcache.remember(cls, call.tensors_in, call.backend, fn)
+            # a kernel whose result needed converting is served checked, as here
+            serve = fn if clean else checking(self._sig, self._entry, key, fn, call.backend)
+            self._opcache.remember(cls, call.tensors_in, call.backend, fn, serve)
         if call.tensors_in:
             return wrap(self._sig, out, plan.bargs, plan.bkwargs)
         return out
@@ -415,6 +418,7 @@ class OpOverload(FastCall):
             return fn(*bargs, **bkwargs)
         call = place(self._sig, entry.qualname, bargs, bkwargs)  # kernels see native arrays
         out = fn(*call.nargs, **call.nkwargs)
+        out = check_result(self._sig, entry, key, fn, call.backend, out)[0]
         return wrap(self._sig, out, bargs, bkwargs) if call.tensors_in else out
 
 

@@ -4,20 +4,27 @@
 the backend: the arrays' own (a backend that accepts the others' arrays when they differ),
 the ``Device`` argument's for factories, ``cpu`` without either. It refuses arrays on
 different devices, and moves 0-d cpu arrays (Python scalars' stand-ins) to the backend when
-it does not take cpu arrays. ``wrap`` turns a kernel's native results back into Tensors.
+it does not take cpu arrays. ``check_result`` holds a kernel's result to its schema (an
+``oplib.Tensor`` returned for a ``Tensor`` becomes its array; a list, a Python scalar, a
+tuple of the wrong length or a foreign array raises ``KernelResultError``), and ``wrap``
+turns a kernel's native results back into Tensors.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from .._device import Device
+from .._registry import OpEntry
+from .._schema import OptionalType
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
-from ..errors import BackendError, CallArgumentError, DeviceMismatchError
+from ..errors import BackendError, CallArgumentError, DeviceMismatchError, KernelResultError
 from .binding import ReturnPlan, Signature
 
-__all__ = ["Found", "Placement", "place", "wrap"]
+__all__ = ["Found", "Placement", "check_result", "checking", "place", "wrap"]
 
 #: A tensor argument after unwrapping: (name, native array, container, index), where
 #: ``container[index]`` is its place in the native arguments.
@@ -172,3 +179,182 @@ def _wrap_one(plan: ReturnPlan, value: Any, bargs: list[Any], bkwargs: dict[str,
     if kind == "list":
         return [Tensor._wrap(v) for v in value]
     return value
+
+
+# -- checking results -------------------------------------------------------------------------
+#
+# Only on the slow path (and in ``checking``'s wrapper): the fast path serves kernels whose
+# result passed ``check_result`` unchanged when the slow path ran them first.
+
+
+def check_result(
+    sig: Signature, entry: OpEntry, key: str, fn: Callable[..., Any], backend: Backend, out: Any
+) -> tuple[Any, bool]:
+    """A kernel's result held to the schema's returns, as torch holds it: ``(result, clean)``.
+
+    An ``oplib.Tensor`` where the schema has a ``Tensor`` becomes its native array, a tuple
+    or list for several returns becomes a tuple, a tuple for ``Tensor[]`` a list (``clean``
+    is False when anything was converted). Raises ``KernelResultError`` naming the op, the
+    kernel's ``file:line``, the schema's returns and what came back, for a value ``-> ()``
+    does not allow, a list, a Python scalar or a non-array where a ``Tensor`` is expected,
+    a tuple of the wrong length, or an array of another backend than the call's (unless
+    the op takes a ``Device``: factories and copies make arrays elsewhere)."""
+    if sig.single_plain_return and TABLE.for_type(type(out)) is backend:
+        return out, True  # the common case, first
+    plan = sig.returns
+    n = len(plan)
+    if n == 0:
+        if out is None:
+            return None, True
+        raise _bad(sig, entry, key, fn, out, "None")
+    if n == 1:
+        return _check_one(sig, entry, key, fn, backend, 0, out)
+    if type(out) is not tuple:
+        if not isinstance(out, (tuple, list)):
+            raise _bad(sig, entry, key, fn, out, f"a tuple of {n}")
+        out = tuple(out)
+        clean = False
+    else:
+        clean = True
+    if len(out) != n:
+        raise _bad(sig, entry, key, fn, out, f"a tuple of {n}")
+    values = []
+    for i, v in enumerate(out):
+        value, ok = _check_one(sig, entry, key, fn, backend, i, v)
+        values.append(value)
+        clean = clean and ok
+    return (out, True) if clean else (tuple(values), False)
+
+
+def _check_one(
+    sig: Signature,
+    entry: OpEntry,
+    key: str,
+    fn: Callable[..., Any],
+    backend: Backend,
+    i: int,
+    value: Any,
+) -> tuple[Any, bool]:
+    kind = sig.returns[i][0]
+    if kind == "tensor":
+        return _check_array(sig, entry, key, fn, backend, i, value, None)
+    if kind == "list":
+        if not isinstance(value, (list, tuple)):
+            raise _bad(sig, entry, key, fn, value, "a list of arrays", i)
+        items = [_check_array(sig, entry, key, fn, backend, i, v, j) for j, v in enumerate(value)]
+        if type(value) is list and all(ok for _, ok in items):
+            return value, True
+        return [v for v, _ in items], False
+    return value, True
+
+
+def _check_array(
+    sig: Signature,
+    entry: OpEntry,
+    key: str,
+    fn: Callable[..., Any],
+    backend: Backend,
+    i: int,
+    value: Any,
+    j: int | None,
+) -> tuple[Any, bool]:
+    cls = type(value)
+    if cls is Tensor:
+        value = value._data
+        cls = type(value)
+        clean = False
+    else:
+        clean = True
+    found = TABLE.for_type(cls)
+    if found is backend:
+        return value, clean
+    if value is None and j is None and isinstance(entry.schema.returns[i].type, OptionalType):
+        return None, clean
+    where = f"{backend.name} array"
+    if found is None:
+        raise _bad(sig, entry, key, fn, value, f"a {where}", i, j)
+    if sig.device_arg is None:  # only ops that take a Device make arrays elsewhere
+        raise _bad(sig, entry, key, fn, value, f"a {where} (the call ran on {backend.name})", i, j)
+    return value, clean
+
+
+def _bad(
+    sig: Signature,
+    entry: OpEntry,
+    key: str,
+    fn: Callable[..., Any],
+    value: Any,
+    wanted: str,
+    i: int | None = None,
+    j: int | None = None,
+) -> KernelResultError:
+    returns = entry.schema.returns
+    expected = str(returns[0]) if len(returns) == 1 else f"({', '.join(map(str, returns))})"
+    got = _describe(value)
+    part = "" if i is None or len(returns) == 1 else f"return {i} "
+    if j is not None:
+        part += f"item {j} " if part else f"return item {j} "
+    source = kernel_source(entry, fn)
+    hint = ""
+    if isinstance(value, (list, tuple)) and len(returns) == 1 and sig.returns[0][0] != "list":
+        hint = "; return the array itself, not a list or tuple of it"
+    elif isinstance(value, (bool, int, float, complex)):
+        hint = "; return an array (e.g. xp.asarray(value)), not a scalar"
+    elif not returns:
+        hint = "; a '-> ()' operator's kernel returns None"
+    return KernelResultError(
+        f"{entry.qualname}: the {key} kernel ({source}) returned {part}{got}, but the schema "
+        f"returns {expected}: expected {wanted}{hint}",
+        op=entry.qualname,
+        kernel=source,
+        expected=expected,
+        got=got,
+    )
+
+
+def _describe(value: Any) -> str:
+    cls = type(value)
+    if value is None:
+        return "None"
+    if cls is Tensor:
+        return "an oplib.Tensor"
+    if isinstance(value, (list, tuple)):
+        return f"a {cls.__name__} of {len(value)}"
+    if cls in (bool, int, float, complex, str):
+        return f"a Python {cls.__name__} ({value!r})"
+    b = TABLE.for_type(cls)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    return f"a {name} (a {b.name} array)" if b is not None else f"a {name}"
+
+
+def kernel_source(entry: OpEntry, fn: Callable[..., Any]) -> str:
+    """Where a kernel is defined: its registration's ``source`` (``file:line``), else its
+    code's."""
+    for stack in entry.kernels.values():
+        for k in stack:
+            if k.fn is fn:
+                return k.origin.source
+    f: Any = fn
+    while True:
+        if isinstance(f, functools.partial):
+            f = f.func
+        elif getattr(f, "__wrapped__", None) is not None:
+            f = f.__wrapped__
+        else:
+            break
+    code = getattr(f, "__code__", None) or getattr(type(f).__call__, "__code__", None)
+    if code is None:
+        return repr(fn)
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def checking(
+    sig: Signature, entry: OpEntry, key: str, fn: Callable[..., Any], backend: Backend
+) -> Callable[..., Any]:
+    """``fn`` with its result held to the schema (``check_result``) on every call: what the
+    fast path serves for a kernel whose result needed converting (it returned Tensors)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return check_result(sig, entry, key, fn, backend, fn(*args, **kwargs))[0]
+
+    return run

@@ -46,8 +46,27 @@ OPS = _Ops()
 NARROW = "oplib::_narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)"
 
 
+def _narrow_dim(shape: tuple[Any, ...], dim: int, start: int, length: int) -> int:
+    """``dim`` wrapped into ``range(len(shape))`` (a negative dim counts from the end, as
+    in torch), after checking it and the slice as the real slice would be."""
+    ndim = len(shape)
+    if not -ndim <= dim < ndim:
+        raise IndexError(
+            f"_narrow(): Dimension out of range (expected to be in range of [{-ndim}, "
+            f"{ndim - 1}], but got {dim})"
+        )
+    dim %= ndim
+    if start < 0 or length < 0 or start + length > shape[dim]:
+        raise IndexError(
+            f"_narrow(): start ({start}) + length ({length}) exceeds dimension {dim} of size "
+            f"{shape[dim]}"
+        )
+    return dim
+
+
 def narrow_kernel(self: Any, dim: int, start: int, length: int) -> Any:
     """Basic slicing, which every array library implements (a view)."""
+    dim = _narrow_dim(tuple(self.shape), dim, start, length)
     index = (slice(None),) * dim + (slice(start, start + length),)
     return self[index]
 
@@ -55,15 +74,7 @@ def narrow_kernel(self: Any, dim: int, start: int, length: int) -> Any:
 def narrow_fake(self: Any, dim: int, start: int, length: int) -> Any:
     """Fake ``_narrow``: the slice's shape, checked like the real slice would be."""
     shape = list(self.shape)
-    ndim = len(shape)
-    if not -ndim <= dim < ndim:
-        raise IndexError(f"_narrow(): dim {dim} is out of range for {ndim} dimensions")
-    dim %= ndim
-    if start < 0 or length < 0 or start + length > shape[dim]:
-        raise IndexError(
-            f"_narrow(): start ({start}) + length ({length}) exceeds dimension {dim} of size "
-            f"{shape[dim]}"
-        )
+    dim = _narrow_dim(tuple(shape), dim, start, length)
     shape[dim] = length
     return self.new_empty(tuple(shape))
 

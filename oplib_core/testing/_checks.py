@@ -38,7 +38,7 @@ from .._schema import Argument, BaseType, ListType, OptionalType
 from .._tensor import Tensor
 from ..autograd._gradcheck import GradcheckError, gradcheck
 from ..backends import TABLE, Backend
-from ..errors import NoKernelError, OpCheckError
+from ..errors import KernelResultError, NoKernelError, OpCheckError, OplibError
 from ..fake._arrays import FakeArray
 from ..fake._mode import FakeTensorMode
 
@@ -350,7 +350,10 @@ def _test_schema(case: _Case, target: Device) -> None:
     values = case.copy(target)
     before = {label: (None if _dataless(t) else _host(t)) for _, label, t in case.tensors(values)}
     with no_grad():
-        out = case.call(values)
+        try:
+            out = case.call(values)
+        except KernelResultError as e:  # the dispatcher held the result to the schema
+            raise _Failure(str(e)) from e
     # mutations
     for a, label, t in case.tensors(values):
         snap = before[label]
@@ -505,6 +508,22 @@ def _fake_source(op: OpOverload) -> str:
     return f"the fake kernel ({k.origin.source})" if k is not None else "the fake kernel"
 
 
+def _ran_in(e: BaseException, kernel: Any) -> bool:
+    """Whether ``kernel``'s function (a registered ``Kernel``) is on ``e``'s traceback."""
+    f: Any = getattr(kernel, "fn", None)
+    while getattr(f, "__wrapped__", None) is not None:
+        f = f.__wrapped__
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return True  # cannot tell: blame the kernel, as before
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _test_faketensor(case: _Case, target: Device, reference: _Case) -> None:
     backend = TABLE.get(target.type)
     if backend.spec.fake_kernels:
@@ -547,6 +566,12 @@ def _test_faketensor(case: _Case, target: Device, reference: _Case) -> None:
         except NoKernelError as e:
             raise _Failure(f"{case.qualname} has no fake kernel: {e}") from e
         except Exception as e:
+            if not isinstance(e, OplibError) and not _ran_in(e, case.op.kernel(FAKE)):
+                # oplib failed around the fake kernel, not in it: do not blame the kernel
+                raise _Failure(
+                    f"FakeTensorMode raised {type(e).__name__}: {e}, outside "
+                    f"{_fake_source(case.op)}: an oplib fault, not the fake kernel's"
+                ) from e
             raise _Failure(
                 f"{source} raised {type(e).__name__}: {e} (the real {target.type} kernel did not)"
             ) from e
