@@ -168,6 +168,27 @@ def test_needs_input_grad_with_an_optional_tensor_left_out(ns):
     assert x.grad.tolist() == [4.0] and b.grad.tolist() == [1.0]
 
 
+def test_needs_input_grad_of_a_tensor_list_input_is_a_list(ns):
+    @oplib.custom_op(f"{ns}::cat2", mutates_args=(), device_types="cpu")
+    def cat2(xs: list[oplib.Tensor], w: oplib.Tensor, n: int = 0) -> oplib.Tensor:
+        return np.concatenate(xs) * w.sum()
+
+    seen = []
+
+    def backward(ctx, g):
+        seen.append(ctx.needs_input_grad)
+        return [None] * ctx.k, None
+
+    def setup_context(ctx, inputs, output):
+        ctx.k = len(inputs[0])
+
+    cat2.register_autograd(backward, setup_context=setup_context)
+    a, b = t(1.0), t(1.0, rg=False)
+    cat2([a, b], t(1.0, rg=False)).sum().backward()
+    cat2([b, b], t(1.0)).sum().backward()
+    assert seen == [([True, False], False), ([False, False], True)]  # torch's values
+
+
 # -- gradgradcheck ----------------------------------------------------------------------------
 def test_gradgradcheck_passes_for_core_ops_and_differentiable_formulas(ns):
     assert gradgradcheck(lambda a, b: OPS.sin(a) * OPS.exp(b), (t(0.1, 0.5), t(0.3, -0.2)))
@@ -450,6 +471,12 @@ def test_function_returning_an_input_gives_a_new_tensor():
     assert y is not x and y.grad_fn.name() == "IdentBackward" and x.grad_fn is None
     y.sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+    plain = t(1.0, rg=False)
+    y = Ident.apply(plain)
+    assert y is not plain and np.shares_memory(y.numpy(), plain.numpy())
+    with oplib.no_grad():
+        y = Ident.apply(x)
+    assert y is not x and not y.requires_grad
 
 
 class Double_(Function):

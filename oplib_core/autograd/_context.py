@@ -104,10 +104,13 @@ class FunctionCtx(Node):
         return tuple(out)
 
     @property
-    def needs_input_grad(self) -> tuple[bool, ...]:
-        """One bool per positional input passed, as in torch: trailing arguments left at
-        their default value are not counted."""
-        return tuple(e is not None for e in self._edges[: self._npassed])
+    def needs_input_grad(self) -> tuple[Any, ...]:
+        """One bool per positional input passed (a list of bools for a ``Tensor[]``
+        input), as in torch: trailing arguments left at their default are not counted."""
+        return tuple(
+            [x is not None for x in e] if type(e) is list else e is not None
+            for e in self._edges[: self._npassed]
+        )
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
         """Outputs that get no gradient: they do not require grad, and their gradient in

@@ -217,12 +217,12 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
     ``_wrap_outputs``)."""
     dirty = ctx._dirty
     if type(out) is Tensor and not dirty and not ctx._marked:  # one output, nothing marked
-        if not record:
-            return out
         for a in args:
             if a is out:
                 break
         else:
+            if not record:
+                return out
             data = out._data
             ctx._nout = 1
             ctx._meta = ((data.shape, data.dtype),)
@@ -239,8 +239,12 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
             "Some elements marked as dirty during the forward method were not returned as "
             "output. The inputs that are modified inplace must all be outputs of the Function."
         )
-    if not record:
-        return out
+    if not record:  # inputs returned as they are come back as new Tensors (aliases)
+        dirty_ids = {id(d) for d in dirty}
+        for k, o in enumerate(outs):
+            if type(o) is Tensor and id(o) not in dirty_ids and any(o is a for a in args):
+                outs[k] = Tensor._wrap(o._data)
+        return tuple(outs) if is_tuple else outs[0]
     for d in dirty:
         if d._rg and d.grad_fn is None:
             raise RuntimeError(

@@ -230,7 +230,6 @@ class Formula:
                     continue
             elif kind == _LIST and a is not None:
                 sub: list[Any] = []
-                any_rg = False
                 for t in a:
                     if type(t) is Tensor and t._rg:
                         fn = t.grad_fn
@@ -238,12 +237,12 @@ class Formula:
                             sub.append((t, 0))
                         else:
                             sub.append((fn, 0 if fn._nout == 1 else t._out_nr))
-                        any_rg = True
                     else:
                         sub.append(None)
-                if any_rg:
-                    edges.append(sub)
-                    continue
+                # kept when nothing requires grad too: needs_input_grad gives one bool per
+                # element of a Tensor[] input, as torch
+                edges.append(sub)
+                continue
             edges.append(None)
         return tuple(edges)
 
