@@ -324,6 +324,27 @@ def test_function_setup_context_binds_defaults_and_keywords():
     assert x.grad.tolist() == [3.0, 3.0] and ctx.needs == (True, False)
 
 
+def test_function_tensors_given_by_keyword_are_inputs_after_the_positional_ones():
+    class Lin(Function):
+        @staticmethod
+        def forward(ctx, x, y=None):
+            return x * 2 if y is None else x * 2 + y * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            ctx.needs = ctx.needs_input_grad
+            return (g * 2, g * 3) if len(ctx.needs) == 2 else g * 2
+
+    a, b = t(1.0), t(1.0)
+    out = Lin.apply(a, y=b)
+    out.backward()
+    assert out.grad_fn.needs == (True, True)
+    assert a.grad.tolist() == [2.0] and b.grad.tolist() == [3.0]
+    out = Lin.apply(a)
+    out.backward()
+    assert out.grad_fn.needs == (True,) and a.grad.tolist() == [4.0]
+
+
 def test_function_without_grad_records_nothing():
     y = Exp.apply(t(1.0, rg=False))
     assert not y.requires_grad and y.grad_fn is None

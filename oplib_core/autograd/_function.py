@@ -174,21 +174,23 @@ class Function:
             bound.apply_defaults()
             args = bound.args
             kwargs = bound.kwargs
+        # Tensors given by keyword are inputs too, after the positional ones (as torch)
+        inputs = (*args, *kwargs.values()) if kwargs else args
         ctx = _new(cls._backward_cls)
         ctx._saved = ()
         ctx._nondiff = None
         ctx._materialize = True
-        ctx._n_args = ctx._npassed = len(args)
+        ctx._n_args = ctx._npassed = len(inputs)
         ctx._nout = 0
         ctx._outs = None
         ctx._dirty = ()
         ctx._marked = []
         ctx._forwarding = True
-        ctx._tensor_args = tuple(type(a) is Tensor for a in args)
+        ctx._tensor_args = tuple(type(a) is Tensor for a in inputs)
         record = False
         if GRAD.enabled:
             edges: list[Any] = []
-            for a in args:
+            for a in inputs:
                 if type(a) is Tensor and a._rg:
                     fn = a.grad_fn
                     edges.append((a, 0) if fn is None else (fn, 0 if fn._nout == 1 else a._out_nr))
@@ -197,7 +199,7 @@ class Function:
                     edges.append(None)
             ctx._edges = tuple(edges)
         else:
-            ctx._edges = (None,) * len(args)
+            ctx._edges = (None,) * len(inputs)
         prev = GRAD.enabled
         GRAD.enabled = False
         try:
@@ -209,7 +211,7 @@ class Function:
         finally:
             GRAD.enabled = prev
         ctx._forwarding = False
-        return _wire(ctx, args, out, record)
+        return _wire(ctx, inputs, out, record)
 
 
 def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool) -> Any:
