@@ -1,7 +1,9 @@
 """Reverse-mode automatic differentiation for oplib operators.
 
 ``Tensor.backward()``, :func:`grad`, :func:`register_autograd` (gradient formulas for
-operators), the ``ctx`` of formulas (:class:`FunctionCtx`) and :func:`gradcheck`.
+operators), the ``ctx`` of formulas (:class:`FunctionCtx`), custom functions
+(:class:`Function`, :func:`once_differentiable`), :func:`gradcheck` and
+:func:`gradgradcheck`.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._context import FunctionCtx
 from ._engine import Node, backward, grad
-from ._gradcheck import GradcheckError, gradcheck
+from ._function import Function, once_differentiable
+from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ._registration import register_autograd
 
 __all__ = [
+    "Function",
     "FunctionCtx",
     "GradcheckError",
     "Node",
@@ -20,8 +24,10 @@ __all__ = [
     "enable_grad",
     "grad",
     "gradcheck",
+    "gradgradcheck",
     "is_grad_enabled",
     "no_grad",
+    "once_differentiable",
     "register_autograd",
     "set_grad_enabled",
 ]

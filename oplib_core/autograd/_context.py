@@ -38,12 +38,15 @@ class FunctionCtx(Node):
     attribute may be set freely.
     """
 
-    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_saved")
+    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_npassed", "_saved")
 
     _formula: Formula
     # Output numbers marked non-differentiable (None: none).
     _nondiff: set[int] | None
     _materialize: bool
+    # How many positional inputs were passed (torch's count: trailing arguments equal to
+    # their default are left out); ``needs_input_grad`` has that many entries.
+    _npassed: int
     # The saved values: a tuple of Tensors and None, or a list when it holds outputs of this
     # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
     _saved: tuple[Any, ...] | list[Any] | None
@@ -101,22 +104,34 @@ class FunctionCtx(Node):
         return tuple(out)
 
     @property
-    def needs_input_grad(self) -> tuple[bool, ...]:
-        """One bool per positional input: whether it needs a gradient."""
-        return tuple(e is not None for e in self._edges)
+    def needs_input_grad(self) -> tuple[Any, ...]:
+        """One bool per positional input passed (a list of bools for a ``Tensor[]``
+        input), as in torch: trailing arguments left at their default are not counted."""
+        return tuple(
+            [x is not None for x in e] if type(e) is list else e is not None
+            for e in self._edges[: self._npassed]
+        )
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
         """Outputs that get no gradient: they do not require grad, and their gradient in
-        ``backward`` is zeros (or None without materialization)."""
-        marked = set(self._nondiff or ())
+        ``backward`` is zeros (or None without materialization).
+
+        As in torch, any Tensor is accepted: outputs with an integer or bool dtype (which
+        never require grad) and tensors that are not outputs of this call are ignored."""
+        marked: set[int] | None = None
         for t in outputs:
-            if type(t) is not Tensor or t.grad_fn is not self:
+            if type(t) is not Tensor:
                 raise RuntimeError(
-                    f"mark_non_differentiable(): expected outputs of this operator "
-                    f"({self._formula.qualname}), got {t!r}"
+                    "mark_non_differentiable only accepts variable arguments, but got "
+                    f"{type(t).__name__} ({self.name()}); pass outputs of the operator "
+                    "(oplib.Tensor)"
                 )
-            marked.add(0 if self._nout == 1 else t._out_nr)
-        self._nondiff = marked
+            if t.grad_fn is self:
+                if marked is None:
+                    marked = set(self._nondiff or ())
+                marked.add(0 if self._nout == 1 else t._out_nr)
+        if marked is not None:
+            self._nondiff = marked
 
     def set_materialize_grads(self, value: bool) -> None:
         """With False, ``backward`` gets None (instead of zeros) for outputs that received
@@ -140,5 +155,5 @@ class FunctionCtx(Node):
             result = formula.backward(self, grads[0])
             if type(result) is Tensor:
                 return (result,)
-            return formula.check(result)
+            return formula.check(result, self)
         return formula.run(self, grads)

@@ -13,7 +13,7 @@ from .._tensor import Tensor
 from ..errors import OplibError
 from ._engine import grad
 
-__all__ = ["GradcheckError", "gradcheck"]
+__all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
 
 class GradcheckError(OplibError, RuntimeError):
@@ -65,6 +65,21 @@ def gradcheck(
     Returns True, or raises :class:`GradcheckError` naming the output, the input and the
     first mismatching element (returns False with ``raise_exception=False``).
     """
+    return _gradcheck(fn, inputs, eps, atol, rtol, raise_exception, no_diff_outputs=False)
+
+
+def _gradcheck(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any] | Tensor,
+    eps: float,
+    atol: float,
+    rtol: float,
+    raise_exception: bool,
+    *,
+    no_diff_outputs: bool,
+) -> bool:
+    """``gradcheck``; with ``no_diff_outputs``, a function none of whose outputs requires
+    grad passes when its numerical Jacobian is zero (torch's rule), instead of raising."""
     if isinstance(inputs, Tensor):
         inputs = (inputs,)
     to_copy = REGISTRY.ops["oplib::_to_copy"].overload
@@ -88,6 +103,8 @@ def gradcheck(
     outs = _outputs(fn(*args))
     diff_outs = [(k, o) for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
     if not diff_outs:
+        if no_diff_outputs:
+            return _check_constant(fn, args, wrt, outs, eps, raise_exception)
         raise ValueError("gradcheck(): no output of fn requires grad")
     wrt_tensors = [args[i] for i in wrt]
     for k, out in diff_outs:
@@ -141,3 +158,111 @@ def _eval(fn: Callable[..., Any], args: list[Any], i: int, value: Tensor, k: int
     call[i] = value.requires_grad_(True)
     out = _outputs(fn(*call))[k]
     return _host(out.detach())
+
+
+def _check_constant(
+    fn: Callable[..., Any],
+    args: list[Any],
+    wrt: list[int],
+    outs: list[Any],
+    eps: float,
+    raise_exception: bool,
+) -> bool:
+    """No output requires grad, so the numerical Jacobian must be zero (as in torch)."""
+    for k, out in enumerate(outs):
+        if not isinstance(out, Tensor) or out.dtype.kind not in "fc":
+            continue
+        for i in wrt:
+            x = args[i]
+            host = _host(x)
+            flat = host.reshape(-1)
+            for e in range(flat.size):
+                orig = flat[e]
+                flat[e] = orig + eps
+                plus = _eval(fn, args, i, _like(x, host), k)
+                flat[e] = orig - eps
+                minus = _eval(fn, args, i, _like(x, host), k)
+                flat[e] = orig
+                if np.any(plus != minus):
+                    if not raise_exception:
+                        return False
+                    numerical = (plus - minus).reshape(-1) / (2 * eps)
+                    raise GradcheckError(
+                        f"Numerical gradient for function expected to be zero: no output "
+                        f"requires grad, but output {k} changes with input {i} (element "
+                        f"{e}: {numerical}); the gradients are not differentiable (was the "
+                        "backward formula written with native array code instead of oplib "
+                        "ops?)",
+                        output=k,
+                        input=i,
+                        numerical=numerical.reshape(1, -1),
+                        analytical=np.zeros((1, numerical.size)),
+                    )
+    return True
+
+
+def gradgradcheck(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any] | Tensor,
+    grad_outputs: Sequence[Any] | Tensor | None = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    seed: int = 0,
+) -> bool:
+    """Check second derivatives, as torch's ``gradgradcheck``: ``gradcheck`` of the function
+    that maps ``(*inputs, *grad_outputs)`` to the gradients of ``fn(*inputs)`` with respect
+    to the inputs that require grad, computed with ``create_graph=True``.
+
+    ``grad_outputs`` (one per output that requires grad) default to random values in
+    [-1, 1) (float64, from ``numpy.random.default_rng(seed)``) that require grad.
+    Everything runs in float64. Returns True or raises :class:`GradcheckError`
+    (returns False with ``raise_exception=False``).
+    """
+    if isinstance(inputs, Tensor):
+        inputs = (inputs,)
+    args = _float64(inputs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed)
+        outs = [o for o in _outputs(fn(*args)) if isinstance(o, Tensor) and o.requires_grad]
+        if not outs:
+            raise ValueError("gradgradcheck(): no output of fn requires grad")
+        gouts: list[Any] = [
+            _like(o, rng.uniform(-1.0, 1.0, size=tuple(o.shape))).requires_grad_(True) for o in outs
+        ]
+    else:
+        gouts = _float64((grad_outputs,) if isinstance(grad_outputs, Tensor) else grad_outputs)
+    n_out = len(gouts)
+    diff_inputs = {i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad}
+    if not diff_inputs:
+        raise ValueError(
+            "gradgradcheck(): none of the inputs requires grad; call requires_grad_() on the "
+            "tensors to check"
+        )
+
+    def first_order(*call: Any) -> tuple[Any, ...]:
+        ins = call[:-n_out] if n_out else call
+        outs = [o for o in _outputs(fn(*ins)) if isinstance(o, Tensor) and o.requires_grad]
+        wrt = [x for i, x in enumerate(ins) if i in diff_inputs]
+        gs = grad(outs, wrt, list(call[len(ins) :]), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return _gradcheck(
+        first_order, [*args, *gouts], eps, atol, rtol, raise_exception, no_diff_outputs=True
+    )
+
+
+def _float64(values: Sequence[Any]) -> list[Any]:
+    """Float64 copies of the floating Tensors (keeping ``requires_grad``); the rest as is."""
+    to_copy = REGISTRY.ops["oplib::_to_copy"].overload
+    out: list[Any] = []
+    for a in values:
+        if isinstance(a, Tensor) and a.dtype.kind in "fc":
+            with no_grad():
+                c = to_copy(a.detach(), dtype=np.dtype(np.float64))
+            out.append(c.requires_grad_(True) if a.requires_grad else c)
+        else:
+            out.append(a)
+    return out

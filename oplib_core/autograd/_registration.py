@@ -63,6 +63,7 @@ class Formula:
         "qualname",
         "setup",
         "simple",
+        "tail_defaults",
         "unary",
         "unary_simple",
     )
@@ -84,6 +85,16 @@ class Formula:
         self.n_inputs = len(self.input_names)
         self.out_kinds = tuple(_kind(r.type) for r in schema.returns)
         self.kw_form = bool(schema.kwarg_only)
+        # The trailing run of positional arguments with a default, last first: a call's
+        # arguments equal to their default there are not counted as passed (torch's
+        # dispatcher drops them), for needs_input_grad and the count of gradients.
+        tail: list[tuple[int, Any]] = []
+        for i in range(self.n_inputs - 1, -1, -1):
+            arg = schema.positional[i]
+            if not arg.has_default:
+                break
+            tail.append((i, arg.default_value))
+        self.tail_defaults = tuple(tail)
         self.simple = self.out_kinds == (_TENSOR,)
         self.unary = self.input_kinds == (_TENSOR,)
         self.unary_simple = self.unary and self.simple
@@ -98,6 +109,7 @@ class Formula:
         ctx._saved = ()
         ctx._nondiff = None
         ctx._materialize = True
+        ctx._npassed = self.n_inputs
         ctx._nout = nout
         ctx._outs = None
         return ctx
@@ -152,6 +164,8 @@ class Formula:
             GRAD.enabled = True
         ctx = self._new_ctx(1 if self.simple else 0)
         ctx._edges = self._edges_of(args)
+        if self.tail_defaults:
+            ctx._npassed = self._passed(args)
         if self.simple:
             data = out._data
             dtype = data.dtype
@@ -187,6 +201,21 @@ class Formula:
                 flat[nr].grad_fn = None
         return out
 
+    def _passed(self, args: tuple[Any, ...]) -> int:
+        """How many positional arguments count as passed: ``args`` without the trailing
+        ones equal to their default (what torch's dispatcher hands a Python kernel)."""
+        n = min(len(args), self.n_inputs)
+        for i, default in self.tail_defaults:
+            if i != n - 1:
+                if i >= n:
+                    continue
+                break
+            v = args[i]
+            if not (v is default or _equal(v, default)):
+                break
+            n = i
+        return n
+
     def _edges_of(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The call's edges (see ``Node``): one per positional input."""
         edges: list[Any] = []
@@ -201,7 +230,6 @@ class Formula:
                     continue
             elif kind == _LIST and a is not None:
                 sub: list[Any] = []
-                any_rg = False
                 for t in a:
                     if type(t) is Tensor and t._rg:
                         fn = t.grad_fn
@@ -209,12 +237,12 @@ class Formula:
                             sub.append((t, 0))
                         else:
                             sub.append((fn, 0 if fn._nout == 1 else t._out_nr))
-                        any_rg = True
                     else:
                         sub.append(None)
-                if any_rg:
-                    edges.append(sub)
-                    continue
+                # kept when nothing requires grad too: needs_input_grad gives one bool per
+                # element of a Tensor[] input, as torch
+                edges.append(sub)
+                continue
             edges.append(None)
         return tuple(edges)
 
@@ -248,9 +276,9 @@ class Formula:
             result = self.backward(ctx, grads[0])
         else:
             result = self.backward(ctx, *self._grads_per_output(ctx, grads))
-        return self.check(result)
+        return self.check(result, ctx)
 
-    def check(self, returned: Any) -> tuple[Any, ...]:
+    def check(self, returned: Any, ctx: FunctionCtx) -> tuple[Any, ...]:
         """What ``backward`` returned as one gradient (or None) per input, checked."""
         result: tuple[Any, ...] = returned
         if type(returned) is not tuple:
@@ -258,17 +286,36 @@ class Formula:
                 tuple(returned) if type(returned) is list and self.n_inputs > 1 else (returned,)
             )
         if len(result) != self.n_inputs:
-            self._error(
-                f"expected the backward function to return {self.n_inputs} gradient(s), one "
-                f"per input ({', '.join(self.input_names)}), but got {len(result)}. Return a "
-                "tuple with a gradient (or None) for each input"
-            )
+            result = self._fit_count(result, ctx._npassed)
         kinds = self.input_kinds
         for i, g in enumerate(result):
             if g is None or (type(g) is Tensor and kinds[i] == _TENSOR):
                 continue
             self._check_grad(i, g)
         return result
+
+    def _fit_count(self, result: tuple[Any, ...], passed: int) -> tuple[Any, ...]:
+        """torch's rule for the count: at least one gradient per input passed; more are
+        accepted when the extra ones are None. Padded (or cut) to one per input."""
+        n = self.n_inputs
+        got = len(result)
+        if got < passed or (got > n and any(g is not None for g in result[n:])):
+            names = ", ".join(self.input_names[:passed])
+            left = self.input_names[passed:]
+            more = (
+                f"; the inputs left at their default ({', '.join(left)}) may be omitted"
+                if left
+                else ""
+            )
+            self._error(
+                f"expected the backward function to return {passed} gradient(s), one per input "
+                f"({names}), but got {got} (function {self.node_name} returned an incorrect "
+                "number of gradients). Return a tuple with a gradient (or None) for each "
+                f"input{more}"
+            )
+        if got > n:
+            return result[:n]
+        return result + (None,) * (n - got)
 
     def _grads_per_output(self, ctx: FunctionCtx, grads: list[Any]) -> list[Any]:
         """Gradients as ``backward`` takes them: one per return (a list for a Tensor[]
@@ -412,6 +459,17 @@ def _register(
     target = lib if lib is not None else _lib_for(qualname, None)
     target._register(handle)
     return handle
+
+
+def _equal(value: Any, default: Any) -> bool:
+    """Whether a call's argument equals its schema default (a plain value: None, a number,
+    a string, a list of ints ...)."""
+    if default is None or type(value) is Tensor:
+        return False
+    try:
+        return bool(value == default)
+    except Exception:  # an array compares elementwise: not a default
+        return False
 
 
 def _params(fn: Callable[..., Any]) -> list[str] | None:
