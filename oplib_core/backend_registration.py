@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -165,9 +166,17 @@ def _rename_from_env() -> None:
 
 def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
     """Make ``module`` available as ``oplib_core.<device_type>`` (torch's
-    ``torch._register_device_module``). Raises ``RuntimeError`` if that attribute exists
-    already (a device module registered before, or any other name of ``oplib_core``).
-    Returns a function that removes it again."""
+    ``torch._register_device_module``). Returns a function that removes it again.
+
+    ``device_type`` must name an installed backend or the private-use backend (under its
+    current name or as ``"privateuse1"``); any other name raises
+    :class:`~oplib_core.errors.DeviceModuleError` (a ``RuntimeError``) with torch's message
+    for an unknown device type. The private-use backend's own (template) device module may
+    be replaced: a vendor registers its module after :func:`rename_privateuse1_backend`, and
+    a ``UserWarning`` names the module it replaced. Any other existing attribute of
+    ``oplib_core`` (a device module registered before, ``cuda``'s, ``tensor`` ...) raises
+    ``DeviceModuleError`` as torch does.
+    """
     if not isinstance(device_type, str):
         raise ArgumentTypeError(
             f"register_device_module(): expected a device type (str), got "
@@ -180,20 +189,53 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
     ensure()
     with _lock:
         pkg = _package()
-        existing = getattr(pkg, name, None)
-        if existing is not None or name in vars(pkg):
+        backend = TABLE.find(name)
+        is_privateuse = name in (PRIVATEUSE1, _privateuse1_backend_name) or (
+            backend is not None and backend.name == _privateuse1_backend_name
+        )
+        replaced: Any = None
+        if name in _device_modules or name in vars(pkg):
+            existing = getattr(pkg, name, None)
+            template = name not in _device_modules and _bound.get(name) is existing
+            if not (is_privateuse and template and existing is not None):
+                raise DeviceModuleError(
+                    f"The runtime module of '{name}' has already been registered with '{existing}'",
+                    name,
+                )
+            replaced = existing
+        elif backend is None and not is_privateuse:
+            known = sorted({b.name for b in TABLE.all()} | {_privateuse1_backend_name})
             raise DeviceModuleError(
-                f"The runtime module of '{name}' has already been registered with '{existing}'",
+                f"Expected one of {', '.join(known)} device type at start of device string: "
+                f"{name} (register_device_module() takes the name of an installed backend "
+                "or of the private-use backend)",
                 name,
             )
         _device_modules[name] = module
-        _bind(name, module)
+        if replaced is not None:
+            del _bound[name]
+            vars(pkg)[name] = module
+            warnings.warn(
+                f"register_device_module(): oplib_core.{name} was the device module "
+                f"{getattr(replaced, '__name__', replaced)!r} of the private-use backend; "
+                f"replaced it with {getattr(module, '__name__', module)!r}",
+                UserWarning,
+                stacklevel=2,
+            )
+        else:
+            _bind(name, module)
 
     def unregister() -> None:
         with _lock:
             if _device_modules.get(name) is module:
                 del _device_modules[name]
-                _unbind(name, module)
+                pkg = vars(_package())
+                if pkg.get(name) is module:
+                    del pkg[name]
+                _bound.pop(name, None)
+                current = TABLE.find(name)
+                if replaced is not None and current is not None:
+                    _bind(name, current.spec.device_module)
 
     return unregister
 
@@ -375,20 +417,36 @@ def _generate_tensor_methods_for_privateuse1_backend(
 
 def generate_methods_for_privateuse1_backend(
     for_tensor: bool = True,
+    for_module: bool | None = None,
+    for_packed_sequence: bool | None = None,
     for_storage: bool = False,
     unsupported_dtype: Iterable[Any] | None = None,
 ) -> None:
     """Add ``Tensor.<name>(device=None)`` and the property ``Tensor.is_<name>`` for the
     private-use backend under its current name (call it after
     :func:`rename_privateuse1_backend`). Generating them twice raises ``RuntimeError``.
+    torch's signature and order of arguments.
 
     ``unsupported_dtype`` lists dtypes ``Tensor.<name>()`` refuses to move to the device.
-    oplib has no storages: ``for_storage=True`` raises ``NotImplementedError``.
+    oplib has no ``Storage``, ``nn.Module`` or ``PackedSequence`` types: ``for_storage=True``,
+    ``for_module=True`` and ``for_packed_sequence=True`` generate nothing and warn
+    (``UserWarning``) naming the type oplib lacks; left at their defaults they are silent.
     """
-    if for_storage:
-        raise NotImplementedError(
-            "generate_methods_for_privateuse1_backend(): oplib has no Storage type, so "
-            "for_storage=True has nothing to generate; pass for_storage=False"
+    lacking = [
+        (flag, kind)
+        for flag, kind, asked in (
+            ("for_module", "Module (torch.nn.Module)", for_module),
+            ("for_packed_sequence", "PackedSequence (torch.nn.utils.rnn)", for_packed_sequence),
+            ("for_storage", "Storage (torch.UntypedStorage)", for_storage),
+        )
+        if asked
+    ]
+    for flag, kind in lacking:
+        warnings.warn(
+            f"generate_methods_for_privateuse1_backend(): oplib has no {kind} type, so "
+            f"{flag}=True generates nothing; only Tensor methods exist",
+            UserWarning,
+            stacklevel=2,
         )
     name = privateuse1_backend_name()
     if for_tensor:

@@ -299,16 +299,20 @@ def test_generated_tensor_methods():
 
 def test_generated_methods_unrenamed_unsupported_dtype_and_storage():
     out = run_python("""
+        import warnings
         import oplib_core as oplib
         import numpy as np
-        OUT["storage"] = catch(oplib.generate_methods_for_privateuse1_backend, for_storage=True)
-        OUT["no_attr"] = hasattr(oplib.Tensor, "privateuse1")
-        oplib.generate_methods_for_privateuse1_backend(unsupported_dtype=[np.float64])
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            oplib.generate_methods_for_privateuse1_backend(
+                for_storage=True, unsupported_dtype=[np.float64]
+            )
+        OUT["warned"] = [(w.category.__name__, str(w.message)) for w in record]
         OUT["ok"] = str(oplib.tensor([1.0]).privateuse1().device)
         OUT["refused"] = catch(oplib.tensor(np.array([1.0])).privateuse1)
     """)
-    assert out["storage"][0] == "NotImplementedError" and "no Storage" in out["storage"][1]
-    assert out["no_attr"] is False
+    [(category, message)] = out["warned"]
+    assert category == "UserWarning" and "no Storage" in message and "for_storage" in message
     assert out["ok"] == "privateuse1:0"
     assert out["refused"][0] == "BackendError" and "float64" in out["refused"][1]
 
@@ -327,26 +331,55 @@ def test_generate_never_half_registers():
 # -- device modules ---------------------------------------------------------------------
 
 
-def test_register_device_module(teardown):
-    mod = types.ModuleType("mydev_module")
+def test_register_device_module(teardown, toy):
+    mod = types.ModuleType("toy_module")
     mod.device_count = lambda: 7
-    undo = oplib.register_device_module("mydev", mod)
+    undo = oplib.register_device_module("toy", mod)  # an installed backend's name
     teardown(undo)
-    assert oplib.mydev is mod
-    from oplib_core import mydev
+    assert oplib.toy is mod
+    from oplib_core import toy
 
-    assert mydev.device_count() == 7
-    with pytest.raises(RuntimeError, match="runtime module of 'mydev' has already been"):
-        oplib.register_device_module("mydev", types.ModuleType("other"))
+    assert toy.device_count() == 7
+    with pytest.raises(RuntimeError, match="runtime module of 'toy' has already been"):
+        oplib.register_device_module("toy", types.ModuleType("other"))
     with pytest.raises(RuntimeError, match="runtime module of 'tensor'"):
         oplib.register_device_module("tensor", types.ModuleType("other"))
-    with pytest.raises(RuntimeError, match="runtime module of 'privateuse1'"):
-        oplib.register_device_module("privateuse1:0", types.ModuleType("other"))
+    with pytest.raises(RuntimeError, match="runtime module of 'cuda'"):
+        oplib.register_device_module("cuda", types.ModuleType("other"))
     with pytest.raises(TypeError, match="expected a device type"):
         oplib.register_device_module(3, mod)
     undo()
-    with pytest.raises(AttributeError, match="no attribute 'mydev'"):
-        _ = oplib.mydev
+    with pytest.raises(AttributeError, match="no attribute 'toy'"):
+        _ = oplib.toy
+
+
+def test_register_device_module_refuses_unknown_device_types():
+    # torch: torch.device("mydev") raises RuntimeError "Expected one of cpu, cuda, ...
+    # device type at start of device string: mydev"
+    with pytest.raises(oplib.DeviceModuleError) as info:
+        oplib.register_device_module("mydev", types.ModuleType("m"))
+    assert isinstance(info.value, RuntimeError)
+    assert "device type at start of device string: mydev" in str(info.value)
+    assert "Expected one of" in str(info.value) and "privateuse1" in str(info.value)
+    assert info.value.device_type == "mydev"
+    assert not hasattr(oplib, "mydev")
+
+
+def test_register_device_module_replaces_the_privateuse_template(teardown):
+    import oplib_privateuse.device
+
+    mod = types.ModuleType("vendor_device")
+    mod.device_count = lambda: 5
+    with pytest.warns(UserWarning, match="oplib_privateuse.device") as record:
+        undo = oplib.register_device_module("privateuse1:0", mod)
+    teardown(undo)
+    assert "replaced it with 'vendor_device'" in str(record[0].message)
+    assert oplib.privateuse1 is mod
+    assert br._get_custom_mod_func("device_count")() == 5
+    with pytest.raises(RuntimeError, match="runtime module of 'privateuse1' has already"):
+        oplib.register_device_module("privateuse1", types.ModuleType("again"))
+    undo()
+    assert oplib.privateuse1 is oplib_privateuse.device
 
 
 def test_backend_device_modules_are_attributes():

@@ -24,6 +24,7 @@ c = oplib.tensor([1.0, 2.0]).npu()  # Tensor.npu(): to the current npu device
 print(c.device, c.is_npu, c.to("cpu"))
 
 oplib.npu.manual_seed_all(0)
+assert oplib.npu.initial_seed() == 0
 a = oplib.tensor(oplib.ops.privateuse.rand([3], device="npu:0"))
 oplib.npu.manual_seed_all(0)
 b = oplib.tensor(oplib.ops.privateuse.rand([3], device="npu:0"))

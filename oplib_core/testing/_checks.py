@@ -3,8 +3,9 @@
 The checks follow torch's ``torch.library.opcheck`` (``torch/testing/_internal/optests``),
 adapted to oplib's backends:
 
-- ``test_schema``: inputs the schema does not declare mutable are unchanged bit for bit,
-  declared mutations happen, outputs do not alias inputs unless the schema says so, and
+- ``test_schema``: inputs the schema does not declare mutable are unchanged bit for bit
+  (a declared mutation that does not happen for a sample is a ``UserWarning``, as torch's
+  opcheck accepts over-declaration), outputs do not alias inputs unless the schema says so, and
   outputs have the schema's return types and the call's device.
 - ``test_autograd_registration``: when an input requires grad, the op has an autograd
   formula (or a CompositeImplicitAutograd decomposition that autograd goes through).
@@ -23,6 +24,7 @@ every result (``oplib check`` and the pytest plugin use it).
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -368,10 +370,15 @@ def _test_schema(case: _Case, target: Device) -> None:
                 f"'Tensor(a!) {a.name}' (mutates_args=[{a.name!r}])"
             )
         if a.is_write and not changed:
-            raise _Failure(
-                f"the schema declares argument {label!r} mutable ({a}) but the kernel left it "
-                "unchanged for this sample; drop the (a!) annotation if the op does not "
-                "mutate it, or pick a sample where the mutation shows"
+            # torch's opcheck accepts a declared mutation that does not happen (ops declare
+            # (a!) for what they may write, flash-attention's outputs among them): a warning.
+            warnings.warn(
+                f"opcheck: the schema of {case.schema.name} declares argument {label!r} "
+                f"mutable ({a}) but the kernel left it unchanged for this sample; drop the "
+                "(a!) annotation if the op never mutates it, or pick a sample where the "
+                "mutation shows",
+                UserWarning,
+                stacklevel=2,
             )
     # outputs: count, types, device, aliasing
     returns = case.schema.returns

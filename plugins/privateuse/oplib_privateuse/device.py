@@ -7,14 +7,21 @@ seeded with torch's default seed until ``manual_seed``/``manual_seed_all``).
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+import threading as _threading
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-import numpy as np
+import numpy as _np
 
-from oplib_core import Device
-from oplib_core.backend_registration import normalize_device, privateuse1_backend_name
-from oplib_privateuse import memory
+from oplib_core.backend_registration import normalize_device as _normalize_device
+from oplib_core.backend_registration import privateuse1_backend_name as _backend_name
+from oplib_privateuse import memory as _memory
+
+if _TYPE_CHECKING:
+    from typing import Any
+
+    import numpy as np
+
+    from oplib_core import Device
 
 __all__ = [
     "_is_in_bad_fork",
@@ -23,6 +30,7 @@ __all__ = [
     "generator",
     "get_amp_supported_dtype",
     "get_rng_state",
+    "initial_seed",
     "is_available",
     "manual_seed",
     "manual_seed_all",
@@ -33,20 +41,21 @@ __all__ = [
     "synchronize",
 ]
 
-DEFAULT_SEED = 67280421310721  # torch's default generator seed
+_DEFAULT_SEED = 67280421310721  # torch's default generator seed
 
 
-class _Current(threading.local):
+class _Current(_threading.local):
     index = 0
 
 
 _current = _Current()
-_rng_lock = threading.Lock()
+_rng_lock = _threading.Lock()
 _generators: dict[int, np.random.Generator] = {}
+_seeds: dict[int, int] = {}  # device index -> the seed its generator was last seeded with
 
 
 def _index(device: int | str | Device | None) -> int:
-    return memory.check_index(normalize_device(device, privateuse1_backend_name()))
+    return _memory.check_index(_normalize_device(device, _backend_name()))
 
 
 def is_available() -> bool:
@@ -56,7 +65,7 @@ def is_available() -> bool:
 
 def device_count() -> int:
     """Number of devices (``OPLIB_PRIVATEUSE1_DEVICES``, default 2)."""
-    return memory.device_count()
+    return _memory.device_count()
 
 
 def current_device() -> int:
@@ -81,8 +90,16 @@ def generator(device: int | str | Device | None = None) -> np.random.Generator:
     with _rng_lock:
         gen = _generators.get(index)
         if gen is None:
-            gen = _generators[index] = np.random.Generator(np.random.PCG64(DEFAULT_SEED))
+            gen = _generators[index] = _np.random.Generator(_np.random.PCG64(_DEFAULT_SEED))
         return gen
+
+
+def initial_seed() -> int:
+    """The seed of the current device's generator: the last ``manual_seed``/
+    ``manual_seed_all`` seed, else the default seed (torch's ``initial_seed``)."""
+    index = _index(None)
+    with _rng_lock:
+        return _seeds.get(index, _DEFAULT_SEED)
 
 
 def manual_seed(seed: int) -> None:
@@ -97,10 +114,11 @@ def manual_seed_all(seed: int) -> None:
 
 
 def _seed(index: int, seed: int) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if isinstance(seed, bool) or not isinstance(seed, (int, _np.integer)):
         raise TypeError(f"manual_seed(): expected an int seed, got {type(seed).__name__}")
     with _rng_lock:
-        _generators[index] = np.random.Generator(np.random.PCG64(int(seed) & (2**64 - 1)))
+        _seeds[index] = int(seed) & (2**64 - 1)
+        _generators[index] = _np.random.Generator(_np.random.PCG64(_seeds[index]))
 
 
 _STATE_BYTES = 37  # PCG64: state (16) + increment (16) + has_uint32 (1) + uinteger (4)
@@ -115,13 +133,13 @@ def get_rng_state(device: int | str | Device | None = None) -> np.ndarray:
         + bytes([st["has_uint32"]])
         + int(st["uinteger"]).to_bytes(4, "little")
     )
-    return np.frombuffer(bytearray(raw), dtype=np.uint8)  # writable, like a copy
+    return _np.frombuffer(bytearray(raw), dtype=_np.uint8)  # writable, like a copy
 
 
 def set_rng_state(new_state: Any, device: int | str | Device | None = None) -> None:
     """Restore a state returned by ``get_rng_state`` on ``device``."""
-    raw = np.asarray(new_state)
-    if raw.dtype != np.uint8 or raw.shape != (_STATE_BYTES,):
+    raw = _np.asarray(new_state)
+    if raw.dtype != _np.uint8 or raw.shape != (_STATE_BYTES,):
         raise ValueError(
             f"set_rng_state(): expected the uint8 array of {_STATE_BYTES} bytes that "
             f"get_rng_state() returns, got dtype {raw.dtype}, shape {raw.shape}"
@@ -142,7 +160,7 @@ def set_rng_state(new_state: Any, device: int | str | Device | None = None) -> N
 
 def get_amp_supported_dtype() -> list[np.dtype]:
     """Dtypes autocast may use on this device."""
-    return [np.dtype(np.float16), np.dtype(np.float32)]
+    return [_np.dtype(_np.float16), _np.dtype(_np.float32)]
 
 
 def _is_in_bad_fork() -> bool:
@@ -152,9 +170,12 @@ def _is_in_bad_fork() -> bool:
 
 def memory_allocated(device: int | str | Device | None = None) -> int:
     """Bytes of device memory in use by live arrays on ``device``."""
-    return memory.arena(_index(device)).allocated
+    return _memory.arena(_index(device)).allocated
 
 
 def max_memory_allocated(device: int | str | Device | None = None) -> int:
     """The most bytes ever in use at once on ``device``."""
-    return memory.arena(_index(device)).peak
+    return _memory.arena(_index(device)).peak
+
+
+del annotations  # the __future__ feature: not part of the device module's API
