@@ -18,8 +18,8 @@
 #   with oplib.ops.oplib._narrow as torch's does).
 # - register_vmap calls and the numpy_*_vmap functions dropped (oplib has no vmap).
 # - OpInfo / SampleInput / make_tensor / all_types_and: minimal local stand-ins below
-#   (oplib has no OpInfo machinery); all_types_and gives float32 and float64 only (torch
-#   tests every type, bool and half too); the sample functions of autograd_function_db are copied
+#   (oplib has no OpInfo machinery); in OpInfo's dtypes, torch.bool -> bool and torch.half
+#   -> np.float16; the sample functions of autograd_function_db are copied
 #   here. sample_inputs_numpy_take sorts with numpy_sort instead of NumpySort.apply;
 #   sample_inputs_numpy_nonzero multiplies by the mask out of place (`result *= mask`: oplib
 #   Tensors have no in-place methods); sample_inputs_numpy_nms stacks with oplib.ops.oplib.stack.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,14 +48,18 @@ _rng = np.random.default_rng(0)
 
 
 def make_tensor(*shape, device="cpu", dtype=np.float32, low=None, high=None, requires_grad=False):
-    """torch.testing.make_tensor: uniform values in [low, high)."""
+    """torch.testing.make_tensor: uniform values in [low, high); for integer dtypes both
+    bounds rounded up (so low=0.9, high=2 gives ones), random for bool."""
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         shape = tuple(shape[0])
-    low = -9.0 if low is None else low
-    high = 9.0 if high is None else high
     dtype = np.dtype(dtype)
-    if dtype.kind in "iu":
-        data = _rng.integers(int(low), int(high), size=shape).astype(dtype)
+    low = (0 if dtype.kind == "u" else -9.0) if low is None else low
+    high = 9.0 if high is None else high
+    if dtype.kind == "b":
+        data = _rng.integers(0, 2, size=shape).astype(dtype)
+    elif dtype.kind in "iu":
+        lo, hi = math.ceil(low), math.ceil(high)
+        data = _rng.integers(lo, max(hi, lo + 1), size=shape).astype(dtype)
     else:
         data = _rng.uniform(low, high, size=shape).astype(dtype)
     return oplib.tensor(data, device=device, requires_grad=requires_grad)
@@ -80,8 +85,10 @@ class OpInfo:
     gradcheck_wrapper: Callable | None = None
 
 
-def all_types_and(*_extra):
-    return (np.float32, np.float64)
+def all_types_and(*extra):
+    """torch's all_types_and: every floating and integer type, and ``extra`` (bool, half)."""
+    types = (np.float32, np.float64, np.uint8, np.int8, np.int16, np.int32, np.int64)
+    return types + tuple(np.bool_ if t is bool else t for t in extra)
 
 
 def tensor_split(x, splits, dim):
