@@ -1,7 +1,7 @@
-"""PyTorch's custom-op test database, checked per op: forward against numpy, on the meta
-device, under FakeTensorMode, gradcheck where torch registers a backward, and opcheck on every
-installed backend. Both ports run: custom_op_db.py (torch.library.custom_op) and
-custom_op_db_legacy.py (torch._custom_ops, through oplib_core.legacy)."""
+"""PyTorch's custom-op test database, checked per op and dtype: forward against numpy, on
+the meta device, under FakeTensorMode, gradcheck and gradgradcheck where torch registers a
+backward, and opcheck on every installed backend. Both ports run: custom_op_db.py
+(torch.library.custom_op) and custom_op_db_legacy.py (torch._custom_ops, via oplib_core.legacy)."""
 
 from __future__ import annotations
 
@@ -244,8 +244,10 @@ AUTOGRAD = [
 ]
 
 
+@pytest.mark.parametrize("check", ["gradcheck", "gradgradcheck"])
 @pytest.mark.parametrize("name", AUTOGRAD)
-def test_gradcheck(name):
+def test_gradcheck(name, check):
+    """torch's OpInfo tests run both (test_fn_grad, test_fn_gradgrad)."""
     info = OPINFOS[name]
     for sample in samples(info, np.float64, requires_grad=True):
         op = info.op
@@ -274,7 +276,7 @@ def test_gradcheck(name):
                 return op(*args, **sample.kwargs)
 
             inputs = tuple(tensors)
-        assert oplib.autograd.gradcheck(fn, inputs)
+        assert getattr(oplib.autograd, check)(fn, inputs)
 
 
 @pytest.mark.parametrize(("name", "dtype"), cases("opcheck"))
