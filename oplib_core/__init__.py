@@ -95,6 +95,7 @@ from .library import (
     fallthrough_kernel,
     impl,
     impl_abstract,
+    register_dispatch_rule,
     register_fake,
     register_kernel,
 )
@@ -193,6 +194,7 @@ __all__ = [
     "plugins",
     "register_autograd",
     "register_device_module",
+    "register_dispatch_rule",
     "register_fake",
     "register_kernel",
     "registered_ops",

@@ -290,6 +290,8 @@ def _return_text(annotation: object, fn: Callable[..., object]) -> str:
         args = typing.get_args(annotation)
         if args == ((),):
             args = ()
+        if len(args) == 1:  # Tuple[Tensor]: a tuple of one, as torch writes it
+            return f"(({_single_return(args[0], fn)}))"
         return "(" + ", ".join(_single_return(a, fn) for a in args) + ")"
     return _single_return(annotation, fn)
 

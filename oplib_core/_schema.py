@@ -297,6 +297,10 @@ class FunctionSchema(Record):
     overload_name: str
     arguments: tuple[Argument, ...]
     returns: tuple[Return, ...]
+    #: The one return is a tuple of it, ``-> ((Tensor))``: what torch's ``infer_schema``
+    #: writes for ``-> Tuple[Tensor]``; the op returns a 1-tuple (``-> (Tensor)`` is
+    #: ``-> Tensor``, as in torch).
+    tuple_return: bool = False
     _positional: tuple[Argument, ...] = field(init=False)
     _kwarg_only: tuple[Argument, ...] = field(init=False)
     _mutated: tuple[str, ...] = field(init=False)
@@ -327,6 +331,8 @@ class FunctionSchema(Record):
                 defaulted = a.name
             elif defaulted is not None:
                 raise SchemaError(_after_default_message(a.name, defaulted), str(self))
+        if self.tuple_return and (len(self.returns) != 1 or self.returns[0].name is not None):
+            raise SchemaError("a tuple return '((T))' holds exactly one unnamed return", str(self))
         names = [r.name for r in self.returns if r.name is not None]
         if len(names) != len(set(names)):
             raise SchemaError(f"duplicate return names in {names}", str(self))
@@ -350,6 +356,8 @@ class FunctionSchema(Record):
         return f"{head}({', '.join(parts)}) -> {self._returns_str()}"
 
     def _returns_str(self) -> str:
+        if self.tuple_return:
+            return f"(({self.returns[0]}))"
         if len(self.returns) == 1 and self.returns[0].name is None:
             return str(self.returns[0])
         return f"({', '.join(str(r) for r in self.returns)})"
@@ -559,6 +567,7 @@ class _Parser:
         self.text = text
         self.toks = _tokenize(text)
         self.i = 0
+        self.tuple_return = False
 
     def peek(self, k: int = 0) -> _Tok:
         if not k:  # the common case; next() never moves past the final "eof" token
@@ -790,6 +799,13 @@ class _Parser:
             t, annotation, _ = self.parse_type("a return type or '(' after '->'")
             return (Return(None, t, annotation),)
         self.next()
+        if self.at("("):  # "((Tensor))": one return, a tuple of one Tensor (torch's Tuple[T])
+            self.next()
+            t, annotation, _ = self.parse_type("a return type")
+            self.expect(")", f"after return type '{t}' (a tuple return holds one type)")
+            self.expect(")", "after the tuple return")
+            self.tuple_return = True
+            return (Return(None, t, annotation),)
         rets: list[Return] = []
         names: set[str] = set()
         if self.at(")"):
@@ -820,9 +836,10 @@ class _Parser:
             if not self.at("->"):
                 raise self.fail("'->' and the returns after the argument list")
             self.next()
+            self.tuple_return = False
             rets = self.parse_returns()
             self.expect_end("the returns")
-            return FunctionSchema(name, overload, args, rets)
+            return FunctionSchema(name, overload, args, rets, self.tuple_return)
         except SchemaError as e:
             if not name:
                 raise

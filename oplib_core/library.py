@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
-from ._dispatch import OpOverload
+from ._dispatch import DispatchMode, OpOverload
 from ._lookup import resolve
 from ._registry import (
     _WELL_KNOWN_KEYS,
@@ -27,6 +27,7 @@ from ._registry import (
 )
 from ._schema import parse_schema, parse_signature
 from ._tags import Tag
+from ._tensor import Tensor
 from .errors import (
     ArgumentTypeError,
     DuplicateLibraryError,
@@ -47,6 +48,7 @@ __all__ = [
     "fallthrough_kernel",
     "impl",
     "impl_abstract",
+    "register_dispatch_rule",
     "register_fake",
     "register_kernel",
 ]
@@ -523,3 +525,103 @@ def impl_abstract(
         stacklevel=2,
     )
     return register_fake(op, func, lib=lib)
+
+
+#: (operator's qualified name, mode class) -> where its dispatch rule was registered.
+_dispatch_rules: dict[tuple[str, type], Origin] = {}
+
+
+def _tensor_types(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[type, ...]:
+    """The distinct types of the Tensor arguments (in lists too), as torch's ``types``."""
+    seen: dict[type, None] = {}
+    for a in (*args, *kwargs.values()):
+        for x in a if isinstance(a, (list, tuple)) else (a,):
+            if isinstance(x, Tensor):
+                seen[type(x)] = None
+    return tuple(seen)
+
+
+@overload
+def register_dispatch_rule(
+    op: Any, mode: type[DispatchMode], func: None = None, /, *, lib: Library | None = None
+) -> Callable[[_KernelT], _KernelT]: ...
+@overload
+def register_dispatch_rule(
+    op: Any, mode: type[DispatchMode], func: Callable[..., Any], /, *, lib: Library | None = None
+) -> Handle: ...
+def register_dispatch_rule(
+    op: Any,
+    mode: type[DispatchMode],
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    lib: Library | None = None,
+) -> Any:
+    """Give ``op`` its own handler under the dispatch mode class ``mode``: torch's
+    ``torch.library.register_torch_dispatch``.
+
+    While an instance of ``mode`` (exactly that class) is the innermost active mode, calling
+    ``op`` runs ``func(mode_instance, op_overload, types, args, kwargs)`` instead of
+    ``mode.__oplib_dispatch__``; ``types`` is the tuple of the Tensor arguments' types and
+    ``args``/``kwargs`` are the call's. The mode is inactive while ``func`` runs, so calling
+    ``op_overload(*args, **kwargs)`` there runs the operator normally.
+
+    ``lib`` owns the rule (it goes when the Library is destroyed); without it the rule
+    lives as long as the operator. The direct form returns the registration's ``Handle``
+    (``handle.destroy()`` removes the rule); the decorator form returns the function
+    unchanged. A second rule for the same operator and mode class is refused, naming the
+    first's ``file:line``."""
+    api = "register_dispatch_rule"
+    if not (isinstance(mode, type) and issubclass(mode, DispatchMode)):
+        raise ArgumentTypeError(
+            f"{api}(): mode must be a DispatchMode subclass, got {mode!r}",
+            api=api,
+            argument="mode",
+            value=mode,
+        )
+    overload_ = resolve(op, api)
+    if func is not None and not callable(func):
+        raise ArgumentTypeError(
+            f"{api}(): func must be callable, got {func!r}", api=api, argument="func", value=func
+        )
+
+    def register(fn: Callable[..., Any]) -> Handle:
+        qualname = overload_.name()
+        origin = origin_of(fn)
+
+        def rule(mode_: DispatchMode, *args: Any, **kwargs: Any) -> Any:
+            return fn(mode_, overload_, _tensor_types(args, kwargs), args, kwargs)
+
+        rule.__wrapped__ = fn  # type: ignore[attr-defined]
+        key = (qualname, mode)
+        with _def_lock:
+            first = _dispatch_rules.get(key)
+            if first is not None or overload_.py_kernel(mode) is not None:
+                where = f", registered at {first}" if first is not None else " (py_impl)"
+                raise RegistrationError(
+                    f"{api}(): {qualname} already has a dispatch rule for "
+                    f"{mode.__qualname__}{where}",
+                    op=qualname,
+                    existing=str(first) if first is not None else None,
+                )
+            inner = REGISTRY.add_py_kernel(qualname, mode, rule)
+            _dispatch_rules[key] = origin
+
+        def undo() -> None:
+            inner.destroy()
+            with _def_lock:
+                if _dispatch_rules.get(key) is origin:
+                    del _dispatch_rules[key]
+
+        handle = Handle(undo, f"dispatch rule of {qualname} for {mode.__qualname__}")
+        _lib_for(qualname, lib)._register(handle)
+        return handle
+
+    if func is None:
+
+        def decorator(fn: _KernelT) -> _KernelT:
+            register(fn)
+            return fn
+
+        return decorator
+    return register(func)

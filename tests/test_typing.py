@@ -174,6 +174,7 @@ def test_records_show_their_fields_to_inspect_signature() -> None:
         "overload_name",
         "arguments",
         "returns",
+        "tuple_return",
     )
     # default_factory: a fresh value per record
     a, b = SampleInput((1,)), SampleInput((2,))

@@ -340,8 +340,9 @@ class Signature:
       ``key_rest``/``checks``/``lists`` is non-empty; ``kwdefaults`` the keyword-only
       defaults the kernel gets on that path.
     - ``returns``: per return, its kind and the input it aliases (see ``ReturnPlan``);
-      ``single_plain_return``: exactly one return, a plain ``Tensor``; ``arity``: the number
-      of positional parameters.
+      ``single_plain_return``: exactly one return, a plain ``Tensor``; ``tuple_return``:
+      the one return comes as a 1-tuple (``-> ((Tensor))``, torch's ``Tuple[Tensor]``);
+      ``arity``: the number of positional parameters.
     """
 
     __slots__ = (
@@ -361,6 +362,7 @@ class Signature:
         "single_plain_return",
         "slots",
         "tails",
+        "tuple_return",
     )
 
     def __init__(self, schema: FunctionSchema, qualname: str) -> None:
@@ -422,8 +424,12 @@ class Signature:
         self.kwdefaults = kwdefaults
         self.returns = _return_plan(schema)
         rets = schema.returns
+        self.tuple_return = schema.tuple_return
         self.single_plain_return = (
-            len(rets) == 1 and is_plain_tensor(rets[0].type) and rets[0].annotation is None
+            len(rets) == 1
+            and is_plain_tensor(rets[0].type)
+            and rets[0].annotation is None
+            and not schema.tuple_return
         )
 
     def bind(

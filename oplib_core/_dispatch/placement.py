@@ -164,6 +164,8 @@ def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) ->
     if not plan:  # "-> ()": the kernel returns None
         return out
     if len(plan) == 1:
+        if sig.tuple_return and type(out) is tuple:  # "-> ((Tensor))": a 1-tuple
+            return (_wrap_one(plan[0], out[0], bargs, bkwargs),)
         return _wrap_one(plan[0], out, bargs, bkwargs)
     return tuple(_wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True))
 
@@ -207,7 +209,7 @@ def check_result(
         if out is None:
             return None, True
         raise _bad(sig, entry, key, fn, out, "None")
-    if n == 1:
+    if n == 1 and not sig.tuple_return:
         return _check_one(sig, entry, key, fn, backend, 0, out)
     if type(out) is not tuple:
         if not isinstance(out, (tuple, list)):
@@ -290,13 +292,17 @@ def _bad(
 ) -> KernelResultError:
     returns = entry.schema.returns
     expected = str(returns[0]) if len(returns) == 1 else f"({', '.join(map(str, returns))})"
+    if sig.tuple_return:
+        expected = f"(({returns[0]}))"
     got = _describe(value)
     part = "" if i is None or len(returns) == 1 else f"return {i} "
     if j is not None:
         part += f"item {j} " if part else f"return item {j} "
     source = kernel_source(entry, fn)
     hint = ""
-    if isinstance(value, (list, tuple)) and len(returns) == 1 and sig.returns[0][0] != "list":
+    if sig.tuple_return and i is None:
+        hint = "; return a 1-tuple (x,)"
+    elif isinstance(value, (list, tuple)) and len(returns) == 1 and sig.returns[0][0] != "list":
         hint = "; return the array itself, not a list or tuple of it"
     elif isinstance(value, (bool, int, float, complex)):
         hint = "; return an array (e.g. xp.asarray(value)), not a scalar"

@@ -64,6 +64,7 @@ class Formula:
         "setup",
         "simple",
         "tail_defaults",
+        "tuple_out",
         "unary",
         "unary_simple",
     )
@@ -95,7 +96,9 @@ class Formula:
                 break
             tail.append((i, arg.default_value))
         self.tail_defaults = tuple(tail)
-        self.simple = self.out_kinds == (_TENSOR,)
+        # "-> ((Tensor))" (torch's Tuple[Tensor]) gives a 1-tuple: not the simple form
+        self.tuple_out = schema.tuple_return
+        self.simple = self.out_kinds == (_TENSOR,) and not schema.tuple_return
         self.unary = self.input_kinds == (_TENSOR,)
         self.unary_simple = self.unary and self.simple
         ns, _, rest = self.qualname.partition("::")
@@ -257,7 +260,7 @@ class Formula:
             setup(ctx, args, out)
 
     def _flat_outputs(self, out: Any, ctx: FunctionCtx) -> list[Tensor]:
-        outs = out if len(self.out_kinds) > 1 else (out,)
+        outs = out if len(self.out_kinds) > 1 or self.tuple_out else (out,)
         flat: list[Tensor] = []
         lens: list[int] = []
         for kind, o in zip(self.out_kinds, outs, strict=True):

@@ -250,7 +250,7 @@ class _Case:
 
     def outputs(self, out: Any) -> list[Any]:
         n = len(self.schema.returns)
-        if n == 1:
+        if n == 1 and not self.schema.tuple_return:  # "-> ((Tensor))" gives a 1-tuple
             return [out]
         if n == 0:
             return [] if out is None else [out]
