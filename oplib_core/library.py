@@ -296,23 +296,25 @@ def _normalize_types(types: str | Sequence[str] | None, api: str) -> tuple[str, 
     return out
 
 
-_warned_device_types: set[str] = set()
+_checked_device_types: set[str] = set()
 _WELL_KNOWN_DEVICE_TYPES = frozenset(_WELL_KNOWN_KEYS.values())
 
 
 def _warn_if_misspelled(key: str, api: str) -> None:
     """A kernel for a device type no backend serves waits for one to be installed (by
     design); a name close to an installed backend's is more likely a typo: warn once."""
-    if key in _warned_device_types or not key.isidentifier() or key != key.lower():
+    if key in _checked_device_types or not key.isidentifier() or key != key.lower():
         return
     installed = {b.name for b in REGISTRY.backends.all()}
-    if key in installed or key in _WELL_KNOWN_DEVICE_TYPES:
+    if key in installed or key in _WELL_KNOWN_DEVICE_TYPES or key == "default":
         return
+    # Asked once per name (plugin loading registers hundreds of kernels): a name checked
+    # while no close backend was installed is not checked again.
+    _checked_device_types.add(key)
     import difflib  # only on this rare path: keeps it out of `import oplib_core`
 
     close = difflib.get_close_matches(key, sorted(installed), n=1, cutoff=0.75)
     if close:
-        _warned_device_types.add(key)
         warnings.warn(
             f"{api}(): no installed backend serves device type {key!r}; the kernel waits "
             f"for a backend of that name. Did you mean {close[0]!r}?",

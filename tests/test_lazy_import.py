@@ -31,6 +31,8 @@ def test_loading_the_plugins_imports_no_heavy_library():
     )
     assert {"cpu", "meta", "cuda", "dask", "privateuse"} <= set(data["plugins"])
     assert not [m for m in HEAVY if m in data["modules"]]
+    # error-path helpers (did-you-mean suggestions) stay off the loading path
+    assert "difflib" not in data["modules"]
 
 
 def test_import_defers_the_plugins_to_first_use():

@@ -314,7 +314,7 @@ def test_legacy_get_ctx_and_create_unbacked_symint(ns, teardown):
 def test_register_kernel_for_a_near_miss_device_warns_once(ns):
     from oplib_core import library as libmod
 
-    libmod._warned_device_types.discard("cuda2")
+    libmod._checked_device_types.discard("cuda2")
     oplib.define(f"{ns}::w", "(Tensor x) -> Tensor")
     with pytest.warns(UserWarning, match=r"device type 'cuda2'.*Did you mean 'cuda'\?") as rec:
         oplib.register_kernel(f"{ns}::w", "cuda2", lambda x: x)
