@@ -22,13 +22,13 @@
 #   in the later version (the kernel returns (n, dim); opcheck's fake check catches the
 #   transposed shape); likewise numpy_nms's fake kernel: new_empty([i0, 4]) ->
 #   new_empty([i0], dtype=int64) (the kernel returns the kept indices).
-# - OpInfo, SampleInput, make_tensor, all_types_and and the autograd_function_db sample
-#   functions come from custom_op_db.py (local stand-ins); the sample functions defined in
-#   this file are unchanged apart from the in-place `result *= mask` (out of place) and
-#   torch.stack -> oplib.ops.oplib.stack.
+# - OpInfo, SampleInput, make_tensor, all_types_and, to_numpy and every sample-input
+#   function come from custom_op_db.py: the original defines its own copies of to_numpy
+#   and of the nonzero, view_copy, cat, split_copy and nms sample functions, identical to
+#   that file's (there ported with the in-place `result *= mask` made out of place and
+#   torch.stack -> oplib.ops.oplib.stack).
 from __future__ import annotations
 
-import functools
 import numbers
 from collections.abc import Sequence
 from typing import List, Tuple  # noqa: UP035
@@ -36,15 +36,19 @@ from typing import List, Tuple  # noqa: UP035
 import numpy as np
 from custom_op_db import (
     OpInfo,
-    SampleInput,
     all_types_and,
     device_of,
-    make_tensor,
+    sample_inputs_numpy_cat,
     sample_inputs_numpy_cube,
     sample_inputs_numpy_mul,
+    sample_inputs_numpy_nms,
+    sample_inputs_numpy_nonzero,
     sample_inputs_numpy_sort,
+    sample_inputs_numpy_split_copy,
     sample_inputs_numpy_take,
+    sample_inputs_numpy_view_copy,
     tensor_split,
+    to_numpy,
 )
 
 import oplib_core as oplib
@@ -58,10 +62,6 @@ Number = numbers.Number
 # This is a collection of custom operator test cases written as OpInfos
 # so they can easily be consumed by OpInfo-based tests to check if subsystems
 # support them correctly.
-
-
-def to_numpy(tensor):
-    return oplib.tensor(tensor).cpu().numpy()
 
 
 @custom_ops.custom_op("_torch_testing_legacy::numpy_cube")
@@ -236,19 +236,6 @@ def numpy_nonzero_abstract(x):
     return result
 
 
-def sample_inputs_numpy_nonzero(opinfo, device, dtype, requires_grad, **kwargs):
-    make_arg = functools.partial(
-        make_tensor, device=device, dtype=dtype, requires_grad=requires_grad
-    )
-    shape = 10
-    result = make_arg(shape, low=0.9, high=2)
-    mask = make_tensor(shape, low=0, high=2, device=device, dtype=oplib.int64)
-    with oplib.no_grad():
-        result = result * mask
-
-    yield SampleInput(result, args=())
-
-
 @custom_ops.custom_op("_torch_testing_legacy::numpy_view_copy")
 def numpy_view_copy(x: Tensor, shape: Sequence[int]) -> Tensor:
     raise NotImplementedError()
@@ -272,14 +259,6 @@ def numpy_view_copy_save_for_backward(inputs, output) -> Tensor:
 @custom_ops.impl_backward("_torch_testing_legacy::numpy_view_copy")
 def numpy_view_copy_backward(ctx, x_shape, grad_out) -> Tensor:
     return {"x": oplib.ops._torch_testing_legacy.numpy_view_copy(grad_out, x_shape)}
-
-
-def sample_inputs_numpy_view_copy(opinfo, device, dtype, requires_grad, **kwargs):
-    make_arg = functools.partial(
-        make_tensor, device=device, dtype=dtype, requires_grad=requires_grad
-    )
-    result = make_arg(2, 3, 4, low=0.9, high=2)
-    yield SampleInput(result, args=([2, 12],))
 
 
 @custom_ops.custom_op("_torch_testing_legacy::numpy_cat")
@@ -319,16 +298,6 @@ def numpy_cat_backward(ctx, saved, grad_out):
     return {"xs": grad_xs}
 
 
-def sample_inputs_numpy_cat(opinfo, device, dtype, requires_grad, **kwargs):
-    make_arg = functools.partial(
-        make_tensor, device=device, dtype=dtype, requires_grad=requires_grad
-    )
-    r0 = make_arg(2, 3, 4, low=0.9, high=2)
-    r1 = make_arg(4, 3, 4, low=0.9, high=2)
-    r2 = make_arg(5, 3, 4, low=0.9, high=2)
-    yield SampleInput([r0, r1, r2], args=(0,))
-
-
 @custom_ops.custom_op("_torch_testing_legacy::numpy_split_copy")
 def numpy_split_copy(x: Tensor, sections: Sequence[int], dim: int) -> List[Tensor]:  # noqa: UP006
     raise NotImplementedError()
@@ -355,14 +324,6 @@ def numpy_split_copy_save_for_backward(inputs, output):
 def numpy_split_copy_backward(ctx, saved, grad_out):
     dim = saved
     return {"x": oplib.ops._torch_testing_legacy.numpy_cat(grad_out, dim=dim)}
-
-
-def sample_inputs_numpy_split_copy(opinfo, device, dtype, requires_grad, **kwargs):
-    make_arg = functools.partial(
-        make_tensor, device=device, dtype=dtype, requires_grad=requires_grad
-    )
-    x = make_arg(2, 9, low=0.9, high=2)
-    yield SampleInput(x, args=([1, 3, 6], 1))
 
 
 @custom_ops.custom_op("_torch_testing_legacy::numpy_split_copy_with_int")
@@ -461,20 +422,6 @@ def numpy_nms_abstract(boxes, scores, iou_threshold):
     i0 = ctx.create_unbacked_symint()
     result = boxes.new_empty([i0], dtype=oplib.int64)
     return result
-
-
-def sample_inputs_numpy_nms(opinfo, device, dtype, requires_grad, **kwargs):
-    make_arg = functools.partial(make_tensor, device=device, dtype=dtype)
-    N = 64
-    xs = make_arg([N], low=0, high=28)
-    dx = make_arg([N], low=0, high=4)
-    ys = make_arg([N], low=0, high=28)
-    dy = make_arg([N], low=0, high=4)
-    boxes = oplib.ops.oplib.stack([xs, ys, xs + dx, ys + dy], dim=1).requires_grad_(requires_grad)
-    scores = make_arg([N], low=0, high=1, requires_grad=requires_grad)
-    iou_threshold = make_arg([], low=0, high=1).item()
-
-    yield SampleInput(boxes, args=(scores, iou_threshold))
 
 
 custom_op_db = [
