@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,17 +120,8 @@ def _gradcheck(
                 if g is not None:
                     analytical[col][:, j] = _host(g).reshape(-1)
         for col, i in enumerate(wrt):
-            x = args[i]
-            host = _host(x)
-            flat = host.reshape(-1)
-            numerical = np.zeros((flat.size, n_out))
-            for e in range(flat.size):
-                orig = flat[e]
-                flat[e] = orig + eps
-                plus = _eval(fn, args, i, _like(x, host), k)
-                flat[e] = orig - eps
-                minus = _eval(fn, args, i, _like(x, host), k)
-                flat[e] = orig
+            numerical = np.zeros((int(np.prod(args[i].shape)), n_out))
+            for e, plus, minus in _central_differences(fn, args, i, k, eps):
                 numerical[e, :] = (plus - minus).reshape(-1) / (2 * eps)
             a = analytical[col]
             bad = ~(np.abs(a - numerical) <= atol + rtol * np.abs(numerical))
@@ -150,6 +141,24 @@ def _gradcheck(
                     analytical=a,
                 )
     return True
+
+
+def _central_differences(
+    fn: Callable[..., Any], args: list[Any], i: int, k: int, eps: float
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """``(e, plus, minus)`` per element ``e`` of input ``i``: output ``k`` of ``fn`` with that
+    element moved by ``+eps`` and by ``-eps`` (the other elements as given)."""
+    x = args[i]
+    host = _host(x)
+    flat = host.reshape(-1)
+    for e in range(flat.size):
+        orig = flat[e]
+        flat[e] = orig + eps
+        plus = _eval(fn, args, i, _like(x, host), k)
+        flat[e] = orig - eps
+        minus = _eval(fn, args, i, _like(x, host), k)
+        flat[e] = orig
+        yield e, plus, minus
 
 
 def _eval(fn: Callable[..., Any], args: list[Any], i: int, value: Tensor, k: int) -> np.ndarray:
@@ -173,16 +182,7 @@ def _check_constant(
         if not isinstance(out, Tensor) or out.dtype.kind not in "fc":
             continue
         for i in wrt:
-            x = args[i]
-            host = _host(x)
-            flat = host.reshape(-1)
-            for e in range(flat.size):
-                orig = flat[e]
-                flat[e] = orig + eps
-                plus = _eval(fn, args, i, _like(x, host), k)
-                flat[e] = orig - eps
-                minus = _eval(fn, args, i, _like(x, host), k)
-                flat[e] = orig
+            for e, plus, minus in _central_differences(fn, args, i, k, eps):
                 if np.any(plus != minus):
                     if not raise_exception:
                         return False
