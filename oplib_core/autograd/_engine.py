@@ -25,7 +25,7 @@ from ..backends import TABLE
 if TYPE_CHECKING:  # for annotations only: autograd sits above the dispatcher
     from .._dispatch import OpOverload
 
-__all__ = ["Node", "backward", "grad", "run_backward"]
+__all__ = ["Node", "backward", "edge_of", "grad", "run_backward"]
 
 _FREED = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -93,6 +93,17 @@ class Node:
             if b is not None:
                 device = b.device_of(native)
         return Tensor._wrap(_op("oplib::zeros")(list(shape), dtype=dtype, device=device))
+
+
+def edge_of(t: Any) -> tuple[Any, int] | None:
+    """Where ``t``'s gradient goes in backward: ``(t, 0)`` for a leaf that requires grad,
+    ``(grad_fn, output number)`` for a computed Tensor, None for anything else."""
+    if type(t) is not Tensor or not t._rg:
+        return None
+    fn = t.grad_fn
+    if fn is None:
+        return (t, 0)
+    return (fn, 0 if fn._nout == 1 else t._out_nr)
 
 
 def _expandable(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from .._grad_mode import STATE as GRAD
 from .._tensor import Tensor
 from ._context import FunctionCtx
-from ._engine import Node
+from ._engine import Node, edge_of
 
 __all__ = ["Function", "once_differentiable"]
 
@@ -189,15 +189,8 @@ class Function:
         ctx._tensor_args = tuple(type(a) is Tensor for a in inputs)
         record = False
         if GRAD.enabled:
-            edges: list[Any] = []
-            for a in inputs:
-                if type(a) is Tensor and a._rg:
-                    fn = a.grad_fn
-                    edges.append((a, 0) if fn is None else (fn, 0 if fn._nout == 1 else a._out_nr))
-                    record = True
-                else:
-                    edges.append(None)
-            ctx._edges = tuple(edges)
+            ctx._edges = tuple(edge_of(a) for a in inputs)
+            record = any(e is not None for e in ctx._edges)
         else:
             ctx._edges = (None,) * len(inputs)
         prev = GRAD.enabled
@@ -329,11 +322,7 @@ def once_differentiable(fn: _F) -> _F:
             GRAD.enabled = prev
         if not prev:
             return outputs
-        edges = []
-        for a in args:
-            if type(a) is Tensor and a._rg:
-                f = a.grad_fn
-                edges.append((a, 0) if f is None else (f, 0 if f._nout == 1 else a._out_nr))
+        edges = [e for e in map(edge_of, args) if e is not None]
         if not edges:
             return outputs
         node = _new(_DelayedError)

@@ -22,6 +22,7 @@ from .._tensor import Tensor
 from ..errors import UnknownOperatorError
 from ..library import Library, _lib_for
 from ._context import FunctionCtx
+from ._engine import edge_of
 
 __all__ = ["register_autograd"]
 
@@ -131,6 +132,7 @@ class Formula:
             GRAD.enabled = True
         data = out._data
         ctx = self._new_ctx(1)
+        # edge_of(a), inlined: this is the path of every one-Tensor op that records a node
         if a._rg:
             fn = a.grad_fn
             if fn is None:
@@ -224,29 +226,13 @@ class Formula:
         edges: list[Any] = []
         for a, kind in zip(args, self.input_kinds, strict=False):
             if kind == _TENSOR:
-                if type(a) is Tensor and a._rg:
-                    fn = a.grad_fn
-                    if fn is None:
-                        edges.append((a, 0))
-                    else:
-                        edges.append((fn, 0 if fn._nout == 1 else a._out_nr))
-                    continue
+                edges.append(edge_of(a))
             elif kind == _LIST and a is not None:
-                sub: list[Any] = []
-                for t in a:
-                    if type(t) is Tensor and t._rg:
-                        fn = t.grad_fn
-                        if fn is None:
-                            sub.append((t, 0))
-                        else:
-                            sub.append((fn, 0 if fn._nout == 1 else t._out_nr))
-                    else:
-                        sub.append(None)
                 # kept when nothing requires grad too: needs_input_grad gives one bool per
                 # element of a Tensor[] input, as torch
-                edges.append(sub)
-                continue
-            edges.append(None)
+                edges.append([edge_of(t) for t in a])
+            else:
+                edges.append(None)
         return tuple(edges)
 
     def _setup(
