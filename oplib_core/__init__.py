@@ -89,6 +89,14 @@ from .errors import (
 )
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
 from .fake._mode import FakeTensorMode
+from ._higher_order import (
+    ControlFlowError,
+    HigherOrderOperator,
+    cond,
+    map,  # noqa: A004  (torch.map's name; the builtin is not used in this module)
+    scan,
+    while_loop,
+)
 from .library import (
     Library,
     define,
@@ -114,6 +122,7 @@ __all__ = [
     "BackendNameError",
     "BackendSpec",
     "CallArgumentError",
+    "ControlFlowError",
     "CustomOpDef",
     "DataAccessError",
     "DataDependentError",
@@ -127,6 +136,7 @@ __all__ = [
     "FakeTensorError",
     "FakeTensorMode",
     "FunctionSchema",
+    "HigherOrderOperator",
     "InvalidArgumentError",
     "InvalidDeviceError",
     "InvalidNameError",
@@ -159,6 +169,7 @@ __all__ = [
     "autograd",
     "backends",
     "bool_",
+    "cond",
     "custom_op",
     "define",
     "device",
@@ -185,6 +196,7 @@ __all__ = [
     "is_grad_enabled",
     "legacy",
     "lookup",
+    "map",
     "no_grad",
     "ones",
     "ones_like",
@@ -199,9 +211,11 @@ __all__ = [
     "register_kernel",
     "registered_ops",
     "rename_privateuse1_backend",
+    "scan",
     "set_default_dtype",
     "set_grad_enabled",
     "tensor",
+    "while_loop",
     "zeros",
     "zeros_like",
 ]
