@@ -39,6 +39,11 @@ while_loop_op = HigherOrderOperator("while_loop")
 map_op = HigherOrderOperator("map")
 scan_op = HigherOrderOperator("scan")
 
+cond_op.signature = "cond(pred, true_fn, false_fn, operands)"
+while_loop_op.signature = "while_loop(cond_fn, body_fn, carried_inputs)"
+map_op.signature = "map(f, xs, args)"
+scan_op.signature = "scan(combine_fn, init, xs, dim, reverse)"
+
 COND = cond_op.qualname
 WHILE = while_loop_op.qualname
 MAP = map_op.qualname

@@ -12,7 +12,7 @@ from .._grad_mode import STATE as GRAD
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
 
-__all__ = ["call_keys"]
+__all__ = ["call_keys", "describe_arrays"]
 
 _CONTAINERS = (list, tuple, dict)
 
@@ -46,3 +46,31 @@ def _scan(values: Any, found: list[Any]) -> None:
         current = found[0]
         if current is None or (current.name == "cpu" and b.name != "cpu"):
             found[0] = b
+
+
+def describe_arrays(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    """Where each array of a call is (``"args[3][0]" -> "numpy.ndarray on cpu"``), for
+    ``explain``."""
+    out: dict[str, str] = {}
+    _describe(args, "args", out)
+    _describe(kwargs, "kwargs", out)
+    return out
+
+
+def _describe(value: Any, path: str, out: dict[str, str]) -> None:
+    t = type(value)
+    if t is list or t is tuple:
+        for i, v in enumerate(value):
+            _describe(v, f"{path}[{i}]", out)
+        return
+    if t is dict:
+        for k, v in value.items():
+            _describe(v, f"{path}[{k!r}]", out)
+        return
+    data = value._data if t is Tensor else value
+    b = TABLE.for_type(type(data))
+    if b is not None:
+        kind = "Tensor of " if t is Tensor else ""
+        cls = type(data)
+        grad = ", requires grad" if t is Tensor and value._rg else ""
+        out[path] = f"{kind}{cls.__module__}.{cls.__name__} on {b.device_of(data)}{grad}"

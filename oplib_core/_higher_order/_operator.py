@@ -32,11 +32,19 @@ from .._registry import (
 )
 from .._startup import LOCK
 from ..backends import TABLE, Backend
-from ..errors import InvalidNameError, NoKernelError, RegistrationError
+from ..errors import InvalidNameError, NoKernelError, RegistrationError, UnknownOperatorError
 from ..ops import ops
-from ._keys import call_keys
+from ._keys import call_keys, describe_arrays
 
-__all__ = ["HOPS", "NAMESPACE", "HigherOrderOperator", "HopTable", "Step"]
+__all__ = [
+    "HOPS",
+    "NAMESPACE",
+    "HigherOrderOperator",
+    "HopTable",
+    "Step",
+    "hop_handle",
+    "resolve_hop",
+]
 
 #: The namespace of every higher-order operator, as in torch (``ops.higher_order.cond``).
 NAMESPACE = "higher_order"
@@ -74,6 +82,8 @@ class HigherOrderOperator:
         # (backend, whether Autograd is among the keys) -> the handler; the registry's lock
         # guards writes, registration clears it.
         self._chosen: dict[tuple[Backend, bool], Callable[..., Any]] = {}
+        #: A readable signature, for ``explain`` and ``oplib ops`` (the built-ins set theirs).
+        self.signature = f"{name}(*args, **kwargs)"
         self._handle = HOPS.add(self)
 
     # -- identity ---------------------------------------------------------------------------
@@ -116,6 +126,9 @@ class HigherOrderOperator:
     def fallthrough(self, key: str) -> None:
         """Make dispatch skip ``key`` for this operator (torch's ``fallthrough``)."""
         self._register(_normalize(key), fallthrough_kernel)
+
+    def _register_key(self, key: Any, fn: Callable[..., Any]) -> Handle:
+        return self._register(_normalize(key), fn)
 
     def _register(self, key: Any, fn: Callable[..., Any]) -> Handle:
         if not callable(fn):
@@ -160,10 +173,10 @@ class HigherOrderOperator:
         ``origin``; a fallthrough's ``fn`` is ``fallthrough_kernel``), or None."""
         return self._handlers.get(_normalize(key))
 
-    def handlers(self) -> Iterator[Kernel]:
-        """Every registered handler (modes' handlers included)."""
+    def handlers(self) -> list[tuple[str | type[DispatchMode], Kernel]]:
+        """``(key, handler)`` for every registered handler, a mode's under its class."""
         with LOCK:
-            return iter(list(self._handlers.values()))
+            return list(self._handlers.items())
 
     def py_kernel(self, key: str | type[DispatchMode]) -> Callable[..., Any] | None:
         """The callable handling ``key`` (None for none or a fallthrough)."""
@@ -197,6 +210,31 @@ class HigherOrderOperator:
         if k.is_fallthrough:
             return AUTOGRAD, None, "skipped: fallthrough"
         return AUTOGRAD, k.fn, f"taken: handler at {k.origin}"
+
+    def decide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Decision:
+        """What a call with these arguments does below the modes, without running it: the
+        keys, each step with why it was taken or skipped, the handler chosen or the
+        error. ``explain(hop, ...)`` reports it."""
+        backend, autograd = call_keys(args, kwargs)
+        d = Decision(backend, describe_arrays(args, kwargs))
+        d.keys = [AUTOGRAD, backend.key] if autograd else [backend.key]
+        d.cached = (backend, autograd) in self._chosen
+        if autograd:
+            step = self.autograd_step()
+            d.steps.append(step)
+            if step[1] is not None:
+                d.chosen = f"{AUTOGRAD} handler of {self.qualname}"
+                return d
+            if self._handlers.get(AUTOGRAD) is None:
+                d.error = str(self._no_handler(AUTOGRAD, f"an input requires grad"))
+                return d
+        for step in self.resolution_steps(backend):
+            d.steps.append(step)
+            if step[1] is not None:
+                d.chosen = step[0]
+                return d
+        d.error = str(self._no_handler(backend.key, f"the inputs are {backend.name} arrays"))
+        return d
 
     # -- calling ----------------------------------------------------------------------------
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
@@ -289,6 +327,21 @@ def _definition_origin() -> Origin:
     return Origin(source, ctx.plugin, ctx.distribution, ctx.version)
 
 
+class Decision:
+    """``HigherOrderOperator.decide``'s answer: ``backend``, ``arrays`` (where each array
+    of the call is), ``keys``, ``steps`` (``(key, handler or None, why)``), ``chosen`` (the
+    key whose handler runs), ``error`` (what the call raises instead), ``cached``."""
+
+    def __init__(self, backend: Backend, arrays: dict[str, str]) -> None:
+        self.backend = backend
+        self.arrays = arrays
+        self.keys: list[str] = []
+        self.steps: list[Step] = []
+        self.chosen: str | None = None
+        self.error: str | None = None
+        self.cached = False
+
+
 def _normalize(key: Any) -> Any:
     if isinstance(key, type) and issubclass(key, DispatchMode):
         return key
@@ -357,6 +410,26 @@ class HopTable:
 
 
 HOPS = HopTable()
+
+
+def hop_handle(hop: HigherOrderOperator) -> Handle:
+    """The handle that removes ``hop``'s definition (a registrar keeps it for rollback)."""
+    return hop._handle
+
+
+def resolve_hop(hop: HigherOrderOperator | str, api: str) -> HigherOrderOperator:
+    """A higher-order operator, or the one of that name (``"cond"``,
+    ``"higher_order::cond"``); ``UnknownOperatorError`` for none."""
+    if isinstance(hop, HigherOrderOperator):
+        return hop
+    found = HOPS.get(hop) if isinstance(hop, str) else None
+    if found is None:
+        names = ", ".join(h.qualname for h in HOPS.all())
+        raise UnknownOperatorError(
+            f"{api}(): no higher-order operator {hop!r}; defined: {names}",
+            op=str(hop),
+        )
+    return found
 
 
 def _on_backend_change(event: str, backend: Backend) -> None:
