@@ -14,11 +14,10 @@ from typing import Any
 
 from .._registry import COMPOSITE_EXPLICIT
 from ..errors import ArgumentTypeError
-from ..ops import ops
 from ._errors import ControlFlowError
 from ._operator import HigherOrderOperator
 from ._pytree import tree_flatten, tree_unflatten
-from ._structure import length, row, stack_outputs, truth
+from ._structure import length, row, stack, stack_outputs, truth
 
 __all__ = [
     "cond",
@@ -185,7 +184,7 @@ def map_impl(
             for i in range(n)
         ]
     if tree_flatten(outs[0])[1] is None:
-        return ops.oplib.stack(outs, 0)
+        return stack(outs, 0)
     return stack_outputs(MAP, outs, 0, "f")
 
 

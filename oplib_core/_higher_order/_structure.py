@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from .._tensor import Tensor
+from ..backends import TABLE
 from ..fake import DataDependentError
 from ..ops import ops
 from ._errors import ControlFlowError
@@ -19,6 +20,7 @@ __all__ = [
     "length",
     "native",
     "row",
+    "stack",
     "stack_outputs",
     "truth",
 ]
@@ -114,10 +116,24 @@ def stack_outputs(op: str, outs: list[Any], dim: int, fn: str) -> Any:
                 op=op,
                 fn=fn,
             )
-    stacked = [
-        ops.oplib.stack([f[0][j] for f in flats], dim) for j in range(len(flats[0][0]))
-    ]
+    stacked = [stack([f[0][j] for f in flats], dim) for j in range(len(flats[0][0]))]
     return tree_unflatten(stacked, spec)
+
+
+def stack(values: list[Any], dim: int) -> Any:
+    """``values`` stacked along ``dim``: Tensors through ``oplib::stack`` (which records
+    gradients), native arrays of one backend with its array namespace's ``stack`` (dask's
+    included, which has no ``oplib::stack`` kernel)."""
+    classes = {type(v) for v in values}
+    if Tensor not in classes:
+        found = {TABLE.for_type(c) for c in classes}
+        others = [b for b in found if b is None or b.name != "cpu"]
+        backend = others[0] if len(others) == 1 else TABLE.find("cpu") if not others else None
+        if backend is not None and backend.spec.namespace is not None:
+            # numpy arrays mix with another backend's as they do in its ops (0-d scalars,
+            # an initial carry): that backend's stack takes them
+            return backend.namespace().stack(values, axis=dim)
+    return ops.oplib.stack(values, dim)
 
 
 def _meta(x: Any) -> str:
