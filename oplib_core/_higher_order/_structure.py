@@ -7,6 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from .._grad_mode import STATE as GRAD
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..fake import DataDependentError
@@ -67,7 +70,13 @@ def truth(op: str, pred: Any, fn: str | None = None) -> bool:
     if type(pred) is bool:
         return pred
     check_pred(op, pred, fn)
-    return bool(native(pred))
+    data = native(pred)
+    if type(data) is np.ndarray or isinstance(data, (bool, int, float)):
+        return bool(data)
+    backend = TABLE.for_type(type(data))
+    if backend is None:
+        return bool(data)
+    return bool(backend.to_host(data))  # a device array's value is read on the host
 
 
 def length(op: str, leaves: list[Any], dim: int, what: str) -> int:
@@ -121,18 +130,24 @@ def stack_outputs(op: str, outs: list[Any], dim: int, fn: str) -> Any:
 
 
 def stack(values: list[Any], dim: int) -> Any:
-    """``values`` stacked along ``dim``: Tensors through ``oplib::stack`` (which records
-    gradients), native arrays of one backend with its array namespace's ``stack`` (dask's
+    """``values`` stacked along ``dim``: through ``oplib::stack`` when a Tensor records
+    gradients, else with the array namespace's ``stack`` of the arrays' backend (dask's
     included, which has no ``oplib::stack`` kernel)."""
     classes = {type(v) for v in values}
-    if Tensor not in classes:
-        found = {TABLE.for_type(c) for c in classes}
-        others = [b for b in found if b is None or b.name != "cpu"]
-        backend = others[0] if len(others) == 1 else TABLE.find("cpu") if not others else None
-        if backend is not None and backend.spec.namespace is not None:
-            # numpy arrays mix with another backend's as they do in its ops (0-d scalars,
-            # an initial carry): that backend's stack takes them
-            return backend.namespace().stack(values, axis=dim)
+    wrapped = Tensor in classes
+    if wrapped:
+        if GRAD.enabled and any(type(v) is Tensor and v._rg for v in values):
+            return ops.oplib.stack(values, dim)
+        values = [native(v) for v in values]
+        classes = {type(v) for v in values}
+    found = {TABLE.for_type(c) for c in classes}
+    others = [b for b in found if b is None or b.name != "cpu"]
+    backend = others[0] if len(others) == 1 else TABLE.find("cpu") if not others else None
+    if backend is not None and backend.spec.namespace is not None:
+        # numpy arrays mix with another backend's as they do in its ops (0-d scalars, an
+        # initial carry): that backend's stack takes them
+        out = backend.namespace().stack(values, axis=dim)
+        return Tensor._wrap(out) if wrapped else out
     return ops.oplib.stack(values, dim)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from .._device import Device
 from .._dispatch import OpOverload
 from .._grad_mode import enable_grad, no_grad
+from .._higher_order._operator import HigherOrderOperator
 from .._lookup import lookup, lookup_for_call
 from .._registry import AUTOGRAD, FAKE
 from .._schema import Argument, BaseType, ListType, OptionalType
@@ -757,6 +758,11 @@ def run_checks(
             raise ValueError(
                 f"opcheck(): unknown test_util {u!r}; expected some of {', '.join(CHECKS)}"
             )
+    if isinstance(op, HigherOrderOperator):  # its checks build on this module's helpers
+        from ._hop_checks import run_hop_checks  # noqa: PLC0415
+
+        yield from run_hop_checks(op, args, kwargs, utils, backends, rtol, atol)
+        return
     opo = _resolve_op(op, tuple(args), kwargs)
     case = _Case(opo, tuple(args), kwargs)
     target = case.device
