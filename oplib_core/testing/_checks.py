@@ -761,7 +761,7 @@ def run_checks(
     if isinstance(op, HigherOrderOperator):  # its checks build on this module's helpers
         from ._hop_checks import run_hop_checks  # noqa: PLC0415
 
-        yield from run_hop_checks(op, args, kwargs, utils, backends, rtol, atol)
+        yield from run_hop_checks(op, args, kwargs, utils, backend, backends, rtol, atol)
         return
     opo = _resolve_op(op, tuple(args), kwargs)
     case = _Case(opo, tuple(args), kwargs)

@@ -26,7 +26,6 @@ from ..backends import TABLE, Backend
 from ..fake._mode import FakeTensorMode
 from ._checks import (
     FAIL,
-    PASS,
     SKIP,
     CheckResult,
     _compare_meta,
@@ -56,6 +55,7 @@ class _HopCase:
         self.hop = hop
         self.values, self.spec = tree_flatten((args, kwargs))
         self.slots = _arrays(self.values)
+        self._ref: list[Any] | None = None
 
     def call(self, values: list[Any]) -> list[Any]:
         args, kwargs = tree_unflatten(values, self.spec)
@@ -74,6 +74,12 @@ class _HopCase:
             return Tensor._wrap(v).to(device)._data
 
         return self.replaced(move)
+
+    def reference(self) -> list[Any]:
+        """The outputs of the call on cpu (computed once)."""
+        if self._ref is None:
+            self._ref = self.call(self.on(Device("cpu")))
+        return self._ref
 
     def requiring_grad(self) -> list[int]:
         return [
@@ -137,12 +143,17 @@ def run_hop_checks(
     args: Sequence[Any],
     kwargs: dict[str, Any],
     utils: tuple[str, ...],
+    backend: str | None,
     backends: Sequence[str] | None,
     rtol: float | None,
     atol: float | None,
 ) -> Iterator[CheckResult]:
-    """``run_checks`` for a higher-order operator's call."""
+    """``run_checks`` for a higher-order operator's call. The checks run on cpu; with
+    ``backend`` (``oplib check`` asks one backend at a time) another backend runs only its
+    own check: ``test_backends`` against cpu, or ``test_faketensor`` for a data-less one."""
     case = _HopCase(hop, tuple(args), kwargs)
+    target = TABLE.get(backend) if backend is not None else TABLE.get("cpu")
+    cpu = Device("cpu")
 
     def result(
         check: str,
@@ -151,10 +162,18 @@ def run_hop_checks(
         error: BaseException | None = None,
         where: str | None = None,
     ) -> CheckResult:
-        return CheckResult(hop.qualname, check, where or "cpu", status, reason, error)
+        return CheckResult(hop.qualname, check, where or target.name, status, reason, error)
 
-    cpu = Device("cpu")
-    ref: list[Any] | None = None
+    if target.name != "cpu":
+        own = "test_faketensor" if target.spec.fake_kernels else "test_backends"
+        for u in utils:
+            if u != own:
+                yield result(u, SKIP, "checked on cpu")
+            elif not _handles(hop, target):
+                yield result(u, SKIP, f"no handler for backend {target.name!r}")
+            else:
+                yield from _with_reference(case, u, target, [target.name], rtol, atol, result)
+        return
     for u in utils:
         if u == "test_schema":
             yield result(u, SKIP, "a higher-order operator has no schema")
@@ -162,50 +181,50 @@ def run_hop_checks(
             yield from _run_one(lambda _: _test_autograd_registration(case), u, cpu, result)
         elif u == "test_gradcheck":
             yield from _run_one(lambda _: _test_gradcheck(case), u, cpu, result)
+        elif u == "test_faketensor":
+            yield from _with_reference(case, u, None, backends, rtol, atol, result)
+            for b in _dataless_scope(backends):
+                yield from _with_reference(case, u, b, backends, rtol, atol, result)
         else:
-            if ref is None:
-                try:
-                    ref = case.call(case.on(cpu))
-                except Exception as e:
-                    yield result(u, FAIL, f"the cpu call raised {type(e).__name__}: {e}", e)
+            scope = list(backends) if backends is not None else _default_scope()
+            if all(name == "cpu" for name in scope):
+                yield result(u, SKIP, "cpu is the reference: no other backend to compare")
+            for name in scope:
+                b = TABLE.find(name)
+                if b is None or b.name == "cpu":
                     continue
-            reference = ref
-            if u == "test_faketensor":
-                yield from _run_one(lambda _: _test_faketensor(case, None, reference), u, cpu, result)
-                for b in _dataless_scope(backends):
-                    yield from _run_one(
-                        lambda _, b=b: _test_faketensor(case, b, reference), u, cpu, result, b.name
-                    )
-            else:
-                yield from _hop_backends(case, reference, backends, rtol, atol, result)
+                why = b.status()
+                if why is not None:
+                    yield result(u, SKIP, f"backend not available: {why}", where=b.name)
+                elif not _handles(hop, b):
+                    yield result(u, SKIP, f"no handler for backend {b.name!r}", where=b.name)
+                else:
+                    yield from _with_reference(case, u, b, scope, rtol, atol, result)
 
 
-def _hop_backends(
+def _with_reference(
     case: _HopCase,
-    ref: list[Any],
+    check: str,
+    where: Backend | None,
     backends: Sequence[str] | None,
     rtol: float | None,
     atol: float | None,
     result: Callable[..., CheckResult],
 ) -> Iterator[CheckResult]:
-    u = "test_backends"
-    for name in list(backends) if backends is not None else _default_scope():
-        b = TABLE.find(name)
-        if b is None or b.name == "cpu":
-            continue
-        why = b.status()
-        if why is not None:
-            yield result(u, SKIP, f"backend not available: {why}", where=b.name)
-            continue
-        if not _handles(case.hop, b):
-            yield result(u, SKIP, f"no handler for backend {b.name!r}", where=b.name)
-            continue
-        try:
-            got = case.call(case.on(Device(b.name, 0 if b.multi_device else None)))
-            _compare_values(got, ref, b.name, rtol, atol)
-        except _Failure as e:
-            yield result(u, FAIL, str(e), e, b.name)
-        except Exception as e:
-            yield result(u, FAIL, f"raised {type(e).__name__}: {e}", e, b.name)
-        else:
-            yield result(u, PASS, where=b.name)
+    """Run ``check`` on ``where`` (None: under FakeTensorMode) against the cpu call."""
+    name = where.name if where is not None else "cpu"
+    try:
+        ref = case.reference()
+    except Exception as e:
+        yield result(check, FAIL, f"the cpu call raised {type(e).__name__}: {e}", e, "cpu")
+        return
+
+    def run(_: Device) -> None:
+        if check == "test_faketensor":
+            _test_faketensor(case, where, ref)
+            return
+        assert where is not None
+        got = case.call(case.on(Device(where.name, 0 if where.multi_device else None)))
+        _compare_values(got, ref, where.name, rtol, atol)
+
+    yield from _run_one(run, check, Device("cpu"), result, name)
