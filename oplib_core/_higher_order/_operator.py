@@ -11,6 +11,7 @@ given (Tensors stay Tensors), as torch's do; a mode's handler gets the mode firs
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -35,6 +36,7 @@ from ..backends import TABLE, Backend
 from ..errors import InvalidNameError, NoKernelError, RegistrationError, UnknownOperatorError
 from ..ops import ops
 from ._keys import call_keys, describe_arrays
+from ._pytree import tree_map
 
 __all__ = [
     "HOPS",
@@ -138,16 +140,18 @@ class HigherOrderOperator:
                 op=self.qualname,
             )
         with LOCK:
+            origin = origin_of(fn)
             old = self._handlers.get(key)
             if old is not None:
                 raise RegistrationError(
                     f"{self.qualname}: a handler for key {_key_name(key)!r} is already "
-                    f"registered at {old.origin}; remove it first (its plugin or the code "
-                    "that registered it) instead of registering a second one",
+                    f"registered at {old.origin}; the second one, at {origin}, is refused. "
+                    "Remove the first (its plugin or the code that registered it) instead "
+                    "of registering a second one",
                     op=self.qualname,
                     existing=str(old.origin),
                 )
-            k = Kernel(fn, _key_name(key), origin_of(fn))
+            k = Kernel(fn, _key_name(key), origin)
             self._handlers[key] = k
             self._chosen.clear()
 
@@ -292,6 +296,9 @@ class HigherOrderOperator:
             handler = HOPS.mode_handler(self, mode)
             if handler is not None:
                 return handler(mode, *args, **kwargs)
+            # The functions among the arguments run under the mode again, so it sees the
+            # operators they call (as torch's modes trace into a cond's branches).
+            args, kwargs = tree_map(lambda v: _under(mode, v), (args, kwargs))
             return mode.__oplib_dispatch__(self, args, kwargs)  # type: ignore[arg-type]
         finally:
             stack.append(mode)
@@ -340,6 +347,19 @@ class Decision:
         self.chosen: str | None = None
         self.error: str | None = None
         self.cached = False
+
+
+def _under(mode: DispatchMode, v: Any) -> Any:
+    """``v`` if it is not a function, else ``v`` run with ``mode`` active."""
+    if not callable(v) or isinstance(v, type) or isinstance(v, HigherOrderOperator):
+        return v
+
+    @functools.wraps(v)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with mode:
+            return v(*args, **kwargs)
+
+    return run
 
 
 def _normalize(key: Any) -> Any:
