@@ -81,7 +81,10 @@ def dask_map(f: Any, xs: Any, args: tuple[Any, ...]) -> Any:
     device = chunk_device(first)
     with FakeTensorMode():
         fakes = [FakeArray(tuple(int(s) for s in x.shape), x.dtype, device) for x in leaves]
-        fake_out = hop(f, _build(fakes, container), args)
+        fake_args = tuple(
+            FakeArray(a.shape, a.dtype, device) if isinstance(a, np.ndarray) else a for a in args
+        )
+        fake_out = hop(f, _build(fakes, container), fake_args)
     outs, out_container = _flat(fake_out)
     if not all(isinstance(o, FakeArray) for o in outs):
         return hop.dispatch(_GENERIC, f, xs, args)
