@@ -47,6 +47,14 @@ from ._factories import (
     zeros_like,
 )
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._higher_order import (
+    ControlFlowError,
+    HigherOrderOperator,
+    cond,
+    map,
+    scan,
+    while_loop,
+)
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
 from ._schema import FunctionSchema, parse_schema
@@ -89,14 +97,6 @@ from .errors import (
 )
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
 from .fake._mode import FakeTensorMode
-from ._higher_order import (
-    ControlFlowError,
-    HigherOrderOperator,
-    cond,
-    map,  # noqa: A004  (torch.map's name; the builtin is not used in this module)
-    scan,
-    while_loop,
-)
 from .library import (
     Library,
     define,

@@ -54,7 +54,9 @@ def test_builtins_live_in_ops_higher_order():
 
 
 def test_a_second_definition_of_a_name_names_the_first(hop):
-    with pytest.raises(RegistrationError, match=r"higher_order::t_hop\d+ is already defined at") as e:
+    with pytest.raises(
+        RegistrationError, match=r"higher_order::t_hop\d+ is already defined at"
+    ) as e:
         oplib.HigherOrderOperator(hop.name())
     assert e.value.existing == str(hop.origin)
 
@@ -125,7 +127,9 @@ def test_missing_handler_lists_the_keys_that_have_one(hop):
 
 def test_no_handler_for_the_backend(hop, toy):
     hop.py_impl("cpu")(_tag("cpu"))
-    with pytest.raises(NoKernelError, match=r"no handler for dispatch key 'Toy' \(the inputs are toy"):
+    with pytest.raises(
+        NoKernelError, match=r"no handler for dispatch key 'Toy' \(the inputs are toy"
+    ):
         hop(ToyArray(np.ones(1)))
 
 
@@ -222,7 +226,10 @@ def test_a_mode_handler_takes_precedence(hop):
 
 def test_fake_mode_without_a_fake_handler_says_so(hop):
     hop.py_impl("default")(_tag("default"))
-    with oplib.FakeTensorMode(), pytest.raises(NoKernelError, match="no handler for dispatch key 'Fake'"):
+    with (
+        oplib.FakeTensorMode(),
+        pytest.raises(NoKernelError, match="no handler for dispatch key 'Fake'"),
+    ):
         hop(1)
 
 
@@ -318,7 +325,7 @@ def test_registrar_refuses_an_unknown_hop(registered):
 def test_resolve_of_an_unknown_name_is_an_unknown_operator_error():
     from oplib_core._higher_order._operator import resolve_hop
 
-    with pytest.raises(UnknownOperatorError, match="defined: .*higher_order::cond"):
+    with pytest.raises(UnknownOperatorError, match=r"defined: .*higher_order::cond"):
         resolve_hop("higher_order::nope", "py_impl")
 
 
@@ -377,6 +384,8 @@ def test_op_detail_of_a_hop_lists_handlers_with_origins(hop):
     keys = {k["key"]: k for k in d["kernels"]}
     assert set(keys) == {"cpu", "Logging"}
     assert keys["Logging"]["status"] == "live"
-    assert keys["cpu"]["source"].endswith(f"test_higher_order.py:{_tag.__code__.co_firstlineno + 1}")
+    assert keys["cpu"]["source"].endswith(
+        f"test_higher_order.py:{_tag.__code__.co_firstlineno + 1}"
+    )
     assert d["fake"]["key"] == "Fake" and d["autograd"] is None
     assert op_detail("oplib::add")["kind"] == "op"

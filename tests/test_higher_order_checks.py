@@ -99,7 +99,9 @@ def test_opcheck_accepts_a_hop_with_functions():
         "test_backends",
         "test_gradcheck",
     }
-    assert {r.check: r.status for r in res.details if r.backend == "cpu"}["test_gradcheck"] == "PASS"
+    assert {r.check: r.status for r in res.details if r.backend == "cpu"}[
+        "test_gradcheck"
+    ] == "PASS"
     assert any(r.backend == "meta" and r.status == "PASS" for r in res.details)
 
 
@@ -131,8 +133,12 @@ def test_opcheck_of_a_hop_finds_a_backend_that_disagrees(teardown):
     teardown(hop)
     hop.py_impl("default")(lambda f, x: f(x))
     hop.py_impl("dask")(lambda f, x: f(x) + 1.0)
-    with pytest.raises(oplib.OpCheckError, match=r"test_backends failed on backend dask: output 0 differs"):
-        oplib.opcheck(hop, (lambda a: a * 2.0, _t([1.0, 2.0])), test_utils="test_backends", backends=["dask"])
+    with pytest.raises(
+        oplib.OpCheckError, match=r"test_backends failed on backend dask: output 0 differs"
+    ):
+        oplib.opcheck(
+            hop, (lambda a: a * 2.0, _t([1.0, 2.0])), test_utils="test_backends", backends=["dask"]
+        )
 
 
 def test_opcheck_gradcheck_catches_a_wrong_autograd_handler(teardown):
@@ -145,7 +151,9 @@ def test_opcheck_gradcheck_catches_a_wrong_autograd_handler(teardown):
         return f(x.detach()) + x * 0.0  # drops the gradient through f
 
     with pytest.raises(oplib.OpCheckError, match="test_gradcheck failed"):
-        oplib.opcheck(hop, (lambda a: a.sin(), _t([0.5, 1.0], grad=True)), test_utils="test_gradcheck")
+        oplib.opcheck(
+            hop, (lambda a: a.sin(), _t([0.5, 1.0], grad=True)), test_utils="test_gradcheck"
+        )
 
 
 # -- oplib check -------------------------------------------------------------------------------

@@ -50,7 +50,9 @@ def test_cond_runs_only_the_branch_taken():
 
 
 def test_cond_predicate_must_have_one_element():
-    with pytest.raises(oplib.ControlFlowError, match=r"one-element tensor, but got a tensor of shape \(2,\)") as e:
+    with pytest.raises(
+        oplib.ControlFlowError, match=r"one-element tensor, but got a tensor of shape \(2,\)"
+    ) as e:
         oplib.cond(t([1.0, 0.0]), abs, abs, ())
     assert e.value.op == "higher_order::cond"
     with pytest.raises(oplib.ControlFlowError, match="but got str"):
@@ -69,7 +71,9 @@ def test_cond_gradcheck_through_both_branches():
     w = t([1.5, 0.5, -2.0], grad=True)
     for pred in (True, False):
         assert gradcheck(
-            lambda a, b, p=pred: oplib.cond(p, lambda u, v: (u * v).sin(), lambda u, v: u.exp() + v, (a, b)),
+            lambda a, b, p=pred: oplib.cond(
+                p, lambda u, v: (u * v).sin(), lambda u, v: u.exp() + v, (a, b)
+            ),
             [x, w],
         )
 
@@ -92,8 +96,14 @@ def test_cond_fake_traces_both_branches_and_returns_new_fakes():
 @pytest.mark.parametrize(
     ("false_fn", "match"),
     [
-        (lambda a: ops.sum(a), r"the output: true_fn is shape \(3, 2\) float64, false_fn is shape \(\) float64"),
-        (lambda a: a.reshape(2, 3), r"true_fn is shape \(3, 2\) float64, false_fn is shape \(2, 3\)"),
+        (
+            lambda a: ops.sum(a),
+            r"the output: true_fn is shape \(3, 2\) float64, false_fn is shape \(\) float64",
+        ),
+        (
+            lambda a: a.reshape(2, 3),
+            r"true_fn is shape \(3, 2\) float64, false_fn is shape \(2, 3\)",
+        ),
         (lambda a: ops.astype(a, oplib.float32), r"false_fn is shape \(3, 2\) float32"),
         (lambda a: (a, a), r"same structure; true_fn is \*, false_fn is \(\*, \*\)"),
     ],
@@ -129,7 +139,9 @@ def test_while_loop_counts_and_returns_a_tuple():
 
 def test_while_loop_tensor_predicate():
     i0 = t(0, dtype=np.int64)
-    i, s = oplib.while_loop(lambda i, s: i < 5, lambda i, s: (i + 1, s + i), (i0, t(0, dtype=np.int64)))
+    i, s = oplib.while_loop(
+        lambda i, s: i < 5, lambda i, s: (i + 1, s + i), (i0, t(0, dtype=np.int64))
+    )
     assert i.item() == 5 and s.item() == 10
 
 
@@ -139,7 +151,10 @@ def test_while_loop_zero_iterations_returns_the_inputs():
 
 
 def test_while_loop_body_must_keep_the_carry_length():
-    with pytest.raises(oplib.ControlFlowError, match="body_fn must return a tuple of 2 values.*got tuple of length 1") as e:
+    with pytest.raises(
+        oplib.ControlFlowError,
+        match=r"body_fn must return a tuple of 2 values.*got tuple of length 1",
+    ) as e:
         oplib.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1,), (0, t([1.0])))
     assert e.value.fn == "body_fn"
 
@@ -149,7 +164,10 @@ def test_while_loop_refuses_gradients():
     with pytest.raises(oplib.ControlFlowError, match=r"while_loop is forward-only.*oplib.scan"):
         oplib.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a * 2.0), (0, x))
     with oplib.no_grad():
-        assert oplib.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a * 2.0), (0, x))[1].item() == 4.0
+        assert (
+            oplib.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a * 2.0), (0, x))[1].item()
+            == 4.0
+        )
 
 
 def test_while_loop_fake_gives_symbolic_counters_and_checks_the_body():
@@ -157,15 +175,21 @@ def test_while_loop_fake_gives_symbolic_counters_and_checks_the_body():
         x = mode.from_real(t(np.ones((2, 3))))
         i, y = oplib.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), (0, x))
         assert isinstance(i, SymInt) and y.shape == (2, 3)
-        with pytest.raises(oplib.ControlFlowError, match=r"carried_inputs and body_fn's result.*output 1") as e:
+        with pytest.raises(
+            oplib.ControlFlowError, match=r"carried_inputs and body_fn's result.*output 1"
+        ) as e:
             oplib.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, ops.sum(a)), (0, x))
         assert e.value.fn == "body_fn"
-        with pytest.raises(oplib.ControlFlowError, match=r"cond_fn returned a tensor of shape \(2, 3\)"):
+        with pytest.raises(
+            oplib.ControlFlowError, match=r"cond_fn returned a tensor of shape \(2, 3\)"
+        ):
             oplib.while_loop(lambda i, a: a > 0, lambda i, a: (i, a), (0, x))
 
 
 def test_while_loop_on_meta_uses_the_default_shape_env():
-    i, y = oplib.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a), (0, oplib.empty(2, device="meta")))
+    i, y = oplib.while_loop(
+        lambda i, a: i < 3, lambda i, a: (i + 1, a), (0, oplib.empty(2, device="meta"))
+    )
     assert isinstance(i, SymInt) and y.shape == (2,)
 
 
@@ -192,7 +216,9 @@ def test_map_nested_inputs_and_outputs():
 def test_map_leaves_must_share_the_first_size():
     with pytest.raises(oplib.ControlFlowError, match=r"same size along dimension 0, got 2, 3"):
         oplib.map(lambda p: p[0], (t(np.ones(2)), t(np.ones(3))))
-    with pytest.raises(oplib.ControlFlowError, match="must be a tensor with a dimension 0, got float"):
+    with pytest.raises(
+        oplib.ControlFlowError, match="must be a tensor with a dimension 0, got float"
+    ):
         oplib.map(abs, [1.5])
 
 
@@ -203,7 +229,9 @@ def test_map_of_zero_rows_is_an_error():
 
 def test_map_outputs_must_keep_their_structure():
     xs = t(np.arange(2.0))
-    with pytest.raises(oplib.ControlFlowError, match=r"f must return the same structure at every step"):
+    with pytest.raises(
+        oplib.ControlFlowError, match=r"f must return the same structure at every step"
+    ):
         oplib.map(lambda r: (r,) if r.item() == 0 else (r, r), xs)
 
 
@@ -255,7 +283,9 @@ def test_scan_matches_torch_reverse_semantics():
 
 def test_scan_along_another_dim_with_pytrees():
     xs = {"x": t(np.arange(6.0).reshape(2, 3))}
-    carry, ys = oplib.scan(lambda c, d: ((c[0] + d["x"],), {"y": d["x"] * 2.0}), (t([0.0, 0.0]),), xs, dim=1)
+    carry, ys = oplib.scan(
+        lambda c, d: ((c[0] + d["x"],), {"y": d["x"] * 2.0}), (t([0.0, 0.0]),), xs, dim=1
+    )
     assert carry[0].tolist() == [3.0, 12.0]
     assert ys["y"].shape == (2, 3) and ys["y"].tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
     _, ys_neg = oplib.scan(lambda c, x: (c, x), t([0.0]), t(np.ones((2, 3))), dim=-1)
@@ -263,7 +293,10 @@ def test_scan_along_another_dim_with_pytrees():
 
 
 def test_scan_combine_fn_must_return_a_pair():
-    with pytest.raises(oplib.ControlFlowError, match=r"combine_fn must return a tuple \(next_carry, y\), got Tensor"):
+    with pytest.raises(
+        oplib.ControlFlowError,
+        match=r"combine_fn must return a tuple \(next_carry, y\), got Tensor",
+    ):
         oplib.scan(lambda c, x: c + x, t([0.0]), t(np.ones((2, 1))))
     with pytest.raises(oplib.ArgumentTypeError, match="expected dim to be an int"):
         oplib.scan(_cumsum, t([0.0]), t(np.ones((2, 1))), dim=0.5)
@@ -286,7 +319,9 @@ def test_scan_fake_checks_the_carry():
         c0 = mode.from_real(t(np.zeros(3)))
         carry, ys = oplib.scan(_cumsum, c0, xs)
         assert carry.shape == (3,) and ys.shape == (4, 3)
-        with pytest.raises(oplib.ControlFlowError, match=r"init and combine_fn's next carry.*init is shape \(3,\)") as e:
+        with pytest.raises(
+            oplib.ControlFlowError, match=r"init and combine_fn's next carry.*init is shape \(3,\)"
+        ) as e:
             oplib.scan(lambda c, x: (ops.sum(c + x), x), c0, xs)
         assert e.value.fn == "combine_fn"
 

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
-PLUGIN = '''
+PLUGIN = """
 from oplib_core import hookimpl
 
 
@@ -33,9 +33,9 @@ def oplib_impl(registrar):
     registrar.py_impl("acme_twice", "cpu", twice)  # the cpu backend is oplib-cpu's
     registrar.py_impl("acme_twice", "cuda", twice)  # not installed here: kept, waiting
     registrar.py_impl("higher_order::map", "privateuse1", lambda f, xs, args: "acme map")
-'''
+"""
 
-CHECK = '''
+CHECK = """
 import json
 import numpy as np
 import oplib_core as oplib
@@ -47,11 +47,13 @@ print(json.dumps({
     "out": hop(lambda a: a * 3.0, np.ones(2)).tolist(),
     "plugin": hop.origin.plugin,
     "distribution": hop.origin.distribution,
-    "handlers": {k["key"]: [k["plugin"], k["distribution"], k["status"]] for k in detail["kernels"]},
+    "handlers": {
+        k["key"]: [k["plugin"], k["distribution"], k["status"]] for k in detail["kernels"]
+    },
     "row": [r for r in op_rows("higher_order") if r["qualname"] == "higher_order::acme_twice"],
     "map_pu": oplib.ops.higher_order.map.handler("privateuse1").origin.plugin,
 }))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +94,11 @@ def test_installed_plugin_defines_a_hop_with_handlers_for_backends_it_does_not_o
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["OPLIB_CACHE_DIR"] = str(venv / "cache")
     proc = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", CHECK], capture_output=True, text=True, env=env, cwd=venv
+        [str(venv / "bin" / "python"), "-c", CHECK],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=venv,
     )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -11,8 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from .._registry import AUTOGRAD
-from ._control_flow import WHILE, cond_impl, cond_op, map_impl, map_op, scan_impl, scan_op
-from ._control_flow import while_loop_op
+from ._control_flow import (
+    WHILE,
+    cond_impl,
+    cond_op,
+    map_impl,
+    map_op,
+    scan_impl,
+    scan_op,
+    while_loop_op,
+)
 from ._errors import ControlFlowError
 
 __all__ = ["map_autograd", "scan_autograd", "while_loop_autograd"]

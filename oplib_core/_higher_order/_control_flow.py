@@ -164,9 +164,7 @@ def while_loop_impl(cond_fn: Any, body_fn: Any, carried: tuple[Any, ...]) -> tup
     return carried
 
 
-def map_impl(
-    f: Any, xs: Any, args: tuple[Any, ...], *, differentiable: bool = False
-) -> Any:
+def map_impl(f: Any, xs: Any, args: tuple[Any, ...], *, differentiable: bool = False) -> Any:
     """``map`` on any backend: rows by indexing (or, ``differentiable``, by ops that record
     gradients), outputs stacked with ``oplib::stack``."""
     leaves, spec = tree_flatten(xs)
@@ -215,11 +213,12 @@ def scan_impl(
     carry = init
     ys: list[Any] = [None] * n
     for i in range(n - 1, -1, -1) if reverse else range(n):
-        out = combine_fn(carry, tree_unflatten([row(x, d, i, differentiable) for x in leaves], spec))
+        out = combine_fn(
+            carry, tree_unflatten([row(x, d, i, differentiable) for x in leaves], spec)
+        )
         if type(out) is not tuple or len(out) != 2:
             raise ControlFlowError(
-                f"{SCAN}: combine_fn must return a tuple (next_carry, y), got "
-                f"{type(out).__name__}",
+                f"{SCAN}: combine_fn must return a tuple (next_carry, y), got {type(out).__name__}",
                 op=SCAN,
                 fn="combine_fn",
             )

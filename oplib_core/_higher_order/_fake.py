@@ -53,7 +53,7 @@ def _with(op: str, fn: str, x: Any, dim: int, n: Any) -> Any:
             fn=fn,
         )
     shape = tuple(data.shape)
-    return _fresh(x, shape[:dim] + (n,) + shape[dim:])
+    return _fresh(x, (*shape[:dim], n, *shape[dim:]))
 
 
 @contextmanager
@@ -90,9 +90,7 @@ def while_loop_fake(cond_fn: Any, body_fn: Any, carried: tuple[Any, ...]) -> tup
         )
     check_same(WHILE, carried, out, ("carried_inputs", "body_fn's result"), "body_fn")
     with _context(WHILE):  # the trip count is unknown: carried ints become symbols
-        return tuple(
-            get_ctx().new_dynamic_size() if type(c) is int else _fresh(c) for c in carried
-        )
+        return tuple(get_ctx().new_dynamic_size() if type(c) is int else _fresh(c) for c in carried)
 
 
 @map_op.py_impl(FAKE)
@@ -120,9 +118,7 @@ def scan_fake(combine_fn: Any, init: Any, xs: Any, dim: int, reverse: bool) -> t
     return tree_map(_fresh, init), tree_map(lambda y: _with(SCAN, "combine_fn", y, d, n), out[1])
 
 
-def _under_fake_mode(
-    hop: HigherOrderOperator, mode: DispatchMode
-) -> Callable[..., Any] | None:
+def _under_fake_mode(hop: HigherOrderOperator, mode: DispatchMode) -> Callable[..., Any] | None:
     """FakeTensorMode's handler for an operator with none of its own: the ``Fake`` handler
     run under the mode (the functions' ops run fake), with the mode's shape env."""
     fake = hop.py_kernel(FAKE)

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._dispatch.modes import ACTIVE, MODES, DispatchMode
 from .._registry import (
@@ -230,7 +230,7 @@ class HigherOrderOperator:
                 d.chosen = f"{AUTOGRAD} handler of {self.qualname}"
                 return d
             if self._handlers.get(AUTOGRAD) is None:
-                d.error = str(self._no_handler(AUTOGRAD, f"an input requires grad"))
+                d.error = str(self._no_handler(AUTOGRAD, "an input requires grad"))
                 return d
         for step in self.resolution_steps(backend):
             d.steps.append(step)
@@ -317,9 +317,7 @@ class HigherOrderOperator:
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Frames in these files define operators for someone else (the constructor, a registrar).
-_SKIP = frozenset(
-    {os.path.abspath(__file__), os.path.join(os.path.dirname(_HERE), "plugins.py")}
-)
+_SKIP = frozenset({os.path.abspath(__file__), os.path.join(os.path.dirname(_HERE), "plugins.py")})
 
 
 def _definition_origin() -> Origin:
@@ -351,7 +349,7 @@ class Decision:
 
 def _under(mode: DispatchMode, v: Any) -> Any:
     """``v`` if it is not a function, else ``v`` run with ``mode`` active."""
-    if not callable(v) or isinstance(v, type) or isinstance(v, HigherOrderOperator):
+    if not callable(v) or isinstance(v, (type, HigherOrderOperator)):
         return v
 
     @functools.wraps(v)
@@ -367,7 +365,8 @@ def _normalize(key: Any) -> Any:
         return key
     if key == "Meta":  # the meta backend's key, as a name the table knows without loading
         return "meta"
-    return REGISTRY.normalize_key(key, api="py_impl")
+    # anything else that is not a str raises ArgumentTypeError there, naming py_impl
+    return REGISTRY.normalize_key(cast(str, key), api="py_impl")
 
 
 def _key_name(key: Any) -> str:

@@ -67,7 +67,8 @@ def describe(spec: Spec) -> str:
         return "*"
     t, keys, children = spec
     if keys is not None:
-        return "{" + ", ".join(f"{k!r}: {describe(c)}" for k, c in zip(keys, children)) + "}"
+        items = zip(keys, children, strict=True)
+        return "{" + ", ".join(f"{k!r}: {describe(c)}" for k, c in items) + "}"
     inner = ", ".join(describe(c) for c in children)
     if t is tuple:
         return f"({inner},)" if len(children) == 1 else f"({inner})"

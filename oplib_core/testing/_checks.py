@@ -759,7 +759,7 @@ def run_checks(
                 f"opcheck(): unknown test_util {u!r}; expected some of {', '.join(CHECKS)}"
             )
     if isinstance(op, HigherOrderOperator):  # its checks build on this module's helpers
-        from ._hop_checks import run_hop_checks  # noqa: PLC0415
+        from ._hop_checks import run_hop_checks
 
         yield from run_hop_checks(op, args, kwargs, utils, backend, backends, rtol, atol)
         return

@@ -42,9 +42,7 @@ __all__ = ["run_hop_checks"]
 def _arrays(values: list[Any]) -> list[int]:
     """Positions of the tensors (Tensors or native arrays) among flattened arguments."""
     return [
-        i
-        for i, v in enumerate(values)
-        if type(v) is Tensor or TABLE.for_type(type(v)) is not None
+        i for i, v in enumerate(values) if type(v) is Tensor or TABLE.for_type(type(v)) is not None
     ]
 
 
@@ -83,9 +81,7 @@ class _HopCase:
 
     def requiring_grad(self) -> list[int]:
         return [
-            i
-            for i in self.slots
-            if type(self.values[i]) is Tensor and self.values[i].requires_grad
+            i for i in self.slots if type(self.values[i]) is Tensor and self.values[i].requires_grad
         ]
 
 
@@ -183,8 +179,8 @@ def run_hop_checks(
             yield from _run_one(lambda _: _test_gradcheck(case), u, cpu, result)
         elif u == "test_faketensor":
             yield from _with_reference(case, u, None, backends, rtol, atol, result)
-            for b in _dataless_scope(backends):
-                yield from _with_reference(case, u, b, backends, rtol, atol, result)
+            for dataless in _dataless_scope(backends):
+                yield from _with_reference(case, u, dataless, backends, rtol, atol, result)
         else:
             scope = list(backends) if backends is not None else _default_scope()
             if all(name == "cpu" for name in scope):

@@ -30,6 +30,12 @@ __all__ = ["dask_cond", "dask_map", "register"]
 _GENERIC = "CompositeExplicitAutograd"
 
 
+def _hop(name: str) -> HigherOrderOperator:
+    hop = getattr(oplib.ops.higher_order, name)
+    assert isinstance(hop, HigherOrderOperator)
+    return hop
+
+
 def _flat(tree: Any) -> tuple[list[Any], type | None]:
     """A single array, or one flat tuple/list of them: (leaves, container or None)."""
     if type(tree) in (tuple, list):
@@ -53,7 +59,7 @@ class _BlockMap:
         self.index = index
 
     def __call__(self, *blocks: Any) -> Any:
-        out = oplib.ops.higher_order.map(self.f, _build(list(blocks), self.container), self.args)
+        out = _hop("map")(self.f, _build(list(blocks), self.container), self.args)
         return out if self.index < 0 else out[self.index]
 
     def __reduce__(self) -> Any:
@@ -62,7 +68,7 @@ class _BlockMap:
 
 def dask_map(f: Any, xs: Any, args: tuple[Any, ...]) -> Any:
     """``map`` over the blocks of the first dimension of dask arrays."""
-    hop: HigherOrderOperator = oplib.ops.higher_order.map
+    hop = _hop("map")
     leaves, container = _flat(xs)
     if not leaves or not all(is_dask(x) and x.ndim >= 1 for x in leaves):
         return hop.dispatch(_GENERIC, f, xs, args)
@@ -116,7 +122,7 @@ def dask_cond(pred: Any, true_fn: Any, false_fn: Any, operands: tuple[Any, ...])
     """``cond`` with a concrete predicate: a dask predicate is computed first."""
     if is_dask(pred):
         pred = pred.compute()
-    return oplib.ops.higher_order.cond.dispatch(_GENERIC, pred, true_fn, false_fn, operands)
+    return _hop("cond").dispatch(_GENERIC, pred, true_fn, false_fn, operands)
 
 
 def register(registrar: Any) -> None:
