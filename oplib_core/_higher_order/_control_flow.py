@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._registry import COMPOSITE_EXPLICIT
+from .._tensor import Tensor
 from ..errors import ArgumentTypeError
 from ._errors import ControlFlowError
 from ._operator import HigherOrderOperator
@@ -173,7 +174,17 @@ def map_impl(f: Any, xs: Any, args: tuple[Any, ...], *, differentiable: bool = F
         raise ControlFlowError(
             f"{MAP}: xs has no rows; map needs at least one to know f's output", op=MAP, fn="f"
         )
-    if spec is None:  # one tensor: the common case, without rebuilding a structure per row
+    if spec is None and not differentiable:
+        # one tensor, the common case: the loop a user would write (bench/higher_order.py)
+        x = leaves[0]
+        if type(x) is Tensor:
+            a, wrap = x._data, Tensor._wrap
+            outs = [f(wrap(a[i, ...]), *args) for i in range(n)]
+        elif not args:
+            outs = [f(x[i, ...]) for i in range(n)]
+        else:
+            outs = [f(x[i, ...], *args) for i in range(n)]
+    elif spec is None:
         x = leaves[0]
         outs = [f(row(x, 0, i, differentiable), *args) for i in range(n)]
     else:
