@@ -87,7 +87,8 @@ def main() -> None:
     cond_extra = best[names[0]] - best[names[1]]
     print()
     print(f"cond overhead over the direct branch call: {cond_extra:.2f} µs (target <= 5 µs)")
-    for kind, (hop, loop) in {"native": (names[2], names[3]), "Tensor": (names[4], names[5])}.items():
+    pairs = {"native": (names[2], names[3]), "Tensor": (names[4], names[5])}
+    for kind, (hop, loop) in pairs.items():
         ratio = best[hop] / best[loop]
         print(f"map {kind} / Python loop over {rows} rows: {ratio:.3f} (target <= 1.10)")
 

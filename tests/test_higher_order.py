@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import itertools
 import sys
-import types
 
 import numpy as np
 import pytest
+import test_plugins
+from test_plugins import make_plugin
 
 import oplib_core as oplib
-from oplib_core import hookimpl, plugins
+from oplib_core import plugins
 from oplib_core._introspect import op_detail, op_rows
 from oplib_core.errors import NoKernelError, RegistrationError, UnknownOperatorError
 
@@ -234,28 +235,7 @@ def test_fake_mode_without_a_fake_handler_says_so(hop):
 
 
 # -- plugins ---------------------------------------------------------------------------------
-def _plugin(name, **hooks):
-    ns = types.SimpleNamespace(__name__=name)
-    for hook, fn in hooks.items():
-        setattr(ns, hook, hookimpl(fn))
-    return ns
-
-
-@pytest.fixture
-def registered():
-    names = []
-
-    def register(plugin):
-        names.append(plugins.register(plugin).name)
-
-    yield register
-    for n in names:
-        try:
-            plugins.unregister(n)
-        except oplib.PluginError:
-            pass
-
-
+registered = test_plugins.registered  # the fixture: registers plugins, unregisters after
 def test_plugin_defines_a_hop_and_handlers_credited_to_it(registered, toy):
     def define(registrar):
         registrar.define_higher_order("plugged_hop")
@@ -264,7 +244,7 @@ def test_plugin_defines_a_hop_and_handlers_credited_to_it(registered, toy):
         registrar.py_impl("plugged_hop", "toy", _tag("toy"))
         registrar.py_impl("higher_order::plugged_hop", "default")(_tag("default"))
 
-    registered(_plugin("hop_plugin", oplib_define=define, oplib_impl=impl))
+    registered(make_plugin("hop_plugin", oplib_define=define, oplib_impl=impl))
     h = oplib.ops.higher_order.plugged_hop
     assert h.origin.plugin == "hop_plugin"
     assert h.handler("toy").origin.plugin == "hop_plugin"
@@ -275,7 +255,7 @@ def test_plugin_handler_for_a_backend_it_does_not_own(registered, toy):
     def impl(registrar):
         registrar.py_impl(oplib.ops.higher_order.map, "toy", _tag("toy map"))
 
-    registered(_plugin("toy_map_plugin", oplib_impl=impl))
+    registered(make_plugin("toy_map_plugin", oplib_impl=impl))
     assert oplib.map(abs, ToyArray(np.ones(2)))[0] == "toy map"
     assert oplib.ops.higher_order.map.handler("toy").origin.plugin == "toy_map_plugin"
 
@@ -290,7 +270,7 @@ def test_failing_plugin_rolls_back_its_hop_and_handlers(registered):
         raise RuntimeError("boom")
 
     with pytest.warns(plugins.PluginWarning, match="boom"):
-        registered(_plugin("doomed", oplib_define=define, oplib_impl=impl))
+        registered(make_plugin("doomed", oplib_define=define, oplib_impl=impl))
     assert "doomed_hop" not in oplib.ops.higher_order.__dict__
     assert oplib.ops.higher_order.cond.handler("privateuse1") is None
 
@@ -305,9 +285,9 @@ def test_two_plugins_giving_one_key_conflict_naming_both(registered):
     def impl_b(registrar):
         registrar.py_impl("clash_hop", "cpu", _tag("b"))
 
-    registered(_plugin("clash_hop_a", oplib_define=define, oplib_impl=impl_a))
+    registered(make_plugin("clash_hop_a", oplib_define=define, oplib_impl=impl_a))
     with pytest.warns(plugins.PluginWarning, match="already registered at"):
-        registered(_plugin("clash_hop_b", oplib_impl=impl_b))
+        registered(make_plugin("clash_hop_b", oplib_impl=impl_b))
     rec = next(r for r in plugins.list() if r.name == "clash_hop_b")
     assert rec.status == "failed"
     assert "plugin 'clash_hop_a'" in rec.error and "plugin 'clash_hop_b'" in rec.error
@@ -319,7 +299,7 @@ def test_registrar_refuses_an_unknown_hop(registered):
         registrar.py_impl("no_such_hop", "cpu", _tag("x"))
 
     with pytest.warns(plugins.PluginWarning, match="no higher-order operator 'no_such_hop'"):
-        registered(_plugin("unknown_hop_plugin", oplib_impl=impl))
+        registered(make_plugin("unknown_hop_plugin", oplib_impl=impl))
 
 
 def test_resolve_of_an_unknown_name_is_an_unknown_operator_error():

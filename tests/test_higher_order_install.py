@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from test_real_install import _write_dist
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -60,25 +60,7 @@ print(json.dumps({
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("hopvenv")
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-    dist = tmp_path_factory.mktemp("acme_hops")
-    (dist / "acme_hops").mkdir()
-    (dist / "acme_hops" / "__init__.py").write_text("")
-    (dist / "acme_hops" / "plugin.py").write_text(PLUGIN)
-    (dist / "pyproject.toml").write_text(
-        textwrap.dedent("""
-        [build-system]
-        requires = ["setuptools>=64"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "acme-hops"
-        version = "1.2.3"
-        dependencies = ["oplib-core"]
-        [project.entry-points.oplib]
-        acme_hops = "acme_hops.plugin"
-        [tool.setuptools]
-        packages = ["acme_hops"]
-        """)
-    )
+    dist = _write_dist(tmp_path_factory.mktemp("acme_hops"), "acme-hops", "oplib-core", PLUGIN)
     py = str(where / "bin" / "python")
     pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "setuptools>=64", "wheel"], check=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -384,7 +383,7 @@ class HopTable:
     def __init__(self) -> None:
         self._ops: dict[str, HigherOrderOperator] = {}
         self._mode_fallbacks: list[tuple[type[DispatchMode], ModeFallback]] = []
-        self._lock = threading.RLock()
+        self._lock = LOCK
 
     def add(self, hop: HigherOrderOperator) -> Handle:
         with self._lock:
@@ -392,7 +391,8 @@ class HopTable:
             if old is not None:
                 raise RegistrationError(
                     f"HigherOrderOperator({hop.name()!r}): {old.qualname} is already defined "
-                    f"at {old.origin}; choose another name",
+                    f"at {old.origin}; this definition at {hop.origin} conflicts. Choose "
+                    "another name.",
                     op=old.qualname,
                     existing=str(old.origin),
                 )

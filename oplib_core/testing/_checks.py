@@ -732,6 +732,22 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
 
 
 # -- driver ---------------------------------------------------------------------------------
+def results_for(op: str, backend: str) -> Callable[..., CheckResult]:
+    """``result(check, status, reason="", error=None, where=None)``: a :class:`CheckResult`
+    of ``op`` on backend ``where`` (default ``backend``)."""
+
+    def result(
+        check: str,
+        status: str,
+        reason: str = "",
+        error: BaseException | None = None,
+        where: str | None = None,
+    ) -> CheckResult:
+        return CheckResult(op, check, where or backend, status, reason, error)
+
+    return result
+
+
 def run_checks(
     op: Any,
     args: Sequence[Any],
@@ -771,15 +787,7 @@ def run_checks(
         target = Device(b.name, 0 if b.multi_device else None)
     target_backend = TABLE.get(target.type)
     qualname = case.qualname
-
-    def result(
-        check: str,
-        status: str,
-        reason: str = "",
-        error: BaseException | None = None,
-        where: str | None = None,
-    ) -> CheckResult:
-        return CheckResult(qualname, check, where or target_backend.name, status, reason, error)
+    result = results_for(qualname, target_backend.name)
 
     unavailable = target_backend.status()
     if unavailable is not None:

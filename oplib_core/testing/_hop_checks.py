@@ -34,6 +34,7 @@ from ._checks import (
     _default_scope,
     _Failure,
     _run_one,
+    results_for,
 )
 
 __all__ = ["run_hop_checks"]
@@ -150,15 +151,7 @@ def run_hop_checks(
     case = _HopCase(hop, tuple(args), kwargs)
     target = TABLE.get(backend) if backend is not None else TABLE.get("cpu")
     cpu = Device("cpu")
-
-    def result(
-        check: str,
-        status: str,
-        reason: str = "",
-        error: BaseException | None = None,
-        where: str | None = None,
-    ) -> CheckResult:
-        return CheckResult(hop.qualname, check, where or target.name, status, reason, error)
+    result = results_for(hop.qualname, target.name)
 
     if target.name != "cpu":
         own = "test_faketensor" if target.spec.fake_kernels else "test_backends"
