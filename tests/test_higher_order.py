@@ -236,6 +236,8 @@ def test_fake_mode_without_a_fake_handler_says_so(hop):
 
 # -- plugins ---------------------------------------------------------------------------------
 registered = test_plugins.registered  # the fixture: registers plugins, unregisters after
+
+
 def test_plugin_defines_a_hop_and_handlers_credited_to_it(registered, toy):
     def define(registrar):
         registrar.define_higher_order("plugged_hop")
