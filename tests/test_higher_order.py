@@ -371,3 +371,36 @@ def test_op_detail_of_a_hop_lists_handlers_with_origins(hop):
     )
     assert d["fake"]["key"] == "Fake" and d["autograd"] is None
     assert op_detail("oplib::add")["kind"] == "op"
+
+
+def test_a_fake_mode_handler_replaces_the_fake_handler(hop):
+    hop.py_impl("Fake")(_tag("fake"))
+
+    @hop.py_impl(oplib.FakeTensorMode)
+    def under_fake(mode, *args):
+        assert isinstance(mode, oplib.FakeTensorMode)
+        return "mode handler"
+
+    with oplib.FakeTensorMode():
+        assert hop(1) == "mode handler"
+    assert [k.key for _, k in hop.handlers()] == ["Fake", "FakeTensorMode"]
+
+
+def test_fake_mode_runs_the_fake_handler_with_the_mode_active(hop):
+    @hop.py_impl("Fake")
+    def fake(f, x):
+        return f(x)
+
+    with oplib.FakeTensorMode() as mode:
+        x = mode.from_real(np.ones((2, 3)))
+        out = hop(lambda a: oplib.ops.oplib.sum(a, [0]), x)
+    assert out.shape == (3,) and "FakeTensor" in repr(out)
+
+
+def test_a_plugin_cannot_redefine_a_builtin(registered):
+    def define(registrar):
+        registrar.define_higher_order("cond")
+
+    with pytest.warns(plugins.PluginWarning, match=r"higher_order::cond is already defined at"):
+        registered(make_plugin("cond_again", oplib_define=define))
+    assert oplib.ops.higher_order.cond is oplib._higher_order.cond_op
