@@ -51,10 +51,10 @@ from ._higher_order import (
     ControlFlowError,
     HigherOrderOperator,
     cond,
-    map,
     scan,
     while_loop,
 )
+from ._higher_order import map as map  # re-exported by the alias: not in __all__ (see there)
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
 from ._schema import FunctionSchema, parse_schema
@@ -114,6 +114,8 @@ if TYPE_CHECKING:  # at run time imported on first use (``__getattr__``, ``_LAZY
     from .hookspecs import hookimpl, hookspec
     from .testing._checks import OpCheckResults
 
+# ``map`` (oplib.map, the control-flow operator) is public but not in ``__all__``, so that
+# ``from oplib_core import *`` does not shadow the builtin.
 __all__ = [
     "AmbiguousOperatorError",
     "ArgumentTypeError",
@@ -196,7 +198,6 @@ __all__ = [
     "is_grad_enabled",
     "legacy",
     "lookup",
-    "map",
     "no_grad",
     "ones",
     "ones_like",

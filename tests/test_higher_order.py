@@ -404,3 +404,22 @@ def test_a_plugin_cannot_redefine_a_builtin(registered):
     with pytest.warns(plugins.PluginWarning, match=r"higher_order::cond is already defined at"):
         registered(make_plugin("cond_again", oplib_define=define))
     assert oplib.ops.higher_order.cond is oplib._higher_order.cond_op
+
+
+def test_map_is_public_but_a_star_import_keeps_the_builtin():
+    assert oplib.map is oplib._higher_order.map
+    assert "map" not in oplib.__all__ and {"cond", "scan", "while_loop"} <= set(oplib.__all__)
+    scope: dict[str, object] = {}
+    exec("from oplib_core import *", scope)
+    assert "map" not in scope and scope["cond"] is oplib.cond
+
+
+def test_typing_example_of_higher_order_operators_runs():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).parent / "typing" / "higher_order_examples.py"
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
