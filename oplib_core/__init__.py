@@ -47,6 +47,14 @@ from ._factories import (
     zeros_like,
 )
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._higher_order import (
+    ControlFlowError,
+    HigherOrderOperator,
+    cond,
+    scan,
+    while_loop,
+)
+from ._higher_order import map as map  # re-exported by the alias: not in __all__ (see there)
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
 from ._schema import FunctionSchema, parse_schema
@@ -106,6 +114,8 @@ if TYPE_CHECKING:  # at run time imported on first use (``__getattr__``, ``_LAZY
     from .hookspecs import hookimpl, hookspec
     from .testing._checks import OpCheckResults
 
+# ``map`` (oplib.map, the control-flow operator) is public but not in ``__all__``, so that
+# ``from oplib_core import *`` does not shadow the builtin.
 __all__ = [
     "AmbiguousOperatorError",
     "ArgumentTypeError",
@@ -114,6 +124,7 @@ __all__ = [
     "BackendNameError",
     "BackendSpec",
     "CallArgumentError",
+    "ControlFlowError",
     "CustomOpDef",
     "DataAccessError",
     "DataDependentError",
@@ -127,6 +138,7 @@ __all__ = [
     "FakeTensorError",
     "FakeTensorMode",
     "FunctionSchema",
+    "HigherOrderOperator",
     "InvalidArgumentError",
     "InvalidDeviceError",
     "InvalidNameError",
@@ -159,6 +171,7 @@ __all__ = [
     "autograd",
     "backends",
     "bool_",
+    "cond",
     "custom_op",
     "define",
     "device",
@@ -199,9 +212,11 @@ __all__ = [
     "register_kernel",
     "registered_ops",
     "rename_privateuse1_backend",
+    "scan",
     "set_default_dtype",
     "set_grad_enabled",
     "tensor",
+    "while_loop",
     "zeros",
     "zeros_like",
 ]

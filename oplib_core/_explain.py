@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._dispatch import OpOverload, active_modes
+from ._higher_order._operator import HigherOrderOperator
 from ._lookup import lookup_for_call
 from ._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
 
@@ -73,7 +74,10 @@ def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
     """Explain how ``op(*args, **kwargs)`` would dispatch; runs no kernel.
 
     Raises ``TypeError`` like the call itself when the arguments do not fit the schema.
+    ``op`` may be a ``HigherOrderOperator``: its handlers are the candidates.
     """
+    if isinstance(op, HigherOrderOperator):
+        return _explain_hop(op, args, kwargs)
     ov = _overload(op, args, kwargs)
     plan = ov.plan_call(args, kwargs)  # the decision dispatch itself takes
     out = DispatchExplanation(ov.name(), str(ov.schema), [type(m).__name__ for m in active_modes()])
@@ -105,4 +109,22 @@ def explain(op: Any, /, *args: Any, **kwargs: Any) -> DispatchExplanation:
         out.chosen = plan.key if plan.key != COMPOSITE_IMPLICIT else f"{plan.key} (decomposes)"
     else:
         out.error = str(plan.error)
+    return out
+
+
+def _explain_hop(
+    hop: HigherOrderOperator, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> DispatchExplanation:
+    """A higher-order operator's decision: the same keys and handler steps its call takes."""
+    out = DispatchExplanation(
+        hop.qualname, hop.signature, [type(m).__name__ for m in active_modes()]
+    )
+    decision = hop.decide(args, kwargs)
+    out.backend = decision.backend.name
+    out.arrays = decision.arrays
+    out.keys = [*out.modes, *decision.keys]
+    out.steps = [(key, why) for key, _, why in decision.steps]
+    out.chosen = decision.chosen
+    out.error = decision.error
+    out.cache_hit = decision.cached and not out.modes
     return out

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from . import plugins
+from ._higher_order._operator import HOPS, NAMESPACE, HigherOrderOperator
 from ._lookup import resolve
 from ._registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
 from .backends import TABLE, Backend
 
-__all__ = ["backend_rows", "op_detail", "op_rows", "plugin_rows"]
+__all__ = ["backend_rows", "hop_detail", "op_detail", "op_rows", "plugin_rows"]
 
 
 def backend_rows() -> list[dict[str, Any]]:
@@ -61,10 +62,14 @@ def _kernel_json(k: Kernel) -> dict[str, Any]:
 
 
 def op_rows(namespace: str | None = None) -> list[dict[str, Any]]:
+    """One row per operator overload (``"kind": "op"``), then one per higher-order
+    operator (``"kind": "hop"``: ``schema`` is its signature, ``keys`` the keys with
+    handlers)."""
     with REGISTRY.lock:
         entries = sorted(REGISTRY.ops.values(), key=lambda e: e.qualname)
-        return [
+        rows = [
             {
+                "kind": "op",
                 "qualname": e.qualname,
                 "schema": str(e.schema),
                 "keys": sorted(k for k in e.kernels if k not in (FAKE, AUTOGRAD)),
@@ -75,6 +80,53 @@ def op_rows(namespace: str | None = None) -> list[dict[str, Any]]:
             for e in entries
             if namespace is None or e.schema.namespace == namespace
         ]
+    if namespace is None or namespace == NAMESPACE:
+        rows.extend(_hop_row(h) for h in HOPS.all())
+    return rows
+
+
+def _hop_row(hop: HigherOrderOperator) -> dict[str, Any]:
+    keys = [k.key for _, k in hop.handlers() if k.key not in (FAKE, AUTOGRAD)]
+    return {
+        "kind": "hop",
+        "qualname": hop.qualname,
+        "schema": hop.signature,
+        "keys": sorted(keys),
+        "fake": hop.handler(FAKE) is not None,
+        "autograd": hop.handler(AUTOGRAD) is not None,
+        "tags": [],
+    }
+
+
+def _handler_json(key: object, k: Kernel) -> dict[str, Any]:
+    row = _kernel_json(k)
+    if not isinstance(key, str):  # a dispatch mode's handler
+        row["status"] = "live"
+    return row
+
+
+def hop_detail(hop: HigherOrderOperator) -> dict[str, Any]:
+    """``op_detail`` for a higher-order operator: its handlers per key (modes' under the
+    mode class's name) with where each came from."""
+    handlers = hop.handlers()
+    fake = hop.handler(FAKE)
+    autograd = hop.handler(AUTOGRAD)
+    return {
+        "kind": "hop",
+        "qualname": hop.qualname,
+        "schema": hop.signature,
+        "defined_at": str(hop.origin),
+        "plugin": hop.origin.plugin,
+        "distribution": hop.origin.distribution,
+        "tags": [],
+        "kernels": sorted(
+            (_handler_json(key, k) for key, k in handlers if k.key not in (FAKE, AUTOGRAD)),
+            key=lambda r: r["key"],
+        ),
+        "overridden": [],
+        "fake": None if fake is None else _kernel_json(fake),
+        "autograd": None if autograd is None else _kernel_json(autograd),
+    }
 
 
 def find_entry(qualname: str) -> OpEntry:
@@ -84,6 +136,12 @@ def find_entry(qualname: str) -> OpEntry:
 
 
 def op_detail(qualname: str) -> dict[str, Any]:
+    """An operator's schema, kernels per key with their origins, fake and autograd; a
+    higher-order operator's name (``"higher_order::cond"``) gives ``hop_detail``."""
+    if qualname.startswith(f"{NAMESPACE}::"):
+        hop = HOPS.get(qualname)
+        if hop is not None:
+            return hop_detail(hop)
     with REGISTRY.lock:
         e = find_entry(qualname)
         kernels = [
@@ -97,6 +155,7 @@ def op_detail(qualname: str) -> dict[str, Any]:
         fake = e.kernel(FAKE)
         autograd = e.kernel(AUTOGRAD)
         return {
+            "kind": "op",
             "qualname": e.qualname,
             "schema": str(e.schema),
             "defined_at": str(e.origin),

@@ -168,6 +168,9 @@ class _OpNamespace(ModuleType):
         if op_name.startswith("__"):
             raise AttributeError(op_name)
         ensure()
+        loaded = self.__dict__.get(op_name)  # set while the plugins loaded (a HOP they define)
+        if loaded is not None:
+            return loaded  # type: ignore[no-any-return]
         with REGISTRY.lock:
             overloads = _overloads_of(self.name, op_name)
             if not overloads:

@@ -17,6 +17,7 @@ from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, overload
 
 from . import backend_registration
+from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import resolve
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
@@ -252,6 +253,32 @@ class Registrar:
         setup_context: Callable[..., Any] | None = None,
     ) -> None:
         register_autograd(op, backward, setup_context=setup_context, lib=self)  # type: ignore[arg-type]
+
+    def define_higher_order(self, name: str) -> HigherOrderOperator:
+        """``oplib.HigherOrderOperator(name)``, credited to the plugin and removed if one
+        of its hooks raises (from ``oplib_define``)."""
+        hop = HigherOrderOperator(name)
+        self._handles.append(hop_handle(hop))
+        return hop
+
+    @overload
+    def py_impl(
+        self, hop: HigherOrderOperator | str, key: Any, func: None = None
+    ) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def py_impl(self, hop: HigherOrderOperator | str, key: Any, func: _KernelT) -> _KernelT: ...
+    def py_impl(
+        self, hop: HigherOrderOperator | str, key: Any, func: Callable[..., Any] | None = None
+    ) -> Any:
+        """``hop.py_impl(key)(func)`` for a higher-order operator (or its name, ``"cond"``
+        or ``"higher_order::cond"``), credited to the plugin and undone if one of its hooks
+        raises (from ``oplib_impl``). ``key`` may name a backend the plugin does not own."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._handles.append(resolve_hop(hop, "py_impl")._register_key(key, fn))
+            return fn
+
+        return register if func is None else register(func)
 
     def _rollback(self, mark: int = 0) -> None:
         while len(self._handles) > mark:

@@ -34,6 +34,7 @@ import numpy as np
 from .._device import Device
 from .._dispatch import OpOverload
 from .._grad_mode import enable_grad, no_grad
+from .._higher_order._operator import HigherOrderOperator
 from .._lookup import lookup, lookup_for_call
 from .._registry import AUTOGRAD, FAKE
 from .._schema import Argument, BaseType, ListType, OptionalType
@@ -731,6 +732,22 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
 
 
 # -- driver ---------------------------------------------------------------------------------
+def results_for(op: str, backend: str) -> Callable[..., CheckResult]:
+    """``result(check, status, reason="", error=None, where=None)``: a :class:`CheckResult`
+    of ``op`` on backend ``where`` (default ``backend``)."""
+
+    def result(
+        check: str,
+        status: str,
+        reason: str = "",
+        error: BaseException | None = None,
+        where: str | None = None,
+    ) -> CheckResult:
+        return CheckResult(op, check, where or backend, status, reason, error)
+
+    return result
+
+
 def run_checks(
     op: Any,
     args: Sequence[Any],
@@ -757,6 +774,11 @@ def run_checks(
             raise ValueError(
                 f"opcheck(): unknown test_util {u!r}; expected some of {', '.join(CHECKS)}"
             )
+    if isinstance(op, HigherOrderOperator):  # its checks build on this module's helpers
+        from ._hop_checks import run_hop_checks
+
+        yield from run_hop_checks(op, args, kwargs, utils, backend, backends, rtol, atol)
+        return
     opo = _resolve_op(op, tuple(args), kwargs)
     case = _Case(opo, tuple(args), kwargs)
     target = case.device
@@ -765,15 +787,7 @@ def run_checks(
         target = Device(b.name, 0 if b.multi_device else None)
     target_backend = TABLE.get(target.type)
     qualname = case.qualname
-
-    def result(
-        check: str,
-        status: str,
-        reason: str = "",
-        error: BaseException | None = None,
-        where: str | None = None,
-    ) -> CheckResult:
-        return CheckResult(qualname, check, where or target_backend.name, status, reason, error)
+    result = results_for(qualname, target_backend.name)
 
     unavailable = target_backend.status()
     if unavailable is not None:

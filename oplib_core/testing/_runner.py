@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._device import Device
+from .._higher_order._operator import HOPS, HigherOrderOperator
 from .._registry import REGISTRY
 from ..backends import TABLE, Backend
 from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
-from ._samples import sample_inputs
+from ._hop_samples import hop_samples
+from ._samples import SampleInput, sample_inputs
 
 __all__ = ["CheckRow", "Report", "UnknownName", "check_ops"]
 
@@ -116,6 +118,13 @@ def _backends(names: Sequence[str] | None) -> tuple[list[Backend], dict[str, str
     return [b for b in found if b.is_available()], unavailable
 
 
+def _samples(op: Any, device: Device) -> list[SampleInput]:
+    """Plugins' samples for an op; the built-in samples for a control-flow operator."""
+    if isinstance(op, HigherOrderOperator):
+        return hop_samples(op, device)
+    return sample_inputs(op, device)
+
+
 def _device(b: Backend) -> Device:
     return Device(b.name, 0 if b.multi_device else None)
 
@@ -130,22 +139,26 @@ def check_ops(
     requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`."""
     start = time.perf_counter()
     explicit = qualnames is not None
-    names = sorted(REGISTRY.ops) if qualnames is None else list(qualnames)
+    names = (
+        [*sorted(REGISTRY.ops), *(h.qualname for h in HOPS.all())]
+        if qualnames is None
+        else list(qualnames)
+    )
     for q in names:
-        if q not in REGISTRY.ops:
+        if q not in REGISTRY.ops and HOPS.get(q) is None:
             raise UnknownName("op", q)
     usable, unavailable = _backends(backends)
     rows: list[CheckRow] = []
     no_samples: list[str] = []
     for q in names:
-        op = REGISTRY.ops[q].overload
+        op = REGISTRY.ops[q].overload if q in REGISTRY.ops else HOPS.get(q)
         op_rows: list[CheckRow] = []
         any_samples = False
         for b in usable:
             per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
             sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
             try:
-                samples = sample_inputs(op, sample_device)
+                samples = _samples(op, sample_device)
             except Exception as e:
                 for row in per_check.values():
                     row.status, row.error = FAIL, e

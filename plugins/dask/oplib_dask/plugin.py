@@ -21,6 +21,7 @@ import numpy as np
 
 import oplib_core
 from oplib_core import BackendSpec, Device, OpOverload, Tag, hookimpl
+from oplib_dask import higher_order
 from oplib_dask.kernels import make_kernel
 
 __all__ = ["DASK", "kind_of"]
@@ -101,3 +102,9 @@ DASK = BackendSpec(
 @hookimpl
 def oplib_backends() -> list[BackendSpec]:
     return [DASK]
+
+
+@hookimpl
+def oplib_impl(registrar: Any) -> None:
+    """Dask's handlers of the control-flow operators (``map`` by blocks, ``cond``)."""
+    higher_order.register(registrar)
