@@ -3,13 +3,14 @@
 ``Tensor.backward()``, :func:`grad`, :func:`register_autograd` (gradient formulas for
 operators), the ``ctx`` of formulas (:class:`FunctionCtx`), custom functions
 (:class:`Function`, :func:`once_differentiable`), :func:`gradcheck` and
-:func:`gradgradcheck`.
+:func:`gradgradcheck`, and :func:`to_dot` to draw a recorded graph.
 """
 
 from __future__ import annotations
 
 from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._context import FunctionCtx
+from ._dot import to_dot
 from ._engine import Node, backward, grad
 from ._function import Function, once_differentiable
 from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -30,4 +31,5 @@ __all__ = [
     "once_differentiable",
     "register_autograd",
     "set_grad_enabled",
+    "to_dot",
 ]

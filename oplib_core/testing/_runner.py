@@ -9,9 +9,12 @@ sample failed, else ``PASS`` if any passed, else ``SKIP``.
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from .._device import Device
@@ -20,7 +23,7 @@ from ..backends import TABLE, Backend
 from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from ._samples import sample_inputs
 
-__all__ = ["CheckRow", "Report", "UnknownName", "check_ops"]
+__all__ = ["CheckRow", "Progress", "Report", "UnknownName", "check_ops"]
 
 
 class UnknownName(KeyError):
@@ -120,14 +123,26 @@ def _device(b: Backend) -> Device:
     return Device(b.name, 0 if b.multi_device else None)
 
 
+#: ``progress(done, total, op, backend)``: called after each op x backend is checked.
+Progress = Callable[[int, int, str, str], None]
+
+
 def check_ops(
     qualnames: Iterable[str] | None = None,
     backends: Sequence[str] | None = None,
     test_utils: Sequence[str] = CHECKS,
+    *,
+    progress: Progress | None = None,
+    isolate: bool = False,
 ) -> Report:
     """Run the checks of ``qualnames`` (default: every op some plugin has samples for) on
     ``backends`` (default: every installed backend; unavailable ones are reported, explicitly
-    requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`."""
+    requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`.
+
+    ``isolate=True`` checks each op x backend in a child process, so a kernel that crashes
+    the process (a segfault, ``os._exit``) is a FAIL of that cell instead of the end of the
+    run. Children are forked where the platform can (they see in-process registrations);
+    elsewhere they are spawned and see the installed plugins only."""
     start = time.perf_counter()
     explicit = qualnames is not None
     names = sorted(REGISTRY.ops) if qualnames is None else list(qualnames)
@@ -135,56 +150,20 @@ def check_ops(
         if q not in REGISTRY.ops:
             raise UnknownName("op", q)
     usable, unavailable = _backends(backends)
+    check_cell = _isolated_cell if isolate else _check_cell
     rows: list[CheckRow] = []
     no_samples: list[str] = []
+    done, total = 0, len(names) * len(usable)
     for q in names:
-        op = REGISTRY.ops[q].overload
         op_rows: list[CheckRow] = []
         any_samples = False
         for b in usable:
-            per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
-            sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
-            try:
-                samples = sample_inputs(op, sample_device)
-            except Exception as e:
-                for row in per_check.values():
-                    row.status, row.error = FAIL, e
-                    row.reason = f"oplib_sample_inputs raised {type(e).__name__}: {e}"
-                op_rows.extend(per_check.values())
-                any_samples = True
-                continue
-            if not samples:
-                for row in per_check.values():
-                    row.reason = f"no sample inputs for {sample_device.type}"
-                op_rows.extend(per_check.values())
-                continue
-            any_samples = True
-            for i, s in enumerate(samples):
-                label = s.name or f"sample {i}"
-                try:
-                    results = list(
-                        run_checks(
-                            op,
-                            s.args,
-                            s.kwargs,
-                            test_utils=test_utils,
-                            backend=b.name,
-                            backends=[b.name],
-                            compare_values=s.compare_values,
-                        )
-                    )
-                except Exception as e:
-                    for row in per_check.values():
-                        row.fold(
-                            CheckResult(
-                                q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e
-                            ),
-                            label,
-                        )
-                    continue
-                for r in results:
-                    per_check[r.check].fold(r, label)
-            op_rows.extend(per_check.values())
+            cell_rows, has_samples = check_cell(q, b, tuple(test_utils))
+            op_rows.extend(cell_rows)
+            any_samples = any_samples or has_samples
+            done += 1
+            if progress is not None:
+                progress(done, total, q, b.name)
         if explicit or any_samples:
             rows.extend(op_rows)
             if backends:
@@ -202,3 +181,86 @@ def check_ops(
         no_samples=no_samples,
         seconds=time.perf_counter() - start,
     )
+
+
+def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[CheckRow], bool]:
+    """The rows of op ``q`` on backend ``b``, one per check, and whether it had samples
+    (or its sample hook raised, which is reported as a failure)."""
+    op = REGISTRY.ops[q].overload
+    per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
+    sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
+    try:
+        samples = sample_inputs(op, sample_device)
+    except Exception as e:
+        for row in per_check.values():
+            row.status, row.error = FAIL, e
+            row.reason = f"oplib_sample_inputs raised {type(e).__name__}: {e}"
+        return list(per_check.values()), True
+    if not samples:
+        for row in per_check.values():
+            row.reason = f"no sample inputs for {sample_device.type}"
+        return list(per_check.values()), False
+    for i, s in enumerate(samples):
+        label = s.name or f"sample {i}"
+        try:
+            results = list(
+                run_checks(
+                    op,
+                    s.args,
+                    s.kwargs,
+                    test_utils=test_utils,
+                    backend=b.name,
+                    backends=[b.name],
+                    compare_values=s.compare_values,
+                )
+            )
+        except Exception as e:
+            for row in per_check.values():
+                row.fold(
+                    CheckResult(q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e),
+                    label,
+                )
+            continue
+        for r in results:
+            per_check[r.check].fold(r, label)
+    return list(per_check.values()), True
+
+
+def _child(conn: Connection, q: str, backend: str, test_utils: tuple[str, ...]) -> None:
+    """In the child process: check one cell and send its rows back as JSON dicts."""
+    try:
+        rows, has_samples = _check_cell(q, TABLE.get(backend), test_utils)
+        conn.send(([r.to_json() for r in rows], has_samples))
+    except BaseException as e:  # reported by the parent as the cell's failure
+        conn.send(f"the check process raised {type(e).__name__}: {e}")
+    finally:
+        conn.close()
+
+
+def _isolated_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[CheckRow], bool]:
+    """:func:`_check_cell` in a child process; its death is the cell's FAIL."""
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, q, b.name, test_utils), daemon=True)
+    child.start()
+    send.close()
+    try:
+        answer: Any = receive.recv()
+    except EOFError:  # it died before answering
+        answer = None
+    finally:
+        receive.close()
+        child.join()
+    if isinstance(answer, tuple):
+        rows, has_samples = answer
+        return [CheckRow(**r) for r in rows], has_samples
+    if answer is None:
+        code = child.exitcode or 0
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code < 0 and -code in signal.valid_signals()
+            else f"exited with status {code}"
+        )
+        answer = f"the check process crashed ({how}) while checking {q} on {b.name}"
+    return [CheckRow(q, b.name, c, FAIL, answer) for c in test_utils], True
