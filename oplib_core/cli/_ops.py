@@ -60,6 +60,7 @@ def ops_list(args: argparse.Namespace, out: Output) -> int:
             ]
             for r in rows
         ],
+        wide=("kernels",),
     )
     return 0
 

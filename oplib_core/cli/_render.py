@@ -10,6 +10,7 @@ of ending the command.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import IO, Any
@@ -78,8 +79,12 @@ class Output:
     def __init__(self) -> None:
         self.out = sys.stdout
         self.err = sys.stderr
-        self.console = Console(file=self.out, highlight=False, markup=False, emoji=False)
-        self.err_console = Console(file=self.err, highlight=False, markup=False, emoji=False)
+        # NO_COLOR (https://no-color.org): no colour; no bold or dim either
+        plain = {"color_system": None} if os.environ.get("NO_COLOR") else {}
+        self.console = Console(file=self.out, highlight=False, markup=False, emoji=False, **plain)
+        self.err_console = Console(
+            file=self.err, highlight=False, markup=False, emoji=False, **plain
+        )
 
     @property
     def width(self) -> int:
