@@ -151,9 +151,7 @@ def test_ops_explain_on_a_backend_without_factory_kernels(capsys, ns, toy):
 def test_an_unknown_device_is_one_line_not_a_traceback(capsys):
     code = main(["ops", "explain", "oplib::add", "--device", "nope"])
     assert code == 2
-    assert capsys.readouterr().err == (
-        "oplib: no device type 'nope' (see 'oplib backends list')\n"
-    )
+    assert capsys.readouterr().err == ("oplib: no device type 'nope' (see 'oplib backends list')\n")
     assert main(["ops", "explain", "oplib::add", "--device", "cpux"]) == 2
     assert "did you mean 'cpu'?" in capsys.readouterr().err
 
