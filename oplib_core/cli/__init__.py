@@ -17,6 +17,8 @@ from typing import Any, NoReturn
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
+_DESCRIPTION = "What oplib has installed and registered, checked and drawn."
+
 #: Top-level command → the module of this package that builds it.
 COMMANDS: dict[str, str] = {
     "backends": "_backends",
@@ -53,7 +55,7 @@ class _VersionAction(argparse.Action):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command tree, or (``only``) just that top-level command."""
-    parser = _Parser(prog="oplib", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="oplib", description=_DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

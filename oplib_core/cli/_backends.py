@@ -6,17 +6,16 @@ import argparse
 from typing import Any
 
 from .. import _introspect as introspect
+from ._parsers import group, leaf
 from ._render import Output, dist_label
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
-    group = sub.add_parser("backends", help="installed device backends")
-    leaves = group.add_subparsers(dest="sub", required=True)
-    p = leaves.add_parser("list", help="list backends")
-    p.add_argument("--json", action="store_true", help="machine-readable output, full text")
-    p.set_defaults(fn=backends_list)
+    leaf(
+        group(sub, "backends", "installed device backends"), "list", "list backends", backends_list
+    )
 
 
 def backends_list(args: argparse.Namespace, out: Output) -> int:

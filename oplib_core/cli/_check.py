@@ -15,6 +15,7 @@ from ..testing._checks import CHECKS, FAIL, PASS, SKIP
 from ..testing._runner import CheckRow, Report, UnknownName, check_ops
 from ._errors import CliError
 from ._names import backend, operator
+from ._parsers import leaf
 from ._render import Output
 
 __all__ = ["add_parser", "run_checks"]
@@ -23,8 +24,7 @@ _RANK = {FAIL: 0, PASS: 1, SKIP: 2}
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("check", help="run opcheck on every op with sample inputs, on every backend")
-    p.add_argument("--json", action="store_true", help="machine-readable output, full text")
+    p = leaf(sub, "check", "run opcheck on every op with sample inputs, on every backend", run)
     p.add_argument("qualname", nargs="*", help="ops to check (default: all with samples)")
     p.add_argument(
         "--backend", "-b", action="append", default=[], help="only this backend (repeatable)"
@@ -37,7 +37,6 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="check each op x backend in a child process: a crash is that cell's failure",
     )
-    p.set_defaults(fn=run)
 
 
 @contextmanager

@@ -11,26 +11,19 @@ from .._factories import ones
 from .._tensor import Tensor
 from . import _matrix
 from ._names import device_arg, namespace, operator
+from ._parsers import group, leaf
 from ._render import Output, dist_label
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
-    group = sub.add_parser("ops", help="registered operators")
-    leaves = group.add_subparsers(dest="sub", required=True)
-
-    def leaf(name: str, help: str, fn: Any) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = leaves.add_parser(name, help=help)
-        p.add_argument("--json", action="store_true", help="machine-readable output, full text")
-        p.set_defaults(fn=fn)
-        return p
-
-    lst = leaf("list", "list operators", ops_list)
+    ops = group(sub, "ops", "registered operators")
+    lst = leaf(ops, "list", "list operators", ops_list)
     lst.add_argument("--namespace", "-n", help="only this namespace")
-    show = leaf("show", "one operator: schema, kernels and their origins", ops_show)
+    show = leaf(ops, "show", "one operator: schema, kernels and their origins", ops_show)
     show.add_argument("qualname", help="e.g. oplib::add or acme::scaled_add.out")
-    exp = leaf("explain", "how a call with sample tensors would dispatch", ops_explain)
+    exp = leaf(ops, "explain", "how a call with sample tensors would dispatch", ops_explain)
     exp.add_argument("qualname", help="e.g. oplib::add")
     exp.add_argument("--device", default="cpu", help="where the sample tensors live")
     exp.add_argument("--requires-grad", action="store_true", help="sample tensors require grad")
@@ -40,7 +33,9 @@ def add_parser(sub: Any) -> None:
         default="text",
         help="text, or the decision as a graph (Graphviz dot, Mermaid)",
     )
-    _matrix.add_parser(leaf("matrix", "ops x backends: what serves each op where", _matrix.run))
+    _matrix.add_parser(
+        leaf(ops, "matrix", "ops x backends: what serves each op where", _matrix.run)
+    )
 
 
 def ops_list(args: argparse.Namespace, out: Output) -> int:

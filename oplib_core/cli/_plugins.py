@@ -11,17 +11,15 @@ from typing import Any
 from .. import _introspect as introspect
 from ..plugins import HOST
 from ._errors import CliError
+from ._parsers import group, leaf
 from ._render import Output, dist_label
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
-    group = sub.add_parser("plugins", help="installed plugins")
-    leaves = group.add_subparsers(dest="sub", required=True)
-    p = leaves.add_parser("list", help="list plugins and their status")
-    p.add_argument("--json", action="store_true", help="machine-readable output, full text")
-    p.set_defaults(fn=plugins_list)
+    plugins = group(sub, "plugins", "installed plugins")
+    leaf(plugins, "list", "list plugins and their status", plugins_list)
 
 
 def _culprit(tb: TracebackType | None) -> str | None:

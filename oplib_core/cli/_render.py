@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from rich import box
 from rich.cells import cell_len
@@ -80,10 +80,12 @@ class Output:
         self.out = sys.stdout
         self.err = sys.stderr
         # NO_COLOR (https://no-color.org): no colour; no bold or dim either
-        plain = {"color_system": None} if os.environ.get("NO_COLOR") else {}
-        self.console = Console(file=self.out, highlight=False, markup=False, emoji=False, **plain)
+        colors: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
+        self.console = Console(
+            file=self.out, highlight=False, markup=False, emoji=False, color_system=colors
+        )
         self.err_console = Console(
-            file=self.err, highlight=False, markup=False, emoji=False, **plain
+            file=self.err, highlight=False, markup=False, emoji=False, color_system=colors
         )
 
     @property

@@ -239,8 +239,8 @@ def _child(conn: Connection, q: str, backend: str, test_utils: tuple[str, ...]) 
 
 def _isolated_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[CheckRow], bool]:
     """:func:`_check_cell` in a child process; its death is the cell's FAIL."""
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork") if fork else multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, q, b.name, test_utils), daemon=True)
     child.start()
