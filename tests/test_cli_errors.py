@@ -192,3 +192,14 @@ def test_plugins_list_survives_a_keyboard_interrupt_in_a_plugin(capsys, ns, monk
         "oplib: loading the plugins was interrupted by KeyboardInterrupt"
     )
     assert captured.err.count("\n") == 1
+
+
+def test_warnings_are_one_line(capsys):
+    import warnings
+
+    def warns(args: argparse.Namespace, out: Output) -> int:
+        warnings.warn("oplib: plugin 'x' failed to load: boom", plugins.PluginWarning, stacklevel=1)
+        return 0
+
+    assert run(argparse.Namespace(fn=warns, debug=False), Output()) == 0
+    assert capsys.readouterr().err == "oplib: PluginWarning: plugin 'x' failed to load: boom\n"

@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
+from typing import TextIO
 
 from ..errors import OplibError
 from ._errors import CliError
@@ -18,7 +20,26 @@ __all__ = ["run"]
 INTERRUPTED = 130
 
 
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning (a plugin that failed to load...) as one line, like the errors."""
+    text = str(message).removeprefix("oplib: ")
+    print(safe(f"oplib: {category.__name__}: {text}", sys.stderr), file=sys.stderr)
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: Output) -> int:
     try:
         return int(args.fn(args, out))
     except BrokenPipeError:  # ``oplib ops list | head``: the reader left; say nothing more
