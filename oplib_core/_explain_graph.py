@@ -4,7 +4,6 @@ each resolution step (own kernel, ``default``, composite, fallback) with the one
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._registry import AUTOGRAD
@@ -15,13 +14,13 @@ if TYPE_CHECKING:
 __all__ = ["Graph", "dispatch_graph", "dot_str", "to_dot", "to_mermaid"]
 
 
-@dataclass
 class Graph:
     """Nodes ``(id, label, kind)`` and edges ``(from, to, label, taken)``; ``kind`` is
     ``call``, ``mode``, ``key``, ``kernel`` or ``error``."""
 
-    nodes: list[tuple[str, str, str]] = field(default_factory=list)
-    edges: list[tuple[str, str, str, bool]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.nodes: list[tuple[str, str, str]] = []
+        self.edges: list[tuple[str, str, str, bool]] = []
 
     def node(self, label: str, kind: str) -> str:
         nid = f"n{len(self.nodes)}"

@@ -37,6 +37,15 @@ def test_loading_the_plugins_imports_no_heavy_library():
     assert "rich" not in data["modules"]
 
 
+def test_drawing_is_not_imported_at_start_up():
+    data = run_python(
+        "import sys, oplib_core; oplib_core.plugins.load()\n"
+        "OUT['drawing'] = [m for m in ('oplib_core._explain_graph', 'oplib_core.autograd._dot')"
+        " if m in sys.modules]"
+    )
+    assert data["drawing"] == []
+
+
 def test_import_defers_the_plugins_to_first_use():
     data = run_python(
         "import sys, oplib_core as oplib\n"

@@ -8,13 +8,19 @@ operators), the ``ctx`` of formulas (:class:`FunctionCtx`), custom functions
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._context import FunctionCtx
-from ._dot import to_dot
 from ._engine import Node, backward, grad
 from ._function import Function, once_differentiable
 from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ._registration import register_autograd
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .._tensor import Tensor
 
 __all__ = [
     "Function",
@@ -33,3 +39,14 @@ __all__ = [
     "set_grad_enabled",
     "to_dot",
 ]
+
+
+def to_dot(outputs: Tensor | Sequence[Tensor], name: str = "autograd") -> str:
+    """The graph backward would walk from ``outputs``: one box per recorded op
+    (``grad_fn``), one per leaf Tensor that requires grad, arrows from inputs to the ops
+    that used them, as Graphviz ``dot`` text (render it with ``dot -Tsvg``).
+
+    Raises ``ValueError`` when no output has a graph (none requires grad)."""
+    from ._dot import draw  # drawing is rare: kept off ``import oplib_core``
+
+    return draw(outputs, name)

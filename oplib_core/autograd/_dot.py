@@ -1,4 +1,4 @@
-"""``to_dot(output)``: the autograd graph recorded behind a Tensor, as Graphviz ``dot``."""
+"""``autograd.to_dot(output)``: the autograd graph recorded behind a Tensor, as Graphviz ``dot``."""
 
 from __future__ import annotations
 
@@ -9,19 +9,15 @@ from .._explain_graph import dot_str
 from .._tensor import Tensor
 from ._engine import Node
 
-__all__ = ["to_dot"]
+__all__ = ["draw"]
 
 
 def _leaf_label(t: Tensor) -> str:
     return f"{tuple(t.shape)} {t.dtype}\nrequires_grad leaf"
 
 
-def to_dot(outputs: Tensor | Sequence[Tensor], name: str = "autograd") -> str:
-    """The graph backward would walk from ``outputs``: one box per recorded op
-    (``grad_fn``), one per leaf Tensor that requires grad, arrows from inputs to the ops
-    that used them, as Graphviz ``dot`` text (render it with ``dot -Tsvg``).
-
-    Raises ``ValueError`` when no output has a graph (none requires grad)."""
+def draw(outputs: Tensor | Sequence[Tensor], name: str = "autograd") -> str:
+    """:func:`oplib_core.autograd.to_dot`."""
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     ids: dict[int, str] = {}
     lines = [f"digraph {dot_str(name)} {{", "  rankdir=BT;", '  node [fontname="Helvetica"];']
