@@ -7,12 +7,12 @@ checked. The exit status is 1 when a check failed or when nothing was checked at
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from ..testing._checks import CHECKS, FAIL, PASS, SKIP
-from ..testing._runner import CheckRow, Report, UnknownName, check_ops
+from ..testing._runner import CheckRow, Progress, Report, UnknownName, check_ops
 from ._errors import CliError
 from ._names import backend, operator
 from ._parsers import leaf
@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
 
 
 @contextmanager
-def _progress(out: Output) -> Iterator[Callable[[int, int, str, str], None]]:
+def _progress(out: Output) -> Iterator[Progress]:
     """A progress bar on stderr when it is a terminal; otherwise nothing until the end."""
     if not out.err_console.is_terminal:
         yield lambda done, total, op, backend: None

@@ -40,41 +40,30 @@ STATUS_STYLES = {
 def safe(text: object, stream: IO[str] | None = None) -> str:
     """``text`` as ``stream`` (default stdout) can write it: what its encoding cannot
     hold (lone surrogates included) becomes a backslash escape."""
-    s = str(text)
     encoding = getattr(stream or sys.stdout, "encoding", None) or "utf-8"
     try:
-        s.encode(encoding)
-    except (UnicodeEncodeError, LookupError):
-        if encoding.lower().replace("-", "") in ("utf8", "utf8sig"):
-            encoding = "utf-8"
-        try:
-            return s.encode(encoding, "backslashreplace").decode(encoding)
-        except LookupError:
-            return s.encode("ascii", "backslashreplace").decode("ascii")
-    return s
+        return str(text).encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know
+        return str(text).encode("ascii", "backslashreplace").decode("ascii")
 
 
 def fit_widths(natural: list[int], wide: list[bool], room: int) -> list[int]:
-    """Column widths summing to ``room`` at most: the ``wide`` columns shrink first (to 12
-    characters at least), then the widest columns, down to 4 characters each."""
+    """Column widths summing to ``room`` at most where possible: the widest of the
+    ``wide`` columns shrink first (to 12 characters), then the widest of all (to 4)."""
     widths = list(natural)
-    for floor, only_wide in ((12, True), (4, False)):
+    everything = [True] * len(widths)
+    for floor, shrinkable in ((12, wide), (4, everything)):
         while sum(widths) > room:
-            candidates = [
-                i for i, w in enumerate(widths) if w > floor and (wide[i] or not only_wide)
-            ]
-            if not candidates:
+            over = [i for i, w in enumerate(widths) if shrinkable[i] and w > floor]
+            if not over:
                 break
-            i = max(candidates, key=lambda j: widths[j])
-            others = sorted((widths[j] for j in candidates if j != i), reverse=True)
-            target = max(floor, others[0] if others else floor, widths[i] - (sum(widths) - room))
-            widths[i] = target if target < widths[i] else widths[i] - 1
+            widths[max(over, key=widths.__getitem__)] -= 1
     return widths
 
 
 class Output:
-    """Where a command writes: ``table``, ``line`` and ``json`` on stdout, ``note`` and
-    ``error`` on stderr."""
+    """Where a command writes: ``table``, ``line``, ``text`` and ``json`` on stdout,
+    ``note`` on stderr."""
 
     def __init__(self) -> None:
         self.out = sys.stdout
@@ -88,10 +77,6 @@ class Output:
             file=self.err, highlight=False, markup=False, emoji=False, color_system=colors
         )
 
-    @property
-    def width(self) -> int:
-        return self.console.width
-
     def table(
         self,
         headers: Sequence[str],
@@ -103,13 +88,11 @@ class Output:
         ``wide`` (long free text) give up width first, then the widest ones; cut cells end
         in an ellipsis."""
         cells = [[self.cell(c) for c in row] for row in rows]
+        natural = [cell_len(h) for h in headers]
+        for row in cells:
+            natural = [max(n, c.cell_len) for n, c in zip(natural, row, strict=True)]
         widths = fit_widths(
-            [
-                max([cell_len(h), *(c.cell_len for c in col)])
-                for h, col in zip(
-                    headers, zip(*cells, strict=True) if cells else [()] * len(headers), strict=True
-                )
-            ],
+            natural,
             [h in wide for h in headers],
             self.console.width - 3 * (len(headers) - 1),  # padding and rule
         )
