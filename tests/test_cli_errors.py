@@ -203,3 +203,31 @@ def test_warnings_are_one_line(capsys):
 
     assert run(argparse.Namespace(fn=warns, debug=False), Output()) == 0
     assert capsys.readouterr().err == "oplib: PluginWarning: plugin 'x' failed to load: boom\n"
+
+
+def test_plugins_list_when_an_installed_plugin_raises_keyboard_interrupt(tmp_path):
+    """The real case: a distribution's entry point whose hook raises KeyboardInterrupt
+    while the command loads the plugins (a distribution found on PYTHONPATH)."""
+    (tmp_path / "ctrlc_plugin.py").write_text(
+        "import oplib_core as oplib\n"
+        "@oplib.hookimpl\n"
+        "def oplib_define(registrar):\n"
+        "    raise KeyboardInterrupt\n"
+    )
+    info = tmp_path / "ctrlc_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctrlc-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[oplib]\nctrlc = ctrlc_plugin\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_")}
+    env.update(PYTHONPATH=str(tmp_path), OPLIB_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core", "plugins", "list"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        "oplib: loading the plugins was interrupted by KeyboardInterrupt (raised in plugin "
+        "'ctrlc'); the list shows what was recorded before"
+    )
+    assert r.stdout.startswith("plugin ")  # the table of what was known is printed
