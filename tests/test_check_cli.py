@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -16,6 +15,8 @@ import oplib_core as oplib
 from oplib_core import plugins
 from oplib_core.cli import main
 from oplib_core.testing import SampleInput
+
+from helpers import FakeTTY
 
 CHECK_COLUMNS = ["schema", "autograd_registration", "faketensor", "backends", "gradcheck"]
 
@@ -122,11 +123,6 @@ def test_op_without_samples_is_reported(capsys, ns):
     assert code == 1  # nothing was checked
 
 
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 @pytest.fixture
 def samples_for(ns):
     """``samples_for(q, ...)``: a plugin giving each op ``q`` one (2, 3) sample, removed
@@ -229,3 +225,11 @@ def test_console_script_checks_the_core_op_set():
     data = json.loads(r.stdout)
     assert r.returncode == 0, [x for x in data["results"] if x["status"] == "FAIL"]
     assert data["summary"]["ops"] >= 61 and data["summary"]["fail"] == 0
+
+
+def test_isolate_spawns_where_the_platform_cannot_fork(capsys, monkeypatch):
+    # spawned children load the installed plugins themselves: core ops are all they see
+    monkeypatch.setattr("multiprocessing.get_all_start_methods", lambda: ["spawn"])
+    _, isolated = run(capsys, "oplib::neg", "-b", "cpu", "--isolate", "--json")
+    _, direct = run(capsys, "oplib::neg", "-b", "cpu", "--json")
+    assert json.loads(isolated)["results"] == json.loads(direct)["results"]

@@ -9,7 +9,6 @@ the diff.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import sys
@@ -27,14 +26,11 @@ from oplib_core.cli import main
 from oplib_core.cli._render import fit_widths
 from oplib_core.testing import SampleInput
 
+from helpers import FakeTTY
+
 GOLDEN = Path(__file__).parent / "cli_golden"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 NS = "cligold"  # fixed: it appears in the golden output
-
-
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 @pytest.fixture
