@@ -75,6 +75,7 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, col
 def golden(name: str, text: str) -> None:
     text = re.sub(r"in \d+\.\d+s", "in X.Xs", text)  # timings vary
     text = text.replace(str(Path(__file__).parent), "<tests>")
+    text = re.sub(r"(<tests>/\w+\.py):\d+", r"\1:N", text)  # line numbers of this file
     path = GOLDEN / f"{name}.txt"
     if os.environ.get("OPLIB_REGEN_GOLDEN"):
         path.write_text(text, encoding="utf-8")
