@@ -233,3 +233,25 @@ def test_isolate_spawns_where_the_platform_cannot_fork(capsys, monkeypatch):
     _, isolated = run(capsys, "oplib::neg", "-b", "cpu", "--isolate", "--json")
     _, direct = run(capsys, "oplib::neg", "-b", "cpu", "--json")
     assert json.loads(isolated)["results"] == json.loads(direct)["results"]
+
+
+def test_isolate_goes_on_with_the_other_backends_after_a_crash(capsys, ns, samples_for, tmp_path):
+    marker = tmp_path / "crashed-once"
+
+    def crashes_once(x):  # the first child dies; the one that takes over does not
+        if not marker.exists():
+            marker.touch()
+            os.abort()
+        return -x
+
+    q = oplib.define(f"{ns}::once", "(Tensor x) -> Tensor")
+    oplib.impl(q, ["cpu", "privateuse1"], crashes_once)
+    oplib.register_fake(q, lambda x: x.new_empty(x.shape))
+    samples_for(q)
+    npu = oplib.backends.get("privateuse1").name
+    code, out = run(capsys, q, "-b", "cpu", "-b", npu, "--isolate", "--json")
+    by_backend: dict[str, set[str]] = {}
+    for r in json.loads(out)["results"]:
+        by_backend.setdefault(r["backend"], set()).add(r["status"])
+    assert code == 1
+    assert by_backend == {"cpu": {"FAIL"}, npu: {"PASS", "SKIP"}}

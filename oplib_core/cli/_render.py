@@ -1,8 +1,8 @@
 """Terminal output for ``oplib``: rich tables that fit the terminal, plain text, JSON.
 
-Colour only when the stream is a terminal and ``NO_COLOR`` is unset (rich's own rules);
-the width is the terminal's (``COLUMNS`` overrides it). Cells are truncated with an
-ellipsis; ``--json`` carries the full text. Text that the stream cannot encode (a lone
+Colour only when the stream is a terminal and ``NO_COLOR`` is unset; the width is the
+terminal's (``COLUMNS`` overrides it). Table cells are cut with an ellipsis to fit it
+(``--json`` carries the full text); other lines are printed whole. Text that the stream cannot encode (a lone
 surrogate in a plugin's string, non-ASCII on an ASCII stream) is printed escaped instead
 of ending the command.
 """
@@ -110,13 +110,8 @@ class Output:
         return Text(s, style=STATUS_STYLES.get(s, ""))
 
     def line(self, text: object = "", style: str = "") -> None:
-        """One line of text, cut to the terminal width (with an ellipsis) when too long."""
-        self.console.print(
-            Text(safe(text, self.out), style=style),
-            overflow="ellipsis",
-            no_wrap=True,
-            crop=True,
-        )
+        """A line of text (styled on a terminal), never cut: the terminal wraps it."""
+        self.console.print(Text(safe(text, self.out), style=style), soft_wrap=True)
 
     def text(self, text: object) -> None:
         """Text printed as it is (wrapped by the terminal, never cut)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -125,6 +125,8 @@ def _device(b: Backend) -> Device:
 
 #: ``progress(done, total, op, backend)``: called after each op x backend is checked.
 Progress = Callable[[int, int, str, str], None]
+#: One op on one backend: the backend, a row per check, whether the op had samples there.
+Cell = tuple[Backend, list["CheckRow"], bool]
 
 
 def check_ops(
@@ -150,15 +152,14 @@ def check_ops(
         if q not in REGISTRY.ops:
             raise UnknownName("op", q)
     usable, unavailable = _backends(backends)
-    check_cell = _isolated_cell if isolate else _check_cell
+    cells = _isolated_cells if isolate else _cells
     rows: list[CheckRow] = []
     no_samples: list[str] = []
     done, total = 0, len(names) * len(usable)
     for q in names:
         op_rows: list[CheckRow] = []
         any_samples = False
-        for b in usable:
-            cell_rows, has_samples = check_cell(q, b, tuple(test_utils))
+        for b, cell_rows, has_samples in cells(q, usable, tuple(test_utils)):
             op_rows.extend(cell_rows)
             any_samples = any_samples or has_samples
             done += 1
@@ -226,41 +227,70 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
     return list(per_check.values()), True
 
 
-def _child(conn: Connection, q: str, backend: str, test_utils: tuple[str, ...]) -> None:
-    """In the child process: check one cell and send its rows back as JSON dicts."""
+def _cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:
+    """Each backend's rows for op ``q``, as they are checked."""
+    for b in backends:
+        rows, has_samples = _check_cell(q, b, test_utils)
+        yield b, rows, has_samples
+
+
+def _child(conn: Connection, q: str, backends: list[str], test_utils: tuple[str, ...]) -> None:
+    """In a child process: check op ``q`` on ``backends`` in turn, sending each one's rows
+    (as JSON dicts) as soon as it is done; a Python exception that escapes is sent as text
+    and ends the child."""
     try:
-        rows, has_samples = _check_cell(q, TABLE.get(backend), test_utils)
-        conn.send(([r.to_json() for r in rows], has_samples))
-    except BaseException as e:  # reported by the parent as the cell's failure
+        for name in backends:
+            rows, has_samples = _check_cell(q, TABLE.get(name), test_utils)
+            conn.send(([r.to_json() for r in rows], has_samples))
+    except BaseException as e:  # SystemExit from a kernel, say: that backend's failure
         conn.send(f"the check process raised {type(e).__name__}: {e}")
     finally:
         conn.close()
 
 
-def _isolated_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[CheckRow], bool]:
-    """:func:`_check_cell` in a child process; its death is the cell's FAIL."""
+def _death(code: int | None) -> str:
+    code = code or 0
+    if code < 0 and -code in signal.valid_signals():
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def _isolated_cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:
+    """:func:`_cells` in a child process: one child checks the op on every backend; when
+    it dies, the backend it was checking fails and a new child takes the rest."""
     fork = "fork" in multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork") if fork else multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, q, b.name, test_utils), daemon=True)
-    child.start()
-    send.close()
-    try:
-        answer: Any = receive.recv()
-    except EOFError:  # it died before answering
-        answer = None
-    finally:
-        receive.close()
-        child.join()
-    if isinstance(answer, tuple):
-        rows, has_samples = answer
-        return [CheckRow(**r) for r in rows], has_samples
-    if answer is None:
-        code = child.exitcode or 0
-        how = (
-            f"killed by {signal.Signals(-code).name}"
-            if code < 0 and -code in signal.valid_signals()
-            else f"exited with status {code}"
+    pending = list(backends)
+    while pending:
+        receive, send = ctx.Pipe(duplex=False)
+        names = [b.name for b in pending]
+        child = ctx.Process(target=_child, args=(send, q, names, test_utils), daemon=True)
+        child.start()
+        send.close()
+        done, answer = 0, None
+        try:
+            while done < len(pending):
+                try:
+                    answer = receive.recv()
+                except EOFError:  # died before answering for pending[done]
+                    break
+                b, done = pending[done], done + 1
+                if isinstance(answer, str):  # raised: that backend fails, the child ends
+                    yield b, [CheckRow(q, b.name, c, FAIL, answer) for c in test_utils], True
+                    break
+                rows, has_samples = answer
+                yield b, [CheckRow(**r) for r in rows], has_samples
+            else:
+                return
+        finally:
+            receive.close()
+            child.join()
+        if isinstance(answer, str):
+            pending = pending[done:]
+            continue
+        b = pending[done]
+        reason = (
+            f"the check process crashed ({_death(child.exitcode)}) while checking {q} on {b.name}"
         )
-        answer = f"the check process crashed ({how}) while checking {q} on {b.name}"
-    return [CheckRow(q, b.name, c, FAIL, answer) for c in test_utils], True
+        yield b, [CheckRow(q, b.name, c, FAIL, reason) for c in test_utils], True
+        pending = pending[done + 1 :]
