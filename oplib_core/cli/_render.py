@@ -2,9 +2,9 @@
 
 Colour only when the stream is a terminal and ``NO_COLOR`` is unset; the width is the
 terminal's (``COLUMNS`` overrides it). Table cells are cut with an ellipsis to fit it
-(``--json`` carries the full text); other lines are printed whole. Text that the stream cannot encode (a lone
-surrogate in a plugin's string, non-ASCII on an ASCII stream) is printed escaped instead
-of ending the command.
+(``--json`` carries the full text); other lines are printed whole. Text that the stream
+cannot encode (a lone surrogate in a plugin's string, non-ASCII on an ASCII stream) is
+printed escaped instead of ending the command.
 """
 
 from __future__ import annotations
