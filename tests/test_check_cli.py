@@ -255,3 +255,37 @@ def test_isolate_goes_on_with_the_other_backends_after_a_crash(capsys, ns, sampl
         by_backend.setdefault(r["backend"], set()).add(r["status"])
     assert code == 1
     assert by_backend == {"cpu": {"FAIL"}, npu: {"PASS", "SKIP"}}
+
+
+_CRASH_WITH_FAULTHANDLER = """
+import os, oplib_core as oplib
+from oplib_core import plugins
+from oplib_core.cli import main
+from oplib_core.testing import SampleInput
+
+op = oplib.define("crashfh::abort", "(Tensor x) -> Tensor")
+oplib.impl(op, "cpu", lambda x: os.abort())
+oplib.register_fake(op, lambda x: x.new_empty(x.shape))
+
+class Samples:
+    @oplib.hookimpl
+    def oplib_sample_inputs(self, op, device):
+        if op.name() == "crashfh::abort":
+            return [SampleInput((oplib.ones(2, device=device),))]
+        return None
+
+plugins.register(Samples(), name="crashfh-samples")
+raise SystemExit(main(["check", "crashfh::abort", "-b", "cpu", "--isolate"]))
+"""
+
+
+def test_isolate_keeps_a_crashing_child_quiet_under_faulthandler():
+    """The crash is a row of the report, not a C-level dump over the parent's stderr."""
+    r = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", _CRASH_WITH_FAULTHANDLER],
+        capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert "Fatal Python error" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "0 passed, 5 failed" in r.stderr
+    assert "killed by SIGABRT" in r.stdout

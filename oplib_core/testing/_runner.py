@@ -9,6 +9,7 @@ sample failed, else ``PASS`` if any passed, else ``SKIP``.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import signal
 import time
@@ -141,9 +142,10 @@ def check_ops(
     ``backends`` (default: every installed backend; unavailable ones are reported, explicitly
     requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`.
 
-    ``isolate=True`` checks each op x backend in a child process, so a kernel that crashes
-    the process (a segfault, ``os._exit``) is a FAIL of that cell instead of the end of the
-    run. Children are forked where the platform can (they see in-process registrations);
+    ``isolate=True`` checks each op in a child process (a new one takes the remaining
+    backends after a crash), so a kernel that crashes the process (a segfault,
+    ``os._exit``) is a FAIL of that op on that backend instead of the end of the run.
+    Children are forked where the platform can (they see in-process registrations);
     elsewhere they are spawned and see the installed plugins only."""
     start = time.perf_counter()
     explicit = qualnames is not None
@@ -238,6 +240,9 @@ def _child(conn: Connection, q: str, backends: list[str], test_utils: tuple[str,
     """In a child process: check op ``q`` on ``backends`` in turn, sending each one's rows
     (as JSON dicts) as soon as it is done; a Python exception that escapes is sent as text
     and ends the child."""
+    # A crash is reported as that backend's FAIL row; a faulthandler dump inherited from
+    # the parent would only scramble the parent's output (the progress bar, one-line errors).
+    faulthandler.disable()
     try:
         for name in backends:
             rows, has_samples = _check_cell(q, TABLE.get(name), test_utils)
