@@ -35,6 +35,19 @@ class DispatchExplanation:
     def to_json(self) -> dict[str, Any]:
         return {**vars(self), "steps": [list(s) for s in self.steps]}
 
+    def to_dot(self) -> str:
+        """The decision as a Graphviz ``dot`` graph: the call, the active modes,
+        ``Autograd``, the backend and each resolution step (dashed: skipped)."""
+        from ._explain_graph import dispatch_graph, to_dot
+
+        return to_dot(dispatch_graph(self))
+
+    def to_mermaid(self) -> str:
+        """The decision as a Mermaid flowchart (GitHub renders it in Markdown)."""
+        from ._explain_graph import dispatch_graph, to_mermaid
+
+        return to_mermaid(dispatch_graph(self))
+
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"DispatchExplanation({fields})"

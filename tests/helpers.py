@@ -4,6 +4,7 @@ registrations."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import threading
 from collections.abc import Callable
@@ -91,3 +92,10 @@ class Teardown:
     def run(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+
+class FakeTTY(io.StringIO):
+    """A text stream that says it is a terminal (for colour and progress-bar tests)."""
+
+    def isatty(self) -> bool:
+        return True

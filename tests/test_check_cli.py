@@ -1,8 +1,10 @@
-"""``oplib check``: the op x backend x check table, ``--json``, exit codes."""
+"""``oplib check``: the per-op summary, the op x backend x check table (``-v``),
+``--json``, exit codes, progress on stderr, ``--isolate``."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -14,7 +16,14 @@ from oplib_core import plugins
 from oplib_core.cli import main
 from oplib_core.testing import SampleInput
 
+from helpers import FakeTTY
+
 CHECK_COLUMNS = ["schema", "autograd_registration", "faketensor", "backends", "gradcheck"]
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -25,6 +34,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 def test_one_core_op_on_chosen_backends(capsys):
     npu = oplib.backends.get("privateuse1").name
     code, out = run(capsys, "oplib::mul", "--backend", "cpu", "--backend", npu, "-b", "meta")
+    assert code == 0
+    header, _rule, row, *_ = out.splitlines()
+    assert header.split() == ["op", "result", "pass", "fail", "skip", "failing", "on", "notes"]
+    assert row.split() == ["oplib::mul", "PASS", "12", "0", "3", "-"]
+    assert "1 ops x 3 backends" in out and "0 failed" in out
+    code, out = run(capsys, "oplib::mul", "--backend", "cpu", "--backend", npu, "-b", "meta", "-v")
     assert code == 0
     header, _rule, *rest = out.splitlines()
     assert header.split() == ["op", "backend", *CHECK_COLUMNS, "notes"]
@@ -54,9 +69,11 @@ def test_unavailable_backend_named_explicitly_is_skipped(capsys, teardown):
         oplib.BackendSpec(name="offline", array_types=(bytearray,), status=lambda: "unplugged")
     )
     teardown(undo)
-    code, out = run(capsys, "oplib::neg", "-b", "offline", "--json")
-    rows = json.loads(out)["results"]
-    assert code == 0 and {r["status"] for r in rows} == {"SKIP"}
+    code = main(["check", "oplib::neg", "-b", "offline", "--json"])
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)["results"]
+    assert code == 1 and {r["status"] for r in rows} == {"SKIP"}
+    assert "oplib: nothing was checked: every check was skipped" in captured.err
     assert rows[0]["reason"] == "backend not available: unplugged"
 
 
@@ -76,10 +93,15 @@ def test_failure_exits_1_and_names_op_backend_check(capsys, ns):
     try:
         code, out = run(capsys, q, "-b", "cpu")
         jcode, jout = run(capsys, "-b", "cpu", "--json")
+        vcode, vout = run(capsys, q, "-b", "cpu", "-v")
     finally:
         plugins.unregister(f"{ns}-samples")
     assert code == 1
     row = next(line for line in out.splitlines() if line.startswith(q))
+    assert row.split()[1:7] == ["FAIL", "1", "1", "3", "cpu", "faketensor"]
+    assert "faketensor on cpu: output 0: the fake kernel" in row
+    assert vcode == 1
+    row = next(line for line in vout.splitlines() if line.startswith(q))
     assert row.split()[1:7] == ["cpu", "PASS", "SKIP", "FAIL", "SKIP", "SKIP"]
     assert "faketensor: output 0: the fake kernel" in row
     assert f"- {q} on cpu, test_faketensor (sample ones (2, 3)):" in out
@@ -98,6 +120,88 @@ def test_op_without_samples_is_reported(capsys, ns):
     assert "have no sample inputs" in out and q in out.split("have no sample inputs")[1]
     code, out = run(capsys, q, "-b", "cpu", "--json")
     assert {r["reason"] for r in json.loads(out)["results"]} == {"no sample inputs for cpu"}
+    assert code == 1  # nothing was checked
+
+
+@pytest.fixture
+def samples_for(ns):
+    """``samples_for(q, ...)``: a plugin giving each op ``q`` one (2, 3) sample, removed
+    after the test."""
+    names: list[str] = []
+
+    def add(*qualnames: str) -> None:
+        class Samples:
+            @oplib.hookimpl
+            def oplib_sample_inputs(self, op, device):
+                if op.name() in qualnames:
+                    return [SampleInput((oplib.ones(2, 3, device=device),), name="ones")]
+                return None
+
+        name = f"{ns}-samples-{len(names)}"
+        plugins.register(Samples(), name=name)
+        names.append(name)
+
+    yield add
+    for name in names:
+        plugins.unregister(name)
+
+
+def test_failures_come_first(capsys, ns, samples_for):
+    good = oplib.define(f"{ns}::a_good", "(Tensor x) -> Tensor")
+    oplib.impl(good, "cpu", lambda x: -x)
+    oplib.register_fake(good, lambda x: x.new_empty(x.shape))
+    bad = oplib.define(f"{ns}::z_bad", "(Tensor x) -> Tensor")
+    oplib.impl(bad, "cpu", lambda x: -x)
+    oplib.register_fake(bad, lambda x: x.new_empty((1,)))
+    samples_for(good, bad)
+    code, out = run(capsys, good, bad, "-b", "cpu")
+    assert code == 1
+    ops = [line.split()[0] for line in out.splitlines()[2:4]]
+    assert ops == [bad, good]
+
+
+def test_progress_bar_on_a_terminal_summary_line_otherwise(capsys, monkeypatch):
+    code = main(["check", "oplib::neg", "-b", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err == f"1 ops x 1 backends (cpu): {err.split(': ', 1)[1]}"
+    assert err.count("\n") == 1 and "passed" in err
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(["check", "oplib::neg", "oplib::abs", "-b", "cpu"]) == 0
+    drawn = tty.getvalue()
+    assert "checking" in drawn and "2/2" in drawn and "passed" not in drawn
+
+
+@pytest.mark.parametrize(
+    ("crash", "how"),
+    [("os.abort()", "killed by SIGABRT"), ("os._exit(3)", "exited with status 3")],
+)
+def test_isolate_reports_a_crashing_kernel_and_goes_on(capsys, ns, samples_for, crash, how):
+    def crashing(x):
+        eval(crash, {"os": os})  # ends the process that runs it
+        return x
+
+    q = oplib.define(f"{ns}::crash", "(Tensor x) -> Tensor")
+    oplib.impl(q, "cpu", crashing)
+    oplib.register_fake(q, lambda x: x.new_empty(x.shape))
+    samples_for(q)
+    code, out = run(capsys, q, "oplib::neg", "-b", "cpu", "--isolate", "--json")
+    data = json.loads(out)
+    assert code == 1
+    crashed = [r for r in data["results"] if r["op"] == q]
+    assert {r["status"] for r in crashed} == {"FAIL"}
+    assert crashed[0]["reason"] == (f"the check process crashed ({how}) while checking {q} on cpu")
+    neg = {r["status"] for r in data["results"] if r["op"] == "oplib::neg"}
+    assert neg == {"PASS", "SKIP"}  # the run went on after the crash
+
+
+def test_isolated_results_match_in_process(capsys):
+    _, isolated = run(
+        capsys, "oplib::mul", "oplib::sum", "-b", "cpu", "-b", "meta", "--isolate", "--json"
+    )
+    _, direct = run(capsys, "oplib::mul", "oplib::sum", "-b", "cpu", "-b", "meta", "--json")
+    assert json.loads(isolated)["results"] == json.loads(direct)["results"]
 
 
 def test_unknown_op_or_backend_exit_2(capsys):
@@ -105,6 +209,10 @@ def test_unknown_op_or_backend_exit_2(capsys):
     assert "no operator 'nope::x'" in capsys.readouterr().err
     assert main(["check", "-b", "nosuch"]) == 2
     assert "no backend 'nosuch'" in capsys.readouterr().err
+    assert main(["check", "-b", "cpux"]) == 2
+    assert capsys.readouterr().err == (
+        "oplib: no backend 'cpux' (see 'oplib backends list'); did you mean 'cpu'?\n"
+    )
 
 
 def test_console_script_checks_the_core_op_set():
@@ -117,3 +225,67 @@ def test_console_script_checks_the_core_op_set():
     data = json.loads(r.stdout)
     assert r.returncode == 0, [x for x in data["results"] if x["status"] == "FAIL"]
     assert data["summary"]["ops"] >= 61 and data["summary"]["fail"] == 0
+
+
+def test_isolate_spawns_where_the_platform_cannot_fork(capsys, monkeypatch):
+    # spawned children load the installed plugins themselves: core ops are all they see
+    monkeypatch.setattr("multiprocessing.get_all_start_methods", lambda: ["spawn"])
+    _, isolated = run(capsys, "oplib::neg", "-b", "cpu", "--isolate", "--json")
+    _, direct = run(capsys, "oplib::neg", "-b", "cpu", "--json")
+    assert json.loads(isolated)["results"] == json.loads(direct)["results"]
+
+
+def test_isolate_goes_on_with_the_other_backends_after_a_crash(capsys, ns, samples_for, tmp_path):
+    marker = tmp_path / "crashed-once"
+
+    def crashes_once(x):  # the first child dies; the one that takes over does not
+        if not marker.exists():
+            marker.touch()
+            os.abort()
+        return -x
+
+    q = oplib.define(f"{ns}::once", "(Tensor x) -> Tensor")
+    oplib.impl(q, ["cpu", "privateuse1"], crashes_once)
+    oplib.register_fake(q, lambda x: x.new_empty(x.shape))
+    samples_for(q)
+    npu = oplib.backends.get("privateuse1").name
+    code, out = run(capsys, q, "-b", "cpu", "-b", npu, "--isolate", "--json")
+    by_backend: dict[str, set[str]] = {}
+    for r in json.loads(out)["results"]:
+        by_backend.setdefault(r["backend"], set()).add(r["status"])
+    assert code == 1
+    assert by_backend == {"cpu": {"FAIL"}, npu: {"PASS", "SKIP"}}
+
+
+_CRASH_WITH_FAULTHANDLER = """
+import os, oplib_core as oplib
+from oplib_core import plugins
+from oplib_core.cli import main
+from oplib_core.testing import SampleInput
+
+op = oplib.define("crashfh::abort", "(Tensor x) -> Tensor")
+oplib.impl(op, "cpu", lambda x: os.abort())
+oplib.register_fake(op, lambda x: x.new_empty(x.shape))
+
+class Samples:
+    @oplib.hookimpl
+    def oplib_sample_inputs(self, op, device):
+        if op.name() == "crashfh::abort":
+            return [SampleInput((oplib.ones(2, device=device),))]
+        return None
+
+plugins.register(Samples(), name="crashfh-samples")
+raise SystemExit(main(["check", "crashfh::abort", "-b", "cpu", "--isolate"]))
+"""
+
+
+def test_isolate_keeps_a_crashing_child_quiet_under_faulthandler():
+    """The crash is a row of the report, not a C-level dump over the parent's stderr."""
+    r = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", _CRASH_WITH_FAULTHANDLER],
+        capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert "Fatal Python error" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "0 passed, 5 failed" in r.stderr
+    assert "killed by SIGABRT" in r.stdout

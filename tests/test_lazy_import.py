@@ -33,6 +33,17 @@ def test_loading_the_plugins_imports_no_heavy_library():
     assert not [m for m in HEAVY if m in data["modules"]]
     # error-path helpers (did-you-mean suggestions) stay off the loading path
     assert "difflib" not in data["modules"]
+    # the CLI's renderer is the oplib command's alone
+    assert "rich" not in data["modules"]
+
+
+def test_drawing_is_not_imported_at_start_up():
+    data = run_python(
+        "import sys, oplib_core; oplib_core.plugins.load()\n"
+        "OUT['drawing'] = [m for m in ('oplib_core._explain_graph', 'oplib_core.autograd._dot')"
+        " if m in sys.modules]"
+    )
+    assert data["drawing"] == []
 
 
 def test_import_defers_the_plugins_to_first_use():

@@ -144,7 +144,8 @@ def test_disable_and_autoload_controls(venv: Path) -> None:
         "--json",
         env={"OPLIB_DISABLE_PLUGINS": "acme"},
     )
-    assert json.loads(r.stdout) == []
+    # its namespace is gone with it: an unknown name for the CLI (exit 2)
+    assert r.returncode == 2 and "oplib: no namespace 'acme'" in r.stderr
     r = _run(venv, oplib, "plugins", "list", "--json", env={"OPLIB_PLUGINS_AUTOLOAD": "0"})
     # only the built-in plugins of oplib-core itself; no entry point was loaded
     rows = json.loads(r.stdout)

@@ -9,9 +9,13 @@ sample failed, else ``PASS`` if any passed, else ``SKIP``.
 
 from __future__ import annotations
 
+import faulthandler
+import multiprocessing
+import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from .._device import Device
@@ -22,7 +26,7 @@ from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from ._hop_samples import hop_samples
 from ._samples import SampleInput, sample_inputs
 
-__all__ = ["CheckRow", "Report", "UnknownName", "check_ops"]
+__all__ = ["CheckRow", "Progress", "Report", "UnknownName", "check_ops"]
 
 
 class UnknownName(KeyError):
@@ -129,14 +133,29 @@ def _device(b: Backend) -> Device:
     return Device(b.name, 0 if b.multi_device else None)
 
 
+#: ``progress(done, total, op, backend)``: called after each op x backend is checked.
+Progress = Callable[[int, int, str, str], None]
+#: One op on one backend: the backend, a row per check, whether the op had samples there.
+Cell = tuple[Backend, list["CheckRow"], bool]
+
+
 def check_ops(
     qualnames: Iterable[str] | None = None,
     backends: Sequence[str] | None = None,
     test_utils: Sequence[str] = CHECKS,
+    *,
+    progress: Progress | None = None,
+    isolate: bool = False,
 ) -> Report:
     """Run the checks of ``qualnames`` (default: every op some plugin has samples for) on
     ``backends`` (default: every installed backend; unavailable ones are reported, explicitly
-    requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`."""
+    requested ones get SKIP rows). Unknown ops or backends raise :class:`UnknownName`.
+
+    ``isolate=True`` checks each op in a child process (a new one takes the remaining
+    backends after a crash), so a kernel that crashes the process (a segfault,
+    ``os._exit``) is a FAIL of that op on that backend instead of the end of the run.
+    Children are forked where the platform can (they see in-process registrations);
+    elsewhere they are spawned and see the installed plugins only."""
     start = time.perf_counter()
     explicit = qualnames is not None
     names = (
@@ -148,56 +167,19 @@ def check_ops(
         if q not in REGISTRY.ops and HOPS.get(q) is None:
             raise UnknownName("op", q)
     usable, unavailable = _backends(backends)
+    cells = _isolated_cells if isolate else _cells
     rows: list[CheckRow] = []
     no_samples: list[str] = []
+    done, total = 0, len(names) * len(usable)
     for q in names:
-        op = REGISTRY.ops[q].overload if q in REGISTRY.ops else HOPS.get(q)
         op_rows: list[CheckRow] = []
         any_samples = False
-        for b in usable:
-            per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
-            sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
-            try:
-                samples = _samples(op, sample_device)
-            except Exception as e:
-                for row in per_check.values():
-                    row.status, row.error = FAIL, e
-                    row.reason = f"oplib_sample_inputs raised {type(e).__name__}: {e}"
-                op_rows.extend(per_check.values())
-                any_samples = True
-                continue
-            if not samples:
-                for row in per_check.values():
-                    row.reason = f"no sample inputs for {sample_device.type}"
-                op_rows.extend(per_check.values())
-                continue
-            any_samples = True
-            for i, s in enumerate(samples):
-                label = s.name or f"sample {i}"
-                try:
-                    results = list(
-                        run_checks(
-                            op,
-                            s.args,
-                            s.kwargs,
-                            test_utils=test_utils,
-                            backend=b.name,
-                            backends=[b.name],
-                            compare_values=s.compare_values,
-                        )
-                    )
-                except Exception as e:
-                    for row in per_check.values():
-                        row.fold(
-                            CheckResult(
-                                q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e
-                            ),
-                            label,
-                        )
-                    continue
-                for r in results:
-                    per_check[r.check].fold(r, label)
-            op_rows.extend(per_check.values())
+        for b, cell_rows, has_samples in cells(q, usable, tuple(test_utils)):
+            op_rows.extend(cell_rows)
+            any_samples = any_samples or has_samples
+            done += 1
+            if progress is not None:
+                progress(done, total, q, b.name)
         if explicit or any_samples:
             rows.extend(op_rows)
             if backends:
@@ -215,3 +197,118 @@ def check_ops(
         no_samples=no_samples,
         seconds=time.perf_counter() - start,
     )
+
+
+def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[CheckRow], bool]:
+    """The rows of op ``q`` on backend ``b``, one per check, and whether it had samples
+    (or its sample hook raised, which is reported as a failure)."""
+    op = REGISTRY.ops[q].overload if q in REGISTRY.ops else HOPS.get(q)
+    per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
+    sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
+    try:
+        samples = _samples(op, sample_device)
+    except Exception as e:
+        for row in per_check.values():
+            row.status, row.error = FAIL, e
+            row.reason = f"oplib_sample_inputs raised {type(e).__name__}: {e}"
+        return list(per_check.values()), True
+    if not samples:
+        for row in per_check.values():
+            row.reason = f"no sample inputs for {sample_device.type}"
+        return list(per_check.values()), False
+    for i, s in enumerate(samples):
+        label = s.name or f"sample {i}"
+        try:
+            results = list(
+                run_checks(
+                    op,
+                    s.args,
+                    s.kwargs,
+                    test_utils=test_utils,
+                    backend=b.name,
+                    backends=[b.name],
+                    compare_values=s.compare_values,
+                )
+            )
+        except Exception as e:
+            for row in per_check.values():
+                row.fold(
+                    CheckResult(q, row.check, b.name, FAIL, f"raised {type(e).__name__}: {e}", e),
+                    label,
+                )
+            continue
+        for r in results:
+            per_check[r.check].fold(r, label)
+    return list(per_check.values()), True
+
+
+def _cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:
+    """Each backend's rows for op ``q``, as they are checked."""
+    for b in backends:
+        rows, has_samples = _check_cell(q, b, test_utils)
+        yield b, rows, has_samples
+
+
+def _child(conn: Connection, q: str, backends: list[str], test_utils: tuple[str, ...]) -> None:
+    """In a child process: check op ``q`` on ``backends`` in turn, sending each one's rows
+    (as JSON dicts) as soon as it is done; a Python exception that escapes is sent as text
+    and ends the child."""
+    # A crash is reported as that backend's FAIL row; a faulthandler dump inherited from
+    # the parent would only scramble the parent's output (the progress bar, one-line errors).
+    faulthandler.disable()
+    try:
+        for name in backends:
+            rows, has_samples = _check_cell(q, TABLE.get(name), test_utils)
+            conn.send(([r.to_json() for r in rows], has_samples))
+    except BaseException as e:  # SystemExit from a kernel, say: that backend's failure
+        conn.send(f"the check process raised {type(e).__name__}: {e}")
+    finally:
+        conn.close()
+
+
+def _death(code: int | None) -> str:
+    code = code or 0
+    if code < 0 and -code in signal.valid_signals():
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def _isolated_cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:
+    """:func:`_cells` in a child process: one child checks the op on every backend; when
+    it dies, the backend it was checking fails and a new child takes the rest."""
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork") if fork else multiprocessing.get_context("spawn")
+    pending = list(backends)
+    while pending:
+        receive, send = ctx.Pipe(duplex=False)
+        names = [b.name for b in pending]
+        child = ctx.Process(target=_child, args=(send, q, names, test_utils), daemon=True)
+        child.start()
+        send.close()
+        done, answer = 0, None
+        try:
+            while done < len(pending):
+                try:
+                    answer = receive.recv()
+                except EOFError:  # died before answering for pending[done]
+                    break
+                b, done = pending[done], done + 1
+                if isinstance(answer, str):  # raised: that backend fails, the child ends
+                    yield b, [CheckRow(q, b.name, c, FAIL, answer) for c in test_utils], True
+                    break
+                rows, has_samples = answer
+                yield b, [CheckRow(**r) for r in rows], has_samples
+            else:
+                return
+        finally:
+            receive.close()
+            child.join()
+        if isinstance(answer, str):
+            pending = pending[done:]
+            continue
+        b = pending[done]
+        reason = (
+            f"the check process crashed ({_death(child.exitcode)}) while checking {q} on {b.name}"
+        )
+        yield b, [CheckRow(q, b.name, c, FAIL, reason) for c in test_utils], True
+        pending = pending[done + 1 :]

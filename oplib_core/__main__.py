@@ -1,0 +1,19 @@
+"""``python -m oplib_core``: the ``oplib`` command; ``--include`` prints the directory of
+oplib's C header (as ``oplib.get_include()``), for compiler flags."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _main(argv: list[str]) -> int:
+    if argv == ["--include"]:
+        print(Path(__file__).resolve().parent / "include")
+        return 0
+    from .cli import main
+
+    return main(argv)
+
+
+raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""``oplib``: what is installed and registered, checked and drawn. Every command takes
+``--json``.
+
+A command is a module of this package with ``add_parser(subparsers)``, which adds its
+parser and sets ``fn(args, out) -> exit status`` as its default; :data:`COMMANDS` names
+the module of each top-level command. Adding one is a module and a line there. Only the
+module of the command being run is imported (each parser costs about a millisecond).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+_DESCRIPTION = "What oplib has installed and registered, checked and drawn."
+
+#: Top-level command → the module of this package that builds it.
+COMMANDS: dict[str, str] = {
+    "backends": "_backends",
+    "plugins": "_plugins",
+    "ops": "_ops",
+    "check": "_check",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line (``oplib: error: ...``) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _version() -> str:
+    from .._version import __version__
+    from ._versions import installed
+
+    lines = [f"oplib-core {__version__}"]
+    lines += [f"{name} {version}" for name, version in installed() if name != "oplib-core"]
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the installed versions")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(_version())
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command tree, or (``only``) just that top-level command."""
+    parser = _Parser(prog="oplib", description=_DESCRIPTION)
+    parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, module in COMMANDS.items():
+        if only is None or only == name:
+            importlib.import_module(f"{__name__}.{module}").add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``oplib`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        args = build_parser(first if first in COMMANDS else None).parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    from ._render import Output
+    from ._run import run
+
+    return run(args, Output())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""``oplib backends list``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import _introspect as introspect
+from ._parsers import group, leaf
+from ._render import Output, dist_label
+
+__all__ = ["add_parser"]
+
+
+def add_parser(sub: Any) -> None:
+    leaf(
+        group(sub, "backends", "installed device backends"), "list", "list backends", backends_list
+    )
+
+
+def backends_list(args: argparse.Namespace, out: Output) -> int:
+    rows = introspect.backend_rows()
+    if args.json:
+        out.json(rows)
+        return 0
+    if not rows:
+        out.line("no backends installed (pip install oplib-cpu)")
+        return 0
+    out.table(
+        ["backend", "key", "distribution", "available", "devices", "ops"],
+        [
+            [
+                r["name"],
+                r["key"],
+                dist_label(r["distribution"], r["version"]),
+                "yes" if r["available"] else f"no: {r['reason']}",
+                r["device_count"],
+                r["ops"],
+            ]
+            for r in rows
+        ],
+        wide=("available",),
+    )
+    for p in introspect.plugin_rows():
+        if p["status"] == "failed":
+            out.line(
+                f"plugin {p['name']!r} ({dist_label(p['distribution'], p['version'])}) "
+                f"failed to load: {p['error']}",
+                style="red",
+            )
+    return 0

@@ -1,0 +1,67 @@
+"""Names given on the command line turned into what they name, or a :class:`UsageError`
+with did-you-mean suggestions."""
+
+from __future__ import annotations
+
+from .._device import Device
+from .._dispatch import OpOverload
+from .._higher_order._operator import HOPS, NAMESPACE, HigherOrderOperator
+from .._lookup import resolve
+from .._registry import REGISTRY
+from ..backends import TABLE, Backend, device
+from ..errors import AmbiguousOperatorError, UnknownOperatorError
+from ._errors import UsageError, did_you_mean, no_operator, unknown_name
+
+__all__ = ["backend", "device_arg", "namespace", "operator", "operator_or_hop"]
+
+
+def operator(given: str, api: str) -> OpOverload:
+    """The op ``given`` names, in any spelling :func:`oplib_core.lookup` takes."""
+    try:
+        return resolve(given, api)
+    except (UnknownOperatorError, AmbiguousOperatorError) as e:
+        raise no_operator(e, given) from e
+
+
+def operator_or_hop(given: str, api: str) -> OpOverload | HigherOrderOperator:
+    """A higher-order operator for ``higher_order::name``, else :func:`operator`."""
+    if given.startswith(f"{NAMESPACE}::"):
+        hop = HOPS.get(given)
+        if hop is not None:
+            return hop
+        # Matched without the shared prefix, which would make every name look close.
+        bare = given.removeprefix(f"{NAMESPACE}::")
+        hint = did_you_mean(bare, [h.name() for h in HOPS.all()])
+        hint = hint.replace("'", f"'{NAMESPACE}::", 1).replace(" or '", f" or '{NAMESPACE}::")
+        raise UsageError(f"no higher-order operator {given!r} (see 'oplib ops list'){hint}")
+    return operator(given, api)
+
+
+def backend(given: str) -> Backend:
+    b = TABLE.find(given)
+    if b is None:
+        raise unknown_name("backend", given, [x.name for x in TABLE.all()], "oplib backends list")
+    return b
+
+
+def device_arg(given: str) -> Device:
+    """A ``--device`` value whose type is an installed backend."""
+    try:
+        d = device(given)
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise UsageError(f"--device {given!r}: {e}") from e
+    if TABLE.find(d.type) is None:
+        raise unknown_name(
+            "device type", d.type, [x.name for x in TABLE.all()], "oplib backends list"
+        )
+    return d
+
+
+def namespace(given: str) -> str:
+    with REGISTRY.lock:
+        known = {e.schema.namespace for e in REGISTRY.ops.values()}
+    if HOPS.all():
+        known.add(NAMESPACE)
+    if given not in known:
+        raise unknown_name("namespace", given, known, "oplib ops list")
+    return given
