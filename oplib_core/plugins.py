@@ -7,17 +7,20 @@ plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, overload
 
 from . import backend_registration
+from ._discovery import CORE_DISTRIBUTION
 from ._lookup import resolve
+from ._ownership import OverrideWarning
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
 from ._startup import LOCK, deferred, ensure
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from ._discovery import EntryPointInfo
 
 __all__ = [
+    "OverrideWarning",
     "PluginRecord",
     "PluginWarning",
     "Registrar",
@@ -109,6 +113,19 @@ class PluginRecord:
         self.hook_target: Any = None  # what pluggy holds: the plugin, or its hooks' view
         self.registrar: Registrar | None = None
 
+    @property
+    def overrides(self) -> _builtin_list[str]:
+        """The kernels of other distributions this plugin overrides (the user allowed it by
+        name, ``OPLIB_ALLOW_OVERRIDE``): ``"ns::op key (owned by dist)"``."""
+        with REGISTRY.lock:
+            return [
+                f"{entry.qualname} {k.key} (owned by {k.overrides})"
+                for entry in REGISTRY.ops.values()
+                for stack in entry.kernels.values()
+                for k in stack
+                if k.overrides is not None and k.origin.plugin == self.name
+            ]
+
     def __repr__(self) -> str:
         return f"<PluginRecord {self.name!r} {self.status} ({self.distribution or 'in-process'})>"
 
@@ -124,6 +141,7 @@ class PluginRecord:
             "error": self.error,
             "traceback": self.traceback,
             "load_ms": round(self.load_ms, 3),
+            "overrides": self.overrides,
         }
 
 
@@ -257,6 +275,19 @@ class Registrar:
         while len(self._handles) > mark:
             self._handles.pop().destroy()
 
+    @contextlib.contextmanager
+    def _crediting(self) -> Iterator[None]:
+        """Everything registered meanwhile in this thread, by any route (this registrar,
+        ``oplib.impl``, ``define``, ``custom_op``, a ``Library``), is the plugin's: credited
+        to it, rolled back with it, removed by ``unregister``."""
+        r = self._record
+        ctx = PluginContext(r.name, r.distribution, r.version, self, self._allow_reserved)
+        token = current_plugin.set(ctx)
+        try:
+            yield
+        finally:
+            current_plugin.reset(token)
+
 
 def _hook_view(plugin: Any) -> Any:
     """What pluggy registers for ``plugin``: for a module, an object holding only its
@@ -290,6 +321,69 @@ def _last_line(e: BaseException) -> str:
     return text[-1] if text else type(e).__name__
 
 
+#: The backends of the project's own distributions: declared by them, whatever else an
+#: entry point or a backend claims.
+_KNOWN_BACKENDS = {
+    "cpu": "oplib-cpu",
+    "cuda": "oplib-cuda",
+    "meta": "oplib-meta",
+    "privateuse1": "oplib-privateuse",
+    "dask": "oplib-dask",
+}
+#: The entry point names of the project's own distributions.
+_KNOWN_ENTRY_POINTS = {
+    "cpu": "oplib-cpu",
+    "cuda": "oplib-cuda",
+    "meta": "oplib-meta",
+    "privateuse": "oplib-privateuse",
+    "dask": "oplib-dask",
+}
+
+
+def _claim_rank(record: PluginRecord, spec: BackendSpec) -> int:
+    """How strongly a plugin's distribution declares the backend it returns: 2 for the
+    project's own backends (:data:`_KNOWN_BACKENDS`), 1 when the plugin's entry point is
+    named after the backend (``cpu = "oplib_cpu.plugin"`` declares ``cpu``), else 0."""
+    if _KNOWN_BACKENDS.get(spec.name) == record.distribution:
+        return 2
+    return 1 if record.entry_point is not None and record.name == spec.name else 0
+
+
+def _type_names(spec: BackendSpec) -> set[str]:
+    return set(spec.array_type_names) | {
+        f"{t.__module__.partition('.')[0]}.{t.__name__}" for t in spec.array_types
+    }
+
+
+def _clash(mine: BackendSpec, theirs: BackendSpec) -> str:
+    """What two backends both claim ("" when nothing)."""
+    if mine.name == theirs.name:
+        return "the name"
+    if mine.dispatch_key == theirs.dispatch_key:
+        return f"the dispatch key {mine.dispatch_key!r}"
+    common = sorted(_type_names(mine) & _type_names(theirs))
+    return f"the array type {common[0]}" if common else ""
+
+
+def _by_entry_point_name(
+    eps: Iterable[EntryPointInfo],
+) -> _builtin_list[tuple[EntryPointInfo, _builtin_list[str]]]:
+    """Each entry point with the distributions it must yield its name to (empty: it may
+    load). Two distributions giving the same name: the one oplib knows for that name keeps
+    it; otherwise none does. Never "first found wins"."""
+    eps = _builtin_list(eps)
+    dists: dict[str, _builtin_list[str]] = {}
+    for ep in eps:
+        dists.setdefault(ep.name, []).append(str(ep.distribution))
+    out = []
+    for ep in eps:
+        others = [d for d in dists[ep.name] if d != str(ep.distribution)]
+        if others and _KNOWN_ENTRY_POINTS.get(ep.name) == ep.distribution:
+            others = []
+        out.append((ep, others))
+    return out
+
+
 class PluginHost:
     """The pluggy manager plus what oplib records about each plugin (``records`` is filled
     on first use, by loading the plugins)."""
@@ -311,6 +405,40 @@ class PluginHost:
         self.records: dict[str, PluginRecord] = {}
         self.pm: pluggy.PluginManager = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        REGISTRY.evict = self._evict
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing: if the block raises anything (``KeyboardInterrupt`` included),
+        every plugin it added is rolled back and forgotten, leaving the table as before."""
+        before = set(self.records)
+        try:
+            yield
+        except BaseException:
+            with self.lock:
+                for name in reversed(_builtin_list(self.records)):
+                    if name not in before:
+                        self._forget(self.records[name])
+            raise
+
+    def _forget(self, record: PluginRecord) -> None:
+        if record.registrar is not None:
+            record.registrar._rollback()
+        if record.hook_target is not None and self.pm.is_registered(record.hook_target):
+            self.pm.unregister(record.hook_target)
+        for key, r in _builtin_list(self.records.items()):
+            if r is record:
+                del self.records[key]
+
+    def _evict(self, plugin: str, error: BaseException) -> None:
+        """Fail a loaded plugin after the fact (it took what another distribution owns):
+        everything it registered is rolled back."""
+        record = self.records.get(plugin)
+        if record is None or record.status != "loaded":
+            return
+        if record.registrar is not None:
+            record.registrar._rollback()
+        self._fail(record, error)
 
     # -- discovery ------------------------------------------------------------------------
     def load_entry_points(self) -> None:
@@ -330,11 +458,27 @@ class PluginHost:
         from ._discovery import find_entry_points
 
         loaded: _builtin_list[PluginRecord] = []
-        for ep in find_entry_points(__version__):
+        for ep, rivals in _by_entry_point_name(find_entry_points(__version__)):
+            if rivals:
+                self._refuse_entry_point(ep, rivals)
+                continue
             record = self._load_entry_point(ep)
             if record is not None:
                 loaded.append(record)
         self._run_phases(loaded)
+
+    def _refuse_entry_point(self, ep: EntryPointInfo, rivals: _builtin_list[str]) -> None:
+        record = PluginRecord(
+            name=ep.name, distribution=ep.distribution, version=ep.version, entry_point=ep.value
+        )
+        record.status = "failed"
+        record.error = (
+            f"PluginError: the entry point name {ep.name!r} of {ep.distribution} is also "
+            f"claimed by {', '.join(rivals)}, and neither is the one oplib knows for it"
+        )
+        with self.lock:
+            self.records[f"{ep.name} ({ep.distribution})"] = record
+        self._warn(record)
 
     def _load_entry_point(self, ep: EntryPointInfo) -> PluginRecord | None:
         record = PluginRecord(
@@ -355,11 +499,11 @@ class PluginHost:
                 self._warn(record)
                 return None
             self.records[ep.name] = record
+            record.registrar = Registrar(record)
         if ep.name in self.disabled:
             self.pm.set_blocked(ep.name)
             record.status = "blocked"
             return None
-        from ._discovery import CORE_DISTRIBUTION
         from ._discovery import load as load_entry_point
 
         if not ep.compatible:
@@ -371,11 +515,14 @@ class PluginHost:
             return None
         start = time.perf_counter()
         try:
-            module = load_entry_point(ep)
+            # registrations its module makes at import time are the plugin's too
+            with record.registrar._crediting():
+                module = load_entry_point(ep)
         except BaseException as e:  # a plugin must never take oplib down with it
             if isinstance(e, KeyboardInterrupt):
                 raise
             record.load_ms = (time.perf_counter() - start) * 1000
+            record.registrar._rollback()
             self._fail(record, e)
             return None
         record.load_ms = (time.perf_counter() - start) * 1000
@@ -416,8 +563,11 @@ class PluginHost:
     # -- phases ---------------------------------------------------------------------------
     def _run_phases(self, records: Sequence[PluginRecord]) -> None:
         for r in records:
-            r.registrar = Registrar(r, allow_reserved=_is_core_plugin(r.plugin))
-        for phase in PHASES:
+            privileged = _is_core_plugin(r.plugin)
+            if r.registrar is None or privileged:
+                r.registrar = Registrar(r, allow_reserved=privileged)
+        self._install_backends(records)
+        for phase in PHASES[1:]:
             for r in records:
                 if r.status != "loaded" or phase not in r.hooks:
                     continue
@@ -425,25 +575,81 @@ class PluginHost:
                 self._run_hook(r, phase)
                 r.load_ms += (time.perf_counter() - start) * 1000
 
-    def _run_hook(self, record: PluginRecord, phase: str) -> None:
+    def _install_backends(self, records: Sequence[PluginRecord]) -> None:
+        """The backends phase, in two steps so that order never matters: every plugin's
+        ``oplib_backends()`` is asked first, then conflicting claims (a name, a dispatch
+        key or an array type wanted by two backends) are settled by who declares the
+        backend (:func:`_claim_rank`): the lower claimant fails, both when equal; only
+        then are the rest installed."""
+        claims: _builtin_list[tuple[PluginRecord, _builtin_list[BackendSpec]]] = []
+        for r in records:
+            if r.status != "loaded" or "oplib_backends" not in r.hooks:
+                continue
+            start = time.perf_counter()
+            specs = self._ask_backends(r)
+            r.load_ms += (time.perf_counter() - start) * 1000
+            if specs is not None:
+                claims.append((r, specs))
+        losers: dict[int, str] = {}
+        for i, (r, specs) in enumerate(claims):
+            for spec in specs:
+                for installed in TABLE.all():
+                    clash = _clash(spec, installed.spec)
+                    if clash:
+                        losers.setdefault(
+                            i,
+                            f"backend {spec.name!r} claims {clash} of the installed backend "
+                            f"{installed.name!r} ({installed.distribution or installed.plugin})",
+                        )
+                for j, (other, other_specs) in enumerate(claims):
+                    if j == i:
+                        continue
+                    for theirs in other_specs:
+                        clash = _clash(spec, theirs)
+                        if not clash or _claim_rank(r, spec) > _claim_rank(other, theirs):
+                            continue
+                        losers.setdefault(
+                            i,
+                            f"backend {spec.name!r} of {r.distribution or r.name} claims "
+                            f"{clash} of backend {theirs.name!r} declared by "
+                            f"{other.distribution or other.name}",
+                        )
+        for i, (r, specs) in enumerate(claims):
+            if i in losers:
+                self._fail(
+                    r, PluginError(f"{losers[i]}; {r.name!r} was refused", plugin=r.name),
+                    during="oplib_backends",
+                )
+                continue
+            self._register_backends(r, specs)
+
+    def _ask_backends(self, record: PluginRecord) -> _builtin_list[BackendSpec] | None:
         registrar = record.registrar
         assert registrar is not None
-        impls = [
-            i
-            for i in getattr(self.pm.hook, phase).get_hookimpls()
-            if i.plugin is record.hook_target
-        ]
-        token = current_plugin.set(PluginContext(record.name, record.distribution, record.version))
         try:
-            if phase == "oplib_backends":
-                specs = [s for impl in impls for s in (impl.function() or ())]
+            with registrar._crediting():
+                specs = [s for impl in self._impls(record, "oplib_backends") for s in impl() or ()]
+            for spec in specs:
+                if not isinstance(spec, BackendSpec):
+                    raise PluginError(
+                        f"oplib_backends() of plugin {record.name!r} must return BackendSpec "
+                        f"objects, got {type(spec).__name__}",
+                        plugin=record.name,
+                    )
+            return specs
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            registrar._rollback()
+            self._fail(record, e, during="oplib_backends")
+            return None
+
+    def _register_backends(self, record: PluginRecord, specs: Sequence[BackendSpec]) -> None:
+        registrar = record.registrar
+        assert registrar is not None
+        try:
+            with registrar._crediting():
                 for spec in specs:
-                    if not isinstance(spec, BackendSpec):
-                        raise PluginError(
-                            f"oplib_backends() of plugin {record.name!r} must return BackendSpec "
-                            f"objects, got {type(spec).__name__}",
-                            plugin=record.name,
-                        )
                     undo = TABLE.register(
                         spec,
                         plugin=record.name,
@@ -454,7 +660,29 @@ class PluginHost:
                     if spec.name == backend_registration.PRIVATEUSE1:
                         # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
                         backend_registration._rename_from_env()
-            else:
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            registrar._rollback()
+            self._fail(record, e, during="oplib_backends")
+
+    def _impls(self, record: PluginRecord, phase: str) -> _builtin_list[Callable[..., Any]]:
+        return [
+            i.function
+            for i in getattr(self.pm.hook, phase).get_hookimpls()
+            if i.plugin is record.hook_target
+        ]
+
+    def _run_hook(self, record: PluginRecord, phase: str) -> None:
+        registrar = record.registrar
+        assert registrar is not None
+        impls = [
+            i
+            for i in getattr(self.pm.hook, phase).get_hookimpls()
+            if i.plugin is record.hook_target
+        ]
+        try:
+            with registrar._crediting():
                 for impl in impls:
                     impl.function(**({"registrar": registrar} if impl.argnames else {}))
         except BaseException as e:
@@ -462,8 +690,6 @@ class PluginHost:
                 raise
             registrar._rollback()
             self._fail(record, e, during=phase)
-        finally:
-            current_plugin.reset(token)
 
     def _fail(self, record: PluginRecord, e: BaseException, during: str | None = None) -> None:
         record.status = "failed"
@@ -496,12 +722,15 @@ class PluginHost:
             record = PluginRecord(
                 name=name, module=getattr(plugin, "__file__", None) or repr(plugin)
             )
+            if _is_core_plugin(plugin):
+                record.distribution, record.version = CORE_DISTRIBUTION, __version__
             self.records[name] = record
             if self.pm.is_blocked(name) or name in self.disabled:
                 record.status = "blocked"
                 return record
             if self._register_with_pluggy(record, plugin):
-                self._run_phases([record])
+                with self.transaction():
+                    self._run_phases([record])
             return record
 
     def unregister(self, plugin_or_name: Any) -> None:
