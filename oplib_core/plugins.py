@@ -716,7 +716,7 @@ class PluginHost:
     def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
         name = name or str(getattr(plugin, "__name__", None) or type(plugin).__name__)
         ensure()
-        with self.lock:
+        with self.lock, self.transaction():
             if name in self.records and self.records[name].status == "loaded":
                 raise PluginError(f"a plugin named {name!r} is already registered", plugin=name)
             record = PluginRecord(
@@ -729,8 +729,7 @@ class PluginHost:
                 record.status = "blocked"
                 return record
             if self._register_with_pluggy(record, plugin):
-                with self.transaction():
-                    self._run_phases([record])
+                self._run_phases([record])
             return record
 
     def unregister(self, plugin_or_name: Any) -> None:
