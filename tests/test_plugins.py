@@ -524,3 +524,38 @@ def test_reserved_namespaces_are_refused_by_every_route(teardown):
         oplib.define("oplib::sneaky", "(Tensor x) -> Tensor")
     with pytest.raises(oplib.ReservedNamespaceError):
         oplib.Library("prim", "FRAGMENT")
+
+
+def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads():
+    from subproc import run_python
+
+    out = run_python("""
+        import numpy as np
+        import oplib_core as oplib
+        from oplib_core import _startup, plugins
+        from oplib_core._registry import REGISTRY
+
+        real = plugins.PluginHost._run_hook
+        hits = []
+
+        def interrupted(self, record, phase):
+            if record.name == "cpu" and phase == "oplib_impl" and not hits:
+                hits.append(1)
+                raise KeyboardInterrupt
+            return real(self, record, phase)
+
+        plugins.PluginHost._run_hook = interrupted
+        OUT["first"] = catch(oplib.plugins.load)
+        OUT["loaded_after_interrupt"] = _startup.is_loaded()
+        OUT["ops_left"] = len(vars(REGISTRY).get("ops", {}))
+        OUT["records_left"] = len(vars(plugins.HOST).get("records", {}))
+        OUT["backends_left"] = len(vars(oplib.backends.TABLE).get("_backends", {}))
+        OUT["add"] = oplib.ops.oplib.add(np.ones(2), np.ones(2)).tolist()
+        OUT["statuses"] = sorted({r.status for r in plugins.list()})
+        OUT["cpu"] = oplib.backends.get("cpu").distribution
+    """)
+    assert out["first"][0] == "KeyboardInterrupt"
+    assert out["loaded_after_interrupt"] is False
+    assert (out["ops_left"], out["records_left"], out["backends_left"]) == (0, 0, 0)
+    assert out["add"] == [2.0, 2.0]
+    assert out["statuses"] == ["loaded"] and out["cpu"] == "oplib-cpu"
