@@ -472,9 +472,11 @@ class PluginHost:
             name=ep.name, distribution=ep.distribution, version=ep.version, entry_point=ep.value
         )
         record.status = "failed"
+        known = _KNOWN_ENTRY_POINTS.get(ep.name)
+        why = f"it belongs to {known}" if known in rivals else "none of them owns it"
         record.error = (
             f"PluginError: the entry point name {ep.name!r} of {ep.distribution} is also "
-            f"claimed by {', '.join(rivals)}, and neither is the one oplib knows for it"
+            f"used by {', '.join(rivals)}; {why}"
         )
         with self.lock:
             self.records[f"{ep.name} ({ep.distribution})"] = record
