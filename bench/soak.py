@@ -120,7 +120,9 @@ def mutator(stop: threading.Event, counters: Counters, seed: int) -> None:
                     counters.add(0, 0, 0, 1, None)
 
             op = oplib.custom_op(
-                f"soak_c{seed}::twice", lambda x: x * 2, mutates_args=(),
+                f"soak_c{seed}::twice",
+                lambda x: x * 2,
+                mutates_args=(),
                 schema="(Tensor x) -> Tensor",
             )
             if not np.array_equal(op(np.ones(1)), [2.0]):

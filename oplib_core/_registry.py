@@ -390,6 +390,8 @@ class Registry:
             with self.lock:
                 if self.ops.get(entry.qualname) is entry:
                     del self.ops[entry.qualname]
+                    for slot in [s for s in self._contested if s[0] == entry.qualname]:
+                        del self._contested[slot]
                     entry.alive = False
                     entry.invalidate()
                     self._notify("undefined", entry)
@@ -449,7 +451,9 @@ class Registry:
 
         return Handle(undo, f"{key} kernel of {qualname}")
 
-    def _conflict(self, entry: OpEntry, key: str, current: Kernel, origin: Origin, api: str) -> RegistrationError:
+    def _conflict(
+        self, entry: OpEntry, key: str, current: Kernel, origin: Origin, api: str
+    ) -> RegistrationError:
         what = "a fake kernel" if key == FAKE else f"a kernel for {key!r}"
         if key == AUTOGRAD:
             what = "an autograd formula"

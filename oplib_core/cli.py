@@ -74,7 +74,9 @@ def _plugins_list(args: argparse.Namespace) -> int:
         [
             r["name"],
             _dist(r["distribution"], r["version"]),
-            r["status"] + (f": {r['error']}" if r["error"] else ""),
+            r["status"]
+            + (f": {r['error']}" if r["error"] else "")
+            + "".join(f"; overrides {o}" for o in r.get("overrides") or ()),
             ", ".join(h.removeprefix("oplib_") for h in r["hooks"]) or "-",
             f"{r['load_ms']:.1f}",
             r["module"] or "-",
@@ -142,7 +144,13 @@ def _ops_show(args: argparse.Namespace) -> int:
         return f"{k['source']}  [{who}]"
 
     rows = [
-        [k["key"], k["status"] + (" (override)" if k["overrides"] else ""), origin(k)]
+        [
+            k["key"],
+            k["status"]
+            + (f" (overrides {k['overrides_owner']})" if k.get("overrides_owner") else "")
+            + (" (override)" if k["overrides"] and not k.get("overrides_owner") else ""),
+            origin(k),
+        ]
         for k in d["kernels"]
     ]
     for label in ("fake", "autograd"):

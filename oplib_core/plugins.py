@@ -619,7 +619,8 @@ class PluginHost:
         for i, (r, specs) in enumerate(claims):
             if i in losers:
                 self._fail(
-                    r, PluginError(f"{losers[i]}; {r.name!r} was refused", plugin=r.name),
+                    r,
+                    PluginError(f"{losers[i]}; {r.name!r} was refused", plugin=r.name),
                     during="oplib_backends",
                 )
                 continue

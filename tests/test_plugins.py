@@ -348,8 +348,9 @@ def test_an_allowed_override_is_announced_and_marked(registered, monkeypatch):
 
 
 @pytest.mark.parametrize("override_first", [True, False])
-def test_an_allowed_override_wins_over_its_owner_in_any_order(batch, ns, monkeypatch,
-                                                               override_first):
+def test_an_allowed_override_wins_over_its_owner_in_any_order(
+    batch, ns, monkeypatch, override_first
+):
     monkeypatch.setenv("OPLIB_ALLOW_OVERRIDE", "dist-over")
     owner, _ = _owner_and_squatter(ns)
     over = make_plugin(
@@ -441,7 +442,10 @@ def test_entry_point_names_are_kept_by_the_known_distribution_only():
     def ep(name, dist):
         return EntryPointInfo(name, f"{dist}.plugin", dist, "1", None, True)
 
-    for eps in ([ep("cpu", "evil"), ep("cpu", "oplib-cpu")], [ep("cpu", "oplib-cpu"), ep("cpu", "evil")]):
+    for eps in (
+        [ep("cpu", "evil"), ep("cpu", "oplib-cpu")],
+        [ep("cpu", "oplib-cpu"), ep("cpu", "evil")],
+    ):
         verdict = {e.distribution: rivals for e, rivals in plugins._by_entry_point_name(eps)}
         assert verdict == {"oplib-cpu": [], "evil": ["oplib-cpu"]}
     verdict = plugins._by_entry_point_name([ep("x", "a"), ep("x", "b"), ep("y", "c")])
@@ -559,3 +563,19 @@ def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads(
     assert (out["ops_left"], out["records_left"], out["backends_left"]) == (0, 0, 0)
     assert out["add"] == [2.0, 2.0]
     assert out["statuses"] == ["loaded"] and out["cpu"] == "oplib-cpu"
+
+
+def test_the_cli_marks_an_allowed_override(registered, monkeypatch, capsys):
+    from oplib_core import cli
+
+    monkeypatch.setenv("OPLIB_ALLOW_OVERRIDE", "cli_hijacker")
+
+    def hijack(registrar):
+        registrar.impl("oplib::sub", "cpu", np.subtract, allow_override=True)
+
+    with pytest.warns(plugins.OverrideWarning):
+        registered(make_plugin("cli_hijacker", oplib_impl=hijack))
+    assert cli.main(["ops", "show", "oplib::sub"]) == 0
+    assert "(overrides oplib-cpu)" in capsys.readouterr().out
+    assert cli.main(["plugins", "list"]) == 0
+    assert "overrides oplib::sub cpu (owned by oplib-cpu)" in capsys.readouterr().out

@@ -20,7 +20,9 @@ _HOOK = "from oplib_core import hookimpl\nimport oplib_core as oplib\nimport num
 
 def _raises_in(hook: str, body: str) -> str:
     args = "" if hook == "oplib_backends" else "registrar"
-    return f"{_HOOK}\n@hookimpl\ndef {hook}({args}):\n{body}    raise RuntimeError('boom in {hook}')\n"
+    return (
+        f"{_HOOK}\n@hookimpl\ndef {hook}({args}):\n{body}    raise RuntimeError('boom in {hook}')\n"
+    )
 
 
 #: case -> (module source, what the failed plugin's error must say, entry point name or None)
@@ -31,7 +33,11 @@ CASES: dict[str, tuple[str, str, str | None]] = {
         "boom at import",
         None,
     ),
-    "sys_exit": (f"{_HOOK}oplib.define('fexit::x', '(Tensor x) -> Tensor')\nimport sys\nsys.exit(3)\n", "SystemExit", None),
+    "sys_exit": (
+        f"{_HOOK}oplib.define('fexit::x', '(Tensor x) -> Tensor')\nimport sys\nsys.exit(3)\n",
+        "SystemExit",
+        None,
+    ),
     "raise_backends": (
         _raises_in("oplib_backends", "    import oplib_core\n"),
         "boom in oplib_backends",
@@ -54,9 +60,9 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     "raise_fake": (
         f"{_HOOK}\n@hookimpl\ndef oplib_define(registrar):\n"
         "    registrar.define('ffake::x', '(Tensor x) -> Tensor')\n"
-        + _raises_in("oplib_register_fake", "    registrar.register_fake('ffake::x', lambda x: x)\n")[
-            len(_HOOK) :
-        ],
+        + _raises_in(
+            "oplib_register_fake", "    registrar.register_fake('ffake::x', lambda x: x)\n"
+        )[len(_HOOK) :],
         "boom in oplib_register_fake",
         None,
     ),
@@ -179,8 +185,13 @@ IN_REPO = {"cpu", "cuda", "meta", "privateuse", "dask"}
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("faults")
     py = fresh_venv(root / "venv")
-    for case, (code, _, ep) in {**CASES, "keyboard_interrupt": (KEYBOARD_INTERRUPT, "", None)}.items():
-        write_dist(root / case, f"fault-{case.replace('_', '-')}", f"fault_{case}", code, entry_point=ep)
+    for case, (code, _, ep) in {
+        **CASES,
+        "keyboard_interrupt": (KEYBOARD_INTERRUPT, "", None),
+    }.items():
+        write_dist(
+            root / case, f"fault-{case.replace('_', '-')}", f"fault_{case}", code, entry_point=ep
+        )
     return py, root
 
 
