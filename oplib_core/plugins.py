@@ -27,7 +27,7 @@ from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
 from ._version import __version__
 from .autograd._registration import register_autograd
-from .backends import TABLE, BackendSpec
+from .backends import TABLE, BackendSpec, _clash_of
 from .errors import InvalidNameError, PluginError, ReservedNamespaceError
 from .library import (
     _KernelT,
@@ -349,22 +349,6 @@ def _claim_rank(record: PluginRecord, spec: BackendSpec) -> int:
     return 1 if record.entry_point is not None and record.name == spec.name else 0
 
 
-def _type_names(spec: BackendSpec) -> set[str]:
-    return set(spec.array_type_names) | {
-        f"{t.__module__.partition('.')[0]}.{t.__name__}" for t in spec.array_types
-    }
-
-
-def _clash(mine: BackendSpec, theirs: BackendSpec) -> str:
-    """What two backends both claim ("" when nothing)."""
-    if mine.name == theirs.name:
-        return "the name"
-    if mine.dispatch_key == theirs.dispatch_key:
-        return f"the dispatch key {mine.dispatch_key!r}"
-    common = sorted(_type_names(mine) & _type_names(theirs))
-    return f"the array type {common[0]}" if common else ""
-
-
 def _by_entry_point_name(
     eps: Iterable[EntryPointInfo],
 ) -> _builtin_list[tuple[EntryPointInfo, _builtin_list[str]]]:
@@ -596,7 +580,7 @@ class PluginHost:
         for i, (r, specs) in enumerate(claims):
             for spec in specs:
                 for installed in TABLE.all():
-                    clash = _clash(spec, installed.spec)
+                    clash = _clash_of(spec, installed.spec)
                     if clash:
                         losers.setdefault(
                             i,
@@ -607,7 +591,7 @@ class PluginHost:
                     if j == i:
                         continue
                     for theirs in other_specs:
-                        clash = _clash(spec, theirs)
+                        clash = _clash_of(spec, theirs)
                         if not clash or _claim_rank(r, spec) > _claim_rank(other, theirs):
                             continue
                         losers.setdefault(
