@@ -579,3 +579,10 @@ def test_the_cli_marks_an_allowed_override(registered, monkeypatch, capsys):
     assert "(overrides oplib-cpu)" in capsys.readouterr().out
     assert cli.main(["plugins", "list"]) == 0
     assert "overrides oplib::sub cpu (owned by oplib-cpu)" in capsys.readouterr().out
+
+
+def test_a_runtime_backend_cannot_claim_numpy_arrays_either():
+    spec = oplib.BackendSpec(name="npx", array_types=(np.ndarray,))
+    with pytest.raises(oplib.BackendError, match="array type numpy.ndarray of backend 'cpu'"):
+        oplib.backends.register(spec)
+    assert oplib.backends.for_type(np.ndarray).name == "cpu"
