@@ -562,6 +562,7 @@ class Registry:
         )
 
     def add_py_kernel(self, qualname: str, key: Any, fn: Callable[..., Any]) -> Handle:
+        ensure()  # before the lock (see add_kernel)
         with self.lock:
             entry = self.entry(qualname)
             if key in entry.py_kernels:
