@@ -3,13 +3,15 @@ kernels, ``Library`` objects and custom ops, for a bounded time.
 
 Callers go round four paths: the native fast path (``oplib.ops.oplib.add(a, b)``), the
 Tensor path (``ta * tb``), autograd (``(t * t).sum().backward()``, gradient checked) and the
-kwargs path (``oplib.ops.oplib.sum(a, dim=[0], keepdim=True)``), plus ``soak::scale``, the
-op whose kernels the mutators keep overriding and removing. Every kernel of ``soak::scale``
-multiplies by its own factor and says which factor it used, so the caller can check:
+kwargs path (``oplib.ops.oplib.sum(a, dim=[0], keepdim=True)``), plus ``soak::scale<i>``,
+the ops whose kernels mutator ``i`` keeps overriding and removing (and calls itself right
+after each change). Every kernel multiplies by its own factor and says which factor it
+used, so callers and mutators can check:
 
 * errors: any exception in a caller (must be 0);
 * stale dispatches: a kernel that ran although its removal had finished before the call
-  began (must be 0);
+  began, or a mutator's call right after its change not served by the kernel it must be
+  (must be 0);
 * wrong results: a result that is not what numpy gives, or not what the kernel that ran
   computed (must be 0).
 
@@ -67,22 +69,23 @@ def scale_kernel(factor: float, dead: list[int]) -> Callable[[np.ndarray], np.nd
     return kernel
 
 
-def caller(stop: threading.Event, counters: Counters) -> None:
+def caller(stop: threading.Event, counters: Counters, mutators: int) -> None:
     _local.stale = 0
     a = np.arange(1.0, 5.0)
     b = np.full(4, 2.0)
     ta, tb = oplib.tensor(a), oplib.tensor(b)
-    add, total, scale = oplib.ops.oplib.add, oplib.ops.oplib.sum, oplib.ops.soak.scale
+    add, total = oplib.ops.oplib.add, oplib.ops.oplib.sum
+    scales = [getattr(oplib.ops.soak, f"scale{i}") for i in range(mutators)]
     calls = errors = wrong = 0
     error: str | None = None
     while not stop.is_set():
         try:
-            for _ in range(50):
+            for n in range(50):
                 wrong += not np.array_equal(add(a, b), a + b)
                 wrong += not np.array_equal((ta * tb).numpy(), a * b)
                 wrong += not np.array_equal(total(a, dim=[0], keepdim=True), [a.sum()])
                 _local.started = next(_seq)
-                out = scale(a)
+                out = scales[n % len(scales)](a)
                 wrong += not np.array_equal(out, a * _local.factor)
                 calls += 4
             t = oplib.tensor(a, requires_grad=True)
@@ -99,6 +102,9 @@ def mutator(stop: threading.Event, counters: Counters, seed: int) -> None:
     """Registers and removes overriding kernels of ``soak::scale`` (through Libraries and
     the functional API), and defines and destroys Libraries and custom ops of their own."""
     factors = itertools.count(seed * 1_000_000 + 2)
+    scale = getattr(oplib.ops.soak, f"scale{seed}")
+    a = np.ones(1)
+    _local.stale = 0
     errors = 0
     error: str | None = None
     n = 0
@@ -106,11 +112,15 @@ def mutator(stop: threading.Event, counters: Counters, seed: int) -> None:
         n += 1
         try:
             dead = [0]
+            factor = float(next(factors))
             lib = oplib.Library("soak", "IMPL")
-            lib.impl("scale", scale_kernel(float(next(factors)), dead), "CPU", allow_override=True)
-            time.sleep(0)
+            lib.impl(f"scale{seed}", scale_kernel(factor, dead), "CPU", allow_override=True)
+            _local.started = next(_seq)
+            _local.stale += scale(a)[0] != factor  # the new kernel must serve from now on
             lib._destroy()
             dead[0] = next(_seq)
+            _local.started = next(_seq)
+            _local.stale += scale(a)[0] != 1.0  # and the base kernel again once it is gone
 
             ns = f"soak_m{seed}_{n % 8}"
             with oplib.library._scoped_library(ns, "FRAGMENT") as frag:
@@ -131,24 +141,28 @@ def mutator(stop: threading.Event, counters: Counters, seed: int) -> None:
         except Exception as e:
             errors += 1
             error = error or f"{type(e).__name__}: {e}"
-    counters.add(0, errors, 0, 0, error)
+    counters.add(0, errors, _local.stale, 0, error)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--callers", type=int, default=4)
-    p.add_argument("--mutators", type=int, default=2)
+    p.add_argument("--mutators", type=int, default=2, help="at least 1")
     args = p.parse_args(argv)
 
     oplib.plugins.load()
     base = oplib.Library("soak", "DEF")
-    base.define("scale(Tensor x) -> Tensor")
-    base.impl("scale", scale_kernel(1.0, [0]), "CPU")
+    for i in range(args.mutators):
+        base.define(f"scale{i}(Tensor x) -> Tensor")
+        base.impl(f"scale{i}", scale_kernel(1.0, [0]), "CPU")
 
     stop = threading.Event()
     counters = Counters()
-    threads = [threading.Thread(target=caller, args=(stop, counters)) for _ in range(args.callers)]
+    threads = [
+        threading.Thread(target=caller, args=(stop, counters, args.mutators))
+        for _ in range(args.callers)
+    ]
     threads += [
         threading.Thread(target=mutator, args=(stop, counters, i)) for i in range(args.mutators)
     ]
