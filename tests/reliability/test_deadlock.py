@@ -76,3 +76,42 @@ def test_import_time_registration_racing_the_first_call_never_deadlocks(
         pytest.fail(f"attempt {attempt}: deadlock (no answer within 60 s)")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("ok")
+
+
+def _returns_within(fn: object, seconds: float) -> bool:
+    import threading
+
+    t = threading.Thread(target=fn, daemon=True)  # type: ignore[arg-type]
+    t.start()
+    t.join(seconds)
+    return not t.is_alive()
+
+
+def test_a_thread_holding_the_registration_lock_does_not_wait_for_another_threads_loading():
+    import threading
+
+    from oplib_core import _startup
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_loader() -> None:
+        started.set()
+        release.wait(30)
+
+    _startup.defer(slow_loader)
+    loader = threading.Thread(target=_startup.ensure)
+    loader.start()
+    try:
+        assert started.wait(10)
+
+        def ensure_holding_the_lock() -> None:
+            with _startup.LOCK:
+                _startup.ensure()
+
+        assert _returns_within(ensure_holding_the_lock, 5), "waited while holding the lock"
+        assert not _startup.is_loaded()
+        assert not _returns_within(_startup.ensure, 0.2), "a plain thread must wait"
+    finally:
+        release.set()
+        loader.join(10)
+    assert _startup.is_loaded()
