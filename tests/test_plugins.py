@@ -583,6 +583,6 @@ def test_the_cli_marks_an_allowed_override(registered, monkeypatch, capsys):
 
 def test_a_runtime_backend_cannot_claim_numpy_arrays_either():
     spec = oplib.BackendSpec(name="npx", array_types=(np.ndarray,))
-    with pytest.raises(oplib.BackendError, match="array type numpy.ndarray of backend 'cpu'"):
+    with pytest.raises(oplib.BackendError, match=r"array type numpy\.ndarray of backend 'cpu'"):
         oplib.backends.register(spec)
     assert oplib.backends.for_type(np.ndarray).name == "cpu"
