@@ -96,6 +96,8 @@ class PluginContext(Record):
     version: str | None = None
     owner: Any = None
     privileged: bool = False
+    #: The namespace the plugin's distribution declares: its ``oplib`` entry point's name.
+    namespace: str | None = None
 
 
 #: Set while a plugin's hook runs, so registrations are credited to it.
@@ -178,6 +180,7 @@ class OpEntry:
     __slots__ = (
         "alive",
         "cache",
+        "declared",
         "kernels",
         "origin",
         "overload",
@@ -203,6 +206,8 @@ class OpEntry:
         self.cache: Invalidates | None = None
         self.alive = True
         self.overload: Any = None
+        #: Defined by a plugin whose entry point is named after the op's namespace.
+        self.declared = False
 
     def invalidate(self) -> None:
         if self.cache is not None:
@@ -373,9 +378,22 @@ class Registry:
                     ns,
                 )
         entry = OpEntry(schema, tags_t, origin)
+        ctx = current_plugin.get()
+        entry.declared = ctx is not None and ctx.namespace == ns
         ensure()
         with self.lock:
             old = self.ops.get(entry.qualname)
+            if old is not None and party(origin) not in (None, party(old.origin)):
+                self._settle_definitions(old, entry)
+                old = self.ops.get(entry.qualname)
+            rival = self._contested.get((entry.qualname, "define"))
+            if old is None and rival is not None and party(origin) and not entry.declared:
+                raise RegistrationError(
+                    f"define(): {entry.qualname} at {origin} refused: {rival} and others "
+                    "defined it too and none of them owns its namespace",
+                    op=entry.qualname,
+                    existing=rival,
+                )
             if old is not None:
                 raise RegistrationError(
                     f"define(): operator {entry.qualname} is already defined at {old.origin}; "
@@ -450,6 +468,42 @@ class Registry:
                     self._notify("changed", entry)
 
         return Handle(undo, f"{key} kernel of {qualname}")
+
+    def _settle_definitions(self, old: OpEntry, new: OpEntry) -> None:
+        """Two plugins define one operator: the one whose entry point is named after the
+        namespace keeps it (the other's plugin fails); neither or both: both fail (and any
+        later claimant), whatever the order."""
+        slot = (new.qualname, "define")
+        if party(old.origin) is None:
+            return  # defined by user code: an ordinary conflict
+        if old.declared and not new.declared:
+            return
+        if new.declared and not old.declared:
+            self._evict_definer(old, new)
+            return
+        self._evict_definer(old, new)
+        self._contested[slot] = str(old.origin)  # after: the eviction undefines the op
+        raise RegistrationError(
+            f"define(): {new.qualname} is defined by {party(new.origin)} (at {new.origin}) "
+            f"and by {party(old.origin)} (at {old.origin}); neither owns the namespace "
+            f"{new.schema.namespace!r} (an oplib entry point of that name declares it): "
+            "both are refused",
+            op=new.qualname,
+            existing=str(old.origin),
+        )
+
+    def _evict_definer(self, old: OpEntry, by: OpEntry) -> None:
+        if self.evict is None or old.origin.plugin is None:
+            return
+        self.evict(
+            old.origin.plugin,
+            RegistrationError(
+                f"define(): {old.qualname} at {old.origin} is also defined by "
+                f"{party(by.origin)} at {by.origin}",
+                op=old.qualname,
+                existing=str(by.origin),
+            ),
+        )
 
     def _conflict(
         self, entry: OpEntry, key: str, current: Kernel, origin: Origin, api: str
@@ -532,8 +586,8 @@ class Registry:
             return kernel, 0
         rival_party = party(current.origin)
         if rival_party not in (None, who, owner) and not current.allow_override:
-            self._contested[slot] = str(current.origin)
             self._evict(current, entry, key, kernel)
+            self._contested[slot] = str(current.origin)
             raise RegistrationError(
                 f"{api}(): {entry.qualname} {key!r} kernel: {who} (at {kernel.origin}) and "
                 f"{rival_party} (at {current.origin}) both claim it and neither owns it "

@@ -281,7 +281,14 @@ class Registrar:
         ``oplib.impl``, ``define``, ``custom_op``, a ``Library``), is the plugin's: credited
         to it, rolled back with it, removed by ``unregister``."""
         r = self._record
-        ctx = PluginContext(r.name, r.distribution, r.version, self, self._allow_reserved)
+        ctx = PluginContext(
+            r.name,
+            r.distribution,
+            r.version,
+            self,
+            self._allow_reserved,
+            r.name if r.entry_point is not None else None,
+        )
         token = current_plugin.set(ctx)
         try:
             yield

@@ -586,3 +586,44 @@ def test_a_runtime_backend_cannot_claim_numpy_arrays_either():
     with pytest.raises(oplib.BackendError, match=r"array type numpy\.ndarray of backend 'cpu'"):
         oplib.backends.register(spec)
     assert oplib.backends.for_type(np.ndarray).name == "cpu"
+
+
+def _definer_plugin(name, qualname):
+    return make_plugin(
+        name, oplib_define=lambda registrar: registrar.define(qualname, "(Tensor x) -> Tensor")
+    )
+
+
+@pytest.mark.parametrize("squatter_first", [True, False])
+def test_the_plugin_named_after_a_namespace_keeps_its_ops(squatter_first, ns):
+    owner = _definer_plugin(ns, f"{ns}::op")  # entry point name == namespace: declares it
+    squatter = _definer_plugin(f"{ns}_squat", f"{ns}::op")
+    host = plugins.HOST
+    order = [(squatter, "dist-squat"), (owner, "dist-own")]
+    recs = []
+    for plugin, dist in order if squatter_first else order[::-1]:
+        rec = plugins.PluginRecord(plugin.__name__, dist, "1", entry_point=f"{dist}:p")
+        host.records[rec.name] = rec
+        assert host._register_with_pluggy(rec, plugin)
+        recs.append(rec)
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            host._run_phases(recs)
+        by = {r.distribution: r for r in recs}
+        assert by["dist-own"].status == "loaded" and by["dist-squat"].status == "failed"
+        assert "dist-own" in by["dist-squat"].error or "dist-own" in by["dist-squat"].traceback
+        assert oplib.lookup(f"{ns}::op").origin.distribution == "dist-own"
+    finally:
+        for r in recs:
+            plugins.unregister(r.name)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_plugins_defining_one_op_outside_their_namespace_are_all_refused(batch, ns, reverse):
+    squatters = [(_definer_plugin(f"{ns}_{i}", f"{ns}::op"), f"dist-{i}") for i in ("a", "b", "c")]
+    recs, _ = batch(*(squatters[::-1] if reverse else squatters))
+    assert [r.status for r in recs] == ["failed"] * 3
+    assert "neither owns the namespace" in " ".join(str(r.error) for r in recs)
+    with pytest.raises(oplib.UnknownOperatorError):
+        oplib.lookup(f"{ns}::op")

@@ -30,10 +30,10 @@ def write_dist(
     (info / "RECORD").write_text(f"{module}.py,,\n{info.name}/METADATA,,\n")
 
 
-def fresh_venv(where: Path) -> Path:
+def fresh_venv(where: Path) -> tuple[Path, Path]:
     """A fresh virtual environment that sees oplib and its in-repo plugins (the development
     environment's site directory, added with its ``.pth`` files) and nothing else; returns
-    its interpreter."""
+    its interpreter and its own site directory (searched before the development one)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     py = where / "bin" / "python"
     site = subprocess.run(
@@ -49,7 +49,7 @@ def fresh_venv(where: Path) -> Path:
         check=True,
     ).stdout.strip()
     Path(site, "oplib_dev.pth").write_text(f"import site; site.addsitedir({dev_site!r})\n")
-    return py
+    return py, Path(site)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

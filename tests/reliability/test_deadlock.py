@@ -56,7 +56,7 @@ print("ok")
 @pytest.fixture(scope="module")
 def python(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("deadlock")
-    py = fresh_venv(root / "venv")
+    py, _ = fresh_venv(root / "venv")
     write_dist(root / "site", "racer-plugin", "racer_plugin", PLUGIN)
     return py, root / "site"
 

@@ -108,6 +108,18 @@ CASES: dict[str, tuple[str, str, str | None]] = {
         None,
     ),
     "entry_point_name": (f"{_HOOK}\n", "oplib-cpu", "cpu"),
+    "op_definition": (
+        f"{_HOOK}\n@hookimpl\ndef oplib_define(registrar):\n"
+        "    registrar.define('fown::op', '(Tensor x) -> Tensor')\n",
+        "fault-owner",
+        None,
+    ),
+    "op_kernel": (
+        f"{_HOOK}\n@hookimpl\ndef oplib_impl(registrar):\n"
+        "    registrar.impl('fown::op', 'cpu', np.positive)\n",
+        "fault-owner",
+        None,
+    ),
     "reserved_namespace": (
         f"{_HOOK}_oplib_core_plugin = True\n\n@hookimpl\ndef oplib_define(registrar):\n"
         "    registrar.define('oplib::evil', '(Tensor x) -> Tensor')\n",
@@ -128,6 +140,15 @@ CASES: dict[str, tuple[str, str, str | None]] = {
         None,
     ),
 }
+
+#: An op package installed in the venv itself (between the squatters sorted before it and
+#: after it): its entry point ``fown`` declares the namespace ``fown``.
+OWNER = (
+    f"{_HOOK}\n@hookimpl\ndef oplib_define(registrar):\n"
+    "    registrar.define('fown::op', '(Tensor x) -> Tensor')\n\n"
+    "@hookimpl\ndef oplib_impl(registrar):\n"
+    "    registrar.impl('fown::op', 'cpu', np.negative)\n"
+)
 
 #: A hook interrupted by Ctrl-C the first time only: loading is all or nothing, and retried.
 KEYBOARD_INTERRUPT = (
@@ -173,6 +194,7 @@ t = oplib.tensor(a, requires_grad=True)
 (t * t).sum().backward()
 out["grad"] = t.grad.numpy().tolist()
 out["tensor_add"] = (t.detach() + t.detach()).numpy().tolist()
+out["fown"] = oplib.ops.fown.op(a).tolist()
 print("@@" + json.dumps(out))
 """
 
@@ -184,7 +206,8 @@ IN_REPO = {"cpu", "cuda", "meta", "privateuse", "dask"}
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("faults")
-    py = fresh_venv(root / "venv")
+    py, venv_site = fresh_venv(root / "venv")
+    write_dist(venv_site, "fault-owner", "fown", OWNER)
     for case, (code, _, ep) in {
         **CASES,
         "keyboard_interrupt": (KEYBOARD_INTERRUPT, "", None),
@@ -216,6 +239,8 @@ def _everything_else_works(out: dict) -> None:
     mine = {p[0]: p[1] for p in out["plugins"] if p[2] is not None and p[2].startswith("oplib-")}
     assert {name: mine.get(name) for name in IN_REPO} == dict.fromkeys(IN_REPO, "loaded")
     assert out["backends"]["cpu"] == "oplib-cpu"
+    assert out["fown"] == [-0.0, -1.0, -2.0]
+    assert ["fown", "loaded", "fault-owner"] in [p[:3] for p in out["plugins"]]
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["squatter-first", "squatter-last"])
