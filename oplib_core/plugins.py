@@ -618,11 +618,11 @@ class PluginHost:
             self._register_backends(r, specs)
 
     def _ask_backends(self, record: PluginRecord) -> _builtin_list[BackendSpec] | None:
-        registrar = record.registrar
-        assert registrar is not None
-        try:
-            with registrar._crediting():
-                specs = [s for impl in self._impls(record, "oplib_backends") for s in impl() or ()]
+        specs: _builtin_list[BackendSpec] = []
+        with self._isolated(record, "oplib_backends"):
+            for impl in self._hookimpls(record, "oplib_backends"):
+                returned: Any = impl.function()
+                specs.extend(returned or ())
             for spec in specs:
                 if not isinstance(spec, BackendSpec):
                     raise PluginError(
@@ -630,60 +630,52 @@ class PluginHost:
                         f"objects, got {type(spec).__name__}",
                         plugin=record.name,
                     )
-            return specs
-        except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            registrar._rollback()
-            self._fail(record, e, during="oplib_backends")
-            return None
+        return specs if record.status == "loaded" else None
 
     def _register_backends(self, record: PluginRecord, specs: Sequence[BackendSpec]) -> None:
         registrar = record.registrar
         assert registrar is not None
-        try:
-            with registrar._crediting():
-                for spec in specs:
-                    undo = TABLE.register(
-                        spec,
-                        plugin=record.name,
-                        distribution=record.distribution,
-                        version=record.version,
-                    )
-                    registrar._register(Handle(undo, f"backend {spec.name}"))
-                    if spec.name == backend_registration.PRIVATEUSE1:
-                        # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
-                        backend_registration._rename_from_env()
-        except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            registrar._rollback()
-            self._fail(record, e, during="oplib_backends")
+        with self._isolated(record, "oplib_backends"):
+            for spec in specs:
+                undo = TABLE.register(
+                    spec,
+                    plugin=record.name,
+                    distribution=record.distribution,
+                    version=record.version,
+                )
+                registrar._register(Handle(undo, f"backend {spec.name}"))
+                if spec.name == backend_registration.PRIVATEUSE1:
+                    # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
+                    backend_registration._rename_from_env()
 
-    def _impls(self, record: PluginRecord, phase: str) -> _builtin_list[Callable[..., Any]]:
+    def _hookimpls(self, record: PluginRecord, phase: str) -> _builtin_list[pluggy.HookImpl]:
         return [
-            i.function
-            for i in getattr(self.pm.hook, phase).get_hookimpls()
-            if i.plugin is record.hook_target
-        ]
-
-    def _run_hook(self, record: PluginRecord, phase: str) -> None:
-        registrar = record.registrar
-        assert registrar is not None
-        impls = [
             i
             for i in getattr(self.pm.hook, phase).get_hookimpls()
             if i.plugin is record.hook_target
         ]
+
+    @contextlib.contextmanager
+    def _isolated(self, record: PluginRecord, phase: str) -> Iterator[None]:
+        """Run the block as the plugin (see ``Registrar._crediting``); if it raises, the
+        plugin fails and everything it registered is rolled back, and oplib goes on. A
+        ``KeyboardInterrupt`` goes up (the loading transaction undoes the whole load)."""
+        registrar = record.registrar
+        assert registrar is not None
         try:
             with registrar._crediting():
-                for impl in impls:
-                    impl.function(**({"registrar": registrar} if impl.argnames else {}))
+                yield
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             registrar._rollback()
             self._fail(record, e, during=phase)
+
+    def _run_hook(self, record: PluginRecord, phase: str) -> None:
+        registrar = record.registrar
+        with self._isolated(record, phase):
+            for impl in self._hookimpls(record, phase):
+                impl.function(**({"registrar": registrar} if impl.argnames else {}))
 
     def _fail(self, record: PluginRecord, e: BaseException, during: str | None = None) -> None:
         record.status = "failed"
