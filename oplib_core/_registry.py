@@ -493,17 +493,18 @@ class Registry:
         )
 
     def _evict_definer(self, old: OpEntry, by: OpEntry) -> None:
-        if self.evict is None or old.origin.plugin is None:
-            return
-        self.evict(
-            old.origin.plugin,
-            RegistrationError(
-                f"define(): {old.qualname} at {old.origin} is also defined by "
-                f"{party(by.origin)} at {by.origin}",
-                op=old.qualname,
-                existing=str(by.origin),
-            ),
+        self._fail_plugin(
+            old.origin,
+            f"define(): {old.qualname} at {old.origin} is also defined by "
+            f"{party(by.origin)} at {by.origin}",
+            old.qualname,
+            by.origin,
         )
+
+    def _fail_plugin(self, victim: Origin, message: str, op: str, by: Origin) -> None:
+        """Fail the plugin that registered at ``victim`` (all of it is rolled back)."""
+        if self.evict is not None and victim.plugin is not None:
+            self.evict(victim.plugin, RegistrationError(message, op=op, existing=str(by)))
 
     def _conflict(
         self, entry: OpEntry, key: str, current: Kernel, origin: Origin, api: str
@@ -601,18 +602,13 @@ class Registry:
         raise err
 
     def _evict(self, victim: Kernel, entry: OpEntry, key: str, by: Kernel) -> None:
-        """Fail the plugin that registered ``victim`` (all of it is rolled back)."""
-        if self.evict is None or victim.origin.plugin is None:
-            return
-        self.evict(
-            victim.origin.plugin,
-            RegistrationError(
-                f"the {key!r} kernel of {entry.qualname} registered at {victim.origin} "
-                f"belongs to {owner_of(entry.qualname, entry.origin, key, self.backends)}, "
-                f"which registered its own at {by.origin}",
-                op=entry.qualname,
-                existing=str(by.origin),
-            ),
+        self._fail_plugin(
+            victim.origin,
+            f"the {key!r} kernel of {entry.qualname} registered at {victim.origin} "
+            f"belongs to {owner_of(entry.qualname, entry.origin, key, self.backends)}, "
+            f"which registered its own at {by.origin}",
+            entry.qualname,
+            by.origin,
         )
 
     def add_py_kernel(self, qualname: str, key: Any, fn: Callable[..., Any]) -> Handle:

@@ -217,12 +217,18 @@ def test_plugin_cannot_define_in_reserved_namespace(registered):
 # -- ownership: conflicts never depend on the order plugins load in ------------------------
 
 
-def _batch(*plugins_and_dists):
-    """Load several in-process plugins in one pass (as entry points are), in this order."""
+def _batch(*plugins_and_dists, entry_points=False):
+    """Load several in-process plugins in one pass (as entry points are), in this order;
+    with ``entry_points``, each as if found through an entry point named after it."""
     host = plugins.HOST
     recs = []
     for plugin, dist in plugins_and_dists:
-        rec = plugins.PluginRecord(name=plugin.__name__, distribution=dist, version="1")
+        rec = plugins.PluginRecord(
+            name=plugin.__name__,
+            distribution=dist,
+            version="1",
+            entry_point=f"{dist}:p" if entry_points else None,
+        )
         host.records[rec.name] = rec
         assert host._register_with_pluggy(rec, plugin)
         recs.append(rec)
@@ -236,8 +242,8 @@ def _batch(*plugins_and_dists):
 def batch():
     made = []
 
-    def run(*plugins_and_dists):
-        recs, caught = _batch(*plugins_and_dists)
+    def run(*plugins_and_dists, entry_points=False):
+        recs, caught = _batch(*plugins_and_dists, entry_points=entry_points)
         made.extend(recs)
         return recs, caught
 
@@ -398,32 +404,16 @@ def test_a_plugin_cannot_take_an_installed_backend(registered, spec, claim):
 
 @pytest.mark.parametrize("squatter_first", [True, False])
 def test_backend_claims_are_settled_by_who_declares_them(batch, squatter_first):
-    declared = plugins.PluginRecord  # noqa: F841 (for readers: the entry point name declares)
+    # the entry point named after the backend declares it
     owner = make_plugin("toyown", oplib_backends=lambda: [toy_spec("toyown")])
     squatter = make_plugin("toysquat", oplib_backends=lambda: [toy_spec("toyown")])
-    host = plugins.HOST
     order = [(squatter, "dist-squat"), (owner, "dist-own")]
-    order = order if squatter_first else order[::-1]
-    recs = []
-    for plugin, dist in order:
-        rec = plugins.PluginRecord(
-            name=plugin.__name__, distribution=dist, version="1", entry_point=f"{dist}:p"
-        )
-        host.records[rec.name] = rec
-        assert host._register_with_pluggy(rec, plugin)
-        recs.append(rec)
-    try:
-        with warnings.catch_warnings(record=True):
-            warnings.simplefilter("always")
-            host._run_phases(recs)
-        by = {r.distribution: r for r in recs}
-        assert by["dist-own"].status == "loaded"
-        assert by["dist-squat"].status == "failed"
-        assert "declared by dist-own" in by["dist-squat"].error
-        assert oplib.backends.get("toyown").distribution == "dist-own"
-    finally:
-        for r in recs:
-            plugins.unregister(r.name)
+    recs, _ = batch(*(order if squatter_first else order[::-1]), entry_points=True)
+    by = {r.distribution: r for r in recs}
+    assert by["dist-own"].status == "loaded"
+    assert by["dist-squat"].status == "failed"
+    assert "declared by dist-own" in by["dist-squat"].error
+    assert oplib.backends.get("toyown").distribution == "dist-own"
 
 
 def test_two_undeclared_claims_of_one_backend_both_fail(batch):
@@ -595,28 +585,15 @@ def _definer_plugin(name, qualname):
 
 
 @pytest.mark.parametrize("squatter_first", [True, False])
-def test_the_plugin_named_after_a_namespace_keeps_its_ops(squatter_first, ns):
+def test_the_plugin_named_after_a_namespace_keeps_its_ops(batch, squatter_first, ns):
     owner = _definer_plugin(ns, f"{ns}::op")  # entry point name == namespace: declares it
     squatter = _definer_plugin(f"{ns}_squat", f"{ns}::op")
-    host = plugins.HOST
     order = [(squatter, "dist-squat"), (owner, "dist-own")]
-    recs = []
-    for plugin, dist in order if squatter_first else order[::-1]:
-        rec = plugins.PluginRecord(plugin.__name__, dist, "1", entry_point=f"{dist}:p")
-        host.records[rec.name] = rec
-        assert host._register_with_pluggy(rec, plugin)
-        recs.append(rec)
-    try:
-        with warnings.catch_warnings(record=True):
-            warnings.simplefilter("always")
-            host._run_phases(recs)
-        by = {r.distribution: r for r in recs}
-        assert by["dist-own"].status == "loaded" and by["dist-squat"].status == "failed"
-        assert "dist-own" in by["dist-squat"].error or "dist-own" in by["dist-squat"].traceback
-        assert oplib.lookup(f"{ns}::op").origin.distribution == "dist-own"
-    finally:
-        for r in recs:
-            plugins.unregister(r.name)
+    recs, _ = batch(*(order if squatter_first else order[::-1]), entry_points=True)
+    by = {r.distribution: r for r in recs}
+    assert by["dist-own"].status == "loaded" and by["dist-squat"].status == "failed"
+    assert "dist-own" in by["dist-squat"].error or "dist-own" in by["dist-squat"].traceback
+    assert oplib.lookup(f"{ns}::op").origin.distribution == "dist-own"
 
 
 @pytest.mark.parametrize("reverse", [False, True])
