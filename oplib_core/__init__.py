@@ -277,11 +277,12 @@ def _load_plugins() -> None:
     from .fake import _core_fakes
     from .testing import _core_samples
 
-    plugins.HOST.register(_core_plugin, name="core")
-    plugins.HOST.register(_core_fakes, name="core-fake")
-    plugins.HOST.register(_core_formulas, name="core-autograd")
-    plugins.HOST.register(_core_samples, name="core-samples")
-    plugins.HOST.load_entry_points()
+    with plugins.HOST.transaction():  # all or nothing, Ctrl-C included: retried next use
+        plugins.HOST.register(_core_plugin, name="core")
+        plugins.HOST.register(_core_fakes, name="core-fake")
+        plugins.HOST.register(_core_formulas, name="core-autograd")
+        plugins.HOST.register(_core_samples, name="core-samples")
+        plugins.HOST.load_entry_points()
     _settle()
 
 

@@ -58,6 +58,8 @@ def _kernel_json(k: Kernel) -> dict[str, Any]:
         "version": k.origin.version,
         "status": REGISTRY.kernel_status(k.key),
         "overrides": k.allow_override,
+        # a plugin's override of a kernel another distribution owns (OPLIB_ALLOW_OVERRIDE)
+        "overrides_owner": k.overrides,
     }
 
 

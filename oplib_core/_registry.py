@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextvars
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, Protocol
 
+from ._ownership import OverrideWarning, override_allowed, owner_of, party
 from ._records import Record
 from ._schema import FunctionSchema
 from ._startup import LOCK, deferred, ensure
@@ -21,6 +23,7 @@ from .backends import TABLE, Backend, BackendTable
 from .errors import (
     ArgumentTypeError,
     RegistrationError,
+    ReservedNamespaceError,
     UnknownDispatchKeyError,
     UnknownOperatorError,
 )
@@ -83,11 +86,18 @@ class Origin(Record):
 
 
 class PluginContext(Record):
-    """The plugin whose hook is running (registrations are credited to it)."""
+    """The plugin whose hook is running (registrations are credited to it). ``owner``
+    collects the handles of everything registered meanwhile, by any route (the plugin's
+    registrar); ``privileged`` is true for the core's own plugins only (reserved
+    namespaces)."""
 
     plugin: str
     distribution: str | None = None
     version: str | None = None
+    owner: Any = None
+    privileged: bool = False
+    #: The namespace the plugin's distribution declares: its ``oplib`` entry point's name.
+    namespace: str | None = None
 
 
 #: Set while a plugin's hook runs, so registrations are credited to it.
@@ -124,6 +134,14 @@ def _caller_location() -> str:
 _is_machinery: dict[str, bool] = {}  # co_filename -> in _MACHINERY (abspath is not free)
 
 
+def _plain(who: str) -> str:
+    """``plugin 'x'`` → ``x`` (the name ``OPLIB_ALLOW_OVERRIDE`` takes)."""
+    return who[len("plugin '") : -1] if who.startswith("plugin '") else who
+
+
+_builtin_list = list
+
+
 def origin_of(fn: Any = None) -> Origin:
     """The origin of a registration of ``fn`` (or of a definition, when ``fn`` is None)."""
     source = (_location_of(fn) if fn is not None else None) or _caller_location()
@@ -142,6 +160,8 @@ class Kernel(Record, eq=False):
     origin: Origin
     with_keyset: bool = False
     allow_override: bool = False
+    #: The party whose kernel this one overrides (a plugin's allowed override), if any.
+    overrides: str | None = None
 
     @property
     def is_fallthrough(self) -> bool:
@@ -160,6 +180,7 @@ class OpEntry:
     __slots__ = (
         "alive",
         "cache",
+        "declared",
         "kernels",
         "origin",
         "overload",
@@ -185,6 +206,8 @@ class OpEntry:
         self.cache: Invalidates | None = None
         self.alive = True
         self.overload: Any = None
+        #: Defined by a plugin whose entry point is named after the op's namespace.
+        self.declared = False
 
     def invalidate(self) -> None:
         if self.cache is not None:
@@ -236,6 +259,12 @@ class Registry:
         self.lock = LOCK
         self.backends = backends
         self._listeners: list[Listener] = []
+        #: Set by the plugin host: ``evict(plugin, error)`` fails that plugin and rolls
+        #: back everything it registered (a kernel it took from the owner).
+        self.evict: Callable[[str, BaseException], None] | None = None
+        #: (op, key) slots two non-owning plugins fought over: refused to any later
+        #: non-owner too, so that the outcome never depends on the order.
+        self._contested: dict[tuple[str, str], str] = {}
         backends.add_listener(self._on_backend_change)
 
     def _init_state(self) -> None:
@@ -339,10 +368,32 @@ class Registry:
                     value=t,
                 )
         origin = origin or origin_of()
+        ns = schema.qualname.partition("::")[0]
+        if ns in self.RESERVED_NAMESPACES:
+            ctx = current_plugin.get()
+            if ctx is None or not ctx.privileged:
+                raise ReservedNamespaceError(
+                    f"define(): {ns!r} is a reserved namespace (the core op set); "
+                    f"{schema.qualname} at {origin} must use its own namespace",
+                    ns,
+                )
         entry = OpEntry(schema, tags_t, origin)
+        ctx = current_plugin.get()
+        entry.declared = ctx is not None and ctx.namespace == ns
         ensure()
         with self.lock:
             old = self.ops.get(entry.qualname)
+            if old is not None and party(origin) not in (None, party(old.origin)):
+                self._settle_definitions(old, entry)
+                old = self.ops.get(entry.qualname)
+            rival = self._contested.get((entry.qualname, "define"))
+            if old is None and rival is not None and party(origin) and not entry.declared:
+                raise RegistrationError(
+                    f"define(): {entry.qualname} at {origin} refused: {rival} and others "
+                    "defined it too and none of them owns its namespace",
+                    op=entry.qualname,
+                    existing=rival,
+                )
             if old is not None:
                 raise RegistrationError(
                     f"define(): operator {entry.qualname} is already defined at {old.origin}; "
@@ -357,6 +408,8 @@ class Registry:
             with self.lock:
                 if self.ops.get(entry.qualname) is entry:
                     del self.ops[entry.qualname]
+                    for slot in [s for s in self._contested if s[0] == entry.qualname]:
+                        del self._contested[slot]
                     entry.alive = False
                     entry.invalidate()
                     self._notify("undefined", entry)
@@ -383,23 +436,23 @@ class Registry:
                 value=fn,
             )
         origin = origin or origin_of(fn)
+        ensure()  # before the lock: never wait for the plugins to load while holding it
         with self.lock:
             entry = self.entry(qualname)
             key = self.normalize_key(key, api=api)
             kernel = Kernel(fn, key, origin, with_keyset, allow_override)
-            current = entry.kernel(key)
-            if current is not None and not allow_override:
-                what = "a fake kernel" if key == FAKE else f"a kernel for {key!r}"
-                if key == AUTOGRAD:
-                    what = "an autograd formula"
-                raise RegistrationError(
-                    f"{api}(): {qualname} already has {what} registered at {current.origin}; "
-                    f"the one at {origin} conflicts. Remove the earlier registration (or destroy "
-                    "its Library), or pass allow_override=True to replace it.",
-                    op=qualname,
-                    existing=str(current.origin),
-                )
-            entry.kernels.setdefault(key, []).append(kernel)
+            stack = entry.kernels.setdefault(key, [])
+            try:
+                if party(origin) is None:
+                    at = self._place_user_kernel(entry, key, kernel, api)
+                else:
+                    kernel, at = self._place_plugin_kernel(entry, key, kernel, api)
+            except BaseException:
+                if not entry.kernels.get(key):
+                    entry.kernels.pop(key, None)
+                raise
+            stack = entry.kernels.setdefault(key, stack)
+            stack.insert(at, kernel)
             entry.invalidate()
             self._notify("changed", entry)
 
@@ -416,7 +469,150 @@ class Registry:
 
         return Handle(undo, f"{key} kernel of {qualname}")
 
+    def _settle_definitions(self, old: OpEntry, new: OpEntry) -> None:
+        """Two plugins define one operator: the one whose entry point is named after the
+        namespace keeps it (the other's plugin fails); neither or both: both fail (and any
+        later claimant), whatever the order."""
+        slot = (new.qualname, "define")
+        if party(old.origin) is None:
+            return  # defined by user code: an ordinary conflict
+        if old.declared and not new.declared:
+            return
+        if new.declared and not old.declared:
+            self._evict_definer(old, new)
+            return
+        self._evict_definer(old, new)
+        self._contested[slot] = str(old.origin)  # after: the eviction undefines the op
+        raise RegistrationError(
+            f"define(): {new.qualname} is defined by {party(new.origin)} (at {new.origin}) "
+            f"and by {party(old.origin)} (at {old.origin}); neither owns the namespace "
+            f"{new.schema.namespace!r} (an oplib entry point of that name declares it): "
+            "both are refused",
+            op=new.qualname,
+            existing=str(old.origin),
+        )
+
+    def _evict_definer(self, old: OpEntry, by: OpEntry) -> None:
+        self._fail_plugin(
+            old.origin,
+            f"define(): {old.qualname} at {old.origin} is also defined by "
+            f"{party(by.origin)} at {by.origin}",
+            old.qualname,
+            by.origin,
+        )
+
+    def _fail_plugin(self, victim: Origin, message: str, op: str, by: Origin) -> None:
+        """Fail the plugin that registered at ``victim`` (all of it is rolled back)."""
+        if self.evict is not None and victim.plugin is not None:
+            self.evict(victim.plugin, RegistrationError(message, op=op, existing=str(by)))
+
+    def _conflict(
+        self, entry: OpEntry, key: str, current: Kernel, origin: Origin, api: str
+    ) -> RegistrationError:
+        what = "a fake kernel" if key == FAKE else f"a kernel for {key!r}"
+        if key == AUTOGRAD:
+            what = "an autograd formula"
+        return RegistrationError(
+            f"{api}(): {entry.qualname} already has {what} registered at {current.origin}; "
+            f"the one at {origin} conflicts. Remove the earlier registration (or destroy "
+            "its Library), or pass allow_override=True to replace it.",
+            op=entry.qualname,
+            existing=str(current.origin),
+        )
+
+    def _place_user_kernel(self, entry: OpEntry, key: str, kernel: Kernel, api: str) -> int:
+        """Where a kernel registered by code that is not a plugin goes: on top, replacing
+        the current one only with ``allow_override=True`` (as torch)."""
+        current = entry.kernel(key)
+        if current is not None and not kernel.allow_override:
+            raise self._conflict(entry, key, current, kernel.origin, api)
+        return len(entry.kernels[key])
+
+    def _place_plugin_kernel(
+        self, entry: OpEntry, key: str, kernel: Kernel, api: str
+    ) -> tuple[Kernel, int]:
+        """Where a plugin's kernel goes, decided by ownership, never by who came first:
+        the owner's kernel always goes in (beneath allowed overrides), evicting the plugin
+        of a non-owner's kernel; a non-owner's is refused where the owner's or anyone
+        else's is; two non-owners claiming one slot are both refused; overriding a kernel
+        someone else owns needs the user's leave (``OPLIB_ALLOW_OVERRIDE``)."""
+        who = party(kernel.origin)
+        owner = owner_of(entry.qualname, entry.origin, key, self.backends)
+        stack = entry.kernels[key]
+        slot = (entry.qualname, key)
+        if kernel.allow_override:
+            victim = owner if owner not in (None, who) else None
+            if victim is None:
+                victim = next(
+                    (p for k in reversed(stack) if (p := party(k.origin)) not in (None, who)),
+                    None,
+                )
+            if victim is None:
+                return kernel, len(stack)
+            if not override_allowed(str(who)):
+                raise RegistrationError(
+                    f"{api}(): {who} may not override the {key!r} kernel of {entry.qualname}, "
+                    f"which belongs to {victim}; the override at {kernel.origin} was refused. "
+                    f"To allow it, set OPLIB_ALLOW_OVERRIDE={_plain(str(who))}",
+                    op=entry.qualname,
+                    existing=str(stack[-1].origin) if stack else None,
+                )
+            warnings.warn(
+                f"oplib: {who} overrides the {key!r} kernel of {entry.qualname} owned by "
+                f"{victim} (allowed by OPLIB_ALLOW_OVERRIDE); registered at {kernel.origin}",
+                OverrideWarning,
+                stacklevel=2,
+            )
+            return kernel._replace(overrides=victim), len(stack)
+        if who == owner:
+            for k in _builtin_list(stack):
+                if not k.allow_override and party(k.origin) not in (None, who):
+                    self._evict(k, entry, key, kernel)
+            stack = entry.kernels.setdefault(key, stack)
+            for k in stack:
+                if not k.allow_override:
+                    raise self._conflict(entry, key, k, kernel.origin, api)
+            return kernel, 0  # beneath any allowed override
+        current = entry.kernel(key)
+        if current is None:
+            rival = self._contested.get(slot)
+            if rival is not None:
+                raise RegistrationError(
+                    f"{api}(): {entry.qualname} {key!r} kernel at {kernel.origin} refused: "
+                    f"{rival} and others already claimed it and none of them owns it "
+                    f"(owner: {owner or 'nobody'})",
+                    op=entry.qualname,
+                    existing=rival,
+                )
+            return kernel, 0
+        rival_party = party(current.origin)
+        if rival_party not in (None, who, owner) and not current.allow_override:
+            self._evict(current, entry, key, kernel)
+            self._contested[slot] = str(current.origin)
+            raise RegistrationError(
+                f"{api}(): {entry.qualname} {key!r} kernel: {who} (at {kernel.origin}) and "
+                f"{rival_party} (at {current.origin}) both claim it and neither owns it "
+                f"(owner: {owner or 'nobody'}); both are refused",
+                op=entry.qualname,
+                existing=str(current.origin),
+            )
+        err = self._conflict(entry, key, current, kernel.origin, api)
+        if owner is not None and rival_party == owner:
+            err.args = (f"{err.args[0]} ({owner} owns it; {who} does not)",)
+        raise err
+
+    def _evict(self, victim: Kernel, entry: OpEntry, key: str, by: Kernel) -> None:
+        self._fail_plugin(
+            victim.origin,
+            f"the {key!r} kernel of {entry.qualname} registered at {victim.origin} "
+            f"belongs to {owner_of(entry.qualname, entry.origin, key, self.backends)}, "
+            f"which registered its own at {by.origin}",
+            entry.qualname,
+            by.origin,
+        )
+
     def add_py_kernel(self, qualname: str, key: Any, fn: Callable[..., Any]) -> Handle:
+        ensure()  # before the lock (see add_kernel)
         with self.lock:
             entry = self.entry(qualname)
             if key in entry.py_kernels:

@@ -17,6 +17,7 @@ Two mechanisms make sure nothing reads a half-filled table:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -25,38 +26,70 @@ __all__ = ["LOCK", "defer", "deferred", "ensure", "is_loaded"]
 
 T = TypeVar("T")
 
-# One lock for all registration state (registry, backend table, plugins): the loaders take
-# it and register under it, so a second lock could only add lock-order deadlocks.
+# One lock for all registration state (registry, backend table, plugins). Loading the
+# plugins takes it per registration, never while importing a plugin module: a thread that
+# imports that module itself (and registers at import time) holds Python's import lock of
+# it and then needs this one.
 LOCK = threading.RLock()
 _loaders: list[Callable[[], None]] = []
-_running = False
+_cond = threading.Condition(threading.Lock())  # guards _loaders, _loader, _done
+_loader: int | None = None  # the thread running the loaders
 _done = True  # nothing deferred yet
 
 
 def defer(loader: Callable[[], None]) -> None:
     """Run ``loader`` on first use of the dispatch table (or now if it is already in use)."""
     global _done
-    with LOCK:
+    with _cond:
         _loaders.append(loader)
         _done = False
 
 
+def _must_not_wait() -> bool:
+    """Whether this thread would deadlock waiting for another one's loading: it holds the
+    registration lock (the loader needs it), or it is importing a module (the loader may be
+    about to import that very module, and waits for this thread's import to finish). It
+    then goes on with the table as it is."""
+    if LOCK._is_owned():  # type: ignore[attr-defined]
+        return True
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def ensure() -> None:
     """Run the deferred loaders once. Re-entrant: a loader touching the table itself (it
-    registers into it) goes on; other threads wait until the loaders are done."""
-    global _done, _running
+    registers into it) goes on; other threads wait until the loaders are done (except where
+    waiting could deadlock, see :func:`_must_not_wait`). A loader that raises (a
+    ``KeyboardInterrupt`` too) has undone its work and stays queued: the next use runs it
+    again."""
+    global _done, _loader
     if _done:
         return
-    with LOCK:
-        if _done or _running:
-            return
-        _running = True
-        try:
-            while _loaders:
-                _loaders.pop(0)()
-        finally:
-            _running = False
+    me = threading.get_ident()
+    with _cond:
+        while True:
+            if _done or _loader == me:
+                return
+            if _loader is None:
+                _loader = me
+                break
+            if _must_not_wait():
+                return
+            _cond.wait()
+    try:
+        while _loaders:
+            _loaders[0]()
+            _loaders.pop(0)  # only once it ran to its end
+    finally:
+        with _cond:
+            _loader = None
             _done = not _loaders
+            _cond.notify_all()
 
 
 def is_loaded() -> bool:

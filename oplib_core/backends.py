@@ -122,6 +122,23 @@ class BackendSpec(Record):
         return self.key or self.name[:1].upper() + self.name[1:]
 
 
+def _type_names(spec: BackendSpec) -> set[str]:
+    return set(spec.array_type_names) | {
+        f"{t.__module__.partition('.')[0]}.{t.__name__}" for t in spec.array_types
+    }
+
+
+def _clash_of(mine: BackendSpec, theirs: BackendSpec) -> str:
+    """What two backends both claim: ``"the name"``, ``"the dispatch key 'CPU'"``, ``"the
+    array type numpy.ndarray"``, or ``""`` when nothing."""
+    if mine.name == theirs.name:
+        return "the name"
+    if mine.dispatch_key == theirs.dispatch_key:
+        return f"the dispatch key {mine.dispatch_key!r}"
+    common = sorted(_type_names(mine) & _type_names(theirs))
+    return f"the array type {common[0]}" if common else ""
+
+
 class Backend:
     """An installed backend: its spec and where it came from."""
 
@@ -253,10 +270,11 @@ class BackendTable:
                     f"({where}, distribution {old.distribution or '-'}); names must be unique"
                 )
             for other in self._backends.values():
-                if other.key == spec.dispatch_key:
+                clash = _clash_of(spec, other.spec)
+                if clash:
                     raise BackendError(
-                        f"backends.register(): dispatch key {spec.dispatch_key!r} of backend "
-                        f"{spec.name!r} is already used by backend {other.name!r}"
+                        f"backends.register(): backend {spec.name!r} claims {clash} of "
+                        f"backend {other.name!r} ({other.distribution or 'registered at runtime'})"
                     )
             backend = Backend(spec, plugin, distribution, version)
             self._backends[spec.name] = backend

@@ -53,6 +53,9 @@ def oplib_backends() -> list[BackendSpec]:
     recognise its arrays (``array_types``, or ``array_type_names`` such as
     ``("cupy.ndarray",)`` so that the library is not imported until needed). Kernels other
     plugins registered for this device type earlier go live when the backend appears.
+    A backend's name, dispatch key and array types belong to the distribution that declares
+    it (its ``oplib`` entry point carries the backend's name); a plugin claiming another's
+    fails alone, in any load order.
     """
     ...
 
@@ -62,8 +65,10 @@ def oplib_define(registrar: Registrar) -> None:
     """Define operators: ``registrar.define("acme::scaled_add", "(Tensor x, Tensor y, *,
     float alpha=1.0) -> Tensor", tags=(oplib_core.Tag.pointwise,))``.
 
-    Defining an operator another plugin already defined is a conflict: this plugin's hook
-    is rolled back and reported as failed, naming both origins.
+    Defining an operator another plugin defines is a conflict settled by ownership, not by
+    load order: the plugin whose entry point is named after the namespace keeps it, the
+    other is rolled back and reported as failed, naming both origins (both, when neither
+    owns the namespace).
     """
 
 
@@ -75,8 +80,10 @@ def oplib_impl(registrar: Registrar) -> None:
     A kernel receives native arrays of its device (numpy for ``cpu``, cupy for ``cuda``),
     positional schema arguments positionally (defaults filled in) and keyword-only ones by
     keyword, and returns native arrays. A kernel for a device whose backend is not
-    installed is kept and shown as waiting until that backend registers. Registering a
-    kernel for an op and key that another plugin already covers is a conflict.
+    installed is kept and shown as waiting until that backend registers. A kernel slot
+    belongs to the op's definer (for ``oplib::`` ops on a backend, to that backend's
+    distribution): registering one somebody else owns fails this plugin, whatever the load
+    order; ``allow_override=True`` over it needs the user's ``OPLIB_ALLOW_OVERRIDE``.
     """
 
 

@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from ._dispatch import DispatchMode, OpOverload
 from ._lookup import resolve
@@ -22,6 +22,7 @@ from ._registry import (
     Handle,
     Kernel,
     Origin,
+    current_plugin,
     fallthrough_kernel,
     origin_of,
 )
@@ -118,6 +119,10 @@ class Library:
         self._finalizer = weakref.finalize(
             self, _destroy_all, self._handles, ns, kind, self._def_token
         )
+        ctx = current_plugin.get()
+        if ctx is not None and ctx.owner is not None:
+            # made while a plugin's hook runs: the plugin's rollback/unregister destroys it
+            ctx.owner._register(Handle(self._finalizer, f"Library({ns!r}, {kind!r})"))
 
     def __repr__(self) -> str:
         return f"Library(kind={self.kind}, ns={self.ns}, dispatch_key={self.dispatch_key})"
@@ -241,9 +246,21 @@ def _scoped_library(ns: str, kind: str, dispatch_key: str = "") -> Iterator[Libr
         lib._destroy()
 
 
-def _lib_for(qualname: str, lib: Library | None) -> Library:
+class _Owner(Protocol):
+    """What owns registrations made without ``lib=``: a Library, or the registrar of the
+    plugin whose hook is running."""
+
+    def _register(self, handle: Handle) -> None: ...
+    def define(self, schema: str, /, *, tags: Iterable[Tag] | Tag = ()) -> str: ...
+
+
+def _lib_for(qualname: str, lib: Library | None) -> _Owner:
     if lib is not None:
         return lib
+    ctx = current_plugin.get()
+    if ctx is not None and ctx.owner is not None:
+        owner: _Owner = ctx.owner  # a plugin's hook is running: its registrar owns this
+        return owner
     ns = qualname.partition("::")[0]
     with _def_lock:
         keep = _keep_alive.get(ns)

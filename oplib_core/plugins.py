@@ -7,25 +7,28 @@ plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, overload
 
 from . import backend_registration
+from ._discovery import CORE_DISTRIBUTION
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import resolve
+from ._ownership import OverrideWarning
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
 from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
 from ._version import __version__
 from .autograd._registration import register_autograd
-from .backends import TABLE, BackendSpec
+from .backends import TABLE, BackendSpec, _clash_of
 from .errors import InvalidNameError, PluginError, ReservedNamespaceError
 from .library import (
     _KernelT,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from ._discovery import EntryPointInfo
 
 __all__ = [
+    "OverrideWarning",
     "PluginRecord",
     "PluginWarning",
     "Registrar",
@@ -80,6 +84,11 @@ def _is_core_plugin(plugin: object) -> bool:
     )
 
 
+#: The start of the note a ``KeyboardInterrupt`` raised by a plugin's code gets (the plugin's
+#: name follows); loading is undone, so the note is what still names the plugin.
+INTERRUPTED_IN = "oplib: raised in plugin"
+
+
 class PluginWarning(UserWarning):
     """A plugin failed to load; the others still did. ``oplib plugins list`` has details."""
 
@@ -110,6 +119,19 @@ class PluginRecord:
         self.hook_target: Any = None  # what pluggy holds: the plugin, or its hooks' view
         self.registrar: Registrar | None = None
 
+    @property
+    def overrides(self) -> _builtin_list[str]:
+        """The kernels of other distributions this plugin overrides (the user allowed it by
+        name, ``OPLIB_ALLOW_OVERRIDE``): ``"ns::op key (owned by dist)"``."""
+        with REGISTRY.lock:
+            return [
+                f"{entry.qualname} {k.key} (owned by {k.overrides})"
+                for entry in REGISTRY.ops.values()
+                for stack in entry.kernels.values()
+                for k in stack
+                if k.overrides is not None and k.origin.plugin == self.name
+            ]
+
     def __repr__(self) -> str:
         return f"<PluginRecord {self.name!r} {self.status} ({self.distribution or 'in-process'})>"
 
@@ -125,6 +147,7 @@ class PluginRecord:
             "error": self.error,
             "traceback": self.traceback,
             "load_ms": round(self.load_ms, 3),
+            "overrides": self.overrides,
         }
 
 
@@ -284,6 +307,26 @@ class Registrar:
         while len(self._handles) > mark:
             self._handles.pop().destroy()
 
+    @contextlib.contextmanager
+    def _crediting(self) -> Iterator[None]:
+        """Everything registered meanwhile in this thread, by any route (this registrar,
+        ``oplib.impl``, ``define``, ``custom_op``, a ``Library``), is the plugin's: credited
+        to it, rolled back with it, removed by ``unregister``."""
+        r = self._record
+        ctx = PluginContext(
+            r.name,
+            r.distribution,
+            r.version,
+            self,
+            self._allow_reserved,
+            r.name if r.entry_point is not None else None,
+        )
+        token = current_plugin.set(ctx)
+        try:
+            yield
+        finally:
+            current_plugin.reset(token)
+
 
 def _hook_view(plugin: Any) -> Any:
     """What pluggy registers for ``plugin``: for a module, an object holding only its
@@ -317,6 +360,53 @@ def _last_line(e: BaseException) -> str:
     return text[-1] if text else type(e).__name__
 
 
+#: The backends of the project's own distributions: declared by them, whatever else an
+#: entry point or a backend claims.
+_KNOWN_BACKENDS = {
+    "cpu": "oplib-cpu",
+    "cuda": "oplib-cuda",
+    "meta": "oplib-meta",
+    "privateuse1": "oplib-privateuse",
+    "dask": "oplib-dask",
+}
+#: The entry point names of the project's own distributions.
+_KNOWN_ENTRY_POINTS = {
+    "cpu": "oplib-cpu",
+    "cuda": "oplib-cuda",
+    "meta": "oplib-meta",
+    "privateuse": "oplib-privateuse",
+    "dask": "oplib-dask",
+}
+
+
+def _claim_rank(record: PluginRecord, spec: BackendSpec) -> int:
+    """How strongly a plugin's distribution declares the backend it returns: 2 for the
+    project's own backends (:data:`_KNOWN_BACKENDS`), 1 when the plugin's entry point is
+    named after the backend (``cpu = "oplib_cpu.plugin"`` declares ``cpu``), else 0."""
+    if _KNOWN_BACKENDS.get(spec.name) == record.distribution:
+        return 2
+    return 1 if record.entry_point is not None and record.name == spec.name else 0
+
+
+def _by_entry_point_name(
+    eps: Iterable[EntryPointInfo],
+) -> _builtin_list[tuple[EntryPointInfo, _builtin_list[str]]]:
+    """Each entry point with the distributions it must yield its name to (empty: it may
+    load). Two distributions giving the same name: the one oplib knows for that name keeps
+    it; otherwise none does. Never "first found wins"."""
+    eps = _builtin_list(eps)
+    dists: dict[str, _builtin_list[str]] = {}
+    for ep in eps:
+        dists.setdefault(ep.name, []).append(str(ep.distribution))
+    out = []
+    for ep in eps:
+        others = [d for d in dists[ep.name] if d != str(ep.distribution)]
+        if others and _KNOWN_ENTRY_POINTS.get(ep.name) == ep.distribution:
+            others = []
+        out.append((ep, others))
+    return out
+
+
 class PluginHost:
     """The pluggy manager plus what oplib records about each plugin (``records`` is filled
     on first use, by loading the plugins)."""
@@ -338,6 +428,40 @@ class PluginHost:
         self.records: dict[str, PluginRecord] = {}
         self.pm: pluggy.PluginManager = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        REGISTRY.evict = self._evict
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing: if the block raises anything (``KeyboardInterrupt`` included),
+        every plugin it added is rolled back and forgotten, leaving the table as before."""
+        before = set(self.records)
+        try:
+            yield
+        except BaseException:
+            with self.lock:
+                for name in reversed(_builtin_list(self.records)):
+                    if name not in before:
+                        self._forget(self.records[name])
+            raise
+
+    def _forget(self, record: PluginRecord) -> None:
+        if record.registrar is not None:
+            record.registrar._rollback()
+        if record.hook_target is not None and self.pm.is_registered(record.hook_target):
+            self.pm.unregister(record.hook_target)
+        for key, r in _builtin_list(self.records.items()):
+            if r is record:
+                del self.records[key]
+
+    def _evict(self, plugin: str, error: BaseException) -> None:
+        """Fail a loaded plugin after the fact (it took what another distribution owns):
+        everything it registered is rolled back."""
+        record = self.records.get(plugin)
+        if record is None or record.status != "loaded":
+            return
+        if record.registrar is not None:
+            record.registrar._rollback()
+        self._fail(record, error)
 
     # -- discovery ------------------------------------------------------------------------
     def load_entry_points(self) -> None:
@@ -357,11 +481,29 @@ class PluginHost:
         from ._discovery import find_entry_points
 
         loaded: _builtin_list[PluginRecord] = []
-        for ep in find_entry_points(__version__):
+        for ep, rivals in _by_entry_point_name(find_entry_points(__version__)):
+            if rivals:
+                self._refuse_entry_point(ep, rivals)
+                continue
             record = self._load_entry_point(ep)
             if record is not None:
                 loaded.append(record)
         self._run_phases(loaded)
+
+    def _refuse_entry_point(self, ep: EntryPointInfo, rivals: _builtin_list[str]) -> None:
+        record = PluginRecord(
+            name=ep.name, distribution=ep.distribution, version=ep.version, entry_point=ep.value
+        )
+        record.status = "failed"
+        known = _KNOWN_ENTRY_POINTS.get(ep.name)
+        why = f"it belongs to {known}" if known in rivals else "none of them owns it"
+        record.error = (
+            f"PluginError: the entry point name {ep.name!r} of {ep.distribution} is also "
+            f"used by {', '.join(rivals)}; {why}"
+        )
+        with self.lock:
+            self.records[f"{ep.name} ({ep.distribution})"] = record
+        self._warn(record)
 
     def _load_entry_point(self, ep: EntryPointInfo) -> PluginRecord | None:
         record = PluginRecord(
@@ -382,11 +524,11 @@ class PluginHost:
                 self._warn(record)
                 return None
             self.records[ep.name] = record
+            record.registrar = Registrar(record)
         if ep.name in self.disabled:
             self.pm.set_blocked(ep.name)
             record.status = "blocked"
             return None
-        from ._discovery import CORE_DISTRIBUTION
         from ._discovery import load as load_entry_point
 
         if not ep.compatible:
@@ -398,11 +540,14 @@ class PluginHost:
             return None
         start = time.perf_counter()
         try:
-            module = load_entry_point(ep)
+            # registrations its module makes at import time are the plugin's too
+            with record.registrar._crediting():
+                module = load_entry_point(ep)
         except BaseException as e:  # a plugin must never take oplib down with it
             if isinstance(e, KeyboardInterrupt):
                 raise
             record.load_ms = (time.perf_counter() - start) * 1000
+            record.registrar._rollback()
             self._fail(record, e)
             return None
         record.load_ms = (time.perf_counter() - start) * 1000
@@ -443,8 +588,11 @@ class PluginHost:
     # -- phases ---------------------------------------------------------------------------
     def _run_phases(self, records: Sequence[PluginRecord]) -> None:
         for r in records:
-            r.registrar = Registrar(r, allow_reserved=_is_core_plugin(r.plugin))
-        for phase in PHASES:
+            privileged = _is_core_plugin(r.plugin)
+            if r.registrar is None or privileged:
+                r.registrar = Registrar(r, allow_reserved=privileged)
+        self._install_backends(records)
+        for phase in PHASES[1:]:
             for r in records:
                 if r.status != "loaded" or phase not in r.hooks:
                     continue
@@ -452,45 +600,115 @@ class PluginHost:
                 self._run_hook(r, phase)
                 r.load_ms += (time.perf_counter() - start) * 1000
 
-    def _run_hook(self, record: PluginRecord, phase: str) -> None:
+    def _install_backends(self, records: Sequence[PluginRecord]) -> None:
+        """The backends phase, in two steps so that order never matters: every plugin's
+        ``oplib_backends()`` is asked first, then conflicting claims (a name, a dispatch
+        key or an array type wanted by two backends) are settled by who declares the
+        backend (:func:`_claim_rank`): the lower claimant fails, both when equal; only
+        then are the rest installed."""
+        claims: _builtin_list[tuple[PluginRecord, _builtin_list[BackendSpec]]] = []
+        for r in records:
+            if r.status != "loaded" or "oplib_backends" not in r.hooks:
+                continue
+            start = time.perf_counter()
+            specs = self._ask_backends(r)
+            r.load_ms += (time.perf_counter() - start) * 1000
+            if specs is not None:
+                claims.append((r, specs))
+        losers: dict[int, str] = {}
+        for i, (r, specs) in enumerate(claims):
+            for spec in specs:
+                for installed in TABLE.all():
+                    clash = _clash_of(spec, installed.spec)
+                    if clash:
+                        losers.setdefault(
+                            i,
+                            f"backend {spec.name!r} claims {clash} of the installed backend "
+                            f"{installed.name!r} ({installed.distribution or installed.plugin})",
+                        )
+                for j, (other, other_specs) in enumerate(claims):
+                    if j == i:
+                        continue
+                    for theirs in other_specs:
+                        clash = _clash_of(spec, theirs)
+                        if not clash or _claim_rank(r, spec) > _claim_rank(other, theirs):
+                            continue
+                        losers.setdefault(
+                            i,
+                            f"backend {spec.name!r} of {r.distribution or r.name} claims "
+                            f"{clash} of backend {theirs.name!r} declared by "
+                            f"{other.distribution or other.name}",
+                        )
+        for i, (r, specs) in enumerate(claims):
+            if i in losers:
+                self._fail(
+                    r,
+                    PluginError(f"{losers[i]}; {r.name!r} was refused", plugin=r.name),
+                    during="oplib_backends",
+                )
+                continue
+            self._register_backends(r, specs)
+
+    def _ask_backends(self, record: PluginRecord) -> _builtin_list[BackendSpec] | None:
+        specs: _builtin_list[BackendSpec] = []
+        with self._isolated(record, "oplib_backends"):
+            for impl in self._hookimpls(record, "oplib_backends"):
+                returned: Any = impl.function()
+                specs.extend(returned or ())
+            for spec in specs:
+                if not isinstance(spec, BackendSpec):
+                    raise PluginError(
+                        f"oplib_backends() of plugin {record.name!r} must return BackendSpec "
+                        f"objects, got {type(spec).__name__}",
+                        plugin=record.name,
+                    )
+        return specs if record.status == "loaded" else None
+
+    def _register_backends(self, record: PluginRecord, specs: Sequence[BackendSpec]) -> None:
         registrar = record.registrar
         assert registrar is not None
-        impls = [
+        with self._isolated(record, "oplib_backends"):
+            for spec in specs:
+                undo = TABLE.register(
+                    spec,
+                    plugin=record.name,
+                    distribution=record.distribution,
+                    version=record.version,
+                )
+                registrar._register(Handle(undo, f"backend {spec.name}"))
+                if spec.name == backend_registration.PRIVATEUSE1:
+                    # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
+                    backend_registration._rename_from_env()
+
+    def _hookimpls(self, record: PluginRecord, phase: str) -> _builtin_list[pluggy.HookImpl]:
+        return [
             i
             for i in getattr(self.pm.hook, phase).get_hookimpls()
             if i.plugin is record.hook_target
         ]
-        token = current_plugin.set(PluginContext(record.name, record.distribution, record.version))
+
+    @contextlib.contextmanager
+    def _isolated(self, record: PluginRecord, phase: str) -> Iterator[None]:
+        """Run the block as the plugin (see ``Registrar._crediting``); if it raises, the
+        plugin fails and everything it registered is rolled back, and oplib goes on. A
+        ``KeyboardInterrupt`` goes up (the loading transaction undoes the whole load)."""
+        registrar = record.registrar
+        assert registrar is not None
         try:
-            if phase == "oplib_backends":
-                specs = [s for impl in impls for s in (impl.function() or ())]
-                for spec in specs:
-                    if not isinstance(spec, BackendSpec):
-                        raise PluginError(
-                            f"oplib_backends() of plugin {record.name!r} must return BackendSpec "
-                            f"objects, got {type(spec).__name__}",
-                            plugin=record.name,
-                        )
-                    undo = TABLE.register(
-                        spec,
-                        plugin=record.name,
-                        distribution=record.distribution,
-                        version=record.version,
-                    )
-                    registrar._register(Handle(undo, f"backend {spec.name}"))
-                    if spec.name == backend_registration.PRIVATEUSE1:
-                        # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
-                        backend_registration._rename_from_env()
-            else:
-                for impl in impls:
-                    impl.function(**({"registrar": registrar} if impl.argnames else {}))
+            with registrar._crediting():
+                yield
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
+                e.add_note(f"{INTERRUPTED_IN} {record.name!r}")
                 raise
             registrar._rollback()
             self._fail(record, e, during=phase)
-        finally:
-            current_plugin.reset(token)
+
+    def _run_hook(self, record: PluginRecord, phase: str) -> None:
+        registrar = record.registrar
+        with self._isolated(record, phase):
+            for impl in self._hookimpls(record, phase):
+                impl.function(**({"registrar": registrar} if impl.argnames else {}))
 
     def _fail(self, record: PluginRecord, e: BaseException, during: str | None = None) -> None:
         record.status = "failed"
@@ -517,12 +735,14 @@ class PluginHost:
     def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
         name = name or str(getattr(plugin, "__name__", None) or type(plugin).__name__)
         ensure()
-        with self.lock:
+        with self.lock, self.transaction():
             if name in self.records and self.records[name].status == "loaded":
                 raise PluginError(f"a plugin named {name!r} is already registered", plugin=name)
             record = PluginRecord(
                 name=name, module=getattr(plugin, "__file__", None) or repr(plugin)
             )
+            if _is_core_plugin(plugin):
+                record.distribution, record.version = CORE_DISTRIBUTION, __version__
             self.records[name] = record
             if self.pm.is_blocked(name) or name in self.disabled:
                 record.status = "blocked"

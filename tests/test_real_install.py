@@ -149,7 +149,8 @@ def test_disable_and_autoload_controls(venv: Path) -> None:
     r = _run(venv, oplib, "plugins", "list", "--json", env={"OPLIB_PLUGINS_AUTOLOAD": "0"})
     # only the built-in plugins of oplib-core itself; no entry point was loaded
     rows = json.loads(r.stdout)
-    assert rows and all(p["distribution"] is None for p in rows)
+    assert rows and all(p["entry_point"] is None for p in rows)
+    assert {p["distribution"] for p in rows} == {"oplib-core"}
     assert "cpu" not in {p["name"] for p in rows} and "acme" not in {p["name"] for p in rows}
 
 

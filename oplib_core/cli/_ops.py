@@ -72,6 +72,12 @@ def _origin(k: dict[str, Any]) -> str:
     return f"{k['source']}  [{who}]"
 
 
+def _override_mark(k: dict[str, Any]) -> str:
+    if k.get("overrides_owner"):
+        return f" (overrides {k['overrides_owner']})"
+    return " (override)" if k["overrides"] else ""
+
+
 def ops_show(args: argparse.Namespace, out: Output) -> int:
     op = operator_or_hop(args.qualname, "ops show")
     d = introspect.op_detail(op.qualname if isinstance(op, HigherOrderOperator) else op.name())
@@ -82,10 +88,7 @@ def ops_show(args: argparse.Namespace, out: Output) -> int:
     out.text(f"{d['qualname']}{kind}\n  schema:  {d['schema']}\n  defined: {d['defined_at']}")
     if d["tags"]:
         out.text(f"  tags:    {', '.join(d['tags'])}")
-    rows = [
-        [k["key"], k["status"] + (" (override)" if k["overrides"] else ""), _origin(k)]
-        for k in d["kernels"]
-    ]
+    rows = [[k["key"], k["status"] + _override_mark(k), _origin(k)] for k in d["kernels"]]
     for label in ("fake", "autograd"):
         k = d[label]
         rows.append([label, "live" if k else "-", _origin(k) if k else "not registered"])

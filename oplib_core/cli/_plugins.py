@@ -1,15 +1,14 @@
 """``oplib plugins list``: every plugin and its status. A plugin that interrupts loading
-(a ``KeyboardInterrupt``) does not hide the others: what was known is printed, then the
-interruption is reported."""
+(a ``KeyboardInterrupt``) is named in one line instead of a traceback; loading is
+all-or-nothing, so what was recorded before it (nothing loaded) is printed first."""
 
 from __future__ import annotations
 
 import argparse
-from types import TracebackType
 from typing import Any
 
 from .. import _introspect as introspect
-from ..plugins import HOST
+from ..plugins import HOST, INTERRUPTED_IN
 from ._errors import CliError
 from ._parsers import group, leaf
 from ._render import Output, dist_label
@@ -22,16 +21,13 @@ def add_parser(sub: Any) -> None:
     leaf(plugins, "list", "list plugins and their status", plugins_list)
 
 
-def _culprit(tb: TracebackType | None) -> str | None:
-    """The plugin whose module raised, from the innermost frame in a plugin's file."""
-    modules = {r.module: r.name for r in HOST.records.values() if r.module}
-    culprit = None
-    while tb is not None:
-        name = modules.get(tb.tb_frame.f_code.co_filename)
-        if name is not None:
-            culprit = name
-        tb = tb.tb_next
-    return culprit
+def _culprit(e: KeyboardInterrupt) -> str | None:
+    """The plugin whose code raised, from the note loading adds (the plugin's records are
+    gone: an interrupted load is undone)."""
+    for note in getattr(e, "__notes__", ()):
+        if note.startswith(INTERRUPTED_IN):
+            return note.removeprefix(INTERRUPTED_IN).strip()
+    return None
 
 
 def plugins_list(args: argparse.Namespace, out: Output) -> int:
@@ -50,7 +46,9 @@ def plugins_list(args: argparse.Namespace, out: Output) -> int:
                 [
                     r["name"],
                     dist_label(r["distribution"], r["version"]),
-                    r["status"] + (f": {r['error']}" if r["error"] else ""),
+                    r["status"]
+                    + (f": {r['error']}" if r["error"] else "")
+                    + "".join(f"; overrides {o}" for o in r.get("overrides") or ()),
                     ", ".join(h.removeprefix("oplib_") for h in r["hooks"]) or "-",
                     f"{r['load_ms']:.1f}",
                     r["module"] or "-",
@@ -64,10 +62,10 @@ def plugins_list(args: argparse.Namespace, out: Output) -> int:
         if HOST.disabled:
             out.line(f"OPLIB_DISABLE_PLUGINS={','.join(sorted(HOST.disabled))}")
     if interrupted is not None:
-        who = _culprit(interrupted.__traceback__)
-        by = f" (raised in plugin {who!r})" if who else ""
+        who = _culprit(interrupted)
+        by = f" (raised in plugin {who})" if who else ""
         raise CliError(
-            f"loading the plugins was interrupted by KeyboardInterrupt{by}; "
-            "the list shows what was recorded before"
+            f"loading the plugins was interrupted by KeyboardInterrupt{by} and undone; "
+            "nothing was loaded (OPLIB_DISABLE_PLUGINS=name skips a plugin)"
         )
     return 0
