@@ -49,6 +49,8 @@ from ._factories import (
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
+from ._native._api import get_include, register_class, register_fake_class
+from ._native._errors import LibraryLoadError, NativeKernelError
 from ._schema import FunctionSchema, parse_schema
 from ._tags import Tag
 from ._tensor import Tensor
@@ -133,6 +135,8 @@ __all__ = [
     "KernelResultError",
     "Library",
     "LibraryDestroyedError",
+    "LibraryLoadError",
+    "NativeKernelError",
     "NoKernelError",
     "NotAnOperatorError",
     "OpCheckError",
@@ -174,6 +178,7 @@ __all__ = [
     "full",
     "generate_methods_for_privateuse1_backend",
     "get_ctx",
+    "get_include",
     "get_default_dtype",
     "hookimpl",
     "hookspec",
@@ -193,9 +198,11 @@ __all__ = [
     "parse_schema",
     "plugins",
     "register_autograd",
+    "register_class",
     "register_device_module",
     "register_dispatch_rule",
     "register_fake",
+    "register_fake_class",
     "register_kernel",
     "registered_ops",
     "rename_privateuse1_backend",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import backend_registration
 from ._lookup import resolve
+from ._native._library import load_library
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
 from ._startup import LOCK, deferred, ensure
@@ -252,6 +253,12 @@ class Registrar:
         setup_context: Callable[..., Any] | None = None,
     ) -> None:
         register_autograd(op, backward, setup_context=setup_context, lib=self)  # type: ignore[arg-type]
+
+    def load_library(self, path: str | os.PathLike[str]) -> None:
+        """``oplib.ops.load_library(path)`` for a library the plugin ships: its operators and
+        kernels are credited to the plugin and unloaded from the registry if a hook of the
+        plugin fails."""
+        load_library(path, _sink=self)
 
     def _rollback(self, mark: int = 0) -> None:
         while len(self._handles) > mark:
