@@ -49,7 +49,7 @@ from ._factories import (
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
-from ._native._api import get_include, register_class, register_fake_class
+from ._native._api import classes, get_include, register_class, register_fake_class
 from ._native._errors import LibraryLoadError, NativeKernelError
 from ._schema import FunctionSchema, parse_schema
 from ._tags import Tag
@@ -163,6 +163,7 @@ __all__ = [
     "autograd",
     "backends",
     "bool_",
+    "classes",
     "custom_op",
     "define",
     "device",

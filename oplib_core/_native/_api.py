@@ -9,9 +9,10 @@ from typing import TypeVar, overload
 
 from ..fake._classes import add_fake_class
 from ..library import Library, _lib_for
-from ._classes import add_class, check_qualname
+from .._startup import ensure
+from ._classes import add_class, check_qualname, find
 
-__all__ = ["get_include", "register_class", "register_fake_class"]
+__all__ = ["classes", "get_include", "register_class", "register_fake_class"]
 
 _C = TypeVar("_C", bound=type)
 
@@ -68,3 +69,41 @@ def register_fake_class(
         return c
 
     return register if fake_class is None else register(fake_class)
+
+
+class _ClassNamespace:
+    """``oplib.classes.<ns>``: ``oplib.classes.ns.Name`` is the class ``ns::Name``."""
+
+    def __init__(self, ns: str) -> None:
+        self._ns = ns
+
+    def __getattr__(self, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        ensure()
+        found = find(f"{self._ns}::{name}")
+        if found is None:
+            raise AttributeError(
+                f"oplib.classes.{self._ns} has no class {name!r}: no class "
+                f"{self._ns}::{name} is registered (oplib.register_class, or a native library)"
+            )
+        return found.cls
+
+    def __repr__(self) -> str:
+        return f"<oplib.classes.{self._ns}>"
+
+
+class _Classes:
+    """``oplib.classes``: registered opaque classes by namespace, as ``torch.classes``."""
+
+    def __getattr__(self, ns: str) -> _ClassNamespace:
+        if ns.startswith("__"):
+            raise AttributeError(ns)
+        return _ClassNamespace(ns)
+
+    def __repr__(self) -> str:
+        return "<oplib.classes>"
+
+
+#: ``oplib.classes.ns.Name``: the class registered as ``ns::Name``.
+classes = _Classes()
