@@ -104,6 +104,7 @@ ShapeCb = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_char_p, ShapeFn)
 ClassCb = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(ClassDef))
 MethodCb = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_char_p, C.c_char_p, C.c_char_p, KernelFn)
 LastErrorCb = C.CFUNCTYPE(C.c_char_p, C.c_void_p)
+DefineTaggedCb = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_char_p, C.c_char_p, C.c_char_p)
 
 
 class Api(C.Structure):
@@ -118,6 +119,7 @@ class Api(C.Structure):
         ("register_class", ClassCb),
         ("register_method", MethodCb),
         ("last_error", LastErrorCb),
+        ("define_tagged", DefineTaggedCb),
     )
 
 

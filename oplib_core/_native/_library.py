@@ -22,6 +22,8 @@ import numpy as np
 from .._registry import FAKE, REGISTRY, Handle, Origin, current_plugin
 from .._schema import FunctionSchema, parse_signature
 from .._startup import ensure
+from .._tags import Tag
+from .._tensor import Tensor
 from ..backends import TABLE
 from ..errors import OplibError, ReservedNamespaceError, SchemaError
 from ..fake import FakeArray
@@ -121,6 +123,10 @@ class NativeKernel:
         return metas
 
 
+def _data(value: Any) -> Any:
+    return value._data if type(value) is Tensor else value
+
+
 def _device_of(value: Any) -> Any:
     backend = TABLE.for_type(type(value))
     if backend is None:
@@ -150,7 +156,7 @@ class _ShapeFake:
         plan = self.plan
         values = plan.values(args, kwargs)
         keep: list[Any] = []
-        cargs, first = plan.fill(values, keep)
+        cargs, first = plan.fill(values, keep, fake_objects=True)
         metas = metas_from_shape_fn(plan, self.fn, cargs)
         device = first.device if isinstance(first, FakeArray) else _device_of(first)
         cls = type(first) if isinstance(first, FakeArray) else FakeArray
@@ -223,6 +229,7 @@ class _Session:
             A.ClassCb(self._guard(self._class)),
             A.MethodCb(self._guard(self._method)),
             A.LastErrorCb(lambda _ctx: self.last_error),
+            A.DefineTaggedCb(self._guard(self._define)),
         )
 
     def _guard(self, fn: Callable[..., None]) -> Callable[..., int]:
@@ -244,8 +251,15 @@ class _Session:
         name, _, overload = qualname.partition(".")
         return parse_signature(schema, name=name, overload_name=overload)
 
-    def _define(self, qualname: bytes, schema: bytes) -> None:
+    def _define(self, qualname: bytes, schema: bytes, tags: bytes = b"") -> None:
         parsed = self._parse(qualname.decode(), schema.decode())
+        tag_names = [t.strip() for t in tags.decode().split(",") if t.strip()]
+        unknown = [t for t in tag_names if t not in Tag.__members__]
+        if unknown:
+            raise SchemaError(
+                f"define_tagged(): unknown tag(s) {', '.join(unknown)} for {parsed.qualname}; "
+                f"expected oplib.Tag names ({', '.join(Tag.__members__)})"
+            )
         ns = parsed.namespace
         if not ns:
             raise SchemaError(f"define(): expected 'namespace::name', got {qualname.decode()!r}")
@@ -253,7 +267,9 @@ class _Session:
             raise ReservedNamespaceError(
                 f"define(): {ns!r} is a reserved namespace; use your own namespace", ns
             )
-        entry, handle = REGISTRY.define(parsed, (), origin=self.origin)
+        entry, handle = REGISTRY.define(
+            parsed, tuple(Tag[t] for t in tag_names), origin=self.origin
+        )
         self._add(handle)
         CallPlan(entry.schema, entry.qualname, self.lib.path)  # refuse what C cannot take
 
@@ -320,6 +336,14 @@ class _Session:
         kernel = NativeKernel(A.KernelFn(C.cast(fn, C.c_void_p).value), plan, self.lib)
 
         def bound(self: Any, *args: Any, **kwargs: Any) -> Any:
+            # Methods are called directly, not dispatched: Tensors in, Tensors out.
+            if any(type(a) is Tensor for a in args) or any(
+                type(v) is Tensor for v in kwargs.values()
+            ):
+                out = kernel(self, *map(_data, args), **{k: _data(v) for k, v in kwargs.items()})
+                return tuple(map(Tensor._wrap, out)) if isinstance(out, tuple) else (
+                    None if out is None else Tensor._wrap(out)
+                )
             return kernel(self, *args, **kwargs)
 
         bound.__name__ = method

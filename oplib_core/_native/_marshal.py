@@ -178,6 +178,8 @@ def _tensors(arg: A.Arg, v: Any, keep: list[Any]) -> Any:
 
 def _object(arg: A.Arg, v: Any, keep: list[Any]) -> None:
     handle = getattr(v, "_oplib_handle", None)
+    if handle is None and keep and keep[0] is _FAKE_OBJECTS:
+        return  # a fake object reaching a shape function: NULL
     if handle is None:
         raise TypeError(
             f"native kernels take objects of native classes; got a {type(v).__name__} "
@@ -269,9 +271,15 @@ class CallPlan:
             out.append(v)
         return out
 
-    def fill(self, values: list[Any], keep: list[Any]) -> tuple[Any, Any]:
-        """The ``oplib_arg`` array of a call, and its first array (the device's)."""
+    def fill(
+        self, values: list[Any], keep: list[Any], *, fake_objects: bool = False
+    ) -> tuple[Any, Any]:
+        """The ``oplib_arg`` array of a call, and its first array (the device's).
+        ``fake_objects``: objects without a native handle pass as NULL (shape functions
+        under fake mode)."""
         cargs = (A.Arg * self.nargs)()
+        if fake_objects:
+            keep.append(_FAKE_OBJECTS)
         first = None
         try:
             for i, (fill, v) in enumerate(zip(self.fillers, values, strict=True)):
@@ -302,6 +310,7 @@ class CallPlan:
 
 
 _MISSING: Any = object()
+_FAKE_OBJECTS: Any = object()  # first in ``keep``: the call is a shape function's
 
 
 def metas_from_shape_fn(

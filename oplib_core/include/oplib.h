@@ -127,6 +127,7 @@ typedef struct {
  *   ns::Class (native)     object            void * (the handle the class's create made)
  *
  * For any optional type (T?) is_none is 1 when the value is None and the field is unset.
+ * A shape function running under fake mode gets object == NULL (there is no native object).
  * Pointers are valid for the duration of the call only.
  * ---------------------------------------------------------------------------------- */
 typedef struct {
@@ -237,7 +238,8 @@ typedef struct oplib_api {
   /* define(ctx, "ns::op", "(Tensor x, int n=1) -> Tensor") */
   int (*define)(void *ctx, const char *qualname, const char *schema);
   /* impl(ctx, "ns::op", "cpu", kernel): device_type is a device type ("cpu", "privateuse1"
-   * or its renamed name) or "default" (every backend whose arrays expose DLPack) */
+   * or its renamed name) or "default" (every backend; arrays without DLPack, such as
+   * Dask's, then get NoKernelError, so prefer device types and tag pointwise ops) */
   int (*impl)(void *ctx, const char *qualname, const char *device_type, oplib_kernel_fn fn);
   /* optional: register_shape_fn(ctx, "ns::op", fn) */
   int (*register_shape_fn)(void *ctx, const char *qualname, oplib_shape_fn fn);
@@ -249,6 +251,9 @@ typedef struct oplib_api {
                          const char *schema, oplib_kernel_fn fn);
   /* the message of the last failed call, for logging */
   const char *(*last_error)(void *ctx);
+  /* define_tagged(ctx, "ns::op", schema, "pointwise"): define with oplib.Tag names,
+   * comma-separated (backends such as Dask map pointwise ops onto chunks) */
+  int (*define_tagged)(void *ctx, const char *qualname, const char *schema, const char *tags);
 } oplib_api;
 
 typedef int (*oplib_init_fn)(const oplib_api *api);

@@ -261,34 +261,43 @@ static int minmax(const oplib_arg *args, int64_t nargs, DLTensor *outs, int64_t 
     if ((call) != OPLIB_OK) return 1; \
   } while (0)
 
+/* The kernels read memory through data pointers, so they serve the cpu and any device
+ * whose memory the host can address: here the private-use software device. */
+static int impl_all(const oplib_api *api, const char *op, oplib_kernel_fn fn) {
+  CHECK(api->impl(api->ctx, op, "cpu", fn));
+  return api->impl(api->ctx, op, "privateuse1", fn);
+}
+
 OPLIB_LIBRARY_INIT(api) {
   if (api->abi_major != OPLIB_ABI_VERSION_MAJOR) return 1;
   void *c = api->ctx;
-  /* scaled_add's fake kernel is written in Python (the plugin registers it) */
-  CHECK(api->define(c, "native_ops::scaled_add", "(Tensor a, Tensor b, float alpha=1.0) -> Tensor"));
-  CHECK(api->impl(c, "native_ops::scaled_add", "default", scaled_add));
+  /* pointwise: Dask maps it onto chunks; its fake kernel is written in Python (plugin.py) */
+  CHECK(api->define_tagged(c, "native_ops::scaled_add",
+                           "(Tensor a, Tensor b, float alpha=1.0) -> Tensor", "pointwise"));
+  CHECK(impl_all(api, "native_ops::scaled_add", scaled_add));
 
   CHECK(api->define(c, "native_ops::sum_dim", "(Tensor x, int dim, bool keepdim=False) -> Tensor"));
-  CHECK(api->impl(c, "native_ops::sum_dim", "default", sum_dim));
+  CHECK(impl_all(api, "native_ops::sum_dim", sum_dim));
   CHECK(api->register_shape_fn(c, "native_ops::sum_dim", sum_dim_shape));
 
   CHECK(api->define(c, "native_ops::tile", "(Tensor x, int[] reps) -> Tensor"));
-  CHECK(api->impl(c, "native_ops::tile", "default", tile));
+  CHECK(impl_all(api, "native_ops::tile", tile));
   CHECK(api->register_shape_fn(c, "native_ops::tile", tile_shape));
 
-  static const oplib_class_def affine_def = {"native_ops::Affine", "(float scale, float shift=0.0) -> ()",
-                                             affine_create, affine_destroy};
+  static const oplib_class_def affine_def = {
+      "native_ops::Affine", "(float scale, float shift=0.0) -> ()", affine_create, affine_destroy};
   CHECK(api->register_class(c, &affine_def));
   CHECK(api->register_method(c, "native_ops::Affine", "apply",
                              "(native_ops::Affine self, Tensor x) -> Tensor", apply_affine));
   CHECK(api->register_shape_fn(c, "native_ops::Affine.apply", same_as_x_shape));
 
-  CHECK(api->define(c, "native_ops::apply_affine", "(native_ops::Affine f, Tensor x) -> Tensor"));
-  CHECK(api->impl(c, "native_ops::apply_affine", "default", apply_affine));
+  CHECK(api->define_tagged(c, "native_ops::apply_affine",
+                           "(native_ops::Affine f, Tensor x) -> Tensor", "pointwise"));
+  CHECK(impl_all(api, "native_ops::apply_affine", apply_affine));
   CHECK(api->register_shape_fn(c, "native_ops::apply_affine", same_as_x_shape));
 
   CHECK(api->define(c, "native_ops::minmax", "(Tensor x) -> (Tensor, Tensor)"));
-  CHECK(api->impl(c, "native_ops::minmax", "default", minmax));
+  CHECK(impl_all(api, "native_ops::minmax", minmax));
   CHECK(api->register_shape_fn(c, "native_ops::minmax", minmax_shape));
   return 0;
 }
