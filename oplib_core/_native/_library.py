@@ -64,12 +64,13 @@ class NativeLibrary:
 class NativeKernel:
     """A native kernel as oplib calls it: native arrays in, native arrays out."""
 
-    __slots__ = ("__name__", "__qualname__", "fn", "lib", "plan")
+    __slots__ = ("__name__", "__qualname__", "fn", "lib", "metas", "plan")
 
     def __init__(self, fn: Any, plan: CallPlan, lib: NativeLibrary) -> None:
         self.fn = fn
         self.plan = plan
         self.lib = lib
+        self.metas: dict[Any, list[tuple[tuple[int, ...], np.dtype]]] = {}
         self.__name__ = self.__qualname__ = f"native kernel of {plan.op}"
 
     def __repr__(self) -> str:
@@ -93,6 +94,22 @@ class NativeKernel:
             return metas_from_shape_fn(plan, shape_fn, cargs)
         entry = REGISTRY.ops.get(plan.op)
         fake = entry.kernel(FAKE) if entry is not None else None
+        # A fake kernel is a function of metadata and scalars: its answer is remembered per
+        # (fake kernel, input metadata), so repeated calls skip running it.
+        try:
+            key = (fake, tuple(map(_meta_key, values)))
+            hit = self.metas.get(key)
+        except TypeError:  # an unhashable argument: no caching
+            key, hit = None, None
+        if hit is not None:
+            return hit
+        metas = self._run_fake(fake, values)
+        if key is not None and len(self.metas) < 256:
+            self.metas[key] = metas
+        return metas
+
+    def _run_fake(self, fake: Any, values: list[Any]) -> list[tuple[tuple[int, ...], np.dtype]]:
+        plan = self.plan
         if fake is None:
             raise NativeKernelError(
                 f"{plan.op} (library {self.lib.path}): oplib cannot size the outputs: register "
@@ -121,6 +138,16 @@ class NativeKernel:
                 )
             metas.append((tuple(int(d) for d in shape), np.dtype(o.dtype)))
         return metas
+
+
+def _meta_key(v: Any) -> Any:
+    """What a fake kernel may depend on: an array's class, shape and dtype; a value."""
+    if type(v) is list or type(v) is tuple:
+        return tuple(map(_meta_key, v))
+    shape = getattr(v, "shape", None)
+    if shape is not None and not isinstance(v, np.generic):
+        return (type(v), shape, v.dtype)
+    return (type(v), v)
 
 
 def _data(value: Any) -> Any:
