@@ -118,8 +118,10 @@ def main() -> None:
         env = {"direct": direct, "add": add, "a": a, "b": b}
         t_direct = best_ns("direct()", env, args.number, args.repeat)
         t_oplib = best_ns("add(a, b, 1.0)", env, args.number, args.repeat)
-        print(f"one element: ctypes direct {t_direct:7.0f} ns, oplib {t_oplib:7.0f} ns, "
-              f"overhead {t_oplib - t_direct:6.0f} ns (budget 1000 ns)")
+        print(
+            f"one element: ctypes direct {t_direct:7.0f} ns, oplib {t_oplib:7.0f} ns, "
+            f"overhead {t_oplib - t_direct:6.0f} ns (budget 1000 ns)"
+        )
 
         # 2. 10M float32 elementwise
         n = 10_000_000
@@ -129,8 +131,10 @@ def main() -> None:
         env = {"add": add, "np": np, "a": big_a, "b": big_b}
         t_native = best_ns("add(a, b, 1.0)", env, 5, 10)
         t_numpy = best_ns("np.add(a, b)", env, 5, 10)
-        print(f"10M float32: native {t_native / 1e6:7.2f} ms, numpy {t_numpy / 1e6:7.2f} ms, "
-              f"ratio {t_native / t_numpy:5.2f} (budget <= 1.10)")
+        print(
+            f"10M float32: native {t_native / 1e6:7.2f} ms, numpy {t_numpy / 1e6:7.2f} ms, "
+            f"ratio {t_native / t_numpy:5.2f} (budget <= 1.10)"
+        )
 
         # 3. threads on large arrays
         f = oplib.classes.native_ops.Affine(2.0, 1.0)
@@ -144,8 +148,10 @@ def main() -> None:
         t1 = min(threads_seconds(one, 1, calls) for _ in range(3))
         t2 = min(threads_seconds(one, 2, calls) for _ in range(3))
         speedup = 2 * t1 / t2
-        print(f"threads: 1 thread {calls} calls {t1 * 1e3:7.1f} ms, 2 threads {2 * calls} "
-              f"calls {t2 * 1e3:7.1f} ms, speed-up {speedup:4.2f}x (budget >= 1.6x)")
+        print(
+            f"threads: 1 thread {calls} calls {t1 * 1e3:7.1f} ms, 2 threads {2 * calls} "
+            f"calls {t2 * 1e3:7.1f} ms, speed-up {speedup:4.2f}x (budget >= 1.6x)"
+        )
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ _CLASS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*\Z")
 def _is_class_name(name: str) -> bool:
     """Whether a type name names a registered-class type (``ns::Name``)."""
     return _CLASS_RE.match(name) is not None
+
+
 _ENUM_TYPES = frozenset({"ScalarType", "Layout", "MemoryFormat"})
 
 
@@ -682,7 +684,8 @@ class _Parser:
         canonical name is ``ns::Name``."""
         tok = self.peek()
         if self.peek(1).kind == "dcolon" and self.peek(2).kind == "ident":
-            self.next(), self.next()
+            self.next()
+            self.next()
             return f"{tok.text}::{self.next().text}"
         parts = [tok.text]
         while self.peek(len(parts) * 2 - 1).text == "." and (

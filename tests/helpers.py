@@ -99,9 +99,7 @@ class Teardown:
 
 def c_compiler() -> str | None:
     """The system C compiler (``$CC``, ``cc`` or ``gcc``), or None."""
-    return next(
-        (c for c in (os.environ.get("CC"), "cc", "gcc") if c and shutil.which(c)), None
-    )
+    return next((c for c in (os.environ.get("CC"), "cc", "gcc") if c and shutil.which(c)), None)
 
 
 def compile_library(sources: list[str] | str, where: Any, name: str = "lib") -> str:

@@ -89,12 +89,14 @@ static int fails(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, opli
 
 OPLIB_LIBRARY_INIT(api) {
   void *c = api->ctx;
-  if (api->define(c, "{ns}::mix", "(Tensor x, float k, int[] ints, Tensor? w=None, str s=\"ab\", *, bool flag=False) -> Tensor")) return 1;
+  if (api->define(c, "{ns}::mix", "(Tensor x, float k, int[] ints, Tensor? w=None, "
+                  "str s=\"ab\", *, bool flag=False) -> Tensor")) return 1;
   if (api->impl(c, "{ns}::mix", "cpu", mix)) return 1;
   if (api->register_shape_fn(c, "{ns}::mix", mix_shape)) return 1;
   if (api->define(c, "{ns}::total", "(Tensor[] xs) -> Tensor")) return 1;
   if (api->impl(c, "{ns}::total", "default", total)) return 1;
-  if (api->define(c, "{ns}::fill_", "(Tensor(a!) x, float v, ScalarType? dtype=None) -> ()")) return 1;
+  if (api->define(c, "{ns}::fill_", "(Tensor(a!) x, float v, ScalarType? dtype=None) -> ()"))
+    return 1;
   if (api->impl(c, "{ns}::fill_", "cpu", fill_)) return 1;
   if (api->define(c, "{ns}::fails", "(Tensor x) -> Tensor")) return 1;
   if (api->impl(c, "{ns}::fails", "cpu", fails)) return 1;
@@ -124,7 +126,8 @@ def echo(tmp_path_factory):
 
 
 def test_get_include_holds_the_versioned_header():
-    text = open(HEADER).read()
+    with open(HEADER) as f:
+        text = f.read()
     assert os.path.dirname(HEADER) == oplib.get_include()
     major = re.search(r"#define OPLIB_ABI_VERSION_MAJOR (\d+)", text)
     minor = re.search(r"#define OPLIB_ABI_VERSION_MINOR (\d+)", text)
@@ -182,7 +185,7 @@ def test_load_registers_ops_with_the_library_as_origin(echo):
 
 
 def test_loading_the_same_path_twice_is_a_no_op(echo):
-    ns, path = echo
+    _, path = echo
     before = len(oplib.registered_ops())
     oplib.ops.load_library(path)
     oplib.ops.load_library(os.path.join(os.path.dirname(path), ".", os.path.basename(path)))
@@ -225,7 +228,9 @@ def test_outputs_are_sized_by_a_python_fake_kernel_when_there_is_no_shape_functi
     ns, _ = echo
     xs = [np.ones(3), np.full((2, 2), 2.0)]
     if oplib.lookup(f"{ns}::total").kernel("Fake") is None:
-        with pytest.raises(oplib.NativeKernelError, match="cannot size the outputs: register a shape function"):
+        with pytest.raises(
+            oplib.NativeKernelError, match="cannot size the outputs: register a shape function"
+        ):
             _packet(ns, "total")(xs)
         oplib.register_fake(f"{ns}::total", lambda xs: xs[0].new_empty(()))
     assert float(_packet(ns, "total")(xs)) == 11.0
@@ -246,7 +251,10 @@ def test_tensor_lists_mutation_and_optional_scalar_type(echo):
 
 def test_a_kernel_error_names_the_op_and_the_library(echo):
     ns, path = echo
-    with pytest.raises(oplib.NativeKernelError, match=f"{ns}::fails .*library {re.escape(path)}.*the kernel says no: 42") as e:
+    with pytest.raises(
+        oplib.NativeKernelError,
+        match=f"{ns}::fails .*library {re.escape(path)}.*the kernel says no: 42",
+    ) as e:
         _packet(ns, "fails")(np.ones(2))
     assert e.value.op == f"{ns}::fails" and e.value.library == path and e.value.status == 1
     with pytest.raises(oplib.NativeKernelError, match="dtype bits 32 do not match"):
@@ -324,7 +332,7 @@ def test_not_a_shared_library(tmp_path):
 
 def test_missing_entry_symbol(tmp_path):
     path = compile_library("int unrelated(void) { return 1; }\n", tmp_path)
-    with pytest.raises(oplib.LibraryLoadError, match="not an oplib library.*OPLIB_LIBRARY_INIT"):
+    with pytest.raises(oplib.LibraryLoadError, match=r"not an oplib library.*OPLIB_LIBRARY_INIT"):
         oplib.ops.load_library(path)
 
 
@@ -333,14 +341,18 @@ def test_abi_major_mismatch_is_refused_before_any_code_runs(tmp_path):
     src = textwrap.dedent(f"""
         #include <stdint.h>
         #include <stdio.h>
-        __attribute__((visibility("default"))) const uint32_t oplib_library_abi_version = (7u << 16) | 3u;
+        __attribute__((visibility("default")))
+        const uint32_t oplib_library_abi_version = (7u << 16) | 3u;
         __attribute__((visibility("default"))) int oplib_library_init(const void *api) {{
           FILE *f = fopen("{marker}", "w"); if (f) fclose(f);
           return 0;
         }}
     """)
     path = compile_library(src, tmp_path)
-    with pytest.raises(oplib.LibraryLoadError, match=r"built for oplib ABI 7\.3, but this oplib implements ABI 1\.0"):
+    with pytest.raises(
+        oplib.LibraryLoadError,
+        match=r"built for oplib ABI 7\.3, but this oplib implements ABI 1\.0",
+    ):
         oplib.ops.load_library(path)
     assert not marker.exists()
     assert path not in oplib.ops.loaded_libraries
@@ -365,9 +377,15 @@ OPLIB_LIBRARY_INIT(api) {
         ('if (api->impl(c, "{ns}::good", "cpu", k)) return 1;', "already has a kernel for 'cpu'"),
         ('if (api->impl(c, "{ns}::missing", "cpu", k)) return 1;', "does not exist"),
         ('if (api->define(c, "oplib::mine", "(Tensor x) -> Tensor")) return 1;', "reserved"),
-        ('if (api->define(c, "{ns}::gen", "(Generator g) -> Tensor")) return 1;', "cannot be passed to native code"),
+        (
+            'if (api->define(c, "{ns}::gen", "(Generator g) -> Tensor")) return 1;',
+            "cannot be passed to native code",
+        ),
         ('api->define(c, "{ns}::late", "(Tensor x) -> Tensor"); return 3;', "returned 3"),
-        ('api->define(c, "{ns}::bad2", "(Tensor x) -> Tensor(a)"); return 0;', "native kernels return new Tensors"),
+        (
+            'api->define(c, "{ns}::bad2", "(Tensor x) -> Tensor(a)"); return 0;',
+            "native kernels return new Tensors",
+        ),
     ],
 )
 def test_a_failing_init_leaves_nothing_registered(tmp_path, bad, message):

@@ -63,7 +63,9 @@ def test_schema_class_types_in_both_spellings():
     b = parse_schema("m::f(__torch__.torch.classes.m.Packed p, Tensor x) -> Tensor")
     assert a == b and str(a) == "m::f(m::Packed p, Tensor x) -> Tensor"
     assert str(parse_schema("m::g(m::Packed? p=None) -> m::Packed"))
-    with pytest.raises(oplib.SchemaError, match="unknown type 'Packd'.*or a class name 'ns::Name'"):
+    with pytest.raises(
+        oplib.SchemaError, match=r"unknown type 'Packd'.*or a class name 'ns::Name'"
+    ):
         parse_schema("m::f(Packd p) -> Tensor")
     with pytest.raises(oplib.SchemaError, match="unknown type '__torch__'"):
         parse_schema("m::f(__torch__.torch.m.Packed p) -> Tensor")
@@ -86,13 +88,18 @@ def test_python_class_as_argument(packed, ns):
 def test_fake_mode_needs_a_fake_class_then_uses_it(packed, ns, lib):
     p = Packed(np.ones((2, 3)), 0.0)
     op = oplib.ops.__getattr__(ns).linear
-    with oplib.FakeTensorMode() as mode, pytest.raises(oplib.RegistrationError, match=f"{ns}::Packed has no fake class.*register_fake_class"):
+    with (
+        oplib.FakeTensorMode() as mode,
+        pytest.raises(
+            oplib.RegistrationError, match=f"{ns}::Packed has no fake class.*register_fake_class"
+        ),
+    ):
         op(mode.from_real(np.ones((4, 2))), p)
     oplib.register_fake_class(packed, FakePacked, lib=lib)
     SEEN.clear()
     with oplib.FakeTensorMode() as mode:
         out = op(mode.from_real(np.ones((4, 2))), p)
-    assert out.shape == (4, 3) and SEEN == [FakePacked]
+    assert out.shape == (4, 3) and [FakePacked] == SEEN
     oplib.opcheck(op, (np.ones((4, 2)), p))
 
 
@@ -104,14 +111,19 @@ def test_register_fake_class_checks_the_class(packed, lib):
         def __obj_unflatten__(self, flat):
             return self
 
-    with pytest.raises(oplib.RegistrationError, match="doesn't define a classmethod __obj_unflatten__"):
+    with pytest.raises(
+        oplib.RegistrationError, match="doesn't define a classmethod __obj_unflatten__"
+    ):
         oplib.register_fake_class(packed, NoUnflatten, lib=lib)
     with pytest.raises(oplib.RegistrationError, match="is not a classmethod"):
         oplib.register_fake_class(packed, NotClassmethod, lib=lib)
     with pytest.raises(oplib.UnknownOperatorError, match="class 'zz::Nope' is not registered"):
         oplib.register_fake_class("zz::Nope", FakePacked, lib=lib)
     oplib.register_fake_class(packed, FakePacked, lib=lib)
-    with pytest.raises(oplib.RegistrationError, match="already has a fake class registered at .*test_native_classes.py"):
+    with pytest.raises(
+        oplib.RegistrationError,
+        match=r"already has a fake class registered at .*test_native_classes\.py",
+    ):
         oplib.register_fake_class(packed, FakePacked, lib=lib)
 
 
@@ -124,7 +136,10 @@ def test_a_real_object_without_obj_flatten_is_explained(ns, lib):
     oplib.register_fake_class(qual, FakePacked, lib=lib)
     lib.define(f"use(Tensor x, {qual} o) -> Tensor")
     oplib.register_fake(f"{ns}::use", lambda x, o: x, lib=lib)
-    with oplib.FakeTensorMode() as mode, pytest.raises(oplib.RegistrationError, match="must define __obj_flatten__"):
+    with (
+        oplib.FakeTensorMode() as mode,
+        pytest.raises(oplib.RegistrationError, match="must define __obj_flatten__"),
+    ):
         oplib.ops.__getattr__(ns).use(mode.from_real(np.ones(2)), Opaque())
 
 

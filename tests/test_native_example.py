@@ -25,7 +25,9 @@ OPS = ("scaled_add", "sum_dim", "tile", "apply_affine", "minmax")
 def native(tmp_path_factory):
     """The example's plugin, registered with its library compiled here."""
     path = compile_library(
-        [str(EXAMPLE / "csrc" / "native_ops.c")], tmp_path_factory.mktemp("native_ops"), "native_ops"
+        [str(EXAMPLE / "csrc" / "native_ops.c")],
+        tmp_path_factory.mktemp("native_ops"),
+        "native_ops",
     )
     sys.path.insert(0, str(EXAMPLE))
     try:
@@ -68,7 +70,9 @@ def test_matches_numpy(native, device, dtype):
 
     np.testing.assert_allclose(host(native.scaled_add(ta, tb, 0.5)), a + 0.5 * b, **tol)
     np.testing.assert_allclose(host(native.sum_dim(ta, 1)), a.sum(1), **tol)
-    np.testing.assert_allclose(host(native.sum_dim(ta, -2, keepdim=True)), a.sum(0, keepdims=True), **tol)
+    np.testing.assert_allclose(
+        host(native.sum_dim(ta, -2, keepdim=True)), a.sum(0, keepdims=True), **tol
+    )
     np.testing.assert_array_equal(host(native.tile(ta, [2, 3])), np.tile(a, (2, 3)))
     f = oplib.classes.native_ops.Affine(3.0, 0.5)
     np.testing.assert_allclose(host(native.apply_affine(f, ta)), 3.0 * a + 0.5, **tol)
@@ -88,13 +92,19 @@ def test_native_arrays_and_strided_views(native):
 
 def test_errors_name_the_op_and_library(native):
     x = np.ones((2, 2), np.float32)
-    with pytest.raises(oplib.NativeKernelError, match=r"native_ops::tile shape function \(library .*native_ops\.so\): reps must have one entry per dimension \(2\), got 1"):
+    with pytest.raises(
+        oplib.NativeKernelError,
+        match=r"native_ops::tile shape function \(library .*native_ops\.so\): reps must "
+        r"have one entry per dimension \(2\), got 1",
+    ):
         native.tile(x, [2])
     with pytest.raises(oplib.NativeKernelError, match="x must be float32 or float64"):
         native.sum_dim(np.ones(3, np.int64), 0)
     with pytest.raises(ValueError, match="shapes"):  # the Python fake kernel sizes outputs
         native.scaled_add(x, np.ones(3, np.float32))
-    with pytest.raises(oplib.NativeKernelError, match=r"Affine constructor .*scale must be non-zero"):
+    with pytest.raises(
+        oplib.NativeKernelError, match=r"Affine constructor .*scale must be non-zero"
+    ):
         oplib.classes.native_ops.Affine(0.0)
     with pytest.raises(TypeError, match="native_ops::apply_affine"):
         native.apply_affine("not an Affine", x)
@@ -158,7 +168,9 @@ def test_the_class_is_a_schema_type_and_has_a_documented_method(native):
     op = oplib.lookup("native_ops::apply_affine")
     assert str(op.schema) == "native_ops::apply_affine(native_ops::Affine f, Tensor x) -> Tensor"
     cls = oplib.classes.native_ops.Affine
-    assert "native_ops::Affine.apply(native_ops::Affine self, Tensor x) -> Tensor" in cls.apply.__doc__
+    assert (
+        "native_ops::Affine.apply(native_ops::Affine self, Tensor x) -> Tensor" in cls.apply.__doc__
+    )
     with pytest.raises(AttributeError, match="no class 'Nope'"):
         oplib.classes.native_ops.Nope  # noqa: B018
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
+from .._startup import ensure
 from ..fake._classes import add_fake_class
 from ..library import Library, _lib_for
-from .._startup import ensure
 from ._classes import add_class, check_qualname, find
 
 __all__ = ["classes", "get_include", "register_class", "register_fake_class"]
@@ -39,7 +39,7 @@ def register_class(
     None). Fake mode needs a counterpart: :func:`oplib.register_fake_class`."""
     check_qualname(qualname, "register_class")
 
-    def register(c: _C) -> _C:
+    def register(c: Any) -> Any:
         handle = add_class(qualname, c, api="register_class")
         _lib_for(qualname, lib)._register(handle)
         return c
@@ -64,7 +64,7 @@ def register_fake_class(
     None)."""
     check_qualname(qualname, "register_fake_class")
 
-    def register(c: _C) -> _C:
+    def register(c: Any) -> Any:
         _lib_for(qualname, lib)._register(add_fake_class(qualname, c))
         return c
 

@@ -75,7 +75,7 @@ def add_class(qualname: str, cls: type, *, api: str, origin: Origin | None = Non
         raise RegistrationError(
             f"{api}(): {qualname} must be registered with a class, got {cls!r}", op=qualname
         )
-    origin = origin or origin_of(cls.__init__)
+    origin = origin or origin_of(cls.__dict__.get("__init__"))
     entry = ClassEntry(qualname, cls, origin)
     with _LOCK:
         old = _CLASSES.get(qualname)

@@ -305,12 +305,12 @@ class _Session:
         entry = REGISTRY.entry(q)
         plan = CallPlan(entry.schema, entry.qualname, self.lib.path)
         key = device_type.decode()
-        kernel = NativeKernel(A.KernelFn(C.cast(fn, C.c_void_p).value), plan, self.lib)
+        kernel = NativeKernel(A.KernelFn(_address(fn)), plan, self.lib)
         self._add(REGISTRY.add_kernel(entry.qualname, key, kernel, origin=self.origin))
 
     def _shape_fn(self, qualname: bytes, fn: Any) -> None:
         q = qualname.decode()
-        shape = A.ShapeFn(C.cast(fn, C.c_void_p).value)
+        shape = A.ShapeFn(_address(fn))
         entry = REGISTRY.ops.get(q)
         if entry is not None:  # an op: the shape function is its fake kernel too
             plan = CallPlan(entry.schema, entry.qualname, self.lib.path)
@@ -336,8 +336,8 @@ class _Session:
             "__slots__": (),
             "__module__": "oplib_core.classes",
             "_oplib_plan": plan,
-            "_oplib_create": A.CreateFn(C.cast(d.create, C.c_void_p).value),
-            "_oplib_destroy": A.DestroyFn(C.cast(d.destroy, C.c_void_p).value),
+            "_oplib_create": A.CreateFn(_address(d.create)),
+            "_oplib_destroy": A.DestroyFn(_address(d.destroy)),
         }
         cls = type(q.rpartition("::")[2], (NativeObject,), attrs)
         cls.__qualname__ = q
@@ -360,7 +360,7 @@ class _Session:
                 f"got schema {schema.decode()!r}"
             )
         plan = CallPlan(parsed, f"{q}.{method}", self.lib.path)
-        kernel = NativeKernel(A.KernelFn(C.cast(fn, C.c_void_p).value), plan, self.lib)
+        kernel = NativeKernel(A.KernelFn(_address(fn)), plan, self.lib)
 
         def bound(self: Any, *args: Any, **kwargs: Any) -> Any:
             # Methods are called directly, not dispatched: Tensors in, Tensors out.
@@ -368,8 +368,10 @@ class _Session:
                 type(v) is Tensor for v in kwargs.values()
             ):
                 out = kernel(self, *map(_data, args), **{k: _data(v) for k, v in kwargs.items()})
-                return tuple(map(Tensor._wrap, out)) if isinstance(out, tuple) else (
-                    None if out is None else Tensor._wrap(out)
+                return (
+                    tuple(map(Tensor._wrap, out))
+                    if isinstance(out, tuple)
+                    else (None if out is None else Tensor._wrap(out))
                 )
             return kernel(self, *args, **kwargs)
 
@@ -379,6 +381,15 @@ class _Session:
         cls = entry.cls
         setattr(cls, method, bound)
         self._add(Handle(lambda: delattr(cls, method), f"method {q}.{method}"))
+
+
+def _address(fn: Any) -> int:
+    """The address of a function pointer the library passed; NULL is refused (calling it
+    would crash the process)."""
+    address = C.cast(fn, C.c_void_p).value
+    if not address:
+        raise SchemaError("a NULL function pointer was passed")
+    return address
 
 
 def _fail(lib: NativeLibrary, message: str, op: str | None = None) -> LibraryLoadError:

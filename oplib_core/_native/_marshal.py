@@ -56,8 +56,9 @@ def _numpy_data_offset() -> int | None:
     offset = object.__basicsize__
     probe = np.arange(3.0)[1:]
     try:
-        ok = C.c_void_p.from_address(id(probe) + offset).value == (
-            probe.__array_interface__["data"][0]
+        ok = (
+            C.c_void_p.from_address(id(probe) + offset).value
+            == (probe.__array_interface__["data"][0])
         )
     except (ValueError, OSError):  # pragma: no cover -- an exotic interpreter
         return None
@@ -265,10 +266,12 @@ def filler(t: SchemaType, where: str) -> Filler:
         return _optional(filler(t.elem, where))
     if isinstance(t, ListType):
         elem = t.elem.elem if isinstance(t.elem, OptionalType) else t.elem
-        found = _LISTS.get(elem.name) if isinstance(elem, BaseType) else None
-        if found is None or (elem is not t.elem and elem.name != "Tensor"):
+        name = elem.name if isinstance(elem, BaseType) else ""
+        found = _LISTS.get(name)
+        if found is None or (elem is not t.elem and name != "Tensor"):
             raise UnsupportedSchemaError(f"{where}: type {t} cannot be passed to native code")
         return found
+    assert isinstance(t, BaseType)
     if is_class_type(t.name):
         return _object
     found = _SCALARS.get(t.name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._native._classes import ClassEntry, check_qualname, class_entry, find
+from .._native._classes import ClassEntry, class_entry, find
 from .._registry import Handle, origin_of
 from .._schema import BaseType, FunctionSchema, OptionalType
 from ..errors import RegistrationError

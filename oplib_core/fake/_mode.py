@@ -277,10 +277,10 @@ class FakeTensorMode(DispatchMode):
         if real:
             raise self._mixed(op, real, fake_seen)
         for kw, index, cls in class_slots(op.schema):  # opaque objects: their fakes
-            container: Any = nkwargs if kw else nargs
-            if kw and index not in container:
+            holder: Any = nkwargs if kw else nargs
+            if kw and index not in holder:
                 continue
-            container[index] = to_fake_obj(container[index], cls, self._fake_leaf)
+            holder[index] = to_fake_obj(holder[index], cls, self._fake_leaf)
         return nargs, nkwargs, tensors_in
 
     def _fake_leaf(self, value: Any) -> Any:

@@ -49,7 +49,9 @@ def _mark_device(capsule: Any, index: int) -> None:
     """Write this device into an unconsumed DLPack capsule's DLTensor (its ``device``
     follows the ``void *data`` pointer, as dlpack.h lays it out)."""
     address = _capsule_pointer(capsule, b"dltensor") + ctypes.sizeof(ctypes.c_void_p)
-    _DLDevice.from_address(address).__init__(DLPACK_EXT_DEV, index)
+    device = _DLDevice.from_address(address)
+    device.device_type = DLPACK_EXT_DEV
+    device.device_id = index
 
 
 DEVICES_ENV = "OPLIB_PRIVATEUSE1_DEVICES"
