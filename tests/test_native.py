@@ -386,13 +386,34 @@ OPLIB_LIBRARY_INIT(api) {
             'api->define(c, "{ns}::bad2", "(Tensor x) -> Tensor(a)"); return 0;',
             "native kernels return new Tensors",
         ),
+        (
+            'if (api->define_tagged(c, "{ns}::t", "(Tensor x) -> Tensor", "pointy")) return 1;',
+            r"unknown tag\(s\) pointy for {ns}::t; expected oplib.Tag names",
+        ),
+        ('if (api->impl(c, "{ns}::good", "meta", NULL)) return 1;', "NULL function pointer"),
+        ('if (api->register_shape_fn(c, "{ns}::nope", NULL)) return 1;', "NULL function pointer"),
+        (
+            'if (api->register_method(c, "{ns}::Nope", "m", "({ns}::Nope self) -> ()", k)) '
+            "return 1;",
+            "class '{ns}::Nope' is not registered",
+        ),
+        (
+            'static const oplib_class_def d = {"{ns}::C", "(Tensor x) -> Tensor", NULL, NULL};'
+            "if (api->register_class(c, &d)) return 1;",
+            "init_schema must return",
+        ),
+        (
+            'static const oplib_class_def d = {"{ns}::C", "() -> ()", NULL, NULL};'
+            "if (api->register_class(c, &d)) return 1;",
+            "needs both create and destroy",
+        ),
     ],
 )
 def test_a_failing_init_leaves_nothing_registered(tmp_path, bad, message):
     ns = unique_ns("bad")
     src = '#include "oplib.h"\n' + (_BAD_TAIL % bad).replace("{ns}", ns)
     path = compile_library(src, tmp_path)
-    with pytest.raises(oplib.LibraryLoadError, match=message) as e:
+    with pytest.raises(oplib.LibraryLoadError, match=message.replace("{ns}", ns)) as e:
         oplib.ops.load_library(path)
     assert re.escape(path) and path in str(e.value)
     assert _ops_in(ns) == []
@@ -417,3 +438,27 @@ def test_the_registrar_credits_the_plugin_and_rolls_back(tmp_path):
         record = oplib.plugins.register(Plugin(), name=f"{ns}-plugin")
     assert record.status == "failed"
     assert _ops_in(ns) == [] and path not in oplib.ops.loaded_libraries
+
+
+_CLASS_THEN_FAIL = r"""
+#include "oplib.h"
+#include <stdlib.h>
+static void *mk(const oplib_arg *a, int64_t n, oplib_error *e) { return malloc(1); }
+static void rm(void *p) { free(p); }
+static int k(const oplib_arg *a, int64_t n, DLTensor *o, int64_t no, oplib_error *e) { return 0; }
+OPLIB_LIBRARY_INIT(api) {
+  static const oplib_class_def d = {"{ns}::Obj", "() -> ()", mk, rm};
+  if (api->register_class(api->ctx, &d)) return 1;
+  if (api->register_method(api->ctx, "{ns}::Obj", "poke", "({ns}::Obj self) -> ()", k)) return 1;
+  return api->register_shape_fn(api->ctx, "{ns}::Obj.nothing", NULL) ? 1 : 0;
+}
+"""
+
+
+def test_classes_and_methods_are_undone_with_the_library(tmp_path):
+    ns = unique_ns("cls")
+    path = compile_library(_CLASS_THEN_FAIL.replace("{ns}", ns), tmp_path)
+    with pytest.raises(oplib.LibraryLoadError, match="NULL function pointer"):
+        oplib.ops.load_library(path)
+    with pytest.raises(AttributeError, match=f"no class {ns}::Obj"):
+        getattr(oplib.classes, ns).Obj  # noqa: B018

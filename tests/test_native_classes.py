@@ -80,14 +80,14 @@ def test_any_class_name_round_trips(name):
 def test_python_class_as_argument(packed, ns):
     p = Packed(np.eye(2), 1.0)
     x = np.array([[1.0, 2.0]])
-    np.testing.assert_array_equal(oplib.ops.__getattr__(ns).linear(x, p), x + 1.0)
+    np.testing.assert_array_equal(getattr(oplib.ops, ns).linear(x, p), x + 1.0)
     with pytest.raises(TypeError, match=f"{ns}::linear"):
-        oplib.ops.__getattr__(ns).linear(x, "not packed")
+        getattr(oplib.ops, ns).linear(x, "not packed")
 
 
 def test_fake_mode_needs_a_fake_class_then_uses_it(packed, ns, lib):
     p = Packed(np.ones((2, 3)), 0.0)
-    op = oplib.ops.__getattr__(ns).linear
+    op = getattr(oplib.ops, ns).linear
     with (
         oplib.FakeTensorMode() as mode,
         pytest.raises(
@@ -140,7 +140,7 @@ def test_a_real_object_without_obj_flatten_is_explained(ns, lib):
         oplib.FakeTensorMode() as mode,
         pytest.raises(oplib.RegistrationError, match="must define __obj_flatten__"),
     ):
-        oplib.ops.__getattr__(ns).use(mode.from_real(np.ones(2)), Opaque())
+        getattr(oplib.ops, ns).use(mode.from_real(np.ones(2)), Opaque())
 
 
 def test_register_class_conflicts_and_names(ns, lib):
@@ -149,7 +149,7 @@ def test_register_class_conflicts_and_names(ns, lib):
         oplib.register_class(f"{ns}::A", FakePacked, lib=lib)
     with pytest.raises(oplib.InvalidNameError, match="expected a class name 'namespace::Name'"):
         oplib.register_class("NoNamespace", Packed)
-    assert oplib.classes.__getattr__(ns).A is Packed
+    assert getattr(oplib.classes, ns).A is Packed
 
 
 def test_registration_ends_with_its_library(ns):
@@ -157,9 +157,19 @@ def test_registration_ends_with_its_library(ns):
     oplib.register_class(f"{ns}::Gone", Packed, lib=lib)
     lib._destroy()
     with pytest.raises(AttributeError, match=f"no class {ns}::Gone"):
-        oplib.classes.__getattr__(ns).Gone  # noqa: B018
+        getattr(oplib.classes, ns).Gone  # noqa: B018
 
 
 def test_python_objects_pickle_as_python_objects(packed):
     p = pickle.loads(pickle.dumps(Packed(np.ones(2), 2.0)))
     assert p.b == 2.0 and p.w.tolist() == [1.0, 1.0]
+
+
+def test_a_class_as_return_type(ns, lib):
+    qual = f"{ns}::Made"
+    oplib.register_class(qual, Packed, lib=lib)
+    lib.define(f"make(Tensor w, float b) -> {qual}")
+    oplib.register_kernel(f"{ns}::make", "cpu", lambda w, b: Packed(w, b), lib=lib)
+    made = getattr(oplib.ops, ns).make(np.ones(2), 3.0)
+    assert isinstance(made, Packed) and made.b == 3.0
+    assert isinstance(getattr(oplib.ops, ns).make(oplib.tensor([1.0]), 1.0), Packed)
