@@ -37,6 +37,8 @@ class ClassEntry:
 
 _LOCK = threading.RLock()
 _CLASSES: dict[str, ClassEntry] = {}
+#: The registered classes by name; empty means no op can take an object (fake mode's check).
+CLASSES = _CLASSES
 
 
 def is_class_type(name: str) -> bool:

@@ -53,15 +53,20 @@ def add_fake_class(qualname: str, fake_class: type) -> Handle:
     return Handle(undo, f"fake class of {qualname}")
 
 
-def class_slots(schema: FunctionSchema) -> tuple[tuple[bool, int | str, str], ...]:
-    """Where the class-typed arguments sit in bound arguments: ``(kw, index, class)``."""
-    found = _SLOTS.get(schema)
-    if found is None:
-        found = _SLOTS[schema] = _class_slots(schema)
-    return found
+def class_slots(op: Any) -> tuple[tuple[bool, int | str, str], ...]:
+    """Where ``op``'s class-typed arguments sit in bound arguments: ``(kw, index, class)``.
+    Remembered per op object (hashing a schema costs microseconds; fake mode asks on every
+    call); the table is bounded and the schema is checked, so a redefined op is re-read."""
+    found = _SLOTS.get(op)
+    schema = op.schema
+    if found is None or found[0] is not schema:
+        if len(_SLOTS) > 4096:
+            _SLOTS.clear()
+        found = _SLOTS[op] = (schema, _class_slots(schema))
+    return found[1]
 
 
-_SLOTS: dict[FunctionSchema, tuple[tuple[bool, int | str, str], ...]] = {}
+_SLOTS: dict[Any, tuple[FunctionSchema, tuple[tuple[bool, int | str, str], ...]]] = {}
 
 
 def _class_slots(schema: FunctionSchema) -> tuple[tuple[bool, int | str, str], ...]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from .._dispatch.placement import wrap
+from .._native._classes import CLASSES
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
 from .._tensor import Tensor
 from ..backends import TABLE
@@ -276,11 +277,12 @@ class FakeTensorMode(DispatchMode):
             container[index] = value
         if real:
             raise self._mixed(op, real, fake_seen)
-        for kw, index, cls in class_slots(op.schema):  # opaque objects: their fakes
-            holder: Any = nkwargs if kw else nargs
-            if kw and index not in holder:
-                continue
-            holder[index] = to_fake_obj(holder[index], cls, self._fake_leaf)
+        if CLASSES:  # opaque objects: their fakes
+            for kw, index, cls in class_slots(op):
+                holder: Any = nkwargs if kw else nargs
+                if kw and index not in holder:
+                    continue
+                holder[index] = to_fake_obj(holder[index], cls, self._fake_leaf)
         return nargs, nkwargs, tensors_in
 
     def _fake_leaf(self, value: Any) -> Any:
