@@ -87,8 +87,21 @@ static int fails(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, opli
   return oplib_set_error(err, "the kernel says no: %d", 42);
 }
 
+/* plain(Tensor x, int n, float k, bool flag, Scalar s) -> Tensor: x * k + n + s (+1000) */
+static int plain(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib_error *err) {
+  const DLTensor *x = a[0].v.tensor;
+  double add = (double)a[1].v.i + a[4].v.f + (a[3].v.i ? 1000 : 0);
+  for (int64_t i = 0; i < x->shape[0]; i++)
+    ((double *)outs[0].data)[i] = ((const double *)x->data)[i * x->strides[0]] * a[2].v.f + add;
+  return OPLIB_OK;
+}
+
 OPLIB_LIBRARY_INIT(api) {
   void *c = api->ctx;
+  if (api->define(c, "{ns}::plain", "(Tensor x, int n, float k, bool flag, Scalar s) -> Tensor"))
+    return 1;
+  if (api->impl(c, "{ns}::plain", "cpu", plain)) return 1;
+  if (api->register_shape_fn(c, "{ns}::plain", mix_shape)) return 1;
   if (api->define(c, "{ns}::mix", "(Tensor x, float k, int[] ints, Tensor? w=None, "
                   "str s=\"ab\", *, bool flag=False) -> Tensor")) return 1;
   if (api->impl(c, "{ns}::mix", "cpu", mix)) return 1;
@@ -462,3 +475,49 @@ def test_classes_and_methods_are_undone_with_the_library(tmp_path):
         oplib.ops.load_library(path)
     with pytest.raises(AttributeError, match=f"no class {ns}::Obj"):
         getattr(oplib.classes, ns).Obj  # noqa: B018
+
+
+def test_plain_scalars_numpy_scalars_and_strided_arrays_give_one_answer(echo):
+    # Calls with numpy arrays and Python scalars take a packed fast path, other arrays the
+    # plain one (OPLIB_DISPATCH_SLOW=1 runs everything plainly).
+    ns, _ = echo
+    plain = _packet(ns, "plain")
+    x = np.arange(4.0)
+    want = x * 2 + 3 + 0.5 + 1000
+    np.testing.assert_array_equal(plain(x, 3, 2.0, True, 0.5), want)
+    np.testing.assert_array_equal(
+        plain(x, np.int64(3), np.float32(2.0), np.bool_(True), np.float64(0.5)), want
+    )
+    np.testing.assert_array_equal(plain(x, 3, 2, False, 1), x * 2 + 4)  # ints as floats
+    np.testing.assert_array_equal(plain(x[::2], 0, 1.0, False, 0), x[::2])
+    with oplib.FakeTensorMode():
+        fake = plain(oplib.empty(5, dtype=np.float64), 1, 1.0, False, 0)
+    assert fake.shape == (5,)
+
+
+def test_ints_beyond_int64_are_refused_not_wrapped(echo):
+    ns, path = echo
+    x = np.arange(2.0)
+    with pytest.raises(OverflowError, match=rf"{ns}::plain: argument 'n' .*{re.escape(path)}"):
+        _packet(ns, "plain")(x, 2**70, 1.0, False, 0)
+    with pytest.raises(OverflowError, match=r"argument 'ints'.*does not fit"):
+        _packet(ns, "mix")(x, 1.0, [1, -(2**64)])
+
+
+@pytest.mark.fastpath
+def test_plain_calls_take_the_packed_path_and_others_fall_back(echo, monkeypatch):
+    from oplib_core._native import _fastcall
+
+    ns, _ = echo
+    fast = oplib.lookup(f"{ns}::plain").kernel("cpu").fn.fast
+    assert isinstance(fast, _fastcall.FastCall)
+    assert oplib.lookup(f"{ns}::mix").kernel("cpu").fn.fast is None  # int[]: plain path only
+    taken = []
+    real = _fastcall.FastCall.__call__
+    monkeypatch.setattr(
+        _fastcall.FastCall, "__call__", lambda *a: taken.append(out := real(*a)) or out
+    )
+    x = np.arange(3.0)
+    _packet(ns, "plain")(x, 1, 1.0, False, 0)
+    _packet(ns, "plain")(x.view(np.ma.MaskedArray), 1, 1.0, False, 0)  # not exactly ndarray
+    assert [t is _fastcall.MISS for t in taken] == [False, True]

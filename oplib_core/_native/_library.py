@@ -30,6 +30,7 @@ from ..fake import FakeArray
 from . import _abi as A
 from ._classes import add_class, check_qualname, class_entry
 from ._errors import LibraryLoadError, NativeKernelError
+from ._fastcall import MISS, fast_call_for
 from ._marshal import CallPlan, allocate, fake_of, metas_from_shape_fn
 from ._marshal import result as _result
 
@@ -64,10 +65,11 @@ class NativeLibrary:
 class NativeKernel:
     """A native kernel as oplib calls it: native arrays in, native arrays out."""
 
-    __slots__ = ("__name__", "__qualname__", "fn", "lib", "metas", "plan")
+    __slots__ = ("__name__", "__qualname__", "fast", "fn", "lib", "metas", "plan")
 
     def __init__(self, fn: Any, plan: CallPlan, lib: NativeLibrary) -> None:
         self.fn = fn
+        self.fast = fast_call_for(plan, _address(fn))
         self.plan = plan
         self.lib = lib
         self.metas: dict[Any, list[tuple[tuple[int, ...], np.dtype]]] = {}
@@ -79,6 +81,11 @@ class NativeKernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         plan = self.plan
         values = plan.values(args, kwargs)
+        fast = self.fast
+        if fast is not None:
+            out = fast(values, self._metas, plan)
+            if out is not MISS:
+                return out
         keep: list[Any] = []
         cargs, first = plan.fill(values, keep)
         metas = self._metas(values, cargs) if plan.nouts else []

@@ -69,24 +69,35 @@ _DATA_OFFSET = _numpy_data_offset()
 _void_at = C.c_void_p.from_address
 
 
-def _numpy_data(arr: np.ndarray) -> int:
+def numpy_data(arr: np.ndarray) -> int:
+    """The data pointer of a numpy array."""
     if _DATA_OFFSET is not None:
         return _void_at(id(arr) + _DATA_OFFSET).value or 0
     return int(arr.__array_interface__["data"][0])  # pragma: no cover
 
 
-# (shape, strides, dtype) -> (shape array, element-strides array, DLDataType, ndim): built
-# once per layout and shared by calls (C reads them only).
-_LAYOUTS: dict[tuple[Any, ...], tuple[Any, Any, A.DLDataType, int]] = {}
+#: A numpy layout as C sees it: the shape and element-strides arrays (and their addresses),
+#: the DLDataType (and its code and bits), ndim.
+Layout = tuple[Any, Any, A.DLDataType, int, int, int, int, int]
+
+# (shape, strides, dtype) -> Layout: built once per layout and shared by calls (C reads the
+# arrays only).
+_LAYOUTS: dict[tuple[Any, ...], Layout] = {}
 
 
-def _layout(key: tuple[Any, ...], arr: np.ndarray) -> tuple[Any, Any, A.DLDataType, int]:
+def layout(key: tuple[Any, ...]) -> Layout:
+    found = _LAYOUTS.get(key)
+    if found is not None:
+        return found
     shape, strides, dtype = key
     item = dtype.itemsize
     if any(s % item for s in strides):
         raise TypeError("the array's strides are not a multiple of its item size")
     nd = len(shape)
-    found = ((_I64 * nd)(*shape), (_I64 * nd)(*[s // item for s in strides]), to_dl(dtype), nd)
+    sh = (_I64 * nd)(*shape)
+    st = (_I64 * nd)(*[s // item for s in strides])
+    dt = to_dl(dtype)
+    found = (sh, st, dt, nd, C.addressof(sh), C.addressof(st), dt.code, dt.bits)
     if len(_LAYOUTS) < 4096:
         _LAYOUTS[key] = found
     return found
@@ -97,9 +108,8 @@ def _dl_of(arr: Any, keep: list[Any]) -> A.DLTensor:
     (strided views and read-only arrays included), anything else through ``__dlpack__``
     (its device from ``__dlpack_device__``)."""
     if type(arr) is _ndarray:
-        key = (arr.shape, arr.strides, arr.dtype)
-        lay = _LAYOUTS.get(key) or _layout(key, arr)
-        return _DLTensor(_numpy_data(arr), _CPU_DEVICE, lay[3], lay[2], lay[0], lay[1], 0)
+        lay = layout((arr.shape, arr.strides, arr.dtype))
+        return _DLTensor(numpy_data(arr), _CPU_DEVICE, lay[3], lay[2], lay[0], lay[1], 0)
     dl = _DLTensor()
     _fill_dl(dl, arr, keep)
     return dl
@@ -163,7 +173,13 @@ def _tensor(arg: A.Arg, v: Any, keep: list[Any]) -> Any:
 
 
 def _int(arg: A.Arg, v: Any, keep: list[Any]) -> None:
-    arg.v.i = int(v)
+    i = int(v)
+    if not _INT64_MIN <= i <= _INT64_MAX:  # ctypes would wrap it silently
+        raise OverflowError(f"{i} does not fit in a C int64_t")
+    arg.v.i = i
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _float(arg: A.Arg, v: Any, keep: list[Any]) -> None:
@@ -186,7 +202,10 @@ def _device(arg: A.Arg, v: Any, keep: list[Any]) -> None:
 
 
 def _ints(arg: A.Arg, v: Any, keep: list[Any]) -> None:
-    buf = (_I64 * len(v))(*[int(e) for e in v])
+    ints = [int(e) for e in v]
+    if ints and not (min(ints) >= _INT64_MIN and max(ints) <= _INT64_MAX):
+        raise OverflowError(f"{ints} does not fit in C int64_t values")
+    buf = (_I64 * len(ints))(*ints)
     keep.append(buf)
     arg.v.ints.data = buf
     arg.v.ints.size = len(v)
@@ -324,11 +343,17 @@ class CallPlan:
         if fake_objects:
             keep.append(_FAKE_OBJECTS)
         first = None
+        i = 0
         try:
             for i, (fill, v) in enumerate(zip(self.fillers, values, strict=True)):
                 got = fill(cargs[i], v, keep)
                 if first is None and got is not None:
                     first = got
+        except OverflowError as e:
+            raise OverflowError(
+                f"{self.op}: argument {self.args[i].name!r} of the native kernel of library "
+                f"{self.library}: {e}"
+            ) from None
         except _NoDLPack as e:
             backend = TABLE.for_type(e.cls)
             name = backend.name if backend is not None else e.cls.__name__
