@@ -56,7 +56,7 @@ class FastCall:
     """A kernel's fast path: ``__call__(values, metas)`` returns its result, or ``MISS``
     when an argument is not a numpy array or a plain scalar."""
 
-    __slots__ = ("args_view", "buf", "fn", "head", "kinds", "nargs", "nouts", "ntensors")
+    __slots__ = ("args_view", "buf", "err_at", "fn", "head", "kinds", "nargs", "nouts", "ntensors")
 
     def __init__(self, plan: CallPlan, address: int) -> None:
         self.kinds = tuple(_KINDS[a.type.name] for a in plan.args)  # type: ignore[union-attr]
@@ -65,8 +65,9 @@ class FastCall:
         self.ntensors = self.kinds.count("t")
         args = "".join(_ARG[k] for k in self.kinds)
         self.head = struct.Struct("=" + args + _DL * self.ntensors)
-        size = self.head.size + _DL_SIZE * self.nouts
-        self.buf = C.c_char * max(size, 1)
+        # the buffer: oplib_arg[nargs], the inputs' DLTensors, the outputs', oplib_error
+        self.err_at = self.head.size + _DL_SIZE * self.nouts
+        self.buf = C.c_char * (self.err_at + C.sizeof(A.Error))
         self.args_view = A.Arg * self.nargs
         self.fn = RawKernel(address)
 
@@ -110,10 +111,10 @@ class FastCall:
                     lay[5], 0,
                 )  # fmt: skip
                 at += _DL_SIZE
-        err = A.Error()
-        status = self.fn(base, self.nargs, base + self.head.size, self.nouts, _addressof(err))
+        err_at = self.err_at
+        status = self.fn(base, self.nargs, base + self.head.size, self.nouts, base + err_at)
         if status:
-            plan.check(status, err)
+            plan.check(status, A.Error.from_buffer(buf, err_at))
         if len(outs) == 1:
             return outs[0]
         return tuple(outs) if outs else None
