@@ -57,6 +57,8 @@ from ._higher_order import (
 from ._higher_order import map as map  # re-exported by the alias: not in __all__ (see there)
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
+from ._native._api import classes, get_include, register_class, register_fake_class
+from ._native._errors import LibraryLoadError, NativeKernelError
 from ._schema import FunctionSchema, parse_schema
 from ._tags import Tag
 from ._tensor import Tensor
@@ -145,6 +147,8 @@ __all__ = [
     "KernelResultError",
     "Library",
     "LibraryDestroyedError",
+    "LibraryLoadError",
+    "NativeKernelError",
     "NoKernelError",
     "NotAnOperatorError",
     "OpCheckError",
@@ -171,6 +175,7 @@ __all__ = [
     "autograd",
     "backends",
     "bool_",
+    "classes",
     "cond",
     "custom_op",
     "define",
@@ -188,6 +193,7 @@ __all__ = [
     "generate_methods_for_privateuse1_backend",
     "get_ctx",
     "get_default_dtype",
+    "get_include",
     "hookimpl",
     "hookspec",
     "impl",
@@ -206,9 +212,11 @@ __all__ = [
     "parse_schema",
     "plugins",
     "register_autograd",
+    "register_class",
     "register_device_module",
     "register_dispatch_rule",
     "register_fake",
+    "register_fake_class",
     "register_kernel",
     "registered_ops",
     "rename_privateuse1_backend",

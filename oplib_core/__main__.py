@@ -4,12 +4,13 @@ oplib's C header (as ``oplib.get_include()``), for compiler flags."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def _main(argv: list[str]) -> int:
     if argv == ["--include"]:
-        print(Path(__file__).resolve().parent / "include")
+        from ._native._api import get_include
+
+        print(get_include())
         return 0
     from .cli import main
 

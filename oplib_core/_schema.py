@@ -49,6 +49,14 @@ BASE_TYPES: tuple[str, ...] = (
 )
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_CLASS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _is_class_name(name: str) -> bool:
+    """Whether a type name names a registered-class type (``ns::Name``)."""
+    return _CLASS_RE.match(name) is not None
+
+
 _ENUM_TYPES = frozenset({"ScalarType", "Layout", "MemoryFormat"})
 
 
@@ -62,9 +70,10 @@ class BaseType(Record):
     name: str
 
     def __post_init__(self) -> None:
-        if self.name not in BASE_TYPES:
+        if self.name not in BASE_TYPES and not _is_class_name(self.name):
             raise SchemaError(
-                f"unknown type {self.name!r}; expected one of {', '.join(BASE_TYPES)}"
+                f"unknown type {self.name!r}; expected one of {', '.join(BASE_TYPES)} "
+                "or a class name 'ns::Name'"
             )
 
     def __str__(self) -> str:
@@ -635,12 +644,8 @@ class _Parser:
         tok = self.peek()
         if tok.kind != "ident":
             raise self.fail(what)
-        if tok.text not in BASE_TYPES:
-            raise self.error(
-                f"unknown type {tok.text!r}; expected one of {', '.join(BASE_TYPES)}", tok.pos
-            )
-        self.next()
-        t: SchemaType = _interned(BaseType, tok.text)
+        name = self.parse_class_name() if tok.text not in BASE_TYPES else self.next().text
+        t: SchemaType = _interned(BaseType, name)
         annotation = None
         if self.at("!"):
             self.next()
@@ -673,6 +678,29 @@ class _Parser:
                 t = _interned(ListType, t, size)
             else:
                 return t, annotation, tok.pos
+
+    def parse_class_name(self) -> str:
+        """A class type: ``ns::Name``, or torch's ``__torch__.torch.classes.ns.Name``; the
+        canonical name is ``ns::Name``."""
+        tok = self.peek()
+        if self.peek(1).kind == "dcolon" and self.peek(2).kind == "ident":
+            self.next()
+            self.next()
+            return f"{tok.text}::{self.next().text}"
+        parts = [tok.text]
+        while self.peek(len(parts) * 2 - 1).text == "." and (
+            self.peek(len(parts) * 2).kind == "ident"
+        ):
+            parts.append(self.peek(len(parts) * 2).text)
+        if len(parts) == 5 and parts[:3] == ["__torch__", "torch", "classes"]:
+            for _ in range(9):
+                self.next()
+            return f"{parts[3]}::{parts[4]}"
+        raise self.error(
+            f"unknown type {tok.text!r}; expected one of {', '.join(BASE_TYPES)} or a class "
+            "name 'ns::Name'",
+            tok.pos,
+        )
 
     def parse_annotation(self) -> Annotation:
         self.next()

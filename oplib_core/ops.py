@@ -13,12 +13,14 @@ already found take the plain lookup.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
+from ._native import _library as _native_library
 from ._registry import REGISTRY, OpEntry
 from ._startup import ensure
 from .errors import CallArgumentError
@@ -216,6 +218,19 @@ class _Ops(ModuleType):
                 ns = _OpNamespace(name)
                 setattr(self, name, ns)
             return ns
+
+    #: The real paths of the native libraries loaded with :meth:`load_library`.
+    loaded_libraries = _native_library.loaded_libraries
+
+    def load_library(self, path: str | os.PathLike[str]) -> None:
+        """Load a native library of operators (``torch.ops.load_library``): a shared
+        object built against ``oplib.h`` (``oplib.get_include()``). It is opened with
+        ``RTLD_GLOBAL``, its ABI version is checked before any of its code runs, and what
+        its ``oplib_library_init`` declares is registered with the library's path as
+        origin, all or nothing (:class:`oplib.LibraryLoadError` otherwise). Loading the
+        same path again does nothing. See docs/native-kernels.md."""
+        ensure()
+        _native_library.load_library(path)
 
     def import_module(self, module: str) -> ModuleType:
         """Import a Python module that registers operators (torch.ops.import_module)."""

@@ -21,6 +21,7 @@ from . import backend_registration
 from ._discovery import CORE_DISTRIBUTION
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import resolve
+from ._native._library import load_library
 from ._ownership import OverrideWarning
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
@@ -302,6 +303,12 @@ class Registrar:
             return fn
 
         return register if func is None else register(func)
+
+    def load_library(self, path: str | os.PathLike[str]) -> None:
+        """``oplib.ops.load_library(path)`` for a library the plugin ships: its operators and
+        kernels are credited to the plugin and unloaded from the registry if a hook of the
+        plugin fails."""
+        load_library(path, _sink=self)
 
     def _rollback(self, mark: int = 0) -> None:
         while len(self._handles) > mark:

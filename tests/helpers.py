@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
+import shutil
+import subprocess
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 import oplib_core as oplib
 from oplib_core import library as _library
@@ -99,3 +103,29 @@ class FakeTTY(io.StringIO):
 
     def isatty(self) -> bool:
         return True
+
+
+def c_compiler() -> str | None:
+    """The system C compiler (``$CC``, ``cc`` or ``gcc``), or None."""
+    return next((c for c in (os.environ.get("CC"), "cc", "gcc") if c and shutil.which(c)), None)
+
+
+def compile_library(sources: list[str] | str, where: Any, name: str = "lib") -> str:
+    """Compile C ``sources`` (file paths, or one source text) against oplib.h into a
+    shared library in the directory ``where``; returns its path. Skips the calling test
+    when no C compiler is installed (CI has one)."""
+    cc = c_compiler()
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc) found: native-kernel tests need one; CI has gcc")
+    if isinstance(sources, str):
+        path = os.path.join(str(where), f"{name}.c")
+        with open(path, "w") as f:
+            f.write(sources)
+        sources = [path]
+    out = os.path.join(str(where), f"{name}.so")
+    subprocess.run(
+        [cc, "-O2", "-shared", "-fPIC", "-I", oplib.get_include(), *sources, "-o", out],
+        check=True,
+        capture_output=True,
+    )
+    return out

@@ -115,6 +115,8 @@ def test_python_m_oplib_core_runs_the_cli():
     )
     assert r.returncode == 0
     assert Path(r.stdout.strip()) == Path(oplib.__file__).resolve().parent / "include"
+    assert r.stdout.strip() == oplib.get_include()
+    assert (Path(r.stdout.strip()) / "oplib.h").is_file()
     r = subprocess.run(
         [sys.executable, "-m", "oplib_core", "ops", "show", "oplib::ad"],
         capture_output=True, text=True,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
+from .._native._classes import converter as class_converter
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
 from .._tensor import Tensor
 from ..backends import TABLE
@@ -122,7 +123,8 @@ _BASE: dict[str, Converter] = {
 def converter(t: SchemaType) -> Converter:
     """A function mapping a call argument to the kernel's value, or ``_INVALID``."""
     if isinstance(t, BaseType):
-        return _BASE[t.name]
+        found = _BASE.get(t.name)
+        return found if found is not None else class_converter(t.name, _INVALID)
     if isinstance(t, OptionalType):
         inner = converter(t.elem)
         return lambda x: None if x is None else inner(x)

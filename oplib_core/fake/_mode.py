@@ -18,11 +18,13 @@ import numpy as np
 
 from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from .._dispatch.placement import wrap
+from .._native._classes import CLASSES
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..errors import NoKernelError
 from ._arrays import FakeArray, intern_device
+from ._classes import class_slots, to_fake_obj
 from ._context import STATE, FakeKernelContext
 from ._errors import FakeTensorError
 from ._symbolic import ShapeEnv
@@ -275,7 +277,18 @@ class FakeTensorMode(DispatchMode):
             container[index] = value
         if real:
             raise self._mixed(op, real, fake_seen)
+        if CLASSES:  # opaque objects: their fakes
+            for kw, index, cls in class_slots(op):
+                holder: Any = nkwargs if kw else nargs
+                if kw and index not in holder:
+                    continue
+                holder[index] = to_fake_obj(holder[index], cls, self._fake_leaf)
         return nargs, nkwargs, tensors_in
+
+    def _fake_leaf(self, value: Any) -> Any:
+        """An array inside an opaque object's flattened state, made fake (a native fake
+        array: what fake kernels see)."""
+        return self.from_real(value)._data
 
     def _fake_input(self, value: Any, name: str, real: list[str]) -> Any:
         backend = TABLE.for_type(type(value))

@@ -10,6 +10,7 @@ devices always takes ``.to(device)``. The arena accounts for what is allocated
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import weakref
@@ -31,6 +32,27 @@ __all__ = [
     "unwrap",
     "wrap",
 ]
+
+DLPACK_EXT_DEV = 12  # DLPack's kDLExtDev
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
+
+
+def _mark_device(capsule: Any, index: int) -> None:
+    """Write this device into an unconsumed DLPack capsule's DLTensor (its ``device``
+    follows the ``void *data`` pointer, as dlpack.h lays it out)."""
+    address = _capsule_pointer(capsule, b"dltensor") + ctypes.sizeof(ctypes.c_void_p)
+    device = _DLDevice.from_address(address)
+    device.device_type = DLPACK_EXT_DEV
+    device.device_id = index
+
 
 DEVICES_ENV = "OPLIB_PRIVATEUSE1_DEVICES"
 DEFAULT_DEVICES = 2
@@ -255,6 +277,17 @@ class DeviceArray:
             f"a {device_name(self._index)} array cannot be converted to numpy implicitly; "
             "copy it to the host with tensor.to('cpu')"
         )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's ``kDLExtDev`` (12), this device's index: native kernels (and other
+        DLPack consumers) see this memory as the device's, not the host's."""
+        return (DLPACK_EXT_DEV, self._index)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """A DLPack capsule of the device memory (zero-copy), marked as this device's."""
+        capsule = self._buf.__dlpack__()
+        _mark_device(capsule, self._index)
+        return capsule
 
     def __bool__(self) -> bool:
         raise TypeError(

@@ -1,0 +1,174 @@
+"""Native kernels: what oplib adds around a C kernel, and how the kernels themselves run.
+
+Compiles examples/native_ops/csrc/native_ops.c (``cc -O3``) into a temporary directory,
+loads it, and prints, all measured in this run:
+
+1. per-call overhead on a one-element float32 tensor: ``oplib.ops.native_ops.scaled_add``
+   on numpy arrays versus the same C function called directly through ctypes with argument
+   structs built once (budget: <= 1 us);
+2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``
+   (budget: within 10%);
+3. 2 threads versus 1 calling ``apply_affine`` on large arrays (budget: >= 1.6x).
+
+The kernel itself is also timed against ``np.add(a, b, out=out)`` on a preallocated output,
+so the gap the C code makes (its compiler flags) is told apart from the gap oplib makes.
+The default flags are the example's (``-O3``); ``--cflags "-O3 -march=native"`` lets the
+compiler use the vector units numpy's ufuncs pick at run time.
+
+    python bench/native.py [--repeat 30] [--number 20000] [--cflags "-O3"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+import oplib_core as oplib
+from oplib_core._native import _abi
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "examples" / "native_ops" / "csrc" / "native_ops.c"
+
+
+def build(where: str, cflags: list[str]) -> str:
+    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc") if c and shutil.which(c)), None)
+    if cc is None:
+        sys.exit("bench/native.py needs a C compiler (cc or gcc)")
+    out = os.path.join(where, "libnative_ops.so")
+    cmd = [cc, *cflags, "-shared", "-fPIC", "-I", oplib.get_include(), str(SOURCE), "-o", out]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
+    return min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat)) / number * 1e9
+
+
+def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray):
+    """The C kernel through ctypes with its argument structs built once."""
+    keep = []
+
+    def dl(arr):
+        t = _abi.DLTensor()
+        sh = (ctypes.c_int64 * arr.ndim)(*arr.shape)
+        st = (ctypes.c_int64 * arr.ndim)(*[s // arr.itemsize for s in arr.strides])
+        t.data, t.device, t.ndim = arr.ctypes.data, _abi.DLDevice(1, 0), arr.ndim
+        t.dtype, t.shape, t.strides = _abi.DLDataType(2, 32, 1), sh, st
+        keep.extend((sh, st, t))
+        return t
+
+    args = (_abi.Arg * 3)()
+    args[0].v.i = ctypes.addressof(dl(a))
+    args[1].v.i = ctypes.addressof(dl(b))
+    args[2].v.f = 1.0
+    outs = (_abi.DLTensor * 1)(dl(out))
+    err = _abi.Error()
+    ref = ctypes.byref(err)
+
+    def call():
+        return kernel_fn(args, 3, outs, 1, ref)
+
+    call.keep = keep  # type: ignore[attr-defined]
+    return call
+
+
+def threads_seconds(fn, n_threads: int, calls: int) -> float:
+    barrier = threading.Barrier(n_threads + 1)
+
+    def work():
+        barrier.wait()
+        for _ in range(calls):
+            fn()
+
+    threads = [threading.Thread(target=work) for _ in range(n_threads)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--number", type=int, default=20_000)
+    parser.add_argument("--cflags", default="-O3", help="C compiler flags (default: -O3)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        oplib.ops.load_library(build(tmp, args.cflags.split()))
+        ops = oplib.ops.native_ops
+        oplib.register_fake("native_ops::scaled_add", lambda a, b, alpha=1.0: oplib.empty_like(a))
+        kernel = oplib.lookup("native_ops::scaled_add").kernel("cpu")
+        assert kernel is not None
+        kernel_fn = kernel.fn.fn
+
+        # 1. per-call overhead, one element
+        a = np.ones(1, np.float32)
+        b = np.ones(1, np.float32)
+        direct = direct_call(kernel_fn, a, b, np.empty(1, np.float32))
+        add = ops.scaled_add
+        env = {"direct": direct, "add": add, "a": a, "b": b}
+        t_direct = best_ns("direct()", env, args.number, args.repeat)
+        t_oplib = best_ns("add(a, b, 1.0)", env, args.number, args.repeat)
+        print(
+            f"one element: ctypes direct {t_direct:7.0f} ns, oplib {t_oplib:7.0f} ns, "
+            f"overhead {t_oplib - t_direct:6.0f} ns (budget 1000 ns)"
+        )
+
+        # 2. 10M float32 elementwise
+        n = 10_000_000
+        big_a = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+        big_b = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+        np.testing.assert_allclose(add(big_a, big_b, 1.0), big_a + big_b, rtol=1e-6)
+        env = {"add": add, "np": np, "a": big_a, "b": big_b}
+        t_native = best_ns("add(a, b, 1.0)", env, 5, 10)
+        t_numpy = best_ns("np.add(a, b)", env, 5, 10)
+        print(
+            f"10M float32: native {t_native / 1e6:7.2f} ms, numpy {t_numpy / 1e6:7.2f} ms, "
+            f"ratio {t_native / t_numpy:5.2f} (budget <= 1.10)"
+        )
+        big_out = np.empty_like(big_a)
+        env["kernel"] = direct_call(kernel_fn, big_a, big_b, big_out)
+        env["out"] = big_out
+        t_kernel = best_ns("kernel()", env, 5, 10)
+        t_ufunc = best_ns("np.add(a, b, out=out)", env, 5, 10)
+        print(
+            f"  of which the C code (cflags {args.cflags!r}), preallocated output: kernel "
+            f"{t_kernel / 1e6:7.2f} ms, np.add(out=) {t_ufunc / 1e6:7.2f} ms, "
+            f"ratio {t_kernel / t_ufunc:5.2f}"
+        )
+
+        # 3. threads on large arrays
+        f = oplib.classes.native_ops.Affine(2.0, 1.0)
+        x = np.random.default_rng(2).standard_normal((2000, 2000)).astype(np.float32)
+
+        def one():
+            ops.apply_affine(f, x)
+
+        one()
+        calls = 10
+        t1 = min(threads_seconds(one, 1, calls) for _ in range(3))
+        t2 = min(threads_seconds(one, 2, calls) for _ in range(3))
+        speedup = 2 * t1 / t2
+        print(
+            f"threads: 1 thread {calls} calls {t1 * 1e3:7.1f} ms, 2 threads {2 * calls} "
+            f"calls {t2 * 1e3:7.1f} ms, speed-up {speedup:4.2f}x (budget >= 1.6x)"
+        )
+
+
+if __name__ == "__main__":
+    main()
