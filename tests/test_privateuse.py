@@ -327,8 +327,9 @@ def test_vendor_package_in_fresh_virtualenv(tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPLIB_", "PYTHON"))}
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    # setuptools' editable builds without build isolation need the wheel package
-    subprocess.run([*pip, "wheel"], check=True, timeout=120, env=env)
+    # setuptools' editable builds without build isolation need the wheel package, and
+    # setuptools>=77 (the build requirement: PEP 639 license expressions)
+    subprocess.run([*pip, "wheel", "setuptools>=77"], check=True, timeout=120, env=env)
     subprocess.run(
         [
             *pip,
