@@ -27,17 +27,20 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from threading import get_ident
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from ._dispatch.fastpath import fast_route
 from ._dispatch.modes import MODES, DispatchMode
 from ._registry import Origin
+from ._tensor import Tensor
 from .autograd import _engine
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from ._dispatch import OpOverload
+    from ._dispatch import OpOverload, Plan
     from .autograd._engine import Node
 
 __all__ = ["Event", "OpStats", "profile", "profile_script"]
@@ -53,7 +56,7 @@ class Event:
     outer mode's class name), ``backend`` (None when not known), ``origin`` (where that
     kernel was registered, or None), ``start_ns``/``end_ns`` (``time.perf_counter_ns``),
     ``shapes``/``dtypes`` (of the array inputs, in order), ``thread`` (the thread's
-    ``threading.get_ident()``), ``parent`` (the event this one ran inside, or None) and
+    ``get_ident()``), ``parent`` (the event this one ran inside, or None) and
     ``child_ns`` (time spent in events directly inside this one).
     """
 
@@ -80,17 +83,22 @@ class Event:
         overload: str,
         parent: Event | None,
         thread: int,
+        key: str = "",
+        backend: str | None = None,
+        origin: str | None = None,
+        shapes: tuple[tuple[int, ...], ...] = (),
+        dtypes: tuple[Any, ...] = (),
     ) -> None:
         self.kind = kind
         self.name = name
         self.overload = overload
         self.parent = parent
         self.thread = thread
-        self.key = ""
-        self.backend: str | None = None
-        self.origin: str | None = None
-        self.shapes: tuple[tuple[int, ...], ...] = ()
-        self._dtypes: tuple[Any, ...] = ()
+        self.key = key
+        self.backend = backend
+        self.origin = origin
+        self.shapes = shapes
+        self._dtypes = dtypes
         self.start_ns = 0
         self.end_ns = 0
         self.child_ns = 0
@@ -187,6 +195,8 @@ class profile(DispatchMode):
         self._events: list[Event] = []
         self._open = _Open()
         self._origins: dict[tuple[OpOverload, str], str | None] = {}
+        # cached kernel -> (name, overload, key, backend, origin) of the calls it serves
+        self._fast: dict[Any, tuple[str, str, str, str | None, str | None]] = {}
         self._threads: dict[int, str] = {}
         self._t0 = perf_counter_ns()
 
@@ -215,53 +225,107 @@ class profile(DispatchMode):
     ) -> Any:
         modes = MODES.stack  # this profile is off it while we are here
         opened = self._open.stack
-        event = Event(
-            "op",
-            op.name().partition(".")[0],
-            op._overloadname,
-            opened[-1] if opened else None,
-            threading.get_ident(),
-        )
-        self._events.append(event)
+        parent = opened[-1] if opened else None
         if modes:
             # An outer mode decides how the call runs: record it as that mode's call.
+            event = Event("op", *self._names(op), parent, get_ident())
             event.key = type(modes[-1]).__name__
-            opened.append(event)
-            event.start_ns = perf_counter_ns()
-            try:
-                return op(*args, **kwargs)
-            finally:
-                self._close(event, opened)
-        plan = op.plan_call(args, kwargs)
-        key = plan.key
-        if key is not None:
-            event.key = key
-            found = (op, key)
-            try:
-                event.origin = self._origins[found]
-            except KeyError:
-                event.origin = self._origins[found] = _origin_text(op, key)
-        call = plan.placement
-        if call is not None:
-            event.backend = call.backend.name
-            if self.record_shapes:
-                event.shapes, event._dtypes = _inputs(call.found)
+            return self._timed(event, opened, op, args, kwargs)
+        sig = op._sig
+        route = fast_route(sig, op._opcache, args, kwargs)
+        if route is None:  # what the fast path does not serve: plan it, as the slow path
+            return self._planned(op, args, kwargs, parent, opened, modes)
+        # Complicated for speed (budget: 2 us per call): a call the fast path serves runs
+        # through it; what dispatch chose for its cached kernel is planned once.
+        run, bargs, kernel = route
+        info = self._fast.get(kernel)
+        if info is None:
+            plan = op.plan_call(args, kwargs)
+            info = self._fast[kernel] = (*self._names(op), *self._chosen(op, plan))
+        if self.record_shapes:
+            shapes = []
+            dtypes = []
+            for i in sig.key_pos:
+                a = bargs[i]
+                if type(a) is Tensor:
+                    a = a._data
+                shapes.append(a.shape)
+                dtypes.append(a.dtype)
+            event = Event(
+                "op", *info[:2], parent, get_ident(), *info[2:], tuple(shapes), tuple(dtypes)
+            )
+        else:
+            event = Event("op", *info[:2], parent, get_ident(), *info[2:])
+        self._events.append(event)
+        opened.append(event)
         # Back on the stack while the kernel runs, so the calls it makes are recorded too.
         modes.append(self)
-        opened.append(event)
         event.start_ns = perf_counter_ns()
         try:
-            return op._run(plan, False)
+            return run(*bargs)
         finally:
             self._close(event, opened)
             modes.pop()
 
+    def _planned(
+        self,
+        op: OpOverload,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        parent: Event | None,
+        opened: list[Event],
+        modes: list[DispatchMode],
+    ) -> Any:
+        plan = op.plan_call(args, kwargs)
+        event = Event("op", *self._names(op), parent, get_ident(), *self._chosen(op, plan))
+        call = plan.placement
+        if call is not None and self.record_shapes:
+            event.shapes, event._dtypes = _inputs(call.found)
+        # as the slow path: calls of the fast path's shape fill its caches
+        remember = not kwargs and op._nmin <= len(args) <= op._npos
+        modes.append(self)
+        try:
+            return self._timed(event, opened, op._run, (plan, remember), {})
+        finally:
+            modes.pop()
+
+    def _timed(
+        self,
+        event: Event,
+        opened: list[Event],
+        fn: Any,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        self._events.append(event)
+        opened.append(event)
+        event.start_ns = perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._close(event, opened)
+
+    @staticmethod
+    def _names(op: OpOverload) -> tuple[str, str]:
+        return op.name().partition(".")[0], op._overloadname
+
+    def _chosen(self, op: OpOverload, plan: Plan) -> tuple[str, str | None, str | None]:
+        """(key, backend, origin of the kernel) of a plan."""
+        key = plan.key
+        backend = plan.backend.name if plan.backend is not None else None
+        if key is None:
+            return "", backend, None
+        found = (op, key)
+        try:
+            origin = self._origins[found]
+        except KeyError:
+            origin = self._origins[found] = _origin_text(op, key)
+        return key, backend, origin
+
     def _node(self, node: Node, grads: list[Any]) -> Sequence[Any]:
         opened = self._open.stack
-        event = Event(
-            "backward", node.name(), "", opened[-1] if opened else None, threading.get_ident()
-        )
-        event.key = "Autograd"
+        parent = opened[-1] if opened else None
+        event = Event("backward", node.name(), "", parent, get_ident(), "Autograd")
         self._events.append(event)
         opened.append(event)
         event.start_ns = perf_counter_ns()

@@ -285,3 +285,45 @@ def test_profile_script_propagates_failures(tmp_path):
 def test_top_level_names():
     assert oplib.profile is profile
     assert oplib.profiler.profile_script is profile_script
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_repeated_calls_record_what_the_first_one_did(requires_grad):
+    # The first calls are planned; later ones run through the fast path's caches, and
+    # must be recorded alike (key, backend, origin, shapes).
+    x = oplib.tensor(np.ones((2, 3)), requires_grad=requires_grad)
+    y = oplib.tensor(np.ones((2, 3)))
+    a = np.ones(5, dtype=np.float32)
+    with oplib.profile() as prof:
+        for _ in range(4):
+            oplib.ops.oplib.mul(x, y)
+            oplib.ops.oplib.exp(a)
+    top = [e for e in prof.events() if e.parent is None]
+    muls = [e for e in top if e.name == "oplib::mul"]
+    exps = [e for e in top if e.name == "oplib::exp"]
+    assert len(muls) == len(exps) == 4
+    for events in (muls, exps):
+        seen = {(e.key, e.backend, e.origin, e.shapes, e.dtypes) for e in events}
+        assert len(seen) == 1, seen
+    assert muls[0].key == ("Autograd" if requires_grad else "cpu")
+    assert muls[0].shapes == ((2, 3), (2, 3)) and muls[0].dtypes == ("float64", "float64")
+    assert exps[0].shapes == ((5,),) and exps[0].dtypes == ("float32",)
+    if requires_grad:  # the formula's own call below autograd is recorded inside it
+        for m in muls:
+            assert [e.key for e in prof.events() if e.parent is m] == ["cpu"]
+
+
+def test_a_registration_between_calls_is_seen(lib):
+    lib.define("swap(Tensor x) -> Tensor")
+    ns = getattr(oplib.ops, lib.ns)
+    lib.impl("swap", lambda x: x + 1, "CompositeExplicitAutograd")
+    x = np.ones(2)
+    with oplib.profile() as prof:
+        for _ in range(3):
+            ns.swap(x)
+        lib.impl("swap", lambda x: x + 2, "CPU")
+        for _ in range(3):
+            out = ns.swap(x)
+    assert out.tolist() == [3.0, 3.0]
+    keys = [e.key for e in prof.events()]
+    assert keys == ["CompositeExplicitAutograd"] * 3 + ["cpu"] * 3
