@@ -252,10 +252,19 @@ class profile(DispatchMode):
                 shapes.append(a.shape)
                 dtypes.append(a.dtype)
             event = Event(
-                "op", *info[:2], parent, get_ident(), *info[2:], tuple(shapes), tuple(dtypes)
+                "op",
+                info[0],
+                info[1],
+                parent,
+                get_ident(),
+                info[2],
+                info[3],
+                info[4],
+                tuple(shapes),
+                tuple(dtypes),
             )
         else:
-            event = Event("op", *info[:2], parent, get_ident(), *info[2:])
+            event = Event("op", info[0], info[1], parent, get_ident(), info[2], info[3], info[4])
         self._events.append(event)
         opened.append(event)
         # Back on the stack while the kernel runs, so the calls it makes are recorded too.
@@ -277,7 +286,8 @@ class profile(DispatchMode):
         modes: list[DispatchMode],
     ) -> Any:
         plan = op.plan_call(args, kwargs)
-        event = Event("op", *self._names(op), parent, get_ident(), *self._chosen(op, plan))
+        key, backend, origin = self._chosen(op, plan)
+        event = Event("op", *self._names(op), parent, get_ident(), key, backend, origin)
         call = plan.placement
         if call is not None and self.record_shapes:
             event.shapes, event._dtypes = _inputs(call.found)
