@@ -22,11 +22,9 @@ it, and the profile records only the calls that mode makes or passes on.
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from threading import get_ident
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
@@ -451,13 +449,16 @@ class profile(DispatchMode):
         """Write the trace (``chrome_trace()``) as JSON to ``path``."""
         import json  # only when writing a trace
 
-        Path(path).write_text(json.dumps(self.chrome_trace()), encoding="utf-8")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.chrome_trace(), f)
 
 
 def profile_script(path: str | os.PathLike[str], argv: Sequence[str] = ()) -> profile:
     """Run the Python script at ``path`` as ``__main__`` (``sys.argv`` is ``[path, *argv]``
     meanwhile) under a profile and return it: what ``oplib profile script.py`` runs. The
     script's exceptions propagate (``SystemExit`` with status 0 or None is a normal end)."""
+    import runpy  # only for scripts: ``import oplib_core`` stays light
+
     script = os.fspath(path)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *argv]
