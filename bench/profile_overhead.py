@@ -1,5 +1,5 @@
-"""Profiler overhead: a one-tensor op on a one-element float64 array, with and without
-``oplib.profile()`` active, measured in this run.
+"""Profiler overhead: a one-tensor op (``oplib::neg``) on a one-element float64 array,
+with and without ``oplib.profile()`` active, measured in this run.
 
 Prints ns per call for (a) the kernel called directly, (b) the op on an ``oplib.Tensor``
 with no profile (the fast path), (c) the same under ``oplib.profile()``, (d) under
@@ -44,14 +44,8 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=5_000)
     args = parser.parse_args()
 
-    lib = oplib.Library("bench", "DEF")
-    lib.define("neg(Tensor x) -> Tensor")
-
-    def kernel(x):
-        return np.negative(x)
-
-    lib.impl("neg", kernel, "CPU")
-    op = oplib.ops.bench.neg.default
+    op = oplib.ops.oplib.neg.default  # a core op, with the cpu backend's kernel
+    kernel = op.kernel("cpu").fn
     x = np.ones(1)
     t = oplib.tensor(x)
     op(t)  # warm the caches
