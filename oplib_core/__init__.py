@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import _startup, autograd, backend_registration, backends, plugins
+from . import _startup, autograd, backend_registration, backends, plugins, profiler
 from ._check import (
     _check,
     _check_index,
@@ -110,6 +110,7 @@ from .library import (
     register_kernel,
 )
 from .ops import OpOverloadPacket, ops
+from .profiler import profile
 
 if TYPE_CHECKING:  # at run time imported on first use (``__getattr__``, ``_LAZY``)
     from . import legacy
@@ -211,6 +212,8 @@ __all__ = [
     "ops",
     "parse_schema",
     "plugins",
+    "profile",
+    "profiler",
     "register_autograd",
     "register_class",
     "register_device_module",

@@ -327,9 +327,10 @@ def test_vendor_package_in_fresh_virtualenv(tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPLIB_", "PYTHON"))}
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    # setuptools' editable builds without build isolation need the wheel package; the
-    # oplib command needs rich (core's one dependency the system site may lack)
-    subprocess.run([*pip, "wheel", "rich"], check=True, timeout=120, env=env)
+    # setuptools' editable builds without build isolation need the wheel package and
+    # setuptools>=77 (PEP 639 license expressions); the oplib command needs rich (core's
+    # one dependency the system site may lack)
+    subprocess.run([*pip, "wheel", "setuptools>=77", "rich"], check=True, timeout=120, env=env)
     subprocess.run(
         [
             *pip,

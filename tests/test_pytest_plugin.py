@@ -126,3 +126,31 @@ def test_loading_by_module_name_with_autoload_disabled(pytester: pytest.Pytester
         "-p", "no:cacheprovider", "-p", "oplib_core.testing", "--oplib-backend", "cpu"
     )
     result.assert_outcomes(passed=3)
+
+
+def test_projects_not_using_oplib_do_not_import_it(pytester: pytest.Pytester):
+    """The entry point's module imports nothing from oplib until a test asks for the
+    fixture (bench/pytest_plugin_cost.py measures what is left)."""
+    pytester.makepyfile(
+        test_unrelated="""
+        import sys
+
+        def test_plain():
+            assert "oplib_core" not in sys.modules
+            assert "_oplib_pytest" in sys.modules  # the plugin itself is loaded
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--oplib-backend", "cpu")
+    result.assert_outcomes(passed=1)
+    pytester.makepyfile(
+        test_user="""
+        import sys
+
+        def test_uses_it(oplib_device):
+            assert "oplib_core" in sys.modules and oplib_device.type == "cpu"
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "test_user.py", "-p", "no:cacheprovider", "--oplib-backend", "cpu"
+    )
+    result.assert_outcomes(passed=1)

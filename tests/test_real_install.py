@@ -53,7 +53,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--disable-pip-version-check",
         "--no-build-isolation",
     ]
-    subprocess.run([*pip[:-1], "setuptools>=64", "wheel"], check=True)
+    subprocess.run([*pip[:-1], "setuptools>=77", "wheel"], check=True)
     # Install order on purpose: the third-party plugin before the CPU backend it targets.
     subprocess.run([*pip, str(ROOT)], check=True)
     subprocess.run([*pip, str(ROOT / "examples" / "acme_plugin")], check=True)

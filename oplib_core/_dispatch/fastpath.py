@@ -38,6 +38,7 @@ __all__ = [
     "OpCache",
     "below_autograd",
     "cache_class",
+    "fast_route",
     "tensor_entry",
 ]
 
@@ -374,6 +375,40 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
         return wrap(sig, out, list(args), {})
 
     return call_tensors
+
+
+def fast_route(
+    sig: Signature, cache: OpCache, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Callable[..., Any], list[Any], Callable[..., Any]] | None:
+    """What ``FastCall.__call__`` would do with ``op(*args, **kwargs)`` if no mode were
+    active, for a mode that runs calls below itself cheaply (the profiler):
+    ``(entry, bargs, kernel)`` — ``entry(*bargs)`` runs the call as the fast path would, and
+    ``kernel`` is the cached kernel that serves it (a new object whenever the answer may
+    have changed) — or None when the call would take the slow path (then plan it). The
+    plain restatement of ``FastCall.__call__``'s checks (through ``sig.bind_fast``)."""
+    if SLOW or not sig.key_pos:
+        return None
+    bound = sig.bind_fast(args, kwargs)
+    if bound is None:
+        return None
+    bargs = bound[0]
+    first = type(bargs[sig.key0])
+    for i in sig.key_rest:
+        if type(bargs[i]) is not first:
+            return None
+    if first is not Tensor:
+        fn = cache.by_type.get(first)
+        return None if fn is None else (fn, bargs, fn)
+    cls = type(bargs[sig.key0]._data)
+    requires_grad = False
+    for i in sig.key_pos:
+        a = bargs[i]
+        if type(a._data) is not cls:
+            return None
+        if a._rg:
+            requires_grad = True
+    fn = (cache.autograd if requires_grad and GRAD.enabled else cache.tensor).get(cls)
+    return None if fn is None else (cache.tensor_entry, bargs, fn)
 
 
 def _never(args: tuple[Any, ...]) -> Any:

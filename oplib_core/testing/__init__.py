@@ -61,9 +61,10 @@ __all__ = [
 
 def pytest_addhooks(pluginmanager: Any) -> None:
     """``pytest -p oplib_core.testing`` registers this package as a pytest plugin: add the
-    real one, under its entry-point name so the auto-loaded copy is not added twice.
-    (Imported here, not above: ``import oplib_core`` must not import pytest.)"""
-    from . import pytest_plugin
+    real one (the entry point's module), under its entry-point name so the auto-loaded copy
+    is not added twice. (Imported here, not above: ``import oplib_core`` must not import
+    pytest.)"""
+    import _oplib_pytest
 
-    if not pluginmanager.is_registered(pytest_plugin):
-        pluginmanager.register(pytest_plugin, "oplib")
+    if not pluginmanager.is_registered(_oplib_pytest):
+        pluginmanager.register(_oplib_pytest, "oplib")

@@ -15,9 +15,10 @@ once per available backend (``cpu``, the private-use device under its vendor nam
 A backend named by the marker that is not installed or not available is a skip with the
 reason. ``--oplib-backend NAME`` (repeatable) restricts every such test from the command line.
 
-The plugin only registers its marker and option until a test asks for ``oplib_device``;
-projects that do not use it see no other effect (loading it imports ``oplib_core``, its
-parent package, which loads the oplib plugins).
+What pytest loads is the top-level module ``_oplib_pytest``: it declares the option, the
+marker and the fixture, and imports this module (and so oplib) only when a test asks for
+``oplib_device``. Projects that do not use oplib pay for nothing else
+(``bench/pytest_plugin_cost.py`` measures it).
 """
 
 from __future__ import annotations
@@ -26,31 +27,12 @@ from typing import Any
 
 import pytest
 
+from _oplib_pytest import FIXTURE, MARKER
 from oplib_core import backends
 from oplib_core._device import Device
 from oplib_core.backend_registration import _get_privateuse1_backend_name
 
-MARKER = "oplib_backends"
-FIXTURE = "oplib_device"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("oplib")
-    group.addoption(
-        "--oplib-backend",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="run tests using the oplib_device fixture only on this backend (repeatable)",
-    )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        f"{MARKER}(*names): run a test using the {FIXTURE} fixture only on these oplib "
-        "backends (a named backend that is missing or unavailable is skipped)",
-    )
+__all__ = ["parametrize"]
 
 
 def _params(names: tuple[str, ...] | None, only: list[str]) -> list[Any]:
@@ -99,9 +81,9 @@ def _renamed(name: str) -> str:
     return _get_privateuse1_backend_name() if name == "privateuse1" else name
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if FIXTURE not in metafunc.fixturenames:
-        return
+def parametrize(metafunc: pytest.Metafunc) -> None:
+    """Parametrise a test that uses the ``oplib_device`` fixture over the backends its
+    marker and ``--oplib-backend`` allow."""
     names: tuple[str, ...] | None = None
     for mark in metafunc.definition.iter_markers(MARKER):
         names = tuple(mark.args)  # the closest marker wins
@@ -116,10 +98,3 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
         params = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))]
     metafunc.parametrize(FIXTURE, params, indirect=True)
-
-
-@pytest.fixture
-def oplib_device(request: pytest.FixtureRequest) -> Any:
-    """The ``oplib_core.Device`` of one available backend; tests using it run once per
-    backend (restrict with ``@pytest.mark.oplib_backends("cpu", ...)``)."""
-    return getattr(request, "param", None)

@@ -1,0 +1,52 @@
+"""oplib's pytest plugin as pytest loads it (the ``pytest11`` entry point ``oplib``).
+
+Internal, and deliberately outside the ``oplib_core`` package: it is imported by every
+pytest run of an environment where oplib-core is installed, so it imports nothing from
+oplib (nor numpy) until a test asks for the ``oplib_device`` fixture. Then
+``oplib_core.testing.pytest_plugin`` (where the plugin is documented) parametrises the test.
+Projects that never use oplib pay only for declaring the option, the marker and the fixture.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+MARKER = "oplib_backends"
+FIXTURE = "oplib_device"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("oplib")
+    group.addoption(
+        "--oplib-backend",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run tests using the oplib_device fixture only on this backend (repeatable)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*names): run a test using the {FIXTURE} fixture only on these oplib "
+        "backends (a named backend that is missing or unavailable is skipped)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if FIXTURE not in metafunc.fixturenames:
+        return
+    # The first test that uses oplib: only now is oplib imported (its plugins load too).
+    from oplib_core.testing.pytest_plugin import parametrize
+
+    parametrize(metafunc)
+
+
+@pytest.fixture
+def oplib_device(request: pytest.FixtureRequest) -> Any:
+    """The ``oplib_core.Device`` of one available backend; tests using it run once per
+    backend (restrict with ``@pytest.mark.oplib_backends("cpu", ...)``)."""
+    return getattr(request, "param", None)

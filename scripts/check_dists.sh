@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Build the sdist and wheel of every distribution in this repository (core, plugins/*,
+# examples/*) into OUTDIR (default: dist/), the wheel from the sdist as pip would, then run
+# `twine check --strict` on all of them (the README renders, the metadata is complete).
+# tests/test_packaging.py runs this (marked slow; CI runs it) and reads the wheels' METADATA.
+#     bash scripts/check_dists.sh [OUTDIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-dist}")
+py=${PYTHON:-.venv/bin/python}
+mkdir -p "$out"
+for d in . plugins/*/ examples/*/; do
+  [ -f "$d/pyproject.toml" ] || continue
+  log=$("$py" -m build --outdir "$out" "$d" 2>&1) || { printf "%s\n" "$log" >&2; exit 1; }
+done
+"$py" -m twine check --strict "$out"/*
