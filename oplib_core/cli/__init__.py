@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "plugins": "_plugins",
     "ops": "_ops",
     "check": "_check",
+    "profile": "_profile",
 }
 
 
