@@ -63,7 +63,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = _write_dist(tmp_path_factory.mktemp("acme_hops"), "acme-hops", "oplib-core", PLUGIN)
     py = str(where / "bin" / "python")
     pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "setuptools>=64", "wheel"], check=True)
+    subprocess.run([*pip, "setuptools>=77", "wheel"], check=True)  # PEP 639 metadata
     pip.append("--no-build-isolation")
     # the third-party plugin first, then the backend whose key it gives a handler for
     subprocess.run([*pip, str(ROOT)], check=True)

@@ -27,7 +27,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     pip = [str(where / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     pip += ["--disable-pip-version-check"]
-    subprocess.run([*pip, "setuptools>=64", "wheel"], check=True)
+    subprocess.run([*pip, "setuptools>=77", "wheel"], check=True)  # PEP 639 metadata
     # oplib-core provides oplib.h at build time, hence no build isolation.
     isolated = [*pip, "--no-build-isolation"]
     subprocess.run([*isolated, str(ROOT), str(ROOT / "plugins" / "cpu")], check=True)

@@ -30,6 +30,7 @@ DISTS = {
     "plugins/privateuse": ("oplib-privateuse", "oplib_privateuse"),
     "examples/acme_plugin": ("acme-ops", "acme_ops"),
     "examples/vendor_npu": ("oplib-vendor-npu", "vendor_npu"),
+    "examples/native_ops": ("native-ops", "native_ops"),
 }
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 
@@ -75,7 +76,9 @@ def test_pyproject_metadata(where):
     assert ("Framework :: Pytest" in classifiers) == (name == "oplib-core")
     assert set(project["urls"]) >= {"Homepage", "Documentation", "Source", "Issues"}
     # PEP 639 support in setuptools
-    assert pyproject["build-system"]["requires"] == ["setuptools>=77"]
+    # (native-ops also needs oplib-core at build time, for oplib.h)
+    requires = ["setuptools>=77", *(["oplib-core"] if name == "native-ops" else [])]
+    assert pyproject["build-system"]["requires"] == requires
     assert (ROOT / where / package / "py.typed").is_file()
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"][package]
 
