@@ -86,6 +86,7 @@ from .errors import (
     SchemaError,
     UnknownDispatchKeyError,
     UnknownOperatorError,
+    UnsupportedDtypeError,
 )
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
 from .fake._mode import FakeTensorMode
@@ -148,6 +149,7 @@ __all__ = [
     "Tensor",
     "UnknownDispatchKeyError",
     "UnknownOperatorError",
+    "UnsupportedDtypeError",
     "__version__",
     "_check",
     "_check_index",

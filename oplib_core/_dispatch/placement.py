@@ -363,4 +363,5 @@ def checking(
     def run(*args: Any, **kwargs: Any) -> Any:
         return check_result(sig, entry, key, fn, backend, fn(*args, **kwargs))[0]
 
+    run.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this wrapper
     return run
