@@ -445,6 +445,21 @@ def _check_overload_name(overload_name: str) -> None:
             "overload name 'default' is reserved for the unnamed overload; "
             "use '' for the default overload"
         )
+    problem = _overload_name_problem(overload_name)
+    if problem is not None:
+        raise SchemaError(problem)
+
+
+def _overload_name_problem(overload_name: str) -> str | None:
+    """Why ``overload_name`` cannot be an attribute of its op's packet
+    (``ops.ns.op.<overload>``), or None. ('default' has its own message.)"""
+    if overload_name.startswith("_") or overload_name == "overloads":
+        return (
+            f"overload name {overload_name!r} would hide an attribute of the op's packet "
+            "(ops.<namespace>.<op>.<overload>): overload names may not start with '_' or be "
+            "'overloads'"
+        )
+    return None
 
 
 def _annotation_error(t: SchemaType, annotation: Annotation) -> str | None:
@@ -654,6 +669,9 @@ class _Parser:
                 raise self.error(
                     "overload name 'default' is reserved for the unnamed overload", tok.pos
                 )
+            problem = _overload_name_problem(tok.text)
+            if problem is not None:
+                raise self.error(problem, tok.pos)
             overload = tok.text
         return name, overload
 
@@ -995,6 +1013,9 @@ def parse_signature(text: str, name: str = "", overload_name: str = "") -> Funct
             raise SchemaError(
                 "overload name 'default' is reserved for the unnamed overload", overload_name, 0
             )
+        problem = _overload_name_problem(tok.text)
+        if problem is not None:
+            raise SchemaError(problem, overload_name, 0)
     p = _Parser(text)
     first = p.peek()
     if first.kind == "ident":

@@ -166,7 +166,11 @@ def schemas(draw: st.DrawFn) -> tuple[FunctionSchema, list[object]]:
         rets.append(Return(ret_names[i] if named else None, t, draw(annotations(t))))
     ns = draw(st.one_of(st.just(""), _OP_IDENT))
     name = draw(_OP_IDENT)
-    overload = draw(st.one_of(st.just(""), _IDENT.filter(lambda w: w != "default")))
+    overload = draw(
+        st.one_of(
+            st.just(""), _IDENT.filter(lambda w: w not in ("default", "overloads") and w[0] != "_")
+        )
+    )
     schema = FunctionSchema(
         f"{ns}::{name}" if ns else name, overload, tuple(a for a, _ in args), tuple(rets)
     )
@@ -656,3 +660,15 @@ def test_dunder_like_names_are_refused_in_the_model_and_signature() -> None:
 
 def test_single_underscore_names_are_fine() -> None:
     assert parse_schema("_ns::_x(Tensor x) -> Tensor").name == "_ns::_x"
+
+
+@pytest.mark.parametrize("overload", ["_ns", "_overloads", "_set", "overloads"])
+def test_overload_names_that_would_hide_packet_attributes_are_refused(overload: str) -> None:
+    text = f"a::b.{overload}(Tensor x) -> Tensor"
+    with pytest.raises(SchemaError, match="would hide an attribute of the op's packet") as e:
+        parse_schema(text)
+    assert e.value.position == text.index(overload)
+    with pytest.raises(SchemaError, match="may not start with '_' or be 'overloads'"):
+        parse_signature("(Tensor x) -> Tensor", "a::b", overload)
+    with pytest.raises(SchemaError, match="would hide"):
+        FunctionSchema("a::b", overload, (), ())

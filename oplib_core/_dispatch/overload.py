@@ -28,7 +28,7 @@ from .fastpath import (
     cache_class,
 )
 from .modes import ACTIVE, MODES, DispatchMode, call_mode
-from .placement import Placement, check_result, checking, place, wrap
+from .placement import Placement, as_tensors, check_result, checking, place, wrap
 from .resolution import (
     DispatchKeySet,
     Step,
@@ -387,6 +387,9 @@ class OpOverload(FastCall):
         if key == AUTOGRAD:  # the formula gets the Tensors
             if cls is not None:
                 self._opcache.remember_autograd(cls, call.backend)
+            if call.mixed:  # native arrays beside Tensors: constants, as Tensors
+                bargs, bkwargs = as_tensors(self._sig, plan.bargs, plan.bkwargs)
+                return fn(*bargs, **bkwargs)
             return fn(*plan.bargs, **plan.bkwargs)
         if key == COMPOSITE_IMPLICIT:  # a decomposition into ops: it gets the Tensors
             try:
