@@ -77,10 +77,11 @@ def add_note(exc: BaseException, note: str) -> None:
     notes: list[str] | None = getattr(exc, "__notes__", None)
     if notes is not None and note in notes:
         return
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
+    add: Callable[[str], None] | None = getattr(exc, "add_note", None)
+    if add is not None:
+        add(note)
     else:  # pragma: no cover - Python 3.10
-        exc.__notes__ = [*(notes or ()), note]  # type: ignore[attr-defined]
+        setattr(exc, "__notes__", [*(notes or ()), note])  # noqa: B010 (3.10's types lack it)
 
 
 def _named_arrays(entry: OpEntry, args: Any, kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
