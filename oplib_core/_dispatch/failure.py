@@ -85,11 +85,13 @@ def add_note(exc: BaseException, note: str) -> None:
 
 
 def _named_arrays(entry: OpEntry, args: Any, kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """(argument name, array) for every array among the arguments (Tensors unwrapped, the
-    items of lists as ``name[i]``)."""
+    """(argument name, array) for every array among the tensor arguments (Tensors
+    unwrapped, the items of lists as ``name[i]``)."""
+    tensor_slots = {a.name for a in entry.schema.arguments if a.type.is_tensor_like()}
     params = entry.schema.arguments
     pairs = [(params[i].name if i < len(params) else f"#{i}", v) for i, v in enumerate(args)]
     pairs.extend(kwargs.items())
+    pairs = [(name, v) for name, v in pairs if name in tensor_slots]
     for name, value in pairs:
         if isinstance(value, (list, tuple)):
             for i, item in enumerate(value):
