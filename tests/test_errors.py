@@ -728,3 +728,20 @@ def test_bfloat16_failures_are_not_called_unsupported(ns: str) -> None:
     with pytest.raises(ZeroDivisionError) as info:
         op(np.zeros(2, dtype=ml_dtypes.bfloat16))
     assert "x=ndarray bfloat16[2]" in _oplib_notes(info.value)[0]
+
+
+def test_an_unsupported_dtype_found_by_an_inner_op_is_reported_once(ns: str) -> None:
+    q = oplib.define(f"{ns}::outer", "(Tensor x) -> Tensor")
+
+    def outer_kernel(x: Any) -> Any:
+        return oplib.ops.oplib.exp(x)
+
+    oplib.impl(q, "cpu", outer_kernel)
+    e = raises(
+        oplib.UnsupportedDtypeError,
+        TypeError,
+        lambda: getattr(oplib.ops, ns).outer(np.array(["a"])),
+        r"oplib::exp\(\): argument 'self'",
+    )
+    assert e.op == "oplib::exp"
+    assert any(f"kernel of {ns}::outer" in n for n in _oplib_notes(e))

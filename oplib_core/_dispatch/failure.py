@@ -48,7 +48,7 @@ def kernel_failed(
     ``except`` block, before a bare ``raise``): raise ``UnsupportedDtypeError`` from
     ``exc`` when an argument's dtype explains it, else note on ``exc`` what ran."""
     named = list(_named_arrays(entry, args, kwargs or {}))
-    for name, array in named:
+    for name, array in () if isinstance(exc, UnsupportedDtypeError) else named:
         dtype = _dtype_of(array)
         if dtype is not None and _unsupported(dtype):
             raise UnsupportedDtypeError(
