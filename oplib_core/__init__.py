@@ -96,6 +96,7 @@ from .errors import (
     SchemaError,
     UnknownDispatchKeyError,
     UnknownOperatorError,
+    UnsupportedDtypeError,
 )
 from .fake import DataAccessError, DataDependentError, FakeTensorError, SymInt, get_ctx
 from .fake._mode import FakeTensorMode
@@ -165,6 +166,7 @@ __all__ = [
     "Tensor",
     "UnknownDispatchKeyError",
     "UnknownOperatorError",
+    "UnsupportedDtypeError",
     "__version__",
     "_check",
     "_check_index",

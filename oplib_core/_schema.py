@@ -13,6 +13,7 @@ canonical spelling, and ``parse_schema(str(s)) == s`` for every schema ``s`` wit
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -21,6 +22,7 @@ from .errors import SchemaError
 
 __all__ = [
     "BASE_TYPES",
+    "MAX_LIST_SIZE",
     "Annotation",
     "Argument",
     "BaseType",
@@ -57,6 +59,12 @@ def _is_class_name(name: str) -> bool:
     return _CLASS_RE.match(name) is not None
 
 
+MAX_LIST_SIZE = 1024
+"""The largest size of a sized list type (``int[n]``): a default such as ``int[3] x=1``
+expands to ``n`` elements, so the size is bounded (torch accepts any size up to 2**63)."""
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 _ENUM_TYPES = frozenset({"ScalarType", "Layout", "MemoryFormat"})
 
 
@@ -145,9 +153,13 @@ class ListType(Record):
         if self.elem.is_list():
             raise SchemaError(f"nested list types are not supported: {self}")
         if self.size is not None and (
-            isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1
+            isinstance(self.size, bool)
+            or not isinstance(self.size, int)
+            or not 1 <= self.size <= MAX_LIST_SIZE
         ):
-            raise SchemaError(f"list size must be a positive integer, got {self.size!r}")
+            raise SchemaError(
+                f"list size must be a positive integer up to {MAX_LIST_SIZE}, got {self.size!r}"
+            )
 
     def __str__(self) -> str:
         return f"{self.elem}[{'' if self.size is None else self.size}]"
@@ -421,6 +433,17 @@ def _check_op_name(name: str) -> None:
         raise SchemaError(f"operator name must be 'name' or 'namespace::name', got {name!r}")
     for part in parts:
         _check_ident(part, "operator name part")
+        if part.startswith("__"):
+            raise SchemaError(_DUNDER_MESSAGE.format(part=part, name=name))
+
+
+# ``ops.ns.name`` is attribute access, and Python keeps names with two leading underscores
+# for its own protocols (``__deepcopy__``, ``__reduce_ex__``, name mangling ...).
+_DUNDER_MESSAGE = (
+    "operator name part {part!r} of {name!r} starts with '__': names with two leading "
+    "underscores are reserved for Python's own attributes and could not be reached as "
+    "oplib.ops.<namespace>.<name>"
+)
 
 
 def _check_overload_name(overload_name: str) -> None:
@@ -430,6 +453,21 @@ def _check_overload_name(overload_name: str) -> None:
             "overload name 'default' is reserved for the unnamed overload; "
             "use '' for the default overload"
         )
+    problem = _overload_name_problem(overload_name)
+    if problem is not None:
+        raise SchemaError(problem)
+
+
+def _overload_name_problem(overload_name: str) -> str | None:
+    """Why ``overload_name`` cannot be an attribute of its op's packet
+    (``ops.ns.op.<overload>``), or None. ('default' has its own message.)"""
+    if overload_name.startswith("_") or overload_name == "overloads":
+        return (
+            f"overload name {overload_name!r} would hide an attribute of the op's packet "
+            "(ops.<namespace>.<op>.<overload>): overload names may not start with '_' or be "
+            "'overloads'"
+        )
+    return None
 
 
 def _annotation_error(t: SchemaType, annotation: Annotation) -> str | None:
@@ -621,10 +659,14 @@ class _Parser:
         first = self.peek()
         if self.at("("):
             raise self.error("empty operator name: expected a name before '('", first.pos)
-        name = self.expect_ident("an operator name (an identifier)").text
+        first_tok = self.expect_ident("an operator name (an identifier)")
+        self.check_not_dunder(first_tok, f"{first_tok.text}::...")
+        name = first_tok.text
         if self.at("::"):
             self.next()
-            name = f"{name}::{self.expect_ident(f'an operator name after {name!r}::').text}"
+            op_tok = self.expect_ident(f"an operator name after {name!r}::")
+            name = f"{name}::{op_tok.text}"
+            self.check_not_dunder(op_tok, name)
             if self.at("::"):
                 raise self.fail("'.' or '(' after the operator name (only one '::' allowed)")
         overload = ""
@@ -635,8 +677,16 @@ class _Parser:
                 raise self.error(
                     "overload name 'default' is reserved for the unnamed overload", tok.pos
                 )
+            problem = _overload_name_problem(tok.text)
+            if problem is not None:
+                raise self.error(problem, tok.pos)
             overload = tok.text
         return name, overload
+
+    def check_not_dunder(self, tok: _Tok, name: str) -> None:
+        if tok.text.startswith("__"):
+            message = _DUNDER_MESSAGE.format(part=tok.text, name=name)
+            raise self.error(message, tok.pos)
 
     # -- types
 
@@ -669,9 +719,11 @@ class _Parser:
                 size = None
                 if self.peek().kind == "num":
                     num = self.next()
-                    if not num.text.isdigit() or int(num.text) < 1:
+                    if not num.text.isdigit() or not 1 <= _bounded_int(num.text) <= MAX_LIST_SIZE:
                         raise self.error(
-                            f"list size must be a positive integer, got {num.text!r}", num.pos
+                            f"list size must be a positive integer up to {MAX_LIST_SIZE}, "
+                            f"got {_clip(num.text)!r}",
+                            num.pos,
                         )
                     size = int(num.text)
                 self.expect("]", "to close the list type" if size else "or a list size")
@@ -719,7 +771,7 @@ class _Parser:
 
     # -- default values
 
-    def parse_default_literal(self) -> _Lit:
+    def parse_default_literal(self, negative: bool = False) -> _Lit:
         tok = self.peek()
         if self.at("["):
             self.next()
@@ -744,18 +796,32 @@ class _Parser:
             self.next()
             inner = self.peek()
             if inner.kind == "num" or (inner.kind == "ident" and inner.text == "inf"):
-                lit = self.parse_default_literal()
+                lit = self.parse_default_literal(negative=True)
                 value = -lit.value  # type: ignore[operator]
                 return _Lit(lit.kind, f"-{lit.text}", tok.pos, value)
             raise self.fail("a number after '-'")
         if tok.kind == "num":
             self.next()
+            if re.fullmatch(r"[0-9]+", tok.text):
+                value = _bounded_int(tok.text)
+                if value > _INT64_MAX + negative:
+                    raise self.error(
+                        f"integer default {_clip(tok.text)} is out of the range of a 64-bit "
+                        f"integer [{_INT64_MIN}, {_INT64_MAX}]",
+                        tok.pos,
+                    )
+                return _Lit("int", tok.text, tok.pos, value)
             try:
-                if re.fullmatch(r"[0-9]+", tok.text):
-                    return _Lit("int", tok.text, tok.pos, int(tok.text))
-                return _Lit("float", tok.text, tok.pos, float(tok.text))
+                number = float(tok.text)
             except ValueError:
-                raise self.error(f"invalid number {tok.text!r}", tok.pos) from None
+                raise self.error(f"invalid number {_clip(tok.text)!r}", tok.pos) from None
+            if number == math.inf:
+                raise self.error(
+                    f"float default {_clip(tok.text)} is out of the range of a 64-bit float "
+                    f"(write 'inf' for infinity)",
+                    tok.pos,
+                )
+            return _Lit("float", tok.text, tok.pos, number)
         if tok.kind == "str":
             self.next()
             return _Lit("str", tok.text, tok.pos, _unescape(tok.text, self.text, tok.pos))
@@ -880,6 +946,19 @@ class _Parser:
             ) from None
 
 
+def _clip(text: str, width: int = 40) -> str:
+    """``text`` shortened for a message (the caret line shows where it is)."""
+    return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
+def _bounded_int(digits: str) -> int:
+    """``int(digits)``, or one more than the int64 range for longer digit strings (which
+    ``int`` would refuse past 4300 digits, or convert in quadratic time)."""
+    if len(digits.lstrip("0")) > 19:
+        return _INT64_MAX + 2
+    return int(digits)
+
+
 def _type_error(lit: _Lit, t: SchemaType, schema: str, arg: str) -> SchemaError:
     return SchemaError(
         f"invalid default {lit.text} for argument {arg!r} of type '{t}'", schema, lit.pos
@@ -961,6 +1040,9 @@ def parse_signature(text: str, name: str = "", overload_name: str = "") -> Funct
             raise SchemaError(
                 "overload name 'default' is reserved for the unnamed overload", overload_name, 0
             )
+        problem = _overload_name_problem(tok.text)
+        if problem is not None:
+            raise SchemaError(problem, overload_name, 0)
     p = _Parser(text)
     first = p.peek()
     if first.kind == "ident":

@@ -11,6 +11,8 @@ friends keep working::
     ├── InvalidArgumentError (ValueError)
     ├── ArgumentTypeError (TypeError)
     │   └── NotAnOperatorError
+    ├── CallArgumentError (TypeError)
+    │   └── UnsupportedDtypeError
     ├── RegistrationError (RuntimeError)
     │   ├── UnknownOperatorError (LookupError)
     │   ├── AmbiguousOperatorError (LookupError)
@@ -59,6 +61,7 @@ __all__ = [
     "SchemaError",
     "UnknownDispatchKeyError",
     "UnknownOperatorError",
+    "UnsupportedDtypeError",
 ]
 
 
@@ -102,6 +105,19 @@ class CallArgumentError(OplibError, TypeError):
         self.op = op
         self.schema = schema
         super().__init__(message)
+
+
+class UnsupportedDtypeError(CallArgumentError):
+    """A kernel failed on an array whose dtype no oplib backend computes with (object,
+    str, bytes, datetime, timedelta, structured). ``argument`` names the argument,
+    ``dtype`` is its numpy dtype; the kernel's own exception is the ``__cause__``.
+
+    Diagnosed only after the kernel raised, so that calls that work pay nothing for it."""
+
+    def __init__(self, message: str, *, op: str, schema: str, argument: str, dtype: object) -> None:
+        self.argument = argument
+        self.dtype = dtype
+        super().__init__(message, op=op, schema=schema)
 
 
 class NotAnOperatorError(ArgumentTypeError):

@@ -12,6 +12,7 @@ already found take the plain lookup.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
@@ -144,46 +145,49 @@ class _OpNamespace(ModuleType):
     """``ops.mylib``: packets are cached as attributes and dropped when their ops go.
 
     Missing attributes are resolved through a module-level ``__getattr__`` (PEP 562) kept in
-    the instance dict, so that found attributes take the plain, fast module lookup.
+    the instance dict, so that found attributes take the plain, fast module lookup. The
+    object holds nothing else under a non-dunder name, so that every operator name (``name``,
+    ``_ops`` ...) reaches its packet.
     """
 
     def __init__(self, name: str) -> None:
         super().__init__(f"oplib_core.ops.{name}")
-        self.name = name
-        self.__dict__["__getattr__"] = self._missing
-        self.__dict__["__dir__"] = self._ops  # dir(ops.mylib): its operators (PEP 562)
-
-    def _ops(self) -> list[str]:
-        """The names of the operators defined in this namespace."""
-        ensure()
-        prefix = f"{self.name}::"
-        with REGISTRY.lock:
-            return sorted(
-                {q[len(prefix) :].partition(".")[0] for q in REGISTRY.ops if q.startswith(prefix)}
-            )
+        self.__dict__["__getattr__"] = functools.partial(_packet_of, name, self)
+        self.__dict__["__dir__"] = functools.partial(_op_names, name)  # dir(ops.mylib)
 
     if TYPE_CHECKING:
 
         def __getattr__(self, op_name: str) -> OpOverloadPacket: ...
 
-    def _missing(self, op_name: str) -> OpOverloadPacket:
-        if op_name.startswith("__"):
-            raise AttributeError(op_name)
-        ensure()
-        loaded = self.__dict__.get(op_name)  # set while the plugins loaded (a HOP they define)
-        if loaded is not None:
-            return loaded  # type: ignore[no-any-return]
-        with REGISTRY.lock:
-            overloads = _overloads_of(self.name, op_name)
-            if not overloads:
-                raise AttributeError(
-                    f"'_OpNamespace' '{self.name}' object has no attribute '{op_name}': no "
-                    f"operator {self.name}::{op_name} is defined"
-                )
-            packet = OpOverloadPacket(self.name, op_name)
-            packet._set(overloads)
-            setattr(self, op_name, packet)
-            return packet
+
+def _op_names(ns: str) -> list[str]:
+    """The names of the operators defined in namespace ``ns``."""
+    ensure()
+    prefix = f"{ns}::"
+    with REGISTRY.lock:
+        return sorted(
+            {q[len(prefix) :].partition(".")[0] for q in REGISTRY.ops if q.startswith(prefix)}
+        )
+
+
+def _packet_of(ns: str, namespace: _OpNamespace, op_name: str) -> OpOverloadPacket:
+    if op_name.startswith("__"):
+        raise AttributeError(op_name)
+    ensure()
+    loaded = namespace.__dict__.get(op_name)  # set while the plugins loaded (a HOP they define)
+    if loaded is not None:
+        return loaded  # type: ignore[no-any-return]
+    with REGISTRY.lock:
+        overloads = _overloads_of(ns, op_name)
+        if not overloads:
+            raise AttributeError(
+                f"'_OpNamespace' '{ns}' object has no attribute '{op_name}': no "
+                f"operator {ns}::{op_name} is defined"
+            )
+        packet = OpOverloadPacket(ns, op_name)
+        packet._set(overloads)
+        setattr(namespace, op_name, packet)
+        return packet
 
 
 def _overloads_of(ns: str, name: str) -> dict[str, OpOverload]:

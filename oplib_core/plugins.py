@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import backend_registration
 from ._discovery import CORE_DISTRIBUTION
+from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import resolve
 from ._native._library import load_library
@@ -706,7 +707,7 @@ class PluginHost:
                 yield
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
-                e.add_note(f"{INTERRUPTED_IN} {record.name!r}")
+                add_note(e, f"{INTERRUPTED_IN} {record.name!r}")
                 raise
             registrar._rollback()
             self._fail(record, e, during=phase)

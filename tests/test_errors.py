@@ -560,3 +560,188 @@ def test_opcheck_refuses_unknown_ops_as_registration_does() -> None:
         oplib.opcheck("nope::x", (np.ones(2),))
     with pytest.raises(oplib.UnknownOperatorError):
         oplib.register_fake("nope::x", _identity)
+
+
+# -- errors raised inside kernels (issue 19) ---------------------------------------------------
+
+
+def _line_of(fn: Callable[..., Any]) -> str:
+    return f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
+
+
+def _oplib_notes(e: BaseException) -> list[str]:
+    return [n for n in getattr(e, "__notes__", ()) if n.startswith("oplib: ")]
+
+
+def _failing_op(ns: str, schema: str = "(Tensor x, Tensor y) -> Tensor") -> Any:
+    q = oplib.define(f"{ns}::f", schema)
+
+    def kernel(*args: Any) -> Any:
+        raise ZeroDivisionError("the kernel's own words")
+
+    oplib.impl(q, "cpu", kernel)
+    return getattr(oplib.ops, ns).f, kernel
+
+
+@pytest.mark.parametrize("how", ["native", "tensor", "default", "kwargs"])
+def test_kernel_exception_keeps_its_type_and_gains_a_note(ns: str, how: str) -> None:
+    op, kernel = _failing_op(ns)
+    x, y = np.zeros((2, 3)), np.ones(3, dtype=np.float32)
+    calls = {
+        "native": lambda: op(x, y),
+        "tensor": lambda: op(oplib.tensor(x), oplib.tensor(y)),
+        "default": lambda: op.default(x, y),
+        "kwargs": lambda: op(x, y=y),
+    }
+    for _ in range(3):  # the first call plans (slow path), the next ones are cached
+        with pytest.raises(ZeroDivisionError, match="the kernel's own words") as info:
+            calls[how]()
+        (note,) = _oplib_notes(info.value)
+        assert f"the cpu kernel of {ns}::f ({_line_of(kernel)}) on backend cpu" in note
+        assert "x=ndarray float64[2, 3], y=ndarray float32[3]" in note
+
+
+def test_kernel_notes_on_the_one_tensor_and_many_argument_paths(ns: str) -> None:
+    one, kernel = _failing_op(ns, "(Tensor x) -> Tensor")
+    t = oplib.tensor(np.zeros(4))
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError) as info:
+            one(t)
+        assert f"{ns}::f ({_line_of(kernel)})" in _oplib_notes(info.value)[0]
+    q = oplib.define(f"{ns}::g", "(Tensor x, Tensor y, Tensor z) -> Tensor")
+    oplib.impl(q, "cpu", kernel)
+    three = getattr(oplib.ops, ns).g
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError) as info:
+            three(t, t, t)
+        assert (
+            "x=ndarray float64[4], y=ndarray float64[4], z=ndarray float64[4]"
+            in (_oplib_notes(info.value)[0])
+        )
+
+
+def test_nested_ops_each_add_their_note_once(ns: str) -> None:
+    inner, kernel = _failing_op(ns, "(Tensor x) -> Tensor")
+    q = oplib.define(f"{ns}::outer", "(Tensor x) -> Tensor")
+
+    def outer_kernel(x: Any) -> Any:
+        return inner(x)
+
+    oplib.impl(q, "cpu", outer_kernel)
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError) as info:
+            getattr(oplib.ops, ns).outer(np.zeros(2))
+        notes = _oplib_notes(info.value)
+        assert len(notes) == 2
+        assert f"kernel of {ns}::f ({_line_of(kernel)})" in notes[0]
+        assert f"kernel of {ns}::outer ({_line_of(outer_kernel)})" in notes[1]
+
+
+def test_core_op_broadcasting_error_names_the_op_and_the_shapes() -> None:
+    a, b = np.ones((2, 3)), np.ones(4)
+    for call in (lambda: oplib.ops.oplib.add(a, b), lambda: oplib.tensor(a) + oplib.tensor(b)):
+        with pytest.raises(ValueError, match="could not be broadcast") as info:
+            call()
+        (note,) = _oplib_notes(info.value)
+        assert "kernel of oplib::add" in note and "on backend cpu" in note
+        assert "self=ndarray float64[2, 3], other=ndarray float64[4]" in note
+
+
+def test_kernel_failure_on_the_private_use_device_names_that_backend(ns: str) -> None:
+    npu = oplib.backends.get("privateuse1").name
+    q = oplib.define(f"{ns}::f", "(Tensor x) -> Tensor")
+
+    def kernel(x: Any) -> Any:
+        raise RuntimeError("device fault")
+
+    oplib.impl(q, npu, kernel)
+    t = oplib.tensor(np.zeros(3)).to(npu)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="device fault") as info:
+            getattr(oplib.ops, ns).f(t)
+        (note,) = _oplib_notes(info.value)
+        assert f"the {npu} kernel of {ns}::f ({_line_of(kernel)}) on backend {npu}" in note
+
+
+def test_keyboard_interrupt_in_a_kernel_is_left_alone(ns: str) -> None:
+    q = oplib.define(f"{ns}::f", "(Tensor x) -> Tensor")
+
+    def kernel(x: Any) -> Any:
+        raise KeyboardInterrupt
+
+    oplib.impl(q, "cpu", kernel)
+    with pytest.raises(KeyboardInterrupt) as info:
+        getattr(oplib.ops, ns).f(np.zeros(1))
+    assert not _oplib_notes(info.value)
+
+
+@pytest.mark.parametrize(
+    ("array", "words"),
+    [
+        (np.array([1, 2], dtype=object), "dtype object (Python objects)"),
+        (np.array(["a", "b"]), "dtype <U1 (str)"),
+        (np.array([b"a", b"b"]), "dtype |S1 (bytes)"),
+        (np.array(["2020-01-01"], dtype="datetime64[D]"), "dtype datetime64[D] (datetime)"),
+        (np.array([1], dtype="timedelta64[s]"), "dtype timedelta64[s] (timedelta)"),
+        (np.zeros(2, dtype="i4,f4"), "(a structured dtype)"),
+        (np.zeros(2, dtype="V4"), "(raw bytes)"),
+    ],
+)
+def test_unsupported_dtypes_that_fail_a_kernel_name_op_argument_and_dtype(
+    array: np.ndarray, words: str
+) -> None:
+    for call in (lambda: oplib.ops.oplib.exp(array), lambda: oplib.ops.oplib.exp(array)):
+        e = raises(oplib.UnsupportedDtypeError, TypeError, call, r"oplib::exp\(\): argument 'self'")
+        assert words in str(e) and "convert it to a numeric or bool dtype" in str(e)
+        assert (e.op, e.argument, e.dtype) == ("oplib::exp", "self", array.dtype)
+        assert isinstance(e, oplib.CallArgumentError)
+        assert e.__cause__ is not None and "the kernel raised" in str(e)
+
+
+def test_unsupported_dtype_in_the_second_argument_and_in_a_list() -> None:
+    e = raises(
+        oplib.UnsupportedDtypeError,
+        TypeError,
+        lambda: oplib.ops.oplib.mul(np.ones(2), np.array(["a", "b"])),
+        "argument 'other'",
+    )
+    assert e.argument == "other"
+    e = raises(
+        oplib.UnsupportedDtypeError,
+        TypeError,
+        lambda: oplib.ops.oplib.cat([np.ones(2), np.array(["2020-01-01"], dtype="datetime64[D]")]),
+        r"argument 'tensors\[1\]'",
+    )
+    assert e.argument == "tensors[1]"
+
+
+def test_a_kernel_that_handles_an_odd_dtype_is_not_second_guessed() -> None:
+    """Only a failure is diagnosed (checking every call would cost every call): numpy adds
+    object arrays of ints, and so does the cpu kernel."""
+    out = oplib.ops.oplib.add(np.array([1, 2], dtype=object), np.array([3, 4], dtype=object))
+    assert out.tolist() == [4, 6]
+
+
+def test_bfloat16_failures_are_not_called_unsupported(ns: str) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    op, _ = _failing_op(ns, "(Tensor x) -> Tensor")
+    with pytest.raises(ZeroDivisionError) as info:
+        op(np.zeros(2, dtype=ml_dtypes.bfloat16))
+    assert "x=ndarray bfloat16[2]" in _oplib_notes(info.value)[0]
+
+
+def test_an_unsupported_dtype_found_by_an_inner_op_is_reported_once(ns: str) -> None:
+    q = oplib.define(f"{ns}::outer", "(Tensor x) -> Tensor")
+
+    def outer_kernel(x: Any) -> Any:
+        return oplib.ops.oplib.exp(x)
+
+    oplib.impl(q, "cpu", outer_kernel)
+    e = raises(
+        oplib.UnsupportedDtypeError,
+        TypeError,
+        lambda: getattr(oplib.ops, ns).outer(np.array(["a"])),
+        r"oplib::exp\(\): argument 'self'",
+    )
+    assert e.op == "oplib::exp"
+    assert any(f"kernel of {ns}::outer" in n for n in _oplib_notes(e))

@@ -241,6 +241,39 @@ def test_backends_pass_on_the_private_use_device():
     }
 
 
+def test_backends_catch_mutation_of_an_immutable_input_on_the_private_use_device(ns):
+    """The mutation check reads every backend's arrays through its host transfer: a
+    private-use kernel that writes its input fails even though its result matches cpu."""
+    npu = oplib.backends.get("privateuse1").name
+    op = scale_op(ns)
+
+    def kernel(x):
+        out = x * 3
+        x[0] = 0
+        return out
+
+    oplib.impl(op, npu, kernel)
+    e = failure(op, (x23(),))
+    assert (e.check, e.backend, e.op) == ("test_backends", npu, f"{ns}::scale")
+    assert "argument 'x' was mutated" in str(e) and "3 of 6 elements changed" in str(e)
+    assert "Tensor(a!) x" in str(e)
+    # the same kernel checked where it runs
+    x = x23(requires_grad=False).to(npu)
+    e = failure(op, (x,), test_utils="test_schema")
+    assert (e.check, e.backend) == ("test_schema", npu)
+    assert "argument 'x' was mutated" in str(e)
+
+
+def test_backends_accept_a_declared_mutation_on_another_backend(ns, toy):
+    q = oplib.define(f"{ns}::fill_", "(Tensor(a!) x) -> ()")
+    oplib.impl(q, "cpu", lambda x: x.__setitem__(..., 1.0))
+    oplib.impl(q, "toy", lambda x: x.data.__setitem__(..., 1.0))
+    result = oplib.opcheck(
+        getattr(oplib.ops, ns).fill_.default, (x23(False),), test_utils="test_backends"
+    )
+    assert ("toy", "PASS") in {(r.backend, r.status) for r in result.details}
+
+
 # -- test_gradcheck --------------------------------------------------------------------------------
 def test_gradcheck_catches_a_wrong_formula(ns):
     e = failure(scale_op(ns, backward=lambda ctx, g: g * 2), (x23(),))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from oplib_core._schema import (
     BASE_TYPES,
+    MAX_LIST_SIZE,
     Annotation,
     Argument,
     BaseType,
@@ -33,6 +34,8 @@ INT = BaseType("int")
 
 _FIRST = "abcxyzABXZ_"
 _IDENT = st.builds(lambda a, b: a + b, st.sampled_from(_FIRST), st.text(_FIRST + "019", max_size=5))
+# Operator names and namespaces never start with '__' (reserved for Python's attributes).
+_OP_IDENT = _IDENT.filter(lambda w: not w.startswith("__"))
 _ENUM_WORD = _IDENT.filter(lambda w: w not in ("None", "True", "False", "inf", "nan"))
 
 
@@ -161,9 +164,13 @@ def schemas(draw: st.DrawFn) -> tuple[FunctionSchema, list[object]]:
     for i in range(n_ret):
         t = draw(schema_types())
         rets.append(Return(ret_names[i] if named else None, t, draw(annotations(t))))
-    ns = draw(st.one_of(st.just(""), _IDENT))
-    name = draw(_IDENT)
-    overload = draw(st.one_of(st.just(""), _IDENT.filter(lambda w: w != "default")))
+    ns = draw(st.one_of(st.just(""), _OP_IDENT))
+    name = draw(_OP_IDENT)
+    overload = draw(
+        st.one_of(
+            st.just(""), _IDENT.filter(lambda w: w not in ("default", "overloads") and w[0] != "_")
+        )
+    )
     schema = FunctionSchema(
         f"{ns}::{name}" if ns else name, overload, tuple(a for a, _ in args), tuple(rets)
     )
@@ -570,3 +577,98 @@ def test_corrupted_schema_raises_schema_error_with_position(
         parse_schema(bad)
     except SchemaError as e:
         assert e.position is not None and 0 <= e.position <= len(bad)
+
+
+# ------------------------------------------------------------ hostile input (issue 19)
+
+
+def test_sized_list_beyond_the_limit_is_refused_without_allocating() -> None:
+    text = "a::b(int[100000000] x=1) -> Tensor"
+    with pytest.raises(SchemaError, match=r"list size must be a positive integer up to 1024") as e:
+        parse_schema(text)
+    assert e.value.position == text.index("100000000")
+    assert "'a::b'" in str(e.value)
+
+
+def test_sized_list_at_the_limit_is_accepted() -> None:
+    s = parse_schema(f"a::b(int[{MAX_LIST_SIZE}] x=1) -> Tensor")
+    assert s.arguments[0].default_value == [1] * MAX_LIST_SIZE
+    with pytest.raises(SchemaError, match="up to 1024"):
+        ListType(INT, MAX_LIST_SIZE + 1)
+
+
+@pytest.mark.parametrize("digits", ["9" * 30, "9" * 5000])
+def test_huge_list_size_is_a_schema_error_not_an_overflow(digits: str) -> None:
+    with pytest.raises(SchemaError, match=r"list size .* up to 1024, got '9+(\.\.\.)?'") as e:
+        parse_schema(f"a::b(int[{digits}] x=1) -> Tensor")
+    assert e.value.position == len("a::b(int[")
+
+
+@pytest.mark.parametrize(
+    ("default", "match"),
+    [
+        ("9223372036854775808", "out of the range of a 64-bit integer"),
+        ("-9223372036854775809", "out of the range of a 64-bit integer"),
+        ("9" * 5000, "out of the range of a 64-bit integer"),
+    ],
+)
+def test_integer_defaults_must_fit_int64(default: str, match: str) -> None:
+    text = f"a::b(int x={default}) -> Tensor"
+    with pytest.raises(SchemaError, match=match) as e:
+        parse_schema(text)
+    assert e.value.position == text.index(default.lstrip("-"))
+
+
+def test_integer_default_bounds_are_inclusive() -> None:
+    s = parse_schema("a::b(int x=-9223372036854775808, int y=9223372036854775807) -> ()")
+    assert [a.default_value for a in s.arguments] == [-(2**63), 2**63 - 1]
+
+
+@pytest.mark.parametrize("default", ["1e999", "-1e999", "9" * 400 + ".0"])
+def test_float_defaults_that_overflow_are_refused(default: str) -> None:
+    with pytest.raises(SchemaError, match=r"out of the range of a 64-bit float \(write 'inf'"):
+        parse_schema(f"a::b(float x={default}) -> Tensor")
+
+
+def test_seventy_digit_float_default_is_a_float() -> None:
+    s = parse_schema("a::b(float x=" + "9" * 70 + ".0) -> Tensor")
+    assert s.arguments[0].default_value == pytest.approx(1e70)
+
+
+@pytest.mark.parametrize(
+    ("text", "part"),
+    [
+        ("ns::__9(Tensor x) -> Tensor", "__9"),
+        ("ns::___Xc(Tensor x) -> Tensor", "___Xc"),
+        ("ns::__(Tensor x) -> Tensor", "__"),
+        ("__::f(Tensor x) -> Tensor", "__"),
+        ("__init__::f(Tensor x) -> Tensor", "__init__"),
+    ],
+)
+def test_dunder_like_operator_names_are_refused(text: str, part: str) -> None:
+    with pytest.raises(SchemaError, match=f"operator name part '{part}' .* starts with '__'") as e:
+        parse_schema(text)
+    assert e.value.position == text.index(part)
+
+
+def test_dunder_like_names_are_refused_in_the_model_and_signature() -> None:
+    with pytest.raises(SchemaError, match="starts with '__'"):
+        FunctionSchema("ns::__call__", "", (), ())
+    with pytest.raises(SchemaError, match="'__x' of 'ns::__x' starts with '__'"):
+        parse_signature("(Tensor x) -> Tensor", "ns::__x")
+
+
+def test_single_underscore_names_are_fine() -> None:
+    assert parse_schema("_ns::_x(Tensor x) -> Tensor").name == "_ns::_x"
+
+
+@pytest.mark.parametrize("overload", ["_ns", "_overloads", "_set", "overloads"])
+def test_overload_names_that_would_hide_packet_attributes_are_refused(overload: str) -> None:
+    text = f"a::b.{overload}(Tensor x) -> Tensor"
+    with pytest.raises(SchemaError, match="would hide an attribute of the op's packet") as e:
+        parse_schema(text)
+    assert e.value.position == text.index(overload)
+    with pytest.raises(SchemaError, match="may not start with '_' or be 'overloads'"):
+        parse_signature("(Tensor x) -> Tensor", "a::b", overload)
+    with pytest.raises(SchemaError, match="would hide"):
+        FunctionSchema("a::b", overload, (), ())

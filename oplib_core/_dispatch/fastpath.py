@@ -25,6 +25,7 @@ from .._registry import REGISTRY, OpEntry
 from .._tensor import Tensor
 from ..backends import Backend
 from .binding import Signature
+from .failure import kernel_failed
 from .modes import ACTIVE
 from .placement import Placement, wrap
 from .resolution import autograd_kernel, resolve
@@ -161,6 +162,12 @@ class OpCache:
             return first in self.by_type
         return cls in (self.autograd if autograd else self.tensor)
 
+    def failed(self, exc: Exception, fn: Callable[..., Any], args: Any) -> None:
+        """The exception path of a fast call: kernel ``fn`` raised ``exc`` on ``args``
+        (``kernel_failed``; the Tensor entry reports its own kernels)."""
+        if fn is not self.tensor_entry:
+            kernel_failed(exc, self.entry, fn, args)
+
     def _with_kwdefaults(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` with the keyword-only defaults bound in (unless it has the same ones)."""
         wanted = self.kwdefaults
@@ -195,6 +202,7 @@ FAST_FIELDS = (
     "_lists",
     "_multi",
     "_by_type",
+    "_opcache",
 )
 
 
@@ -204,8 +212,8 @@ class FastCall:
 
     Subclasses set the ``Signature``'s fast-path plan as attributes (``_npos``, ``_nmin``,
     ``_tails``, ``_key0``, ``_key_rest``, ``_checks``, ``_lists``, ``_multi``; ``_npos`` -1
-    to always take the slow path), ``_by_type`` (their op's ``OpCache.by_type``) and
-    ``_call_slow``.
+    to always take the slow path), ``_by_type`` (their op's ``OpCache.by_type``),
+    ``_opcache`` (that ``OpCache``, for the exception path) and ``_call_slow``.
     """
 
     __slots__ = ()
@@ -218,6 +226,7 @@ class FastCall:
     _lists: tuple[tuple[int, bool], ...]
     _multi: bool
     _by_type: dict[type, Callable[..., Any]]
+    _opcache: OpCache
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -269,7 +278,11 @@ class FastCall:
             fn = self._by_type[t]
         except KeyError:
             return self._call_slow(args, kwargs)
-        return fn(*args)
+        try:  # free while nothing raises (CPython 3.11); the note costs only on failure
+            return fn(*args)
+        except Exception as e:
+            self._opcache.failed(e, fn, args)
+            raise
 
     def _follow(self, op: FastCall | None) -> None:
         """Share ``op``'s fast path (its plan and its caches); None: always slow."""
@@ -306,7 +319,7 @@ class FastCall:
 def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callable[..., Any]:
     """What ``FastCall.__call__`` hands Tensor calls to: specialised for one Tensor in and
     one out (``t.exp()``), and for two Tensors in, one out (``a * b``)."""
-    tensor, autograd = cache.tensor, cache.autograd
+    tensor, autograd, entry = cache.tensor, cache.autograd, cache.entry
     if sig.single_plain_return and sig.arity == 1:
 
         def call_tensor1(a: Tensor) -> Any:
@@ -321,7 +334,11 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
                 fn = tensor[type(data)]
             except KeyError:
                 return call_slow((a,), {})
-            return _make_tensor(fn(data))
+            try:
+                return _make_tensor(fn(data))
+            except Exception as e:
+                kernel_failed(e, entry, fn, (data,))
+                raise
 
         return call_tensor1
 
@@ -342,7 +359,11 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
                 fn = tensor[cls]
             except KeyError:
                 return call_slow((a, b), {})
-            return _make_tensor(fn(data, b._data))
+            try:
+                return _make_tensor(fn(data, b._data))
+            except Exception as e:
+                kernel_failed(e, entry, fn, (data, b._data))
+                raise
 
         return call_tensor2
 
@@ -369,7 +390,11 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
         fn = tensor.get(t)
         if fn is None:
             return call_slow(args, {})
-        out = fn(*native)
+        try:
+            out = fn(*native)
+        except Exception as e:
+            kernel_failed(e, entry, fn, native)
+            raise
         if single:
             return _make_tensor(out)
         return wrap(sig, out, list(args), {})
@@ -422,7 +447,7 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
     arrays differ in class, nothing is cached yet, the fast path is off)."""
     if SLOW or sig.npos < 0:
         return _never
-    tensor = cache.tensor
+    tensor, entry = cache.tensor, cache.entry
     if sig.single_plain_return and sig.npos == 1:
 
         def below1(args: tuple[Any, ...]) -> Any:
@@ -436,7 +461,11 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
                 fn = tensor[type(data)]
             except KeyError:
                 return MISS
-            return _make_tensor(fn(data))
+            try:
+                return _make_tensor(fn(data))
+            except Exception as e:
+                kernel_failed(e, entry, fn, (data,))
+                raise
 
         return below1
 
@@ -460,7 +489,11 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
         fn = tensor.get(cls)
         if fn is None:
             return MISS
-        out = fn(*native)
+        try:
+            out = fn(*native)
+        except Exception as e:
+            kernel_failed(e, entry, fn, native)
+            raise
         if single:
             return _make_tensor(out)
         return wrap(sig, out, list(args), {})

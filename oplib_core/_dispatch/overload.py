@@ -18,6 +18,7 @@ from .._tags import Tag
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
 from .binding import Binder, Signature
+from .failure import kernel_failed
 from .fastpath import (
     LOG_DISPATCH,
     SLOW,
@@ -27,7 +28,7 @@ from .fastpath import (
     cache_class,
 )
 from .modes import ACTIVE, MODES, DispatchMode, call_mode
-from .placement import Placement, check_result, checking, place, wrap
+from .placement import Placement, as_tensors, check_result, checking, place, wrap
 from .resolution import (
     DispatchKeySet,
     Step,
@@ -386,10 +387,21 @@ class OpOverload(FastCall):
         if key == AUTOGRAD:  # the formula gets the Tensors
             if cls is not None:
                 self._opcache.remember_autograd(cls, call.backend)
+            if call.mixed:  # native arrays beside Tensors: constants, as Tensors
+                bargs, bkwargs = as_tensors(self._sig, plan.bargs, plan.bkwargs)
+                return fn(*bargs, **bkwargs)
             return fn(*plan.bargs, **plan.bkwargs)
         if key == COMPOSITE_IMPLICIT:  # a decomposition into ops: it gets the Tensors
-            return fn(*plan.bargs, **plan.bkwargs)
-        out = fn(*call.nargs, **call.nkwargs)
+            try:
+                return fn(*plan.bargs, **plan.bkwargs)
+            except Exception as e:
+                kernel_failed(e, self._entry, fn, plan.bargs, plan.bkwargs, call.backend)
+                raise
+        try:
+            out = fn(*call.nargs, **call.nkwargs)
+        except Exception as e:
+            kernel_failed(e, self._entry, fn, call.nargs, call.nkwargs, call.backend)
+            raise
         out, clean = check_result(self._sig, self._entry, key, fn, call.backend, out)
         if cls is not None:
             # a kernel whose result needed converting is served checked, as here
@@ -417,7 +429,11 @@ class OpOverload(FastCall):
         if key == COMPOSITE_IMPLICIT:
             return fn(*bargs, **bkwargs)
         call = place(self._sig, entry.qualname, bargs, bkwargs)  # kernels see native arrays
-        out = fn(*call.nargs, **call.nkwargs)
+        try:
+            out = fn(*call.nargs, **call.nkwargs)
+        except Exception as e:
+            kernel_failed(e, entry, fn, call.nargs, call.nkwargs, call.backend)
+            raise
         out = check_result(self._sig, entry, key, fn, call.backend, out)[0]
         return wrap(self._sig, out, bargs, bkwargs) if call.tensors_in else out
 

@@ -24,7 +24,7 @@ from ..backends import TABLE, Backend
 from ..errors import BackendError, CallArgumentError, DeviceMismatchError, KernelResultError
 from .binding import ReturnPlan, Signature
 
-__all__ = ["Found", "Placement", "check_result", "checking", "place", "wrap"]
+__all__ = ["Found", "Placement", "as_tensors", "check_result", "checking", "place", "wrap"]
 
 #: A tensor argument after unwrapping: (name, native array, container, index), where
 #: ``container[index]`` is its place in the native arguments.
@@ -38,9 +38,19 @@ class Placement:
     (what a backend kernel gets); ``found`` lists the tensor arguments (``Found``);
     ``tensors_in`` whether any argument was a Tensor (results are then wrapped);
     ``requires_grad`` whether one of those requires grad; ``converted`` whether scalars
-    were moved to the backend (such calls are not cached)."""
+    were moved to the backend (such calls are not cached); ``mixed`` whether native arrays
+    came beside Tensors."""
 
-    __slots__ = ("backend", "converted", "found", "nargs", "nkwargs", "requires_grad", "tensors_in")
+    __slots__ = (
+        "backend",
+        "converted",
+        "found",
+        "mixed",
+        "nargs",
+        "nkwargs",
+        "requires_grad",
+        "tensors_in",
+    )
 
     def __init__(
         self,
@@ -51,7 +61,9 @@ class Placement:
         requires_grad: bool,
         backend: Backend,
         converted: bool,
+        mixed: bool,
     ) -> None:
+        self.mixed = mixed
         self.nargs = nargs
         self.nkwargs = nkwargs
         self.found = found
@@ -68,6 +80,7 @@ def place(sig: Signature, qualname: str, bargs: list[Any], bkwargs: dict[str, An
     nkwargs = dict(bkwargs)
     tensors_in = False
     requires_grad = False
+    native = False
     found: list[Found] = []
     for name, value, container, index in sig.tensor_arguments(nargs, nkwargs):
         if type(value) is Tensor:
@@ -75,12 +88,27 @@ def place(sig: Signature, qualname: str, bargs: list[Any], bkwargs: dict[str, An
             requires_grad = requires_grad or value._rg
             value = value._data
             container[index] = value
+        else:
+            native = True
         found.append((name, value, container, index))
     if found:
         backend, converted = _backend_for(sig, qualname, found)
     else:
         backend, converted = _factory_backend(sig, qualname, nargs, nkwargs), False
-    return Placement(nargs, nkwargs, found, tensors_in, requires_grad, backend, converted)
+    mixed = tensors_in and native
+    return Placement(nargs, nkwargs, found, tensors_in, requires_grad, backend, converted, mixed)
+
+
+def as_tensors(
+    sig: Signature, bargs: list[Any], bkwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The bound arguments with the native arrays given beside Tensors wrapped as Tensors
+    that need no gradient: what formulas, which read Tensors, get for a mixed call."""
+    nargs, nkwargs = list(bargs), dict(bkwargs)
+    for _, value, container, index in sig.tensor_arguments(nargs, nkwargs):
+        if type(value) is not Tensor:
+            container[index] = Tensor._wrap(value)
+    return nargs, nkwargs
 
 
 def _backend_for(sig: Signature, qualname: str, found: list[Found]) -> tuple[Backend, bool]:
@@ -363,4 +391,5 @@ def checking(
     def run(*args: Any, **kwargs: Any) -> Any:
         return check_result(sig, entry, key, fn, backend, fn(*args, **kwargs))[0]
 
+    run.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this wrapper
     return run

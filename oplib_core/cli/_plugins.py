@@ -24,7 +24,8 @@ def add_parser(sub: Any) -> None:
 def _culprit(e: KeyboardInterrupt) -> str | None:
     """The plugin whose code raised, from the note loading adds (the plugin's records are
     gone: an interrupted load is undone)."""
-    for note in getattr(e, "__notes__", ()):
+    notes: list[str] = getattr(e, "__notes__", [])
+    for note in notes:
         if note.startswith(INTERRUPTED_IN):
             return note.removeprefix(INTERRUPTED_IN).strip()
     return None

@@ -349,15 +349,17 @@ def _check_type(i: int, rtype: Any, value: Any) -> None:
         raise _Failure(f"output {i} should be {name} but is a {type(value).__name__} ({value!r})")
 
 
-def _test_schema(case: _Case, target: Device) -> None:
-    values = case.copy(target)
-    before = {label: (None if _dataless(t) else _host(t)) for _, label, t in case.tensors(values)}
-    with no_grad():
-        try:
-            out = case.call(values)
-        except KernelResultError as e:  # the dispatcher held the result to the schema
-            raise _Failure(str(e)) from e
-    # mutations
+def _snapshot(case: _Case, values: dict[str, Any]) -> dict[str, np.ndarray | None]:
+    """Host copies of the tensor arguments (through each backend's ``to_host``), to see
+    afterwards what a kernel wrote, on any backend."""
+    return {label: (None if _dataless(t) else _host(t)) for _, label, t in case.tensors(values)}
+
+
+def _check_mutations(
+    case: _Case, values: dict[str, Any], before: dict[str, np.ndarray | None], *, warn: bool
+) -> None:
+    """Fail for an argument the kernel changed that the schema does not declare mutable;
+    with ``warn``, warn for a declared mutation that did not happen."""
     for a, label, t in case.tensors(values):
         snap = before[label]
         if snap is None:
@@ -370,7 +372,7 @@ def _test_schema(case: _Case, target: Device) -> None:
                 f"({a}): {_first_change(snap, after)}. Write to a new array, or declare it "
                 f"'Tensor(a!) {a.name}' (mutates_args=[{a.name!r}])"
             )
-        if a.is_write and not changed:
+        if warn and a.is_write and not changed:
             # torch's opcheck accepts a declared mutation that does not happen (ops declare
             # (a!) for what they may write, flash-attention's outputs among them): a warning.
             warnings.warn(
@@ -379,8 +381,19 @@ def _test_schema(case: _Case, target: Device) -> None:
                 "(a!) annotation if the op never mutates it, or pick a sample where the "
                 "mutation shows",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
+
+
+def _test_schema(case: _Case, target: Device) -> None:
+    values = case.copy(target)
+    before = _snapshot(case, values)
+    with no_grad():
+        try:
+            out = case.call(values)
+        except KernelResultError as e:  # the dispatcher held the result to the schema
+            raise _Failure(str(e)) from e
+    _check_mutations(case, values, before, warn=True)
     # outputs: count, types, device, aliasing
     returns = case.schema.returns
     outs = [
@@ -671,8 +684,10 @@ def _backend_results(
             continue
         try:
             values = case.copy(Device(name))
+            before = _snapshot(case, values)
             with no_grad():
                 got = case.outputs(case.call(values))
+            _check_mutations(case, values, before, warn=False)
             if compare_values:
                 _compare_values(got, ref, name, rtol, atol)
             else:
