@@ -10,6 +10,7 @@ from typing import Any, overload
 import numpy as np
 
 from ._device import Device
+from ._dispatch.modes import ACTIVE, MODES
 from ._dtypes import get_default_dtype, to_dtype
 from ._registry import REGISTRY
 from ._tensor import Tensor
@@ -81,10 +82,23 @@ def tensor(
         if TABLE.find("cpu") is None:
             raise BackendError("tensor(): the cpu backend (oplib-cpu) is not installed")
     t = Tensor._wrap(data)
+    if ACTIVE[0] and MODES.stack:
+        t = _under_fake_mode(t)
     if dtype is not None or device is not None:
         t = t.to(device, dtype)
     if requires_grad:
         t.requires_grad_(True)
+    return t
+
+
+def _under_fake_mode(t: Tensor) -> Tensor:
+    """``t`` made fake by the innermost FakeTensorMode of this thread, if there is one (as
+    ``torch.tensor`` under the mode); data given to ``tensor()`` is real, not an op's result."""
+    from .fake._mode import FakeTensorMode
+
+    for mode in reversed(MODES.stack):
+        if isinstance(mode, FakeTensorMode):
+            return mode.from_real(t)
     return t
 
 

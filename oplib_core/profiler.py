@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatch.fastpath import fast_route
 from ._dispatch.modes import MODES, DispatchMode
+from ._higher_order._operator import HigherOrderOperator
+from ._higher_order._pytree import leaves
 from ._registry import Origin
 from ._tensor import Tensor
 from .autograd import _engine
@@ -224,6 +226,8 @@ class profile(DispatchMode):
         modes = MODES.stack  # this profile is off it while we are here
         opened = self._open.stack
         parent = opened[-1] if opened else None
+        if isinstance(op, HigherOrderOperator):
+            return self._higher_order(op, args, kwargs, parent, opened, modes)
         if modes:
             # An outer mode decides how the call runs: record it as that mode's call.
             event = Event("op", *self._names(op), parent, get_ident())
@@ -296,6 +300,39 @@ class profile(DispatchMode):
             return self._timed(event, opened, op._run, (plan, remember), {})
         finally:
             modes.pop()
+
+    def _higher_order(
+        self,
+        op: HigherOrderOperator,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        parent: Event | None,
+        opened: list[Event],
+        modes: list[DispatchMode],
+    ) -> Any:
+        """A higher-order operator's call: recorded with the handler its dispatch chooses,
+        then run below this profile; the functions among its arguments run under the
+        profile again (the operator wraps them), so their op calls nest inside it."""
+        event = Event("op", op.qualname, "", parent, get_ident())
+        if modes:
+            event.key = type(modes[-1]).__name__
+        else:
+            d = op.decide(args, kwargs)
+            event.backend = d.backend.name
+            chosen = [s for s in d.steps if s[1] is not None]
+            if chosen:
+                event.key = str(chosen[-1][0])
+                k = op.handler(chosen[-1][0])
+                event.origin = None if k is None else str(k.origin)
+        if self.record_shapes:
+            arrays = [
+                v._data if type(v) is Tensor else v
+                for v in leaves((args, kwargs))
+                if type(v) is Tensor or hasattr(v, "__array_namespace__")
+            ]
+            event.shapes = tuple(tuple(a.shape) for a in arrays)
+            event._dtypes = tuple(a.dtype for a in arrays)
+        return self._timed(event, opened, op, args, kwargs)
 
     def _timed(
         self,

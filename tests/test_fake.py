@@ -137,6 +137,20 @@ def test_factories_under_the_mode_make_fakes_on_the_requested_device():
             assert type(oplib.empty(3, device="meta").native).__name__ == "MetaArray"
 
 
+def test_tensor_under_the_mode_is_fake_as_torch_tensor():
+    with oplib.FakeTensorMode() as mode:
+        t = oplib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        assert isinstance(t.native, FakeArray)
+        assert (t.shape, t.dtype, t.requires_grad) == ((2, 2), np.float32, True)
+        assert oplib.ops.oplib.add(t, t).shape == (2, 2)  # no "cannot be mixed"
+        assert mode.from_real(t) is t
+        with pytest.raises(oplib.DataAccessError):
+            t.tolist()
+        inner = oplib.tensor(np.arange(3), dtype=np.float64, device="cuda:1")
+        assert (inner.device.type, inner.dtype) == ("cuda", np.float64)
+    assert not isinstance(oplib.tensor([1.0]).native, FakeArray)  # after the mode: real
+
+
 def test_to_another_device_under_the_mode_keeps_shape():
     with oplib.FakeTensorMode() as mode:
         x = mode.from_real(np.ones(3))
@@ -146,10 +160,11 @@ def test_to_another_device_under_the_mode_keeps_shape():
 
 
 def test_mixing_real_and_fake_raises():
+    real = oplib.tensor(np.ones(3))
     with oplib.FakeTensorMode() as mode:
         fake = mode.from_real(np.ones(3))
         with pytest.raises(FakeTensorError, match="cannot be mixed") as info:
-            oplib.ops.oplib.add(fake, oplib.tensor(np.ones(3)))
+            oplib.ops.oplib.add(fake, real)
         assert info.value.op == "oplib::add"
         assert "'other'" in str(info.value)
         with pytest.raises(FakeTensorError, match="from_real"):

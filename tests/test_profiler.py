@@ -327,3 +327,33 @@ def test_a_registration_between_calls_is_seen(lib):
     assert out.tolist() == [3.0, 3.0]
     keys = [e.key for e in prof.events()]
     assert keys == ["CompositeExplicitAutograd"] * 3 + ["cpu"] * 3
+
+
+def test_higher_order_operators_are_recorded_with_their_inner_calls():
+    x = oplib.tensor(np.linspace(0.0, 1.0, 6).reshape(2, 3), requires_grad=True)
+    with oplib.profile() as prof:
+        y = oplib.cond(True, lambda t: t.sin(), lambda t: t.cos(), (x,))
+        z = oplib.map(lambda row: (row * row).sum(), x)
+        (y.sum() + z.sum()).backward()
+    events = prof.events()
+    (cond,) = [e for e in events if e.name == "higher_order::cond"]
+    (mapped,) = [e for e in events if e.name == "higher_order::map"]
+    assert (cond.key, cond.backend) == ("Autograd", "cpu")
+    assert cond.origin is not None and "_control_flow.py" in cond.origin
+    assert cond.shapes == ((2, 3),) and cond.dtypes == ("float64",)
+    # the branch's op calls nest inside the cond, the body's inside the map
+    (sin,) = [e for e in events if e.name == "oplib::sin" and e.key == "Autograd"]
+    assert sin.parent is cond
+    assert sum(e.parent is mapped and e.name == "oplib::mul" for e in events) == 2
+    rows = {(r.name, r.backend): r.count for r in prof.key_averages()}
+    assert rows[("higher_order::cond", "cpu")] == rows[("higher_order::map", "cpu")] == 1
+    assert "higher_order::map" in prof.table()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(x.detach().numpy()) + 2 * x.detach().numpy())
+
+
+def test_a_higher_order_operator_under_an_outer_mode_is_that_modes_call():
+    with oplib.FakeTensorMode() as mode, oplib.profile() as prof:
+        out = oplib.map(lambda r: r.sum(), mode.from_real(np.ones((4, 3))))
+    assert out.shape == (4,)
+    hop = next(e for e in prof.events() if e.name == "higher_order::map")
+    assert hop.key == "FakeTensorMode"
