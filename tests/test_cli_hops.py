@@ -83,3 +83,35 @@ def test_ops_explain_a_hop_with_a_sample_call(capsys):
     )
     labels = " ".join(str(n.get_label()) for n in graph.get_nodes())
     assert "higher_order::scan" in labels
+
+
+def test_ops_matrix_has_a_row_per_hop(capsys):
+    grid = json.loads(_out(capsys, "ops", "matrix", "-n", "higher_order", "--json"))
+    rows = {r["op"]: r["cells"] for r in grid["ops"]}
+    assert set(rows) >= {"higher_order::cond", "higher_order::map"}
+    cond = {column: cell["category"] for column, cell in rows["higher_order::cond"].items()}
+    # the default (CompositeExplicitAutograd) handler on cpu, Dask's own, meta's Fake
+    assert (cond["cpu"], cond["dask"], cond["meta"]) == ("default", "own kernel", "fake only")
+    assert "oplib::add" not in rows
+    everything = json.loads(_out(capsys, "ops", "matrix", "--json"))
+    assert {"oplib::add", "higher_order::scan"} <= {r["op"] for r in everything["ops"]}
+
+
+def test_a_plugin_handler_for_a_missing_backend_is_a_waiting_column(capsys, teardown):
+    hop = oplib.HigherOrderOperator("cli_waiting_hop")
+    teardown(hop)
+    hop.py_impl("npu_not_installed")(lambda f, x: f(x))
+    grid = json.loads(_out(capsys, "ops", "matrix", "-n", "higher_order", "--json"))
+    assert "npu_not_installed" in grid["columns"]
+    row = next(r["cells"] for r in grid["ops"] if r["op"] == "higher_order::cli_waiting_hop")
+    assert row["npu_not_installed"]["category"] == "waiting"
+    assert row["cpu"]["category"] == "none"
+
+
+def test_oplib_check_takes_hop_names(capsys):
+    assert main(["check", "higher_order::cond", "-b", "cpu", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert {r["op"] for r in rows} == {"higher_order::cond"}
+    assert any(r["status"] == "PASS" for r in rows)
+    assert main(["check", "higher_order::cnd"]) == 2
+    assert "did you mean 'higher_order::cond'?" in capsys.readouterr().err

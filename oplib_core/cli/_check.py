@@ -14,7 +14,7 @@ from typing import Any
 from ..testing._checks import CHECKS, FAIL, PASS, SKIP
 from ..testing._runner import CheckRow, Progress, Report, UnknownName, check_ops
 from ._errors import CliError
-from ._names import backend, operator
+from ._names import backend, op_name
 from ._parsers import leaf
 from ._render import Output
 
@@ -68,7 +68,7 @@ def run_checks(
 ) -> Report:
     """``check_ops`` on names as typed (unknown ones are usage errors), with the progress
     bar; ends with the one-line summary on stderr when that is no terminal."""
-    qualnames = [operator(g, "check").name() for g in given_ops]
+    qualnames = [op_name(g, "check") for g in given_ops]
     backends = [backend(b).name for b in given_backends]
     try:
         with _progress(out) as progress:

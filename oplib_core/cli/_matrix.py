@@ -16,6 +16,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._higher_order._operator import HOPS, NAMESPACE
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, REGISTRY
 from ..backends import TABLE, Backend
 from ._names import namespace
@@ -92,22 +93,29 @@ def _category(op: Any, backend: Backend) -> str:
 
 
 def build(ns: str | None = None) -> Matrix:
-    """The grid for every op (of namespace ``ns``) and installed backend, plus a column per
-    device that has kernels waiting for its backend."""
+    """The grid for every op and higher-order operator (of namespace ``ns``) and installed
+    backend, plus a column per device that has kernels waiting for its backend."""
     backends = TABLE.all()
     with REGISTRY.lock:
         entries = sorted(
             (e for e in REGISTRY.ops.values() if ns is None or e.schema.namespace == ns),
             key=lambda e: e.qualname,
         )
+    hops = HOPS.all() if ns is None or ns == NAMESPACE else []
+    hop_keys = {h.qualname: {k for k, _ in h.handlers() if isinstance(k, str)} for h in hops}
     waiting = sorted(
         {k for e in entries for k in e.kernels if REGISTRY.kernel_status(k) == WAITING}
+        | {k for keys in hop_keys.values() for k in keys if REGISTRY.kernel_status(k) == WAITING}
     )
     cells: dict[str, dict[str, str]] = {}
     for e in entries:
         row = {b.name: _category(e.overload, b) for b in backends}
         row.update({k: WAITING if e.has_kernel(k) else NONE for k in waiting})
         cells[e.qualname] = row
+    for h in hops:  # their handlers resolve in the same steps (own, Fake, the default)
+        row = {b.name: _category(h, b) for b in backends}
+        row.update({k: WAITING if k in hop_keys[h.qualname] else NONE for k in waiting})
+        cells[h.qualname] = row
     return Matrix([b.name for b in backends] + waiting, cells)
 
 

@@ -12,7 +12,7 @@ from ..backends import TABLE, Backend, device
 from ..errors import AmbiguousOperatorError, UnknownOperatorError
 from ._errors import UsageError, did_you_mean, no_operator, unknown_name
 
-__all__ = ["backend", "device_arg", "namespace", "operator", "operator_or_hop"]
+__all__ = ["backend", "device_arg", "namespace", "op_name", "operator", "operator_or_hop"]
 
 
 def operator(given: str, api: str) -> OpOverload:
@@ -35,6 +35,13 @@ def operator_or_hop(given: str, api: str) -> OpOverload | HigherOrderOperator:
         hint = hint.replace("'", f"'{NAMESPACE}::", 1).replace(" or '", f" or '{NAMESPACE}::")
         raise UsageError(f"no higher-order operator {given!r} (see 'oplib ops list'){hint}")
     return operator(given, api)
+
+
+def op_name(given: str, api: str) -> str:
+    """The name ``given`` resolves to: an overload's ``ns::op.overload`` or a higher-order
+    operator's ``higher_order::name``."""
+    op = operator_or_hop(given, api)
+    return op.qualname if isinstance(op, HigherOrderOperator) else op.name()
 
 
 def backend(given: str) -> Backend:

@@ -13,7 +13,7 @@ from .._higher_order._pytree import tree_map
 from .._tensor import Tensor
 from . import _matrix
 from ._errors import UsageError
-from ._names import device_arg, namespace, operator_or_hop
+from ._names import device_arg, namespace, op_name, operator_or_hop
 from ._parsers import group, leaf
 from ._render import Output, dist_label
 
@@ -79,8 +79,7 @@ def _override_mark(k: dict[str, Any]) -> str:
 
 
 def ops_show(args: argparse.Namespace, out: Output) -> int:
-    op = operator_or_hop(args.qualname, "ops show")
-    d = introspect.op_detail(op.qualname if isinstance(op, HigherOrderOperator) else op.name())
+    d = introspect.op_detail(op_name(args.qualname, "ops show"))
     if args.json:
         out.json(d)
         return 0
