@@ -65,14 +65,14 @@ def _numpy_data_offset() -> int | None:
     return offset if ok else None
 
 
-_DATA_OFFSET = _numpy_data_offset()
+DATA_OFFSET = _numpy_data_offset()
 _void_at = C.c_void_p.from_address
 
 
 def numpy_data(arr: np.ndarray) -> int:
     """The data pointer of a numpy array."""
-    if _DATA_OFFSET is not None:
-        return _void_at(id(arr) + _DATA_OFFSET).value or 0
+    if DATA_OFFSET is not None:
+        return _void_at(id(arr) + DATA_OFFSET).value or 0
     return int(arr.__array_interface__["data"][0])  # pragma: no cover
 
 
