@@ -33,7 +33,8 @@ static int iota(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib
   if (x->dtype.code != kDLFloat || x->dtype.bits != 64) return oplib_set_error(err, "x: float64");
   double first = numel(x) ? ((const double *)((const char *)x->data + x->byte_offset))[0] : 0;
   double *o = (double *)outs[0].data;
-  for (int64_t i = 0; i < numel(&outs[0]); i++) o[i] = (double)a[1].v.i + (double)i * a[2].v.f + first;
+  for (int64_t i = 0; i < numel(&outs[0]); i++)
+    o[i] = (double)a[1].v.i + (double)i * a[2].v.f + first;
   return OPLIB_OK;
 }
 
@@ -183,7 +184,6 @@ def test_the_fake_kernel_runs_once_per_input_metadata_and_scalars(lib, fakes):
 
 @pytest.mark.fastpath
 def test_a_re_registered_fake_kernel_is_used_at_once_and_its_removal_too(lib, fakes, teardown):
-    _, runs = fakes
     iota = _op(lib, "iota")
     x = np.zeros(2)
     assert iota(x, 0).shape == (3,)

@@ -172,7 +172,7 @@ class FastCall:
                 "    try:",
                 f"        pack_head(buf, 0, {', '.join(head)})",
                 "    except (StructError, OverflowError): return MISS",
-                f"    status = shape_fn(base, {nargs}, base + {metas_at}, {nouts}, base + {err_at})",
+                f"    status = shape_fn(base, {nargs}, base + {metas_at}, {nouts}, base + {err_at})",  # noqa: E501
                 f"    if status: fail(status, buf, {err_at}, ' shape function')",
             ]
             for j in range(nouts):
@@ -218,11 +218,11 @@ class FastCall:
             "pack_tail": struct.Struct("=" + _DL * nouts).pack_into,
             "StructError": struct.error,
             "fn": RawKernel(self.address),
-            "shape_fn": RawKernel(C.cast(shape_fn, C.c_void_p).value) if shape_fn else None,
+            "shape_fn": RawKernel(C.cast(shape_fn, C.c_void_p).value or 0) if shape_fn else None,
             "fail": self._fail,
             "out_meta": self._out_meta,
         }
-        exec(compile("\n".join(lines), f"<native fast call of {plan.op}>", "exec"), env)  # noqa: S102
+        exec(compile("\n".join(lines), f"<native fast call of {plan.op}>", "exec"), env)
         return env["call"]  # type: ignore[no-any-return]
 
     def _miss_for(
