@@ -170,10 +170,13 @@ def main() -> None:
             ("oplib", "add(a, b, 1.0)"), ("kernel", "kernel(a, b, 1.0)"), ("fast", "fast(args)"),
         )}  # fmt: skip
         print("one float32 element, ns per call (best of the repeats):")
-        print(f"  ctypes direct, declared prototype, structs and output built once {t['declared']:6.0f}")
-        print(f"  ctypes direct, c_void_p prototype, structs and output built once {t['raw']:6.0f}")
-        print(f"  ctypes direct, c_void_p prototype, np.empty output per call      {t['alloc']:6.0f}")
-        print(f"  oplib.ops.native_ops.scaled_add(a, b, 1.0)                        {t['oplib']:6.0f}")
+        for name, what in (
+            ("declared", "ctypes direct, declared prototype, structs and output built once"),
+            ("raw", "ctypes direct, c_void_p prototype, structs and output built once"),
+            ("alloc", "ctypes direct, c_void_p prototype, np.empty output per call"),
+            ("oplib", "oplib.ops.native_ops.scaled_add(a, b, 1.0)"),
+        ):
+            print(f"  {what:66} {t[name]:6.0f}")
         print(
             f"  overhead vs the three: {t['oplib'] - t['declared']:5.0f} / "
             f"{t['oplib'] - t['raw']:5.0f} / {t['oplib'] - t['alloc']:5.0f} ns (budget 1000 ns)"

@@ -95,6 +95,14 @@ static int pair(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib
   return OPLIB_OK;
 }
 
+/* bad_ndim(Tensor x) -> Tensor: a shape function that claims 17 dimensions */
+static int bad_ndim_shape(const oplib_arg *a, int64_t n, oplib_tensor_meta *o, int64_t no,
+                          oplib_error *err) {
+  o[0].ndim = OPLIB_MAX_DIMS + 1;
+  o[0].dtype = a[0].v.tensor->dtype;
+  return OPLIB_OK;
+}
+
 OPLIB_LIBRARY_INIT(api) {
   void *c = api->ctx;
   if (api->define(c, "{ns}::iota", "(Tensor x, int start, float step=1.0) -> Tensor")) return 1;
@@ -107,6 +115,9 @@ OPLIB_LIBRARY_INIT(api) {
   if (api->register_shape_fn(c, "{ns}::count", count_shape)) return 1;
   if (api->define(c, "{ns}::pair", "(Tensor x) -> (Tensor, Tensor)")) return 1;
   if (api->impl(c, "{ns}::pair", "cpu", pair)) return 1;
+  if (api->define(c, "{ns}::bad_ndim", "(Tensor x) -> Tensor")) return 1;
+  if (api->impl(c, "{ns}::bad_ndim", "cpu", count)) return 1; /* never reached */
+  if (api->register_shape_fn(c, "{ns}::bad_ndim", bad_ndim_shape)) return 1;
   return 0;
 }
 """
@@ -235,6 +246,11 @@ def test_errors_from_the_fast_path_name_the_op_and_a_reused_buffer_is_clean(lib,
         np.testing.assert_array_equal(pair(np.ones(2))[1], [-1.0, -1.0])
     with pytest.raises(oplib.NativeKernelError, match="x and y differ in ndim"):
         _op(lib, "axpy")(np.zeros(2), np.zeros((2, 1)), 1.0)
+
+
+def test_a_shape_function_out_of_range_ndim_is_refused(lib):
+    with pytest.raises(oplib.NativeKernelError, match=rf"{lib}::bad_ndim shape function .*ndim 17"):
+        _op(lib, "bad_ndim")(np.zeros(2))
 
 
 def test_threads_share_the_caches_safely(lib, fakes):

@@ -34,9 +34,7 @@ import numpy as np
 from .._dispatch import SLOW
 from .._schema import BaseType
 from . import _abi as A
-from ._dtypes import from_dl
-from ._errors import NativeKernelError
-from ._marshal import DATA_OFFSET, CallPlan, Layout, layout, numpy_data
+from ._marshal import DATA_OFFSET, CallPlan, Layout, layout, meta_of, numpy_data
 
 __all__ = ["MISS", "NO_FAST_CALL", "FastCall", "NoFastCall", "fast_call_for"]
 
@@ -261,17 +259,7 @@ class FastCall:
         if found is not None:
             return found
         ndim, code, bits, lanes = raw[:4]
-        if not 0 <= ndim <= A.MAX_DIMS:
-            plan = self.plan
-            raise NativeKernelError(
-                f"{plan.op} shape function (library {plan.library}): ndim {ndim} is out "
-                f"of range 0..{A.MAX_DIMS}",
-                op=plan.op,
-                library=plan.library,
-                status=A.OK,
-            )
-        shape = tuple(raw[4 : 4 + ndim])
-        dtype = from_dl(A.DLDataType(code, bits, lanes))
+        shape, dtype = meta_of(self.plan, ndim, A.DLDataType(code, bits, lanes), raw[4:])
         consts, lay = _out_layout(shape, dtype)
         if len(_OUT_METAS) >= 4096:
             _OUT_METAS.clear()

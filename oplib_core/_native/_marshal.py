@@ -387,18 +387,22 @@ def metas_from_shape_fn(
     metas = (A.TensorMeta * plan.nouts)()
     err = A.Error()
     plan.check(fn(cargs, plan.nargs, metas, plan.nouts, C.byref(err)), err, " shape function")
-    out = []
-    for m in metas:
-        if not 0 <= m.ndim <= A.MAX_DIMS:
-            raise NativeKernelError(
-                f"{plan.op} shape function (library {plan.library}): ndim {m.ndim} is out "
-                f"of range 0..{A.MAX_DIMS}",
-                op=plan.op,
-                library=plan.library,
-                status=A.OK,
-            )
-        out.append((tuple(m.shape[: m.ndim]), from_dl(m.dtype)))
-    return out
+    return [meta_of(plan, m.ndim, m.dtype, m.shape) for m in metas]
+
+
+def meta_of(
+    plan: CallPlan, ndim: int, dtype: A.DLDataType, dims: Sequence[int]
+) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype one ``oplib_tensor_meta`` of a shape function describes."""
+    if not 0 <= ndim <= A.MAX_DIMS:
+        raise NativeKernelError(
+            f"{plan.op} shape function (library {plan.library}): ndim {ndim} is out "
+            f"of range 0..{A.MAX_DIMS}",
+            op=plan.op,
+            library=plan.library,
+            status=A.OK,
+        )
+    return tuple(dims[:ndim]), from_dl(dtype)
 
 
 def allocate(
