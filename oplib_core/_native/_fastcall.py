@@ -107,7 +107,10 @@ class FastCall:
         self.cache = {}
 
     def _first(self, args: Sequence[Any]) -> Any:
-        self.call = call = self._generate()
+        cache = self.cache
+        call = self._generate()
+        if self.cache is cache:  # not invalidated meanwhile (by another thread)
+            self.call = call
         return call(args)
 
     def _generate(self) -> Callable[[Sequence[Any]], Any]:
@@ -280,7 +283,7 @@ class NoFastCall:
         return MISS
 
     def invalidate(self) -> None:
-        pass
+        """Nothing is cached."""
 
 
 NO_FAST_CALL = NoFastCall()
