@@ -4,16 +4,23 @@ Compiles examples/native_ops/csrc/native_ops.c (``cc -O3``) into a temporary dir
 loads it, and prints, all measured in this run:
 
 1. per-call overhead on a one-element float32 tensor: ``oplib.ops.native_ops.scaled_add``
-   on numpy arrays versus the same C function called directly through ctypes with argument
-   structs built once (budget: <= 1 us);
-2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``
-   (budget: within 10%);
-3. 2 threads versus 1 calling ``apply_affine`` on large arrays (budget: >= 1.6x).
+   on numpy arrays (dispatch, the fast path's metadata lookup, ``np.empty`` for the output,
+   the packed call) versus the same C function called directly through ctypes on the same
+   arrays, three ways: (a) the kernel's declared prototype, argument structs and output
+   built once; (b) the ``c_void_p`` prototype oplib uses, structs and output built once (the
+   bare C call); (c) as (b) with the output allocated per call by ``np.empty`` and its data
+   pointer written, as oplib does. Then oplib's cost split into dispatch, the kernel object
+   and the fast path around the C call (budget: <= 1 us);
+2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``, both
+   allocating their output (budget: within 10%);
+3. 2 threads versus 1 calling ``apply_affine`` on 2000x2000 float32 arrays (budget: >=
+   1.6x; needs two idle cores).
 
 The kernel itself is also timed against ``np.add(a, b, out=out)`` on a preallocated output,
 so the gap the C code makes (its compiler flags) is told apart from the gap oplib makes.
-The default flags are the example's (``-O3``); ``--cflags "-O3 -march=native"`` lets the
-compiler use the vector units numpy's ufuncs pick at run time.
+The example builds its contiguous float32 loop for AVX2 and the baseline (target_clones,
+see docs/native-kernels.md); ``--cflags "-O3 -march=native"`` builds everything for this
+machine instead.
 
     python bench/native.py [--repeat 30] [--number 20000] [--cflags "-O3"]
 """
