@@ -4,16 +4,23 @@ Compiles examples/native_ops/csrc/native_ops.c (``cc -O3``) into a temporary dir
 loads it, and prints, all measured in this run:
 
 1. per-call overhead on a one-element float32 tensor: ``oplib.ops.native_ops.scaled_add``
-   on numpy arrays versus the same C function called directly through ctypes with argument
-   structs built once (budget: <= 1 us);
-2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``
-   (budget: within 10%);
-3. 2 threads versus 1 calling ``apply_affine`` on large arrays (budget: >= 1.6x).
+   on numpy arrays (dispatch, the fast path's metadata lookup, ``np.empty`` for the output,
+   the packed call) versus the same C function called directly through ctypes on the same
+   arrays, three ways: (a) the kernel's declared prototype, argument structs and output
+   built once; (b) the ``c_void_p`` prototype oplib uses, structs and output built once (the
+   bare C call); (c) as (b) with the output allocated per call by ``np.empty`` and its data
+   pointer written, as oplib does. Then oplib's cost split into dispatch, the kernel object
+   and the fast path around the C call (budget: <= 1 us);
+2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``, both
+   allocating their output (budget: within 10%);
+3. 2 threads versus 1 calling ``apply_affine`` on 2000x2000 float32 arrays (budget: >=
+   1.6x; needs two idle cores).
 
 The kernel itself is also timed against ``np.add(a, b, out=out)`` on a preallocated output,
 so the gap the C code makes (its compiler flags) is told apart from the gap oplib makes.
-The default flags are the example's (``-O3``); ``--cflags "-O3 -march=native"`` lets the
-compiler use the vector units numpy's ufuncs pick at run time.
+The example builds its contiguous float32 loop for AVX2 and the baseline (target_clones,
+see docs/native-kernels.md); ``--cflags "-O3 -march=native"`` builds everything for this
+machine instead.
 
     python bench/native.py [--repeat 30] [--number 20000] [--cflags "-O3"]
 """
@@ -35,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import oplib_core as oplib
-from oplib_core._native import _abi
+from oplib_core._native import _abi, _fastcall, _marshal
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "examples" / "native_ops" / "csrc" / "native_ops.c"
@@ -55,8 +62,11 @@ def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
     return min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat)) / number * 1e9
 
 
-def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray):
-    """The C kernel through ctypes with its argument structs built once."""
+def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray, *, raw: bool = False):
+    """The C kernel through ctypes with its argument structs built once, writing into
+    ``out``. ``raw``: through the prototype oplib's fast path uses (every argument a
+    ``c_void_p`` address, the cheapest ctypes conversion) instead of the kernel's declared
+    one (``KernelFn``: pointers to the structs, ``byref`` for the error)."""
     keep = []
 
     def dl(arr):
@@ -74,13 +84,39 @@ def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray):
     args[2].v.f = 1.0
     outs = (_abi.DLTensor * 1)(dl(out))
     err = _abi.Error()
-    ref = ctypes.byref(err)
+    if raw:
+        fn = _fastcall.RawKernel(ctypes.cast(kernel_fn, ctypes.c_void_p).value)
+        pa, po, pe = ctypes.addressof(args), ctypes.addressof(outs), ctypes.addressof(err)
 
-    def call():
-        return kernel_fn(args, 3, outs, 1, ref)
+        def call():
+            return fn(pa, 3, po, 1, pe)
 
-    call.keep = keep  # type: ignore[attr-defined]
+    else:
+        ref = ctypes.byref(err)
+
+        def call():
+            return kernel_fn(args, 3, outs, 1, ref)
+
+    call.keep = (keep, args, outs, err)  # type: ignore[attr-defined]
+    call.outs = outs  # type: ignore[attr-defined]
     return call
+
+
+def direct_call_allocating(kernel_fn, a: np.ndarray, b: np.ndarray):
+    """As ``direct_call(raw=True)``, but allocating the output per call as oplib does
+    (``np.empty``) and writing its data pointer into the prebuilt output ``DLTensor``."""
+    call = direct_call(kernel_fn, a, b, np.empty(a.shape, a.dtype), raw=True)
+    out_dl = call.outs[0]
+    shape, dtype, empty, numpy_data = a.shape, a.dtype, np.empty, _marshal.numpy_data
+
+    def alloc_call():
+        out = empty(shape, dtype)
+        out_dl.data = numpy_data(out)  # as oplib reads it
+        call()
+        return out
+
+    alloc_call.keep = call  # type: ignore[attr-defined]
+    return alloc_call
 
 
 def threads_seconds(fn, n_threads: int, calls: int) -> float:
@@ -119,14 +155,44 @@ def main() -> None:
         # 1. per-call overhead, one element
         a = np.ones(1, np.float32)
         b = np.ones(1, np.float32)
-        direct = direct_call(kernel_fn, a, b, np.empty(1, np.float32))
         add = ops.scaled_add
-        env = {"direct": direct, "add": add, "a": a, "b": b}
-        t_direct = best_ns("direct()", env, args.number, args.repeat)
-        t_oplib = best_ns("add(a, b, 1.0)", env, args.number, args.repeat)
+        env = {
+            "declared": direct_call(kernel_fn, a, b, np.empty(1, np.float32)),
+            "raw": direct_call(kernel_fn, a, b, np.empty(1, np.float32), raw=True),
+            "alloc": direct_call_allocating(kernel_fn, a, b),
+            "add": add,
+            "kernel": kernel.fn,
+            "args": (a, b, 1.0),
+            "a": a,
+            "b": b,
+        }
+        add(a, b, 1.0)  # the fast path's code and caches are made on the first call
+        env["fast"] = kernel.fn.fast.call
+
+        def ns(stmt: str) -> float:
+            return best_ns(stmt, env, args.number, args.repeat)
+
+        t = {name: ns(stmt) for name, stmt in (
+            ("declared", "declared()"), ("raw", "raw()"), ("alloc", "alloc()"),
+            ("oplib", "add(a, b, 1.0)"), ("kernel", "kernel(a, b, 1.0)"), ("fast", "fast(args)"),
+        )}  # fmt: skip
+        print("one float32 element, ns per call (best of the repeats):")
+        for name, what in (
+            ("declared", "ctypes direct, declared prototype, structs and output built once"),
+            ("raw", "ctypes direct, c_void_p prototype, structs and output built once"),
+            ("alloc", "ctypes direct, c_void_p prototype, np.empty output per call"),
+            ("oplib", "oplib.ops.native_ops.scaled_add(a, b, 1.0)"),
+        ):
+            print(f"  {what:66} {t[name]:6.0f}")
         print(
-            f"one element: ctypes direct {t_direct:7.0f} ns, oplib {t_oplib:7.0f} ns, "
-            f"overhead {t_oplib - t_direct:6.0f} ns (budget 1000 ns)"
+            f"  overhead vs the three: {t['oplib'] - t['declared']:5.0f} / "
+            f"{t['oplib'] - t['raw']:5.0f} / {t['oplib'] - t['alloc']:5.0f} ns (budget 1000 ns)"
+        )
+        print(
+            f"  of which: dispatch to the kernel {t['oplib'] - t['kernel']:4.0f}, the kernel "
+            f"object {t['kernel'] - t['fast']:4.0f}, the fast path around the C call "
+            f"{t['fast'] - t['raw']:4.0f} (its part above the allocating direct call "
+            f"{t['fast'] - t['alloc']:4.0f})"
         )
 
         # 2. 10M float32 elementwise
@@ -142,7 +208,7 @@ def main() -> None:
             f"ratio {t_native / t_numpy:5.2f} (budget <= 1.10)"
         )
         big_out = np.empty_like(big_a)
-        env["kernel"] = direct_call(kernel_fn, big_a, big_b, big_out)
+        env["kernel"] = direct_call(kernel_fn, big_a, big_b, big_out, raw=True)
         env["out"] = big_out
         t_kernel = best_ns("kernel()", env, 5, 10)
         t_ufunc = best_ns("np.add(a, b, out=out)", env, 5, 10)

@@ -1,131 +1,300 @@
 """The fast path of a native call, kept in one room: calls whose arguments are numpy arrays
 and plain scalars (``Tensor``, ``int``, ``SymInt``, ``bool``, ``float``, ``Scalar``).
 
-Instead of one ctypes object per argument and per ``DLTensor`` (each costs hundreds of ns),
-the call's ``oplib_arg`` array and ``DLTensor``s are written into one buffer with a
-precompiled ``struct`` format, and the C function is called through a prototype taking
-plain addresses. The plain equivalent, used for every other call, is::
+Each kernel gets a function written for its schema (straight-line code, generated on its
+first call), which per call only reads the arrays' metadata, looks it up in a per-kernel
+cache, allocates the outputs, writes the whole call (``oplib_arg``s, ``DLTensor``s) into one
+fresh buffer with one precompiled ``struct`` pack, and calls the C function through a
+prototype taking plain addresses. What depends on the inputs' metadata only is computed on
+a cache miss and kept: the constant bytes of each ``DLTensor`` (device, ndim, dtype, shape
+and strides pointers), and the outputs' sizes when the op's Python fake kernel gives them
+(the key then holds the scalar values too). A shape function is called on every call (in
+real mode it may read the data), on the same buffer. The plain equivalent, used for every
+other call, is::
 
     cargs, first = plan.fill(values, keep)                 # _marshal.CallPlan.fill
     metas = kernel._metas(values, cargs)
     outs, couts = allocate(plan, first, metas, keep)       # _marshal.allocate
     plan.check(kernel.fn(cargs, n, couts, nouts, byref(err)), err)
 
-``tests/test_native*.py`` run under both (``OPLIB_DISPATCH_SLOW=1`` turns this path off).
+The caches are dropped whenever the registry changes (a fake kernel registered or removed)
+or a library's shape functions do. ``tests/test_native*.py`` run under both paths
+(``OPLIB_DISPATCH_SLOW=1`` turns this one off).
 """
 
 from __future__ import annotations
 
 import ctypes as C
 import struct
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from .._dispatch import SLOW
 from .._schema import BaseType
 from . import _abi as A
-from ._marshal import CallPlan, layout, numpy_data
+from ._marshal import DATA_OFFSET, CallPlan, Layout, layout, meta_of, numpy_data
 
-__all__ = ["MISS", "FastCall", "fast_call_for"]
+__all__ = ["MISS", "NO_FAST_CALL", "FastCall", "NoFastCall", "fast_call_for"]
 
 MISS: Any = object()
 
-_ARG = {"t": "iiQ8x", "i": "iiq8x", "f": "iid8x"}  # oplib_arg: is_none, reserved, union
-_DL = "QiiiBBHQQQ"  # DLTensor: data, device, ndim, dtype, shape, strides, byte_offset
+_KINDS = {"Tensor": "t", "int": "i", "SymInt": "i", "bool": "i", "float": "f", "Scalar": "f"}
+_ARG = {"t": "8xQ8x", "i": "8xq8x", "f": "8xd8x"}  # oplib_arg: is_none=0, reserved, union
+_DL = "Q40s"  # a DLTensor: its data pointer, then 40 constant bytes (see _dl_consts)
+_DL_TAIL = struct.Struct("=iiiBBHQQQ")  # device, ndim, dtype, shape, strides, byte_offset
+_META = struct.Struct("=iBBH" + "q" * A.MAX_DIMS)  # oplib_tensor_meta
 _ARG_SIZE = C.sizeof(A.Arg)
 _DL_SIZE = C.sizeof(A.DLTensor)
-_KINDS = {
-    "Tensor": "t",
-    "int": "i",
-    "SymInt": "i",
-    "bool": "i",
-    "float": "f",
-    "Scalar": "f",
-}
-
-_ONE_DL = struct.Struct("=" + _DL)
-RawKernel = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64, C.c_void_p)
-_ndarray = np.ndarray
-_addressof = C.addressof
+_META_SIZE = C.sizeof(A.TensorMeta)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_CACHE_SIZE = 256
 assert struct.calcsize("=" + _ARG["t"]) == _ARG_SIZE and struct.calcsize("=" + _DL) == _DL_SIZE
+assert _META.size == _META_SIZE and _DL_TAIL.size == _DL_SIZE - 8
+
+# Kernels and shape functions through a prototype of plain addresses. Where pointers are 64
+# bits, the two int64_t counts go as pointers too: the same registers by every 64-bit C
+# calling convention, and ctypes converts an int to c_void_p faster than to c_int64.
+_COUNT = C.c_void_p if C.sizeof(C.c_void_p) == 8 else C.c_int64
+RawKernel = C.CFUNCTYPE(C.c_int, C.c_void_p, _COUNT, C.c_void_p, _COUNT, C.c_void_p)
+
+Meta = tuple[tuple[int, ...], np.dtype]
+
+
+class Owner(Protocol):
+    """What the fast path asks of its :class:`~._library.NativeKernel`."""
+
+    def shape_fn(self) -> Any: ...
+    def fake_metas(self, values: list[Any]) -> list[Meta]: ...
+
+
+def _dl_consts(lay: Layout) -> bytes:
+    """The 40 bytes of a cpu ``DLTensor`` after its data pointer."""
+    return _DL_TAIL.pack(A.KDL_CPU, 0, lay[3], lay[6], lay[7], 1, lay[4], lay[5], 0)
+
+
+def _out_layout(shape: tuple[int, ...], dtype: np.dtype) -> tuple[bytes, Layout]:
+    """The ``DLTensor`` constants of ``np.empty(shape, dtype)`` (C-contiguous)."""
+    strides = [dtype.itemsize] * len(shape)
+    for i in range(len(shape) - 1, 0, -1):
+        strides[i - 1] = strides[i] * max(shape[i], 1)
+    lay = layout((shape, tuple(strides), dtype))
+    return _dl_consts(lay), lay
+
+
+# What a shape function wrote (the raw oplib_tensor_meta) -> (shape, dtype, DLTensor bytes).
+_OUT_METAS: dict[tuple[int, ...], tuple[tuple[int, ...], np.dtype, bytes, Layout]] = {}
 
 
 class FastCall:
-    """A kernel's fast path: ``__call__(values, metas)`` returns its result, or ``MISS``
-    when an argument is not a numpy array or a plain scalar."""
+    """A kernel's fast path: ``call(args)`` (a tuple in schema order) returns the result, or
+    ``MISS`` when an argument is not a numpy array or a plain scalar."""
 
-    __slots__ = ("args_view", "buf", "err_at", "fn", "head", "kinds", "nargs", "nouts", "ntensors")
+    __slots__ = ("address", "cache", "call", "kinds", "owner", "plan")
 
-    def __init__(self, plan: CallPlan, address: int) -> None:
+    def __init__(self, plan: CallPlan, address: int, owner: Owner) -> None:
+        self.plan = plan
+        self.address = address
+        self.owner = owner
         self.kinds = tuple(_KINDS[a.type.name] for a in plan.args)  # type: ignore[union-attr]
-        self.nargs = plan.nargs
-        self.nouts = plan.nouts
-        self.ntensors = self.kinds.count("t")
-        args = "".join(_ARG[k] for k in self.kinds)
-        self.head = struct.Struct("=" + args + _DL * self.ntensors)
-        # the buffer: oplib_arg[nargs], the inputs' DLTensors, the outputs', oplib_error
-        self.err_at = self.head.size + _DL_SIZE * self.nouts
-        self.buf = C.c_char * (self.err_at + C.sizeof(A.Error))
-        self.args_view = A.Arg * self.nargs
-        self.fn = RawKernel(address)
+        self.cache: dict[Any, Any] = {}
+        self.call: Callable[[Sequence[Any]], Any] = self._first
 
-    def __call__(
-        self,
-        values: list[Any],
-        metas: Callable[[list[Any], Any], list[tuple[tuple[int, ...], np.dtype]]],
-        plan: CallPlan,
-    ) -> Any:
-        buf = self.buf()
-        base = _addressof(buf)
-        head: list[Any] = []
-        dls: list[Any] = []
-        dl_at = base + self.nargs * _ARG_SIZE
-        for kind, v in zip(self.kinds, values, strict=True):
-            if kind == "t":
-                if type(v) is not _ndarray:
-                    return MISS
+    def invalidate(self) -> None:
+        """Forget what was cached and how outputs are sized (the next call decides anew)."""
+        self.call = self._first
+        self.cache = {}
+
+    def _first(self, args: Sequence[Any]) -> Any:
+        cache = self.cache
+        call = self._generate()
+        if self.cache is cache:  # not invalidated meanwhile (by another thread)
+            self.call = call
+        return call(args)
+
+    def _generate(self) -> Callable[[Sequence[Any]], Any]:
+        """Straight-line code for this schema and this way of sizing outputs."""
+        plan, kinds = self.plan, self.kinds
+        nargs, nouts = plan.nargs, plan.nouts
+        shape_fn = self.owner.shape_fn() if nouts else None
+        by_fake = nouts > 0 and shape_fn is None
+        tensors = [i for i, k in enumerate(kinds) if k == "t"]
+        # the buffer: oplib_arg[nargs], the inputs' DLTensors, the outputs', metas, error
+        ins_at = nargs * _ARG_SIZE
+        outs_at = ins_at + _DL_SIZE * len(tensors)
+        metas_at = outs_at + _DL_SIZE * nouts
+        err_at = metas_at + (_META_SIZE * nouts if shape_fn is not None else 0)
+        v = [f"v{i}" for i in range(nargs)]
+        lines = [
+            "def call(args):",
+            "    try:",
+            f"        {', '.join(v)}{',' if nargs == 1 else ''} = args",
+            "    except ValueError: return MISS",
+        ]
+        if tensors:
+            checks = " or ".join(f"type(v{i}) is not ndarray" for i in tensors)
+            lines.append(f"    if {checks}: return MISS")
+        key: list[str] = []
+        for i, k in enumerate(kinds):
+            if k == "t":
+                key += [f"v{i}.shape", f"v{i}.strides", f"v{i}.dtype"]
+                continue
+            allowed = ("int", "bool") if k == "i" else ("float", "int", "bool")
+            lines.append(f"    t{i} = type(v{i})")
+            lines.append(f"    if {' and '.join(f't{i} is not {t}' for t in allowed)}: return MISS")
+            if by_fake:  # a fake kernel may depend on scalar values (and types)
+                key += [f"t{i}", f"v{i}"]
+        consts = [f"c{j}" for j in range(len(tensors))]
+        outs = [f"o{j}" for j in range(nouts)]
+        hit = consts + ([f"s{j}, d{j}, oc{j}" for j in range(nouts)] if by_fake else [])
+        lines += [
+            f"    key = ({', '.join(key)},)" if key else "    key = ()",
+            "    hit = cache.get(key)",
+            "    if hit is None:",
+            "        hit = miss(args, key)",
+            "        if hit is None: return MISS",
+            f"    {''.join(h + ', ' for h in hit)}_ = hit",
+            "    try:",
+            "        buf, base = free.pop()",
+            "    except IndexError:",
+            "        buf = Buffer()",
+            "        base = addressof(buf)",
+        ]
+        head = [f"base + {ins_at + _DL_SIZE * tensors.index(i)}" if k == "t" else f"v{i}"
+                for i, k in enumerate(kinds)]  # fmt: skip
+        # numpy's data pointer, read where PyArray_DATA reads it (see _marshal.numpy_data)
+        data = "data({})" if DATA_OFFSET is None else f"at(id({{}}) + {DATA_OFFSET}).value"
+        head += [f"{data.format(f'v{i}')}, c{j}" for j, i in enumerate(tensors)]
+        tail = [f"{data.format(f'o{j}')}, oc{j}" for j in range(nouts)]
+        fmt_head = "=" + "".join(_ARG[k] for k in kinds) + _DL * len(tensors)
+        if shape_fn is not None:
+            lines += [
+                "    try:",
+                f"        pack_head(buf, 0, {', '.join(head)})",
+                "    except (StructError, OverflowError): return MISS",
+                f"    status = shape_fn(base, {nargs}, base + {metas_at}, {nouts}, base + {err_at})",  # noqa: E501
+                f"    if status: fail(status, buf, {err_at}, ' shape function')",
+            ]
+            for j in range(nouts):
+                lines.append(
+                    f"    s{j}, d{j}, oc{j}, _ = out_meta(buf, {metas_at + j * _META_SIZE})"
+                )
+            lines += [f"    o{j} = empty(s{j}, d{j})" for j in range(nouts)]
+            if nouts:
+                lines.append(f"    pack_tail(buf, {outs_at}, {', '.join(tail)})")
+            # a reused buffer: the outputs' DLTensors and the metas are written anew
+            fmt_head += f"{_DL_SIZE * nouts + _META_SIZE * nouts}x"
+        else:
+            lines += [f"    o{j} = empty(s{j}, d{j})" for j in range(nouts)]
+            lines += [
+                "    try:",
+                f"        pack_head(buf, 0, {', '.join(head + tail)})",
+                "    except (StructError, OverflowError): return MISS",
+            ]
+            fmt_head += _DL * nouts
+        fmt_head += "x"  # and the error message is empty (the buffer may be reused)
+        lines += [
+            f"    status = fn(base, {nargs}, base + {outs_at}, {nouts}, base + {err_at})",
+            f"    if status: fail(status, buf, {err_at}, '')",
+            "    free.append((buf, base))",
+            "    return "
+            + (outs[0] if nouts == 1 else f"({', '.join(outs)},)" if outs else "None"),
+        ]
+        env: dict[str, Any] = {
+            "ndarray": np.ndarray,
+            "int": int,
+            "bool": bool,
+            "float": float,
+            "MISS": MISS,
+            "cache": self.cache,
+            "miss": self._miss_for(tensors, by_fake),
+            "free": [],  # buffers of finished calls (each call takes its own)
+            "Buffer": C.c_char * (err_at + C.sizeof(A.Error)),
+            "addressof": C.addressof,
+            "data": numpy_data,
+            "at": C.c_void_p.from_address,
+            "empty": np.empty,
+            "pack_head": struct.Struct(fmt_head).pack_into,
+            "pack_tail": struct.Struct("=" + _DL * nouts).pack_into,
+            "StructError": struct.error,
+            "fn": RawKernel(self.address),
+            "shape_fn": RawKernel(C.cast(shape_fn, C.c_void_p).value or 0) if shape_fn else None,
+            "fail": self._fail,
+            "out_meta": self._out_meta,
+        }
+        exec(compile("\n".join(lines), f"<native fast call of {plan.op}>", "exec"), env)
+        return env["call"]  # type: ignore[no-any-return]
+
+    def _miss_for(
+        self, tensors: list[int], by_fake: bool
+    ) -> Callable[[Sequence[Any], Any], tuple[Any, ...] | None]:
+        cache = self.cache
+        kinds = self.kinds
+
+        def miss(args: Sequence[Any], key: Any) -> tuple[Any, ...] | None:
+            keep: list[Any] = []
+            hit: list[Any] = []
+            for i in tensors:
+                v = args[i]
                 lay = layout((v.shape, v.strides, v.dtype))
-                head += (0, 0, dl_at)
-                dls += (numpy_data(v), A.KDL_CPU, 0, lay[3], lay[6], lay[7], 1, lay[4], lay[5], 0)
-                dl_at += _DL_SIZE
-            else:
-                t = type(v)
-                if t is not int and t is not bool and (kind == "i" or t is not float):
-                    return MISS  # numpy scalars, floats for ints, ...: the plain path
-                head += (0, 0, v)
-        try:
-            self.head.pack_into(buf, 0, *head, *dls)
-        except struct.error:  # an int beyond 64 bits: the plain path says what it does
-            return MISS
-        outs: list[Any] = []
-        if self.nouts:
-            at = self.head.size
-            for shape, dtype in metas(values, self.args_view.from_buffer(buf)):
-                out = np.empty(shape, dtype)
-                lay = layout((out.shape, out.strides, out.dtype))
-                outs.append(out)
-                _ONE_DL.pack_into(
-                    buf, at, numpy_data(out), A.KDL_CPU, 0, lay[3], lay[6], lay[7], 1, lay[4],
-                    lay[5], 0,
-                )  # fmt: skip
-                at += _DL_SIZE
-        err_at = self.err_at
-        status = self.fn(base, self.nargs, base + self.head.size, self.nouts, base + err_at)
-        if status:
-            plan.check(status, A.Error.from_buffer(buf, err_at))
-        if len(outs) == 1:
-            return outs[0]
-        return tuple(outs) if outs else None
+                hit.append(_dl_consts(lay))
+                keep.append(lay)  # the shape and strides arrays the bytes point to
+            if by_fake:
+                for k, v in zip(kinds, args, strict=True):
+                    if k == "i" and not _INT64_MIN <= v <= _INT64_MAX:
+                        return None  # the plain path says what it does with it
+                for shape, dtype in self.owner.fake_metas(list(args)):
+                    consts, lay = _out_layout(shape, dtype)
+                    hit += (shape, dtype, consts)
+                    keep.append(lay)
+            hit.append(keep)
+            if len(cache) >= _CACHE_SIZE:
+                cache.clear()
+            found = cache[key] = tuple(hit)
+            return found
+
+        return miss
+
+    def _out_meta(self, buf: Any, at: int) -> tuple[tuple[int, ...], np.dtype, bytes, Layout]:
+        raw = _META.unpack_from(buf, at)
+        found = _OUT_METAS.get(raw)
+        if found is not None:
+            return found
+        ndim, code, bits, lanes = raw[:4]
+        shape, dtype = meta_of(self.plan, ndim, A.DLDataType(code, bits, lanes), raw[4:])
+        consts, lay = _out_layout(shape, dtype)
+        if len(_OUT_METAS) >= 4096:
+            _OUT_METAS.clear()
+        found = _OUT_METAS[raw] = (shape, dtype, consts, lay)
+        return found
+
+    def _fail(self, status: int, buf: Any, at: int, what: str) -> None:
+        self.plan.check(status, A.Error.from_buffer(buf, at), what)
 
 
-def fast_call_for(plan: CallPlan, address: int) -> FastCall | None:
-    """The fast path of a kernel, or None when its schema has other argument types (or
-    ``OPLIB_DISPATCH_SLOW=1``)."""
+class NoFastCall:
+    """The fast path of a kernel that has none: every call takes the plain path."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def call(args: Sequence[Any]) -> Any:
+        return MISS
+
+    def invalidate(self) -> None:
+        """Nothing is cached."""
+
+
+NO_FAST_CALL = NoFastCall()
+
+
+def fast_call_for(plan: CallPlan, address: int, owner: Owner) -> FastCall | NoFastCall:
+    """The fast path of a kernel, or ``NO_FAST_CALL`` when its schema has other argument
+    types (or ``OPLIB_DISPATCH_SLOW=1``)."""
     if SLOW:
-        return None
+        return NO_FAST_CALL
     for a in plan.args:
         if not isinstance(a.type, BaseType) or a.type.name not in _KINDS:
-            return None
-    return FastCall(plan, address)
+            return NO_FAST_CALL
+    return FastCall(plan, address, owner)

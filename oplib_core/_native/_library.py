@@ -40,6 +40,18 @@ __all__ = ["NativeKernel", "NativeObject", "load_library", "loaded_libraries"]
 loaded_libraries: set[str] = set()
 _LOCK = threading.RLock()
 _LIBRARIES: dict[str, NativeLibrary] = {}
+_KERNELS: weakref.WeakSet[NativeKernel] = weakref.WeakSet()
+
+
+def _invalidate_kernels(*_: Any) -> None:
+    """What native kernels remember about sizing outputs is dropped on any change to the
+    registry (a fake kernel registered or removed) or to a library's shape functions:
+    those are rare, calls are not."""
+    for kernel in list(_KERNELS):
+        kernel.invalidate()
+
+
+REGISTRY.add_listener(_invalidate_kernels)
 
 
 class _HandleSink(Protocol):
@@ -65,25 +77,32 @@ class NativeLibrary:
 class NativeKernel:
     """A native kernel as oplib calls it: native arrays in, native arrays out."""
 
-    __slots__ = ("__name__", "__qualname__", "fast", "fn", "lib", "metas", "plan")
+    __slots__ = ("__name__", "__qualname__", "__weakref__", "fast", "fn", "lib", "metas", "plan")
 
     def __init__(self, fn: Any, plan: CallPlan, lib: NativeLibrary) -> None:
         self.fn = fn
-        self.fast = fast_call_for(plan, _address(fn))
         self.plan = plan
         self.lib = lib
+        self.fast = fast_call_for(plan, _address(fn), self)
         self.metas: dict[Any, list[tuple[tuple[int, ...], np.dtype]]] = {}
         self.__name__ = self.__qualname__ = f"native kernel of {plan.op}"
+        _KERNELS.add(self)
 
     def __repr__(self) -> str:
         return f"<native kernel of {self.plan.op} from {self.lib.path}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:  # the dispatcher's fast path: every argument, positionally
+            out = self.fast.call(args)
+            if out is not MISS:
+                return out
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         plan = self.plan
         values = plan.values(args, kwargs)
-        fast = self.fast
-        if fast is not None:
-            out = fast(values, self._metas, plan)
+        if kwargs or len(args) != plan.nargs:  # defaults filled in: the fast path may serve
+            out = self.fast.call(tuple(values))
             if out is not MISS:
                 return out
         keep: list[Any] = []
@@ -94,13 +113,29 @@ class NativeKernel:
         plan.check(self.fn(cargs, plan.nargs, couts, plan.nouts, C.byref(err)), err)
         return _result(outs)
 
+    def invalidate(self) -> None:
+        """Forget every remembered output size (a fake kernel or shape function changed)."""
+        self.metas = {}
+        self.fast.invalidate()
+
+    def shape_fn(self) -> Any:
+        """The library's shape function for this op (or method), if it gave one."""
+        return self.lib.shape_fns.get(self.plan.op)
+
+    def fake_metas(self, values: list[Any]) -> list[tuple[tuple[int, ...], np.dtype]]:
+        """The outputs' sizes by the op's fake kernel (the fast path caches them)."""
+        return self._run_fake(self._fake(), values)
+
+    def _fake(self) -> Any:
+        entry = REGISTRY.ops.get(self.plan.op)
+        return entry.kernel(FAKE) if entry is not None else None
+
     def _metas(self, values: list[Any], cargs: Any) -> list[tuple[tuple[int, ...], np.dtype]]:
         plan = self.plan
-        shape_fn = self.lib.shape_fns.get(plan.op)
+        shape_fn = self.shape_fn()
         if shape_fn is not None:
             return metas_from_shape_fn(plan, shape_fn, cargs)
-        entry = REGISTRY.ops.get(plan.op)
-        fake = entry.kernel(FAKE) if entry is not None else None
+        fake = self._fake()
         # A fake kernel is a function of metadata and scalars: its answer is remembered per
         # (fake kernel, input metadata), so repeated calls skip running it.
         try:
@@ -329,7 +364,13 @@ class _Session:
             )
         shapes = self.lib.shape_fns
         shapes[q] = shape
-        self._add(Handle(lambda: shapes.pop(q, None), f"shape function of {q}"))
+        _invalidate_kernels()
+
+        def undo() -> None:
+            shapes.pop(q, None)
+            _invalidate_kernels()
+
+        self._add(Handle(undo, f"shape function of {q}"))
 
     def _class(self, cdef: Any) -> None:
         d = cdef.contents

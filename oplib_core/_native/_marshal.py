@@ -65,14 +65,14 @@ def _numpy_data_offset() -> int | None:
     return offset if ok else None
 
 
-_DATA_OFFSET = _numpy_data_offset()
+DATA_OFFSET = _numpy_data_offset()
 _void_at = C.c_void_p.from_address
 
 
 def numpy_data(arr: np.ndarray) -> int:
     """The data pointer of a numpy array."""
-    if _DATA_OFFSET is not None:
-        return _void_at(id(arr) + _DATA_OFFSET).value or 0
+    if DATA_OFFSET is not None:
+        return _void_at(id(arr) + DATA_OFFSET).value or 0
     return int(arr.__array_interface__["data"][0])  # pragma: no cover
 
 
@@ -387,18 +387,22 @@ def metas_from_shape_fn(
     metas = (A.TensorMeta * plan.nouts)()
     err = A.Error()
     plan.check(fn(cargs, plan.nargs, metas, plan.nouts, C.byref(err)), err, " shape function")
-    out = []
-    for m in metas:
-        if not 0 <= m.ndim <= A.MAX_DIMS:
-            raise NativeKernelError(
-                f"{plan.op} shape function (library {plan.library}): ndim {m.ndim} is out "
-                f"of range 0..{A.MAX_DIMS}",
-                op=plan.op,
-                library=plan.library,
-                status=A.OK,
-            )
-        out.append((tuple(m.shape[: m.ndim]), from_dl(m.dtype)))
-    return out
+    return [meta_of(plan, m.ndim, m.dtype, m.shape) for m in metas]
+
+
+def meta_of(
+    plan: CallPlan, ndim: int, dtype: A.DLDataType, dims: Sequence[int]
+) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype one ``oplib_tensor_meta`` of a shape function describes."""
+    if not 0 <= ndim <= A.MAX_DIMS:
+        raise NativeKernelError(
+            f"{plan.op} shape function (library {plan.library}): ndim {ndim} is out "
+            f"of range 0..{A.MAX_DIMS}",
+            op=plan.op,
+            library=plan.library,
+            status=A.OK,
+        )
+    return tuple(dims[:ndim]), from_dl(dtype)
 
 
 def allocate(

@@ -75,6 +75,30 @@ static int same_shape(const DLTensor *a, const DLTensor *b) {
 
 /* ---- scaled_add ------------------------------------------------------------------ */
 
+/* numpy's ufuncs pick AVX2 (or AVX-512) loops at run time; a wheel built with plain -O3
+ * targets the baseline x86-64 (SSE2) only. target_clones makes the compiler emit the loop
+ * twice, for AVX2 and for the baseline, and the dynamic loader picks one when the library
+ * is loaded (an ifunc): fast where AVX2 exists, still correct where it does not. It needs
+ * GCC >= 6 or Clang >= 14 on an ELF platform with ifunc support (Linux, glibc); elsewhere
+ * the plain loop is built. */
+#if defined(__has_attribute)
+#if __has_attribute(target_clones) && defined(__x86_64__) && defined(__linux__) && \
+    defined(__GLIBC__)
+#define NATIVE_OPS_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef NATIVE_OPS_CLONES
+#define NATIVE_OPS_CLONES
+#endif
+
+/* The contiguous float32 loop. restrict: the output is a fresh array oplib allocated, so it
+ * never overlaps an input (a and b may overlap each other: both are only read). */
+NATIVE_OPS_CLONES
+static void scaled_add_f32(float *restrict po, const float *restrict pa,
+                           const float *restrict pb, float alpha, int64_t n) {
+  for (int64_t i = 0; i < n; i++) po[i] = pa[i] + alpha * pb[i];
+}
+
 static int scaled_add(const oplib_arg *args, int64_t nargs, DLTensor *outs, int64_t nouts,
                       oplib_error *err) {
   const DLTensor *a = args[0].v.tensor, *b = args[1].v.tensor;
@@ -88,8 +112,7 @@ static int scaled_add(const oplib_arg *args, int64_t nargs, DLTensor *outs, int6
     const float *pa = (const float *)((const char *)a->data + a->byte_offset);
     const float *pb = (const float *)((const char *)b->data + b->byte_offset);
     float *po = (float *)((char *)out->data + out->byte_offset);
-    float fa = (float)alpha;
-    for (int64_t i = 0; i < n; i++) po[i] = pa[i] + fa * pb[i];
+    scaled_add_f32(po, pa, pb, (float)alpha, n);
     return OPLIB_OK;
   }
   for (int64_t i = 0; i < n; i++)
