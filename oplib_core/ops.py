@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
-from ._native import _library as _native_library
+from ._native import loaded_libraries as _loaded_libraries
 from ._registry import REGISTRY, OpEntry
 from ._startup import ensure
 from .errors import CallArgumentError
@@ -224,7 +224,7 @@ class _Ops(ModuleType):
             return ns
 
     #: The real paths of the native libraries loaded with :meth:`load_library`.
-    loaded_libraries = _native_library.loaded_libraries
+    loaded_libraries = _loaded_libraries
 
     def load_library(self, path: str | os.PathLike[str]) -> None:
         """Load a native library of operators (``torch.ops.load_library``): a shared
@@ -233,8 +233,10 @@ class _Ops(ModuleType):
         its ``oplib_library_init`` declares is registered with the library's path as
         origin, all or nothing (:class:`oplib.LibraryLoadError` otherwise). Loading the
         same path again does nothing. See docs/native-kernels.md."""
+        from ._native._library import load_library  # the ctypes layer, on first use
+
         ensure()
-        _native_library.load_library(path)
+        load_library(path)
 
     def import_module(self, module: str) -> ModuleType:
         """Import a Python module that registers operators (torch.ops.import_module)."""

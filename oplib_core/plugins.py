@@ -22,7 +22,6 @@ from ._discovery import CORE_DISTRIBUTION
 from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import resolve
-from ._native._library import load_library
 from ._ownership import OverrideWarning
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin
 from ._schema import parse_schema, parse_signature
@@ -309,6 +308,8 @@ class Registrar:
         """``oplib.ops.load_library(path)`` for a library the plugin ships: its operators and
         kernels are credited to the plugin and unloaded from the registry if a hook of the
         plugin fails."""
+        from ._native._library import load_library  # the ctypes layer, on first use
+
         load_library(path, _sink=self)
 
     def _rollback(self, mark: int = 0) -> None:

@@ -46,6 +46,17 @@ def test_drawing_is_not_imported_at_start_up():
     assert data["drawing"] == []
 
 
+def test_the_native_ctypes_layer_waits_for_a_library():
+    data = run_python(
+        "import sys, numpy as np, oplib_core as oplib\n"
+        "oplib.ops.oplib.sin(np.ones(2)); OUT['before'] = oplib.ops.loaded_libraries == set()\n"
+        "OUT['modules'] = [m for m in sys.modules if m.startswith('oplib_core._native._')]"
+    )
+    assert data["before"]
+    assert sorted(data["modules"]) == ["oplib_core._native._api", "oplib_core._native._classes",
+                                       "oplib_core._native._errors"]  # fmt: skip
+
+
 def test_import_defers_the_plugins_to_first_use():
     data = run_python(
         "import sys, oplib_core as oplib\n"

@@ -28,6 +28,7 @@ from ..backends import TABLE
 from ..errors import OplibError, ReservedNamespaceError, SchemaError
 from ..fake import FakeArray
 from . import _abi as A
+from . import loaded_libraries
 from ._classes import add_class, check_qualname, class_entry
 from ._errors import LibraryLoadError, NativeKernelError
 from ._fastcall import MISS, fast_call_for
@@ -36,8 +37,6 @@ from ._marshal import result as _result
 
 __all__ = ["NativeKernel", "NativeObject", "load_library", "loaded_libraries"]
 
-#: The paths of the libraries loaded so far (``oplib.ops.loaded_libraries``).
-loaded_libraries: set[str] = set()
 _LOCK = threading.RLock()
 _LIBRARIES: dict[str, NativeLibrary] = {}
 _KERNELS: weakref.WeakSet[NativeKernel] = weakref.WeakSet()
