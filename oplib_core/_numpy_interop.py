@@ -243,7 +243,8 @@ def _as_tensor(scalar: object, like: Any, cls: type) -> Any:
     scalar against ``like``'s dtype)."""
     value = _py_scalar(scalar)
     dtype = np.result_type(like.dtype, value)  # type: ignore[arg-type]
-    return cls._wrap(_op("full")([], value, dtype=dtype, device=like.device))
+    # Made on the host and copied: not every backend has factory kernels (dask has none).
+    return cls._wrap(_op("full")([], value, dtype=dtype, device="cpu")).to(like.device)
 
 
 def _call_ufunc(
@@ -437,12 +438,16 @@ def _linalg_matmul(like: Any, x1: Any, x2: Any) -> Any:
     return _op("matmul")(x1, x2)
 
 
+def _dtype_of(x: object) -> Any:
+    return x if isinstance(x, (type, np.dtype, str)) else getattr(x, "dtype", x)
+
+
 # Questions about metadata need no data: answered from the tensor, on every device.
 _METADATA: dict[Callable[..., Any], Callable[..., Any]] = {
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.numel() if axis is None else a.shape[axis],
-    np.result_type: lambda *xs: np.result_type(*(getattr(x, "dtype", x) for x in xs)),
+    np.result_type: lambda *xs: np.result_type(*(_dtype_of(x) for x in xs)),
 }
 
 
