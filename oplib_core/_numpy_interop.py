@@ -17,6 +17,7 @@ import ``_tensor`` (which imports it).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 from collections.abc import Callable, Sequence
@@ -117,6 +118,7 @@ def _py_scalar(x: object) -> object:
     return x.item() if isinstance(x, np.generic) else x
 
 
+@functools.cache
 def _numpy_name(fn: object) -> str:
     module = getattr(fn, "__module__", "numpy") or "numpy"
     prefix = "np." + module[len("numpy.") :] + "." if module.startswith("numpy.") else "np."
@@ -125,8 +127,7 @@ def _numpy_name(fn: object) -> str:
 
 def _refuse(api: str, argument: str, value: object, why: str) -> ArgumentTypeError:
     return ArgumentTypeError(
-        f"{api}(): argument '{argument}' (= {value!r}) is not supported with oplib Tensors: "
-        f"{why}",
+        f"{api}(): argument '{argument}' (= {value!r}) is not supported with oplib Tensors: {why}",
         api=api,
         argument=argument,
         value=value,
@@ -167,7 +168,7 @@ def to_numpy(t: Any, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
     return np.asarray(t._data, dtype=dtype)
 
 
-def _unwrap(x: Any, cls: type, api: str) -> Any:
+def _unwrap(x: Any, cls: Any, api: str) -> Any:
     """``x`` with every Tensor (also inside lists and tuples) replaced by its numpy array."""
     if type(x) is cls:
         check_convertible(x, f"{api}(), which has no oplib op", api)
@@ -230,7 +231,7 @@ def _check_ufunc_kwargs(api: str, kwargs: dict[str, Any], extra: Sequence[str] =
             raise _refuse(api, name, value, why)
 
 
-def _cast(x: Any, dtype: Any, cls: type) -> Any:
+def _cast(x: Any, dtype: Any, cls: Any) -> Any:
     if dtype is None:
         return x
     if type(x) is cls:
@@ -238,7 +239,7 @@ def _cast(x: Any, dtype: Any, cls: type) -> Any:
     return np.dtype(dtype).type(x) if _is_scalar(x) else x
 
 
-def _as_tensor(scalar: object, like: Any, cls: type) -> Any:
+def _as_tensor(scalar: object, like: Any, cls: Any) -> Any:
     """A 0-d tensor holding ``scalar`` on ``like``'s device (numpy 2's promotion of a Python
     scalar against ``like``'s dtype)."""
     value = _py_scalar(scalar)
@@ -248,7 +249,7 @@ def _as_tensor(scalar: object, like: Any, cls: type) -> Any:
 
 
 def _call_ufunc(
-    api: str, entry: str | NumpyBinary, inputs: tuple[Any, ...], kwargs: dict[str, Any], cls: type
+    api: str, entry: str | NumpyBinary, inputs: tuple[Any, ...], kwargs: dict[str, Any], cls: Any
 ) -> Any:
     _check_ufunc_kwargs(api, kwargs)
     dtype = kwargs.get("dtype")
@@ -268,14 +269,14 @@ def _call_ufunc(
 
 
 def _call_reduce(
-    api: str, op: str, inputs: tuple[Any, ...], kwargs: dict[str, Any], cls: type
+    api: str, op: str, inputs: tuple[Any, ...], kwargs: dict[str, Any], cls: Any
 ) -> Any:
     kwargs = dict(kwargs)
     axis = kwargs.pop("axis", 0)
     keepdims = bool(kwargs.pop("keepdims", False))
     dtype = kwargs.pop("dtype", None)
     for name in ("initial", "where"):
-        if name in kwargs and kwargs[name] is not np._NoValue and kwargs[name] is not True:  # type: ignore[attr-defined]
+        if name in kwargs and kwargs[name] is not np._NoValue and kwargs[name] is not True:
             raise _refuse(api, name, kwargs[name], f"oplib::{op} has no '{name}'")
         kwargs.pop(name, None)
     _check_ufunc_kwargs(api, kwargs)
@@ -304,7 +305,7 @@ class NumpyFunction:
     maps (the others must keep their defaults), ``adapt`` calls the op with the Tensor the
     protocol was called on and the bound arguments."""
 
-    __slots__ = ("adapt", "op", "params", "signature")
+    __slots__ = ("adapt", "leading", "op", "params", "signature")
 
     def __init__(
         self, fn: Callable[..., Any], op: str, params: str, adapt: Callable[..., Any]
@@ -313,6 +314,16 @@ class NumpyFunction:
         self.params = frozenset(params.split())
         self.adapt = adapt
         self.signature = inspect.signature(fn)
+        # The positional parameters up to the first one not mapped: a call giving no more
+        # than these, and no keywords, needs no binding (``np.sum(t)``, ``np.sum(t, 0)``).
+        leading: list[str] = []
+        for p in self.signature.parameters.values():
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in (
+                self.params
+            ):
+                break
+            leading.append(p.name)
+        self.leading = tuple(leading)
 
 
 #: numpy function -> its core op and how the arguments map.
@@ -328,7 +339,7 @@ def _implements(fn: Any, op: str, params: str) -> Callable[[Callable[..., Any]],
 
 
 def _keep(value: Any) -> bool:
-    return bool(value) if value is not np._NoValue else False  # type: ignore[attr-defined]
+    return bool(value) if value is not np._NoValue else False
 
 
 @_implements(np.sum, "sum", "a axis dtype keepdims")
@@ -341,12 +352,15 @@ def _mean(like: Any, a: Any, axis: Any = None, dtype: Any = None, keepdims: Any 
     return _op("mean")(a, _dims(axis), _keep(keepdims), dtype=dtype)
 
 
+def _extreme(op: str) -> Callable[..., Any]:
+    def adapt(like: Any, a: Any, axis: Any = None, keepdims: Any = False) -> Any:
+        return _op(op)(a, _dims(axis), _keep(keepdims))
+
+    return adapt
+
+
 for _fn, _name in ((np.max, "amax"), (np.amax, "amax"), (np.min, "amin"), (np.amin, "amin")):
-
-    def _extreme(like: Any, a: Any, axis: Any = None, keepdims: Any = False, *, _n: str = _name) -> Any:
-        return _op(_n)(a, _dims(axis), _keep(keepdims))
-
-    _implements(_fn, _name, "a axis keepdims")(_extreme)
+    _implements(_fn, _name, "a axis keepdims")(_extreme(_name))
 
 
 def _cat_inputs(arrays: Any, axis: Any) -> tuple[list[Any], int]:
@@ -371,11 +385,6 @@ def _stack(like: Any, arrays: Any, axis: Any = 0) -> Any:
 def _transpose(like: Any, a: Any, axes: Any = None) -> Any:
     dims = list(range(a.ndim - 1, -1, -1)) if axes is None else [int(d) for d in axes]
     return _op("permute")(a, dims)
-
-
-@_implements(np.permute_dims, "permute", "a axes")
-def _permute_dims(like: Any, a: Any, axes: Any = None) -> Any:
-    return _transpose(like, a, axes)
 
 
 @_implements(np.swapaxes, "transpose", "a axis1 axis2")
@@ -469,6 +478,8 @@ def array_function(
         args = _unwrap(args, cls, api)
         kwargs = {k: _unwrap(v, cls, api) for k, v in kwargs.items()}
         return func(*args, **kwargs)
+    if not kwargs and len(args) <= len(entry.leading):
+        return entry.adapt(self, **dict(zip(entry.leading, args, strict=False)))
     bound = entry.signature.bind(*args, **kwargs)
     for name, value in bound.arguments.items():
         if name in entry.params:
@@ -486,7 +497,7 @@ def array_function(
 
 
 def _same(value: object, default: object) -> bool:
-    if default is inspect.Parameter.empty or default is np._NoValue:  # type: ignore[attr-defined]
+    if default is inspect.Parameter.empty or default is np._NoValue:
         return False
     try:
         return bool(value == default)
