@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import oplib_core as oplib
 from oplib_core import _numpy_interop as interop
@@ -139,6 +142,46 @@ def test_shape_functions_map_to_core_ops() -> None:
         assert type(got) is oplib.Tensor and got.grad_fn is not None
         np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-6)
     assert np.astype(t, np.float64).dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, y: np.sin(x) * np.add(x, y),
+        lambda x, y: np.sum(np.concatenate([x, y], axis=1), axis=0),
+        lambda x, y: np.maximum(x, 0.1) + np.where(y > 0, y, 2.0),
+        lambda x, y: np.float64(3) / np.sqrt(np.abs(x) + 1) - np.ones((2, 3)) * y,
+        lambda x, y: np.matmul(x, np.transpose(y)),
+    ],
+)
+def test_gradcheck_through_numpy_calls(fn: Any) -> None:
+    x, y = (oplib.tensor(a.astype(np.float64), requires_grad=True) for a in (A, B))
+    assert oplib.autograd.gradcheck(fn, [x, y])
+
+
+@given(
+    data=hnp.arrays(
+        np.float32,
+        hnp.array_shapes(min_dims=1, max_dims=3, min_side=1),
+        elements=st.floats(-1e3, 1e3, width=32),
+    ),
+    fn=st.sampled_from([np.sum, np.mean, np.max, np.amin]),
+    keepdims=st.booleans(),
+    choose=st.data(),
+)
+def test_reductions_agree_with_numpy(
+    data: np.ndarray, fn: Any, keepdims: bool, choose: st.DataObject
+) -> None:
+    dims = list(range(-data.ndim, data.ndim))
+    axis = choose.draw(
+        st.none()
+        | st.sampled_from(dims)
+        | st.lists(st.sampled_from(range(data.ndim)), min_size=1, unique=True).map(tuple)
+    )
+    want = fn(data, axis=axis, keepdims=keepdims)
+    got = fn(oplib.tensor(data), axis=axis, keepdims=keepdims)
+    assert type(got) is oplib.Tensor and got.shape == np.shape(want)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-3)
 
 
 # -- reflected operators stay Tensors ----------------------------------------------------------
