@@ -11,6 +11,7 @@ tensor.detach().numpy() instead.", on a plain one returns a Tensor without graph
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,15 @@ def test_every_mapped_op_is_a_core_op() -> None:
     assert mapped <= names, mapped - names
     for name in interop.UFUNCS:
         assert isinstance(getattr(np, name), np.ufunc)
+
+
+def test_the_docs_list_every_mapped_numpy_function() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "numpy-interop.md").read_text()
+    names = [f"np.{name}" for name in interop.UFUNCS]
+    names += [f"np.{name}.reduce" for name in interop.REDUCTIONS]
+    names += [interop._numpy_name(fn) for fn in interop.FUNCTIONS]
+    missing = [name for name in names if f"`{name}`" not in doc and f"`{name}(" not in doc]
+    assert not missing
 
 
 def _ufunc_inputs(name: str) -> list[tuple[Any, Any]]:
