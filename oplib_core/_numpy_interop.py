@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,11 +33,13 @@ from .fake._arrays import FakeArray
 __all__ = [
     "FUNCTIONS",
     "REDUCTIONS",
+    "REQUIRES_GRAD_MESSAGE",
     "UFUNCS",
     "NumpyBinary",
     "NumpyFunction",
     "array_function",
     "array_ufunc",
+    "check_convertible",
     "to_numpy",
 ]
 
@@ -214,9 +216,9 @@ def array_ufunc(
     return result
 
 
-def _check_ufunc_kwargs(api: str, kwargs: dict[str, Any], extra: Sequence[str] = ()) -> None:
+def _check_ufunc_kwargs(api: str, kwargs: dict[str, Any]) -> None:
     for name, value in kwargs.items():
-        if name in extra or name == "dtype":
+        if name == "dtype":
             continue
         if name not in _UFUNC_DEFAULTS:
             raise _refuse(api, name, value, "it has no equivalent in the oplib op")
@@ -234,9 +236,9 @@ def _check_ufunc_kwargs(api: str, kwargs: dict[str, Any], extra: Sequence[str] =
 def _cast(x: Any, dtype: Any, cls: Any) -> Any:
     if dtype is None:
         return x
-    if type(x) is cls:
-        return x if x.dtype == np.dtype(dtype) else _op("astype")(x, np.dtype(dtype))
-    return np.dtype(dtype).type(x) if _is_scalar(x) else x
+    if _is_scalar(x):
+        return np.dtype(dtype).type(x)
+    return x if x.dtype == np.dtype(dtype) else _op("astype")(x, np.dtype(dtype))
 
 
 def _as_tensor(scalar: object, like: Any, cls: Any) -> Any:
@@ -275,11 +277,10 @@ def _call_reduce(
     axis = kwargs.pop("axis", 0)
     keepdims = bool(kwargs.pop("keepdims", False))
     dtype = kwargs.pop("dtype", None)
-    for name in ("initial", "where"):
-        if name in kwargs and kwargs[name] is not np._NoValue and kwargs[name] is not True:
-            raise _refuse(api, name, kwargs[name], f"oplib::{op} has no '{name}'")
-        kwargs.pop(name, None)
-    _check_ufunc_kwargs(api, kwargs)
+    initial = kwargs.pop("initial", np._NoValue)
+    if initial is not np._NoValue:
+        raise _refuse(api, "initial", initial, f"oplib::{op} has no 'initial'")
+    _check_ufunc_kwargs(api, kwargs)  # ``where`` as for a call: only ``True``
     (x,) = inputs
     if type(x) is not cls:
         return NotImplemented
@@ -289,6 +290,10 @@ def _call_reduce(
     if dtype is not None:
         raise _refuse(api, "dtype", dtype, f"oplib::{op} has no 'dtype'")
     return _op(op)(x, dim, keepdims)
+
+
+def _sizes(shape: Any) -> list[int]:
+    return [int(shape)] if isinstance(shape, (int, np.integer)) else [int(s) for s in shape]
 
 
 def _dims(axis: Any) -> list[int] | None:
@@ -363,17 +368,11 @@ for _fn, _name in ((np.max, "amax"), (np.amax, "amax"), (np.min, "amin"), (np.am
     _implements(_fn, _name, "a axis keepdims")(_extreme(_name))
 
 
-def _cat_inputs(arrays: Any, axis: Any) -> tuple[list[Any], int]:
-    arrays = list(arrays)
-    if axis is None:  # numpy flattens first
-        return [_op("reshape")(x, [-1]) for x in arrays], 0
-    return arrays, int(axis)
-
-
 @_implements(np.concatenate, "cat", "arrays axis")
 def _concatenate(like: Any, arrays: Any, axis: Any = 0) -> Any:
-    tensors, dim = _cat_inputs(arrays, axis)
-    return _op("cat")(tensors, dim)
+    if axis is None:  # numpy flattens first
+        return _op("cat")([_op("reshape")(x, [-1]) for x in arrays], 0)
+    return _op("cat")(list(arrays), int(axis))
 
 
 @_implements(np.stack, "stack", "arrays axis")
@@ -396,7 +395,7 @@ def _swapaxes(like: Any, a: Any, axis1: Any, axis2: Any) -> Any:
 def _reshape(like: Any, a: Any, shape: Any, order: Any = "C") -> Any:
     if order != "C":
         raise _refuse("np.reshape", "order", order, "oplib::reshape is C order only")
-    return _op("reshape")(a, [int(shape)] if isinstance(shape, int) else [int(s) for s in shape])
+    return _op("reshape")(a, _sizes(shape))
 
 
 @_implements(np.squeeze, "squeeze", "a axis")
@@ -415,8 +414,7 @@ def _expand_dims(like: Any, a: Any, axis: Any) -> Any:
 
 @_implements(np.broadcast_to, "broadcast_to", "array shape")
 def _broadcast_to(like: Any, array: Any, shape: Any) -> Any:
-    size = [int(shape)] if isinstance(shape, int) else [int(s) for s in shape]
-    return _op("broadcast_to")(array, size)
+    return _op("broadcast_to")(array, _sizes(shape))
 
 
 @_implements(np.where, "where", "condition x y")
