@@ -310,25 +310,38 @@ class NumpyFunction:
     maps (the others must keep their defaults), ``adapt`` calls the op with the Tensor the
     protocol was called on and the bound arguments."""
 
-    __slots__ = ("adapt", "leading", "op", "params", "signature")
+    __slots__ = ("_leading", "_signature", "adapt", "fn", "op", "params")
 
     def __init__(
         self, fn: Callable[..., Any], op: str, params: str, adapt: Callable[..., Any]
     ) -> None:
+        self.fn = fn
         self.op = op
         self.params = frozenset(params.split())
         self.adapt = adapt
-        self.signature = inspect.signature(fn)
-        # The positional parameters up to the first one not mapped: a call giving no more
-        # than these, and no keywords, needs no binding (``np.sum(t)``, ``np.sum(t, 0)``).
-        leading: list[str] = []
-        for p in self.signature.parameters.values():
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in (
-                self.params
-            ):
-                break
-            leading.append(p.name)
-        self.leading = tuple(leading)
+        self._signature: inspect.Signature | None = None
+        self._leading: tuple[str, ...] = ()
+
+    def signature(self) -> inspect.Signature:
+        """numpy's signature of ``fn``, read on first use (reading them all would cost every
+        import of oplib, and most programs never call a numpy function on a Tensor)."""
+        if self._signature is None:
+            self._signature = inspect.signature(self.fn)
+            # The positional parameters up to the first one not mapped: a call giving no
+            # more than these, and no keywords, needs no binding (``np.sum(t, 0)``).
+            leading: list[str] = []
+            for p in self._signature.parameters.values():
+                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    break
+                if p.name not in self.params:
+                    break
+                leading.append(p.name)
+            self._leading = tuple(leading)
+        return self._signature
+
+    def leading(self) -> tuple[str, ...]:
+        self.signature()
+        return self._leading
 
 
 #: numpy function -> its core op and how the arguments map.
@@ -476,14 +489,18 @@ def array_function(
         args = _unwrap(args, cls, api)
         kwargs = {k: _unwrap(v, cls, api) for k, v in kwargs.items()}
         return func(*args, **kwargs)
-    if not kwargs and len(args) <= len(entry.leading):
-        return entry.adapt(self, **dict(zip(entry.leading, args, strict=False)))
-    bound = entry.signature.bind(*args, **kwargs)
+    leading = entry.leading()
+    if not kwargs and len(args) <= len(leading):
+        return entry.adapt(self, **dict(zip(leading, args, strict=False)))
+    signature = entry.signature()
+    bound = signature.bind(*args, **kwargs)
     for name, value in bound.arguments.items():
         if name in entry.params:
             continue
-        default = entry.signature.parameters[name].default
-        if value is default or (value is None and name == "out") or _same(value, default):
+        default = signature.parameters[name].default
+        if value is default or (value is None and name == "out"):
+            continue
+        if default is not signature.empty and _same(value, default):
             continue
         why = (
             "oplib has no in-place ops; assign the result instead"
@@ -495,7 +512,7 @@ def array_function(
 
 
 def _same(value: object, default: object) -> bool:
-    if default is inspect.Parameter.empty or default is np._NoValue:
+    if default is np._NoValue:
         return False
     try:
         return bool(value == default)
