@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from . import _numpy_interop
 from ._device import Device
 from ._registry import REGISTRY
 from .backends import TABLE, Backend
@@ -254,9 +255,7 @@ class Tensor:
         if isinstance(self._data, FakeArray):
             raise self._data._no_data("Tensor.numpy()")
         if self._rg:
-            raise RuntimeError(
-                "can't call numpy() on a tensor that requires grad; use tensor.detach().numpy()"
-            )
+            raise RuntimeError(_numpy_interop.REQUIRES_GRAD_MESSAGE)
         if self.backend.name != "cpu":
             raise TypeError(
                 f"can't convert a {self.device} tensor to numpy; copy it to the host first "
@@ -265,17 +264,17 @@ class Tensor:
         array: np.ndarray = self._data
         return array
 
+    # -- numpy protocols: functions with a core op dispatch it (_numpy_interop.py) ---------
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if isinstance(self._data, FakeArray):
-            raise self._data._no_data("Tensor.__array__ (conversion to numpy)")
-        if self.backend.name != "cpu":
-            raise TypeError(
-                f"can't convert a {self.device} tensor to a numpy array implicitly; use "
-                "tensor.to('cpu') first"
-            )
-        if copy:
-            return np.array(self._data, dtype=dtype, copy=True)
-        return np.asarray(self._data, dtype=dtype)
+        return _numpy_interop.to_numpy(self, dtype, copy)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _numpy_interop.array_ufunc(self, ufunc, method, inputs, kwargs)
+
+    def __array_function__(
+        self, func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return _numpy_interop.array_function(self, func, types, args, kwargs)
 
     def tolist(self) -> Any:
         if isinstance(self._data, FakeArray):
