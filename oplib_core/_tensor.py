@@ -288,7 +288,9 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    def _new_like(self, op: str, size: tuple[Any, ...], *args: Any, dtype: Any, device: Any) -> Tensor:
+    def _new_like(
+        self, op: str, size: tuple[Any, ...], *args: Any, dtype: Any, device: Any
+    ) -> Tensor:
         # ``new_zeros(2, 3)`` and ``new_zeros((2, 3))`` alike, as torch
         if len(size) == 1 and not isinstance(size[0], int) and hasattr(size[0], "__iter__"):
             size = tuple(size[0])
@@ -321,9 +323,7 @@ class Tensor:
         return Tensor._wrap(self._data)
 
     # -- conversions ----------------------------------------------------------------------
-    def to(
-        self, *args: Any, device: Any = None, dtype: Any = None, copy: bool = False
-    ) -> Tensor:
+    def to(self, *args: Any, device: Any = None, dtype: Any = None, copy: bool = False) -> Tensor:
         """Copy to a device and/or cast to a dtype: ``t.to(dtype)``, ``t.to(device)``,
         ``t.to(device, dtype)``, ``t.to(other)`` (``other``'s device and dtype) or by keyword;
         returns ``self`` when nothing changes and ``copy`` is false."""
@@ -347,25 +347,6 @@ class Tensor:
     def type_as(self, other: Tensor) -> Tensor:
         """This tensor with ``other``'s dtype and device (``self`` when they already match)."""
         return self.to(other)
-
-    # torch's casts; ``builtins`` names the Python types in this class's annotations
-    def float(self) -> Tensor:
-        return self.to(dtype=np.float32)
-
-    def double(self) -> Tensor:
-        return self.to(dtype=np.float64)
-
-    def half(self) -> Tensor:
-        return self.to(dtype=np.float16)
-
-    def long(self) -> Tensor:
-        return self.to(dtype=np.int64)
-
-    def int(self) -> Tensor:
-        return self.to(dtype=np.int32)
-
-    def bool(self) -> Tensor:
-        return self.to(dtype=np.bool_)
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
@@ -638,3 +619,24 @@ class Tensor:
                 f"{self.ndim}-D tensor."
             )
         return _op("oplib::transpose")(self, -2, -1)
+
+    # -- torch's casts --------------------------------------------------------------------
+    # Last in the class: type checkers read ``int``/``float``/``bool`` in annotations after
+    # these as the methods (hence ``builtins.int`` above where the type is meant).
+    def float(self) -> Tensor:
+        return self.to(dtype=np.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dtype=np.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dtype=np.float16)
+
+    def long(self) -> Tensor:
+        return self.to(dtype=np.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dtype=np.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dtype=np.bool_)
