@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from ._device import Device
+from ._dtypes import to_dtype
 from ._registry import REGISTRY
 from .backends import TABLE, Backend
 from .backends import device as to_device
@@ -80,6 +81,10 @@ def _is_dtype(x: object) -> bool:
     return isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic))
 
 
+def _kind(x: object) -> str:
+    return "dtype" if _is_dtype(x) else type(x).__name__
+
+
 def _to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, Any]:
     """``Tensor.to``'s positional forms, as torch: ``(dtype)``, ``(device, dtype=None)``,
     ``(tensor)``; returns the (device, dtype) they name."""
@@ -92,8 +97,8 @@ def _to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, Any]:
             return device, first
     elif device is None and (not rest or (len(rest) == 1 and dtype is None)):
         return first, rest[0] if rest else dtype
-    given = [type(a).__name__ for a in args]
-    given += [f"{k}={type(v).__name__}" for k, v in (("device", device), ("dtype", dtype)) if v]
+    given = [_kind(a) for a in args]
+    given += [f"{k}={_kind(v)}" for k, v in (("device", device), ("dtype", dtype)) if v]
     raise TypeError(
         f"to() received an invalid combination of arguments - got ({', '.join(given)}), but "
         "expected one of:\n * (Device device=None, dtype dtype=None, *, bool copy=False)\n"
@@ -339,8 +344,9 @@ class Tensor:
                 or target.index == from_device.index
             )
         )
-        same_dtype = dtype is None or np.dtype(dtype) == self.dtype
-        if same_device and same_dtype and not copy:
+        if dtype is not None:
+            dtype = to_dtype(dtype)
+        if same_device and (dtype is None or dtype == self.dtype) and not copy:
             return self
         return _op("oplib::_to_copy")(self, dtype=dtype, device=target)
 

@@ -31,6 +31,10 @@ NO_METHOD: dict[str, str] = {
 }
 
 
+#: What class Tensor itself defines (before :func:`install` adds to it).
+_HAND_WRITTEN = frozenset(vars(Tensor))
+
+
 def _is_self_first(schema: FunctionSchema) -> bool:
     args = schema.arguments
     return bool(args) and not args[0].kwarg_only and args[0].name == "self"
@@ -52,7 +56,7 @@ def generated_method_names() -> list[str]:
         name
         for name, schemas in _core_schemas().items()
         if name not in NO_METHOD
-        and name not in vars(Tensor)
+        and name not in _HAND_WRITTEN
         and all(_is_self_first(s) for s in schemas)
     ]
 
