@@ -63,10 +63,16 @@ def generated_method_names() -> list[str]:
 
 def _method(name: str, schemas: list[FunctionSchema]) -> Callable[..., Any]:
     namespace = getattr(ops, NAMESPACE)
+    packets = namespace.__dict__
 
-    # Looked up per call: the packet is rebuilt when the op's registration changes.
+    # The packet is looked up per call (it is rebuilt when the op's registration changes),
+    # in the namespace's dict first: cheaper than getattr, which makes it when missing.
     def method(self: Tensor, /, *args: Any, **kwargs: Any) -> Any:
-        return getattr(namespace, name)(self, *args, **kwargs)
+        try:
+            packet = packets[name]
+        except KeyError:
+            packet = getattr(namespace, name)
+        return packet(self, *args, **kwargs)
 
     method.__name__ = name
     method.__qualname__ = f"Tensor.{name}"

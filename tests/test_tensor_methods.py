@@ -316,3 +316,13 @@ def test_stride_where_the_backend_has_none():
     assert t.element_size() == 4 and t.nbytes == 8
     with pytest.raises(RuntimeError, match=r"stride\(\): tensors on the dask device have no"):
         t.stride()
+
+
+def test_generated_method_finds_a_packet_the_namespace_dropped(monkeypatch):
+    # The namespace drops a packet when its op's registration changes; the method makes it
+    # again through the namespace instead of keeping a stale one.
+    namespace = oplib.ops.oplib
+    namespace.tanh  # noqa: B018 (make the packet)
+    monkeypatch.delitem(namespace.__dict__, "tanh")
+    assert oplib.tensor([0.0]).tanh().tolist() == [0.0]
+    assert "tanh" in namespace.__dict__
