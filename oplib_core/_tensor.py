@@ -420,7 +420,7 @@ class Tensor:
     def __format__(self, format_spec: str) -> str:
         """``f"{t:.2f}"`` formats a one-element tensor's value; other tensors take only the
         empty format (``f"{t}"``, their repr)."""
-        if self.numel() == 1 and not isinstance(self._data, FakeArray):
+        if format_spec and self.numel() == 1:  # a fake tensor's item() says it has no data
             return format(self.item(), format_spec)
         return object.__format__(self, format_spec)
 
@@ -607,8 +607,9 @@ class Tensor:
     def where(self, condition: Any, other: Any) -> Tensor:
         """``self`` where ``condition`` holds, else ``other`` (torch's ``Tensor.where``; the
         op's own argument order is ``where(condition, self, other)``)."""
-        if _is_scalar(other):
-            other = _op("oplib::full")([], other, dtype=self.dtype, device=self.device)
+        if _is_scalar(other):  # a 0-d tensor of the promoted dtype (a Python scalar is weak)
+            dtype = np.result_type(self.dtype, other)
+            other = _op("oplib::full")([], other, dtype=dtype, device=self.device)
         return _op("oplib::where")(condition, self, other)
 
     @property

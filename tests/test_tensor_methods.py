@@ -121,6 +121,9 @@ def test_hand_written_methods_take_torch_forms():
     assert t.sum(1).tolist() == [3.0, 12.0] and t.amax(1).tolist() == [2.0, 5.0]
     assert t.where(t > 2, 0.0).tolist() == [[0.0, 0.0, 0.0], [3.0, 4.0, 5.0]]
     assert t.where(t > 2, -t).tolist() == [[-0.0, -1.0, -2.0], [3.0, 4.0, 5.0]]
+    # the scalar is weak: a float32 tensor stays float32, an int one takes the float
+    assert t.float().where(t > 2, 0.5).dtype == np.float32
+    assert oplib.tensor([1, 2]).where(oplib.tensor([True, False]), 0.5).tolist() == [1.0, 0.5]
 
 
 # -- to() and the casts --------------------------------------------------------------------
@@ -288,6 +291,14 @@ def test_format():
     assert f"{t}" == repr(t)
     with pytest.raises(TypeError, match=r"unsupported format string passed to Tensor\.__format__"):
         f"{t:.2f}"
+
+
+def test_format_of_a_fake_tensor_says_it_has_no_data():
+    _installed("meta")
+    m = oplib.empty((), device="meta")
+    assert f"{m}" == repr(m)
+    with pytest.raises(oplib.DataAccessError, match=r"Tensor\.item\(\)"):
+        f"{m:.2f}"
 
 
 # -- storage facts -------------------------------------------------------------------------
