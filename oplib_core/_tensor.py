@@ -98,7 +98,8 @@ def _to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, Any]:
     elif device is None and (not rest or (len(rest) == 1 and dtype is None)):
         return first, rest[0] if rest else dtype
     given = [_kind(a) for a in args]
-    given += [f"{k}={_kind(v)}" for k, v in (("device", device), ("dtype", dtype)) if v]
+    named = (("device", device), ("dtype", dtype))
+    given += [f"{k}={_kind(v)}" for k, v in named if v is not None]
     raise TypeError(
         f"to() received an invalid combination of arguments - got ({', '.join(given)}), but "
         "expected one of:\n * (Device device=None, dtype dtype=None, *, bool copy=False)\n"
@@ -106,11 +107,11 @@ def _to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, Any]:
     )
 
 
-def _one_element(t: Tensor, what: str) -> Any:
-    """The Python scalar of a one-element tensor, for ``float(t)``-like conversions (torch's
+def _one_element(t: Tensor) -> Any:
+    """The Python scalar of a one-element tensor, for ``float(t)`` and ``int(t)`` (torch's
     error otherwise)."""
     if t.numel() != 1:
-        raise ValueError(f"only one element tensors can be converted to Python {what}")
+        raise ValueError("only one element tensors can be converted to Python scalars")
     return t.item()
 
 
@@ -400,10 +401,10 @@ class Tensor:
         return self.backend.to_host(self._data).item()
 
     def __float__(self) -> builtins.float:
-        return builtins.float(_one_element(self, "scalars"))
+        return builtins.float(_one_element(self))
 
     def __int__(self) -> builtins.int:
-        return builtins.int(_one_element(self, "scalars"))
+        return builtins.int(_one_element(self))
 
     def __index__(self) -> builtins.int:
         if self.numel() != 1 or self.dtype.kind not in "biu":
@@ -629,7 +630,7 @@ class Tensor:
 
     # -- torch's casts --------------------------------------------------------------------
     # Last in the class: type checkers read ``int``/``float``/``bool`` in annotations after
-    # these as the methods (hence ``builtins.int`` above where the type is meant).
+    # these as the methods (write ``builtins.int`` there for the type).
     def float(self) -> Tensor:
         return self.to(dtype=np.float32)
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -337,3 +340,10 @@ def test_generated_method_finds_a_packet_the_namespace_dropped(monkeypatch):
     monkeypatch.delitem(namespace.__dict__, "tanh")
     assert oplib.tensor([0.0]).tanh().tolist() == [0.0]
     assert "tanh" in namespace.__dict__
+
+
+def test_typing_example_of_tensor_methods_runs():
+    # mypy and basedpyright check it with the project (pyproject.toml includes tests/typing)
+    script = Path(__file__).parent / "typing" / "tensor_examples.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
