@@ -10,7 +10,6 @@ conventions (``t.permute(1, 0)``, ``t.sum(1)``) or :data:`NO_METHOD` says why it
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -76,26 +75,10 @@ def _method(name: str, schemas: list[FunctionSchema]) -> Callable[..., Any]:
         return packet(self, *args, **kwargs)
 
     method.__name__ = name
-    if len({tuple(a.name for a in s.arguments) for s in schemas}) == 1:  # help() shows it
-        method.__signature__ = _signature(schemas[0])  # type: ignore[attr-defined]
     method.__qualname__ = f"Tensor.{name}"
     lines = "\n".join(f"    {s}" for s in schemas)
     method.__doc__ = f"``oplib.ops.{NAMESPACE}.{name}(self, ...)``, the core op:\n\n{lines}"
     return method
-
-
-def _signature(schema: FunctionSchema) -> inspect.Signature:
-    """The method's signature as the schema gives it (``self`` first)."""
-    P = inspect.Parameter
-    params = [
-        P(
-            a.name,
-            P.KEYWORD_ONLY if a.kwarg_only else P.POSITIONAL_OR_KEYWORD,
-            default=a.default_value if a.has_default else P.empty,
-        )
-        for a in schema.arguments
-    ]
-    return inspect.Signature(params)
 
 
 def _new_tensor(self: Tensor, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
