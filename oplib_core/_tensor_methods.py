@@ -10,12 +10,12 @@ conventions (``t.permute(1, 0)``, ``t.sum(1)``) or :data:`NO_METHOD` says why it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from ._factories import tensor
 from ._opset import CORE_OPS, NAMESPACE
-from ._schema import FunctionSchema, parse_schema
 from ._tensor import Tensor
 from .ops import ops
 
@@ -35,33 +35,33 @@ NO_METHOD: dict[str, str] = {
 _HAND_WRITTEN = frozenset(vars(Tensor))
 
 
-def _is_self_first(schema: FunctionSchema) -> bool:
-    args = schema.arguments
-    return bool(args) and not args[0].kwarg_only and args[0].name == "self"
+# Read from the schema text: parsing the whole op set would add milliseconds to
+# ``import oplib_core`` (its schemas are parsed when the core plugin loads, on first use).
+# tests/test_tensor_methods.py checks the outcome against the parsed schemas.
+_SELF_FIRST = re.compile(r"\(Tensor(\([a-z]+!?\))? self\b")
 
 
-def _core_schemas() -> dict[str, list[FunctionSchema]]:
+def _core_schemas() -> dict[str, list[str]]:
     """The core ops' schemas by op name (overloads together), in definition order."""
-    out: dict[str, list[FunctionSchema]] = {}
+    out: dict[str, list[str]] = {}
     for op in CORE_OPS:
-        schema = parse_schema(op.schema)
-        out.setdefault(op.name.partition(".")[0], []).append(schema)
+        out.setdefault(op.name.partition(".")[0], []).append(op.schema)
     return out
 
 
 def generated_method_names() -> list[str]:
-    """The core ops that get a generated method: first argument ``self`` in every overload,
-    not in :data:`NO_METHOD` and not written by hand on :class:`Tensor`."""
+    """The core ops that get a generated method: first argument ``Tensor self`` in every
+    overload, not in :data:`NO_METHOD` and not written by hand on :class:`Tensor`."""
     return [
         name
         for name, schemas in _core_schemas().items()
         if name not in NO_METHOD
         and name not in _HAND_WRITTEN
-        and all(_is_self_first(s) for s in schemas)
+        and all(_SELF_FIRST.search(s) for s in schemas)
     ]
 
 
-def _method(name: str, schemas: list[FunctionSchema]) -> Callable[..., Any]:
+def _method(name: str, schemas: list[str]) -> Callable[..., Any]:
     namespace = getattr(ops, NAMESPACE)
     packets = namespace.__dict__
 

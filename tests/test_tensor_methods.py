@@ -67,6 +67,13 @@ def test_type_checkers_see_exactly_the_installed_methods():
     assert declared == {*_tensor_methods.generated_method_names(), "new_tensor"}
 
 
+def test_the_schema_text_check_agrees_with_the_parser():
+    for op in CORE_OPS:
+        first = oplib.parse_schema(op.schema).arguments[0]
+        parsed = str(first.type) == "Tensor" and first.name == "self" and not first.kwarg_only
+        assert bool(_tensor_methods._SELF_FIRST.search(op.schema)) == parsed, op.schema
+
+
 def test_generation_follows_the_op_set(monkeypatch):
     extra = CoreOp("oplib::frobnicate(Tensor self) -> Tensor")
     monkeypatch.setattr(_tensor_methods, "CORE_OPS", (*CORE_OPS, extra))
