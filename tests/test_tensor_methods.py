@@ -14,6 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import oplib_core as oplib
 from oplib_core import _tensor, _tensor_methods
@@ -254,6 +257,34 @@ def test_iteration_on_meta_and_over_a_0d_tensor():
     assert [r.shape for r in oplib.empty(2, 3, device="meta")] == [(3,), (3,)]
     with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
         iter(oplib.tensor(1.0))
+
+
+@given(
+    arr=hnp.arrays(
+        st.sampled_from([np.float64, np.int64, np.bool_]),
+        hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
+    ),
+    value=st.integers(-3, 3) | st.floats(-3, 3, allow_nan=False) | st.booleans(),
+)
+def test_rows_and_membership_agree_with_numpy(arr, value):
+    t = oplib.tensor(arr)
+    rows = list(t)
+    assert len(rows) == len(arr)
+    for row, expected in zip(rows, arr, strict=True):
+        assert row.shape == expected.shape and row.dtype == arr.dtype
+        np.testing.assert_array_equal(row.numpy(), expected)
+    assert (value in t) == bool((arr == value).any())
+
+
+@given(
+    value=st.floats(allow_nan=False, allow_infinity=False, width=64) | st.integers(-(10**6), 10**6),
+    spec=st.sampled_from(["", ".2f", ">10", "+.3e", "^8.1f", "g"]),
+    shape=st.sampled_from([(), (1,), (1, 1)]),
+)
+def test_format_of_one_element_is_the_value_format(value, spec, shape):
+    arr = np.full(shape, value, dtype=np.float64 if isinstance(value, float) else np.int64)
+    t = oplib.tensor(arr)
+    assert format(t, spec) == (repr(t) if spec == "" else format(arr.item(), spec))
 
 
 def test_contains():
