@@ -6,14 +6,16 @@ Operators on tensors route through the core op set; a tensor carries autograd st
 
 from __future__ import annotations
 
+import builtins
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from . import _numpy_interop
 from ._device import Device
+from ._dtypes import to_dtype
 from ._registry import REGISTRY
 from .backends import TABLE, Backend
 from .backends import device as to_device
@@ -74,6 +76,46 @@ def _reverse(name: str, rname: str, a: Tensor, b: Any) -> Tensor | NotImplemente
     return _op(f"oplib::{name}")(b, a)
 
 
+def _is_dtype(x: object) -> bool:
+    """A dtype as ``to()`` reads its first argument: a numpy dtype or scalar type
+    (``oplib.float64``, ``np.float32``); a str there names a device, as in torch."""
+    return isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic))
+
+
+def _kind(x: object) -> str:
+    return "dtype" if _is_dtype(x) else type(x).__name__
+
+
+def _to_args(args: tuple[Any, ...], device: Any, dtype: Any) -> tuple[Any, Any]:
+    """``Tensor.to``'s positional forms, as torch: ``(dtype)``, ``(device, dtype=None)``,
+    ``(tensor)``; returns the (device, dtype) they name."""
+    first, rest = args[0], args[1:]
+    if isinstance(first, Tensor):
+        if not rest and device is None and dtype is None:
+            return first.device, first.dtype
+    elif _is_dtype(first):
+        if not rest and dtype is None:
+            return device, first
+    elif device is None and (not rest or (len(rest) == 1 and dtype is None)):
+        return first, rest[0] if rest else dtype
+    given = [_kind(a) for a in args]
+    named = (("device", device), ("dtype", dtype))
+    given += [f"{k}={_kind(v)}" for k, v in named if v is not None]
+    raise TypeError(
+        f"to() received an invalid combination of arguments - got ({', '.join(given)}), but "
+        "expected one of:\n * (Device device=None, dtype dtype=None, *, bool copy=False)\n"
+        " * (dtype dtype, *, bool copy=False)\n * (Tensor tensor, *, bool copy=False)"
+    )
+
+
+def _one_element(t: Tensor) -> Any:
+    """The Python scalar of a one-element tensor, for ``float(t)`` and ``int(t)`` (torch's
+    error otherwise)."""
+    if t.numel() != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars")
+    return t.item()
+
+
 class Tensor:
     """A wrapper over one native array of an installed backend.
 
@@ -85,13 +127,54 @@ class Tensor:
     # and by ``__init__`` (which checks its argument first). ``_out_nr`` is which output of
     # its ``grad_fn`` the tensor is (0 unless a multi-output autograd node made it).
     __slots__ = ("__weakref__", "_data", "_out_nr", "_rg", "grad", "grad_fn")
-    __array_priority__ = 1000  # numpy defers binary operators to us
+    # numpy calls __array_ufunc__ (below) for its operators; the priority is for array
+    # libraries that still read it
+    __array_priority__ = 1000
 
     _data: Any
     _rg: bool
     grad: Tensor | None
     grad_fn: Any
     _out_nr: int
+
+    if TYPE_CHECKING:
+        # What ``_tensor_methods.install`` sets at import: a method per core op (generated
+        # from the op set; tests/test_tensor_methods.py checks these declarations against
+        # it) and ``new_tensor``.
+        def neg(self) -> Tensor: ...
+        def exp(self) -> Tensor: ...
+        def log(self) -> Tensor: ...
+        def sin(self) -> Tensor: ...
+        def cos(self) -> Tensor: ...
+        def tanh(self) -> Tensor: ...
+        def sigmoid(self) -> Tensor: ...
+        def relu(self) -> Tensor: ...
+        def abs(self) -> Tensor: ...
+        def sqrt(self) -> Tensor: ...
+        def add(self, other: Any) -> Tensor: ...
+        def sub(self, other: Any) -> Tensor: ...
+        def mul(self, other: Any) -> Tensor: ...
+        def div(self, other: Any) -> Tensor: ...
+        def pow(self, exponent: Any) -> Tensor: ...
+        def maximum(self, other: Tensor) -> Tensor: ...
+        def minimum(self, other: Tensor) -> Tensor: ...
+        def eq(self, other: Any) -> Tensor: ...
+        def ne(self, other: Any) -> Tensor: ...
+        def lt(self, other: Any) -> Tensor: ...
+        def le(self, other: Any) -> Tensor: ...
+        def gt(self, other: Any) -> Tensor: ...
+        def ge(self, other: Any) -> Tensor: ...
+        def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
+        def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor: ...
+        def matmul(self, other: Any) -> Tensor: ...
+        def transpose(self, dim0: int, dim1: int) -> Tensor: ...
+        def broadcast_to(self, size: Any) -> Tensor: ...
+        def unsqueeze(self, dim: int) -> Tensor: ...
+        def squeeze(self, dim: Any = None) -> Tensor: ...
+        def clone(self) -> Tensor: ...
+        def copy_(self, src: Any) -> Tensor: ...
+        def astype(self, dtype: Any) -> Tensor: ...
+        def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor: ...
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
@@ -214,24 +297,47 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-        """An uninitialised tensor of ``size`` with this tensor's dtype and device (unless
-        given); on a fake or meta tensor, a data-less one."""
+    def _new_like(
+        self, op: str, size: tuple[Any, ...], *args: Any, dtype: Any, device: Any
+    ) -> Tensor:
+        # ``new_zeros(2, 3)`` and ``new_zeros((2, 3))`` alike, as torch
         if len(size) == 1 and not isinstance(size[0], int) and hasattr(size[0], "__iter__"):
             size = tuple(size[0])
         dev = self.device if device is None else to_device(device)
         dt = self.dtype if dtype is None else dtype
-        out = _op("oplib::empty")(list(size), dtype=dt, device=dev)
-        return Tensor._wrap(out)
+        return Tensor._wrap(_op(op)(list(size), *args, dtype=dt, device=dev))
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """An uninitialised tensor of ``size`` with this tensor's dtype and device (unless
+        given); on a fake or meta tensor, a data-less one."""
+        return self._new_like("oplib::empty", size, dtype=dtype, device=device)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
+        return self._new_like("oplib::zeros", size, dtype=dtype, device=device)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """Ones of ``size`` with this tensor's dtype and device (unless given)."""
+        return self._new_like("oplib::ones", size, dtype=dtype, device=device)
+
+    def new_full(
+        self, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None
+    ) -> Tensor:
+        """``fill_value`` in every element of ``size``, with this tensor's dtype and device
+        (unless given)."""
+        return self._new_like("oplib::full", (size,), fill_value, dtype=dtype, device=device)
 
     def detach(self) -> Tensor:
         """A new tensor sharing this one's data, outside the autograd graph."""
         return Tensor._wrap(self._data)
 
     # -- conversions ----------------------------------------------------------------------
-    def to(self, device: Any = None, dtype: Any = None, *, copy: bool = False) -> Tensor:
-        """Copy to ``device`` and/or cast to ``dtype``; returns ``self`` when nothing changes
-        and ``copy`` is false."""
+    def to(self, *args: Any, device: Any = None, dtype: Any = None, copy: bool = False) -> Tensor:
+        """Copy to a device and/or cast to a dtype: ``t.to(dtype)``, ``t.to(device)``,
+        ``t.to(device, dtype)``, ``t.to(other)`` (``other``'s device and dtype) or by keyword;
+        returns ``self`` when nothing changes and ``copy`` is false."""
+        if args:
+            device, dtype = _to_args(args, device, dtype)
         from_device = self.device
         target = None if device is None else to_device(device)
         same_device = target is None or (
@@ -242,10 +348,15 @@ class Tensor:
                 or target.index == from_device.index
             )
         )
-        same_dtype = dtype is None or np.dtype(dtype) == self.dtype
-        if same_device and same_dtype and not copy:
+        if dtype is not None:
+            dtype = to_dtype(dtype)
+        if same_device and (dtype is None or dtype == self.dtype) and not copy:
             return self
         return _op("oplib::_to_copy")(self, dtype=dtype, device=target)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor with ``other``'s dtype and device (``self`` when they already match)."""
+        return self.to(other)
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
@@ -282,23 +393,95 @@ class Tensor:
         return self.backend.to_host(self._data).tolist()
 
     def item(self) -> Any:
+        """The one element as a Python scalar."""
         if isinstance(self._data, FakeArray):
             raise self._data._no_data("Tensor.item()")
-        if self.numel() != 1:
-            raise ValueError(
-                f"item(): only a tensor with one element can be converted to a Python scalar, "
-                f"this one has shape {self.shape}"
-            )
+        n = self.numel()
+        if n != 1:
+            raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
         return self.backend.to_host(self._data).item()
 
-    def __float__(self) -> float:
-        return float(self.item())
+    def __float__(self) -> builtins.float:
+        return builtins.float(_one_element(self))
 
-    def __int__(self) -> int:
-        return int(self.item())
+    def __int__(self) -> builtins.int:
+        return builtins.int(_one_element(self))
 
-    def __bool__(self) -> bool:
-        return bool(self.item())
+    def __index__(self) -> builtins.int:
+        if self.numel() != 1 or self.dtype.kind not in "biu":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return builtins.int(self.item())
+
+    def __bool__(self) -> builtins.bool:
+        n = self.numel()
+        if n != 1:
+            amount = "no values" if n == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {amount} is ambiguous")
+        return builtins.bool(self.item())
+
+    def __format__(self, format_spec: str) -> str:
+        """``f"{t:.2f}"`` formats a one-element tensor's value; other tensors take only the
+        empty format (``f"{t}"``, their repr)."""
+        if format_spec and self.numel() == 1:  # a fake tensor's item() says it has no data
+            return format(self.item(), format_spec)
+        return object.__format__(self, format_spec)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The tensor's rows (along the first dimension), each from dispatched ops that
+        record gradients: ``oplib::_narrow`` then ``oplib::squeeze``."""
+        if not self._data.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        narrow, squeeze = _op("oplib::_narrow"), _op("oplib::squeeze")
+        return (squeeze(narrow(self, 0, i, 1), [0]) for i in range(self._data.shape[0]))
+
+    def __contains__(self, element: Any) -> builtins.bool:
+        """``element in t``: whether any element equals ``element`` (a scalar or Tensor)."""
+        if not (_is_scalar(element) or isinstance(element, Tensor)):
+            raise RuntimeError(
+                "Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                f"{type(element)}."
+            )
+        return builtins.bool((self == element).sum().item() > 0)
+
+    # -- storage facts ----------------------------------------------------------------------
+    @property
+    def is_cuda(self) -> builtins.bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_meta(self) -> builtins.bool:
+        return self.device.type == "meta"
+
+    def element_size(self) -> builtins.int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> builtins.int:
+        return self.numel() * self.dtype.itemsize
+
+    def stride(self, dim: builtins.int | None = None) -> Any:
+        """torch's strides, in elements, of backends whose arrays have strides (numpy's and
+        cupy's ``strides`` in bytes, a fake array's contiguous ones); ``stride(dim)`` one."""
+        data = self._data
+        if isinstance(data, FakeArray):
+            return data.stride(dim)
+        strides = getattr(data, "strides", None)
+        if strides is None:
+            raise RuntimeError(
+                f"stride(): tensors on the {self.device} device have no strides (the "
+                f"{type(data).__name__} arrays of backend {self.backend.name!r} do not expose "
+                "a memory layout)"
+            )
+        elements = tuple(s // self.dtype.itemsize for s in strides)
+        if dim is None:
+            return elements
+        if not -len(elements) <= dim < len(elements):
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-len(elements)}, "
+                f"{len(elements) - 1}], but got {dim})"
+            )
+        return elements[dim]
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         return self._data.__dlpack__(**kwargs)
@@ -417,27 +600,52 @@ class Tensor:
             shape = tuple(shape[0])
         return _op("oplib::reshape")(self, list(shape))
 
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
-        return _op("oplib::transpose")(self, dim0, dim1)
+    def permute(self, *dims: Any) -> Tensor:
+        """``t.permute(1, 0)`` or ``t.permute((1, 0))``, as torch."""
+        if len(dims) == 1 and not isinstance(dims[0], int):
+            dims = tuple(dims[0])
+        return _op("oplib::permute")(self, list(dims))
+
+    def where(self, condition: Any, other: Any) -> Tensor:
+        """``self`` where ``condition`` holds, else ``other`` (torch's ``Tensor.where``; the
+        op's own argument order is ``where(condition, self, other)``)."""
+        if _is_scalar(other):  # a 0-d tensor of the promoted dtype (a Python scalar is weak)
+            dtype = np.result_type(self.dtype, other)
+            other = _op("oplib::full")([], other, dtype=dtype, device=self.device)
+        return _op("oplib::where")(condition, self, other)
 
     @property
     def T(self) -> Tensor:
+        """The dimensions reversed (torch warns for other than 2-d; oplib does not)."""
         return _op("oplib::permute")(self, list(range(self.ndim - 1, -1, -1)))
 
-    def clone(self) -> Tensor:
-        return _op("oplib::clone")(self)
+    @property
+    def mT(self) -> Tensor:
+        """The last two dimensions swapped (a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise RuntimeError(
+                "tensor.mT is only supported on matrices or batches of matrices. Got "
+                f"{self.ndim}-D tensor."
+            )
+        return _op("oplib::transpose")(self, -2, -1)
 
-    def exp(self) -> Tensor:
-        return _op("oplib::exp")(self)
+    # -- torch's casts --------------------------------------------------------------------
+    # Last in the class: type checkers read ``int``/``float``/``bool`` in annotations after
+    # these as the methods (write ``builtins.int`` there for the type).
+    def float(self) -> Tensor:
+        return self.to(dtype=np.float32)
 
-    def log(self) -> Tensor:
-        return _op("oplib::log")(self)
+    def double(self) -> Tensor:
+        return self.to(dtype=np.float64)
 
-    def sin(self) -> Tensor:
-        return _op("oplib::sin")(self)
+    def half(self) -> Tensor:
+        return self.to(dtype=np.float16)
 
-    def cos(self) -> Tensor:
-        return _op("oplib::cos")(self)
+    def long(self) -> Tensor:
+        return self.to(dtype=np.int64)
 
-    def relu(self) -> Tensor:
-        return _op("oplib::relu")(self)
+    def int(self) -> Tensor:
+        return self.to(dtype=np.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dtype=np.bool_)

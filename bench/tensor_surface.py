@@ -1,0 +1,60 @@
+"""Tensor methods against the ops they call: ``t.tanh()`` vs ``oplib.ops.oplib.tanh(t)``.
+
+Prints ns per call for a one-element float32 Tensor, the method's cost over the op (budget:
+``t.tanh()`` at most 100 ns slower than ``oplib.ops.oplib.tanh(t)``, issue 14), and the same
+for a two-overload method (``t.add(1.0)`` vs ``oplib.ops.oplib.add(t, 1.0)``) and a
+hand-written one (``t.permute(0)``), all measured in this run, rounds interleaved.
+
+    python bench/tensor_surface.py [--repeat 40] [--number 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+
+import oplib_core as oplib
+from oplib_core._dispatch import SLOW
+
+BUDGET_NS = 100.0
+
+
+def best_ns(stmt: str, env: dict, number: int) -> float:
+    return min(timeit.repeat(stmt, globals=env, number=number, repeat=1)) / number * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--number", type=int, default=20_000)
+    args = parser.parse_args()
+
+    t = oplib.tensor([0.5])
+    env = {"oplib": oplib, "t": t}
+    pairs = [
+        ("tanh", "oplib.ops.oplib.tanh(t)", "t.tanh()"),
+        ("add scalar", "oplib.ops.oplib.add(t, 1.0)", "t.add(1.0)"),
+        ("permute", "oplib.ops.oplib.permute(t, [0])", "t.permute(0)"),
+    ]
+    stmts = [s for _, op, method in pairs for s in (op, method)]
+    for stmt in stmts:  # warm the caches
+        eval(stmt, env)
+    best = dict.fromkeys(stmts, float("inf"))
+    for _ in range(args.repeat):
+        for stmt in stmts:
+            best[stmt] = min(best[stmt], best_ns(stmt, env, args.number))
+
+    print(f"{'call':34s} {'ns/call':>9s}")
+    for stmt in stmts:
+        print(f"{stmt:34s} {best[stmt]:9.0f}")
+    print()
+    for name, op, method in pairs:
+        diff = best[method] - best[op]
+        verdict = "" if name != "tanh" else ("  ok" if diff <= BUDGET_NS else "  OVER BUDGET")
+        print(f"method over op, {name:12s} {diff:+7.0f} ns{verdict}")
+    if SLOW:
+        print("(OPLIB_DISPATCH_SLOW=1: slow-path figures, not held to the budget)")
+
+
+if __name__ == "__main__":
+    main()
