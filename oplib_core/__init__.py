@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import _startup, autograd, backend_registration, backends, plugins, profiler
+from . import _startup, autograd, backend_registration, backends, plugins, profiler, return_types
 from ._check import (
     _check,
     _check_index,
@@ -225,6 +225,7 @@ __all__ = [
     "register_kernel",
     "registered_ops",
     "rename_privateuse1_backend",
+    "return_types",
     "scan",
     "set_default_dtype",
     "set_grad_enabled",
