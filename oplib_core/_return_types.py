@@ -119,10 +119,12 @@ def field_names(schema: FunctionSchema) -> tuple[str, ...] | None:
     rets = schema.returns
     if len(rets) < 2 or schema.tuple_return:
         return None
-    names = tuple(r.name for r in rets)
-    if any(n is None or n in _RESERVED or n[0] == "_" for n in names):
-        return None
-    return names  # type: ignore[return-value]  (none is None, checked above)
+    names: list[str] = []
+    for r in rets:
+        if r.name is None or r.name in _RESERVED or r.name[0] == "_":
+            return None
+        names.append(r.name)
+    return tuple(names)
 
 
 #: Names a field cannot take without hiding the type's own attributes (nor can names

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._device import Device
 from .._native._classes import converter as class_converter
+from .._return_types import ReturnType
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
 from .._tensor import Tensor
 from ..backends import TABLE
@@ -427,7 +428,7 @@ class Signature:
         self.tails = tuple(defaults[max(0, n - first_default) :] for n in range(pos_i + 1))
         self.kwdefaults = kwdefaults
         self.returns = _return_plan(schema)
-        self.named: type[tuple[Any, ...]] | None = None
+        self.named: type[ReturnType] | None = None
         rets = schema.returns
         self.tuple_return = schema.tuple_return
         self.single_plain_return = (

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
+from .._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Kernel, OpEntry, Origin
 from .._return_types import acquire as acquire_return_type
 from .._return_types import named_result, naming
 from .._return_types import release as release_return_type
-from .._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Kernel, OpEntry, Origin
 from .._schema import FunctionSchema
 from .._tags import Tag
 from ..backends import TABLE, Backend

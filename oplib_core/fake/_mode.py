@@ -19,8 +19,8 @@ import numpy as np
 from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from .._dispatch.placement import wrap
 from .._native._classes import CLASSES
-from .._return_types import named_result
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
+from .._return_types import named_result
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..errors import NoKernelError
