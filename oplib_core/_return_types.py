@@ -247,13 +247,21 @@ def named_result(cls: type[ReturnType], out: Any) -> Any:
     return out
 
 
-def naming(fn: Callable[..., Any], cls: type[ReturnType]) -> Callable[..., Any]:
+def naming(fn: Callable[..., Any], cls: type[ReturnType], kwargs: bool) -> Callable[..., Any]:
     """``fn`` (a kernel the fast path serves native arrays with) giving ``cls``: its
-    result, already held to the schema's length, becomes the named tuple in one step."""
+    result, already held to the schema's length, becomes the named tuple in one step.
+    ``kwargs``: whether calls pass keyword arguments (the op's keyword-only defaults)."""
     new = tuple.__new__
+    named_kernel: Callable[..., Any]
+    if kwargs:
 
-    def named_kernel(*args: Any, **kwargs: Any) -> Any:
-        return new(cls, fn(*args, **kwargs))
+        def named_kernel(*args: Any, **kwargs: Any) -> Any:
+            return new(cls, fn(*args, **kwargs))
+
+    else:  # ~30 ns cheaper without **kwargs
+
+        def named_kernel(*args: Any) -> Any:
+            return new(cls, fn(*args))
 
     named_kernel.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn
     return named_kernel

@@ -412,7 +412,8 @@ class OpOverload(FastCall):
             # a kernel whose result needed converting is served checked, as here
             serve = fn if clean else checking(self._sig, self._entry, key, fn, call.backend)
             if self._sig.named is not None and not call.tensors_in:
-                serve = naming(serve, self._sig.named)  # Tensor calls are named by wrap()
+                # (Tensor calls are named by wrap())
+                serve = naming(serve, self._sig.named, bool(self._sig.kwdefaults))
             self._opcache.remember(cls, call.tensors_in, call.backend, fn, serve)
         if call.tensors_in:
             return wrap(self._sig, out, plan.bargs, plan.bkwargs)

@@ -195,7 +195,7 @@ def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) ->
         if sig.tuple_return and type(out) is tuple:  # "-> ((Tensor))": a 1-tuple
             return (_wrap_one(plan[0], out[0], bargs, bkwargs),)
         return _wrap_one(plan[0], out, bargs, bkwargs)
-    values = (_wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True))
+    values = [_wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True)]
     # returns all named ("-> (Tensor values, Tensor indices)"): the op's named tuple, built
     # directly (one construction, no length check: check_result or the fake mode did it)
     return tuple(values) if sig.named is None else tuple.__new__(sig.named, values)
