@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import oplib_core as oplib
 from oplib_core._return_types import field_names
 
+from helpers import unique_ns
 from subproc import run_python
 
 TOPK = "topk(Tensor x, int k) -> (Tensor values, Tensor indices)"
@@ -283,6 +284,25 @@ def test_autograd_through_the_named_fields(lib, ns) -> None:
     assert np.array_equal(x.grad.numpy(), [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
 
 
+def test_custom_op_with_named_schema(ns, teardown) -> None:
+    @oplib.custom_op(
+        f"{ns}::minmax", mutates_args=(), schema="(Tensor x) -> (Tensor low, Tensor high)"
+    )
+    def minmax(x):
+        return x.min(-1), x.max(-1)
+
+    teardown(minmax)
+    seen = []
+    minmax.register_autograd(
+        lambda ctx, g_low, g_high: g_low,
+        setup_context=lambda ctx, inputs, output: seen.append(output.high),
+    )
+    cls = getattr(oplib.return_types, ns).minmax
+    assert type(minmax(X)) is cls and np.array_equal(minmax(X).high, [3.0, 5.0])
+    r = minmax(oplib.tensor(X, requires_grad=True))
+    assert type(r) is cls and seen[0] is r.high  # setup_context sees the named tuple
+
+
 def _fake_topk(x, k):
     shape = (*x.shape[:-1], k)
     return x.new_empty(shape), x.new_empty(shape, dtype=np.int64)
@@ -358,8 +378,6 @@ def test_any_returns(n, names) -> None:
     given_names = [x for x in names if x is not None]
     if len(set(given_names)) != len(given_names):
         return  # duplicate return names: a SchemaError, tested in test_schema
-    from helpers import unique_ns
-
     ns = unique_ns()
     rets = ", ".join(f"Tensor {x}" if x else "Tensor" for x in names)
     lib = oplib.Library(ns, "DEF")
