@@ -161,6 +161,15 @@ class Namespace:
     def __dir__(self) -> list[str]:
         return sorted(k for k in vars(self) if not k.startswith("_"))
 
+    def __getattr__(self, name: str) -> type[ReturnType]:
+        # only for names not set: the types are instance attributes
+        if name.startswith("_"):  # (fields never start with "_")
+            raise AttributeError(name)
+        raise AttributeError(
+            f"oplib.return_types.{self._name} has no type {name!r}: no op {self._name}::{name} "
+            f"with every return named is defined (types here: {', '.join(dir(self)) or 'none'})"
+        )
+
 
 _LOCK = threading.RLock()
 #: (namespace, type name) -> [type, number of overloads using it]

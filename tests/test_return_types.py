@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import oplib_core as oplib
 from oplib_core._return_types import field_names
 
-from helpers import unique_ns
+from helpers import compile_library, unique_ns
 from subproc import run_python
 
 TOPK = "topk(Tensor x, int k) -> (Tensor values, Tensor indices)"
@@ -187,6 +187,10 @@ def test_overloads_share_the_type_when_their_fields_agree(lib, ns) -> None:
     other = packet.other(X)
     assert type(other) is space.topk_other and other.top.shape == (2, 1)
     assert dir(space) == ["topk", "topk_other"] and ns in dir(oplib.return_types)
+    with pytest.raises(
+        AttributeError, match=rf"no op {ns}::sort .*\(types here: topk, topk_other\)"
+    ):
+        space.sort  # noqa: B018
 
 
 def test_the_type_goes_with_the_op(ns) -> None:
@@ -357,6 +361,52 @@ def test_dask_kernel_results_are_named_and_compute_keeps_the_type(lib, ns) -> No
     assert np.array_equal(computed.mantissa, m) and np.array_equal(computed.exponent, e)
     t = getattr(oplib.ops, ns).frexp(oplib.tensor(x))
     assert type(t) is cls and type(t.exponent) is oplib.Tensor
+
+
+SPLIT_LIB = r"""
+#include "oplib.h"
+
+/* split(Tensor x) -> (Tensor head, Tensor tail): x and -x, 1-d float64 */
+static int split(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib_error *err) {
+  const DLTensor *x = a[0].v.tensor;
+  const double *px = (const double *)((const char *)x->data + x->byte_offset);
+  for (int64_t i = 0; i < x->shape[0]; i++) {
+    ((double *)outs[0].data)[i] = px[i * x->strides[0]];
+    ((double *)outs[1].data)[i] = -px[i * x->strides[0]];
+  }
+  return OPLIB_OK;
+}
+
+static int split_shape(const oplib_arg *a, int64_t n, oplib_tensor_meta *o, int64_t no,
+                       oplib_error *err) {
+  for (int j = 0; j < 2; j++) {
+    o[j].ndim = 1;
+    o[j].dtype = a[0].v.tensor->dtype;
+    o[j].shape[0] = a[0].v.tensor->shape[0];
+  }
+  return OPLIB_OK;
+}
+
+OPLIB_LIBRARY_INIT(api) {
+  void *c = api->ctx;
+  if (api->define(c, "{ns}::split", "(Tensor x) -> (Tensor head, Tensor tail)")) return 1;
+  if (api->impl(c, "{ns}::split", "cpu", split)) return 1;
+  if (api->register_shape_fn(c, "{ns}::split", split_shape)) return 1;
+  return 0;
+}
+"""
+
+
+def test_native_c_kernel_results_are_named(tmp_path) -> None:
+    ns = unique_ns("native")
+    oplib.ops.load_library(compile_library(SPLIT_LIB.replace("{ns}", ns), tmp_path))
+    cls = getattr(oplib.return_types, ns).split
+    x = np.array([1.0, 2.0, 3.0])
+    for _ in range(3):
+        r = getattr(oplib.ops, ns).split(x)
+        assert type(r) is cls and np.array_equal(r.tail, -x) and np.array_equal(r.head, x)
+        t = getattr(oplib.ops, ns).split(oplib.tensor(x))
+        assert type(t) is cls and np.array_equal(t.tail.numpy(), -x)
 
 
 # -- any schema ---------------------------------------------------------------------------
