@@ -261,16 +261,13 @@ def naming(fn: Callable[..., Any], cls: type[ReturnType], kwargs: bool) -> Calla
     result, already held to the schema's length, becomes the named tuple in one step.
     ``kwargs``: whether calls pass keyword arguments (the op's keyword-only defaults)."""
     new = tuple.__new__
-    named_kernel: Callable[..., Any]
-    if kwargs:
 
-        def named_kernel(*args: Any, **kwargs: Any) -> Any:
-            return new(cls, fn(*args, **kwargs))
+    def with_kwargs(*args: Any, **kwargs: Any) -> Any:
+        return new(cls, fn(*args, **kwargs))
 
-    else:  # ~30 ns cheaper without **kwargs
+    def positional(*args: Any) -> Any:  # ~30 ns cheaper without **kwargs
+        return new(cls, fn(*args))
 
-        def named_kernel(*args: Any) -> Any:
-            return new(cls, fn(*args))
-
+    named_kernel = with_kwargs if kwargs else positional
     named_kernel.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn
     return named_kernel

@@ -72,6 +72,16 @@ def test_native_arrays_in_give_the_named_tuple_too(lib, ns) -> None:
             assert type(r.values) is np.ndarray and r.values.shape == (2, 1)
 
 
+def test_keyword_only_defaults_on_the_fast_path(lib, ns) -> None:
+    lib.define("top(Tensor x, *, int k=1) -> (Tensor values, Tensor indices)")
+    lib.impl("top", lambda x, *, k: _topk(x, k), "cpu")
+    top = getattr(oplib.ops, ns).top
+    for _ in range(3):  # the fast path passes k=1 by keyword
+        r = top(X)
+        assert type(r) is getattr(oplib.return_types, ns).top and r.values.shape == (2, 1)
+    assert top(X, k=2).values.shape == (2, 2)
+
+
 def test_behaves_as_torchs_structseq(lib, ns) -> None:
     r = _define_topk(lib, ns)(X, 2)
     cls = type(r)
