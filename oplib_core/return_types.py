@@ -17,15 +17,15 @@ return a plain tuple (torch's rule). Results pickle by value (unpickled where th
 not defined, they are still named tuples, of a detached type of the same name).
 """
 
-from __future__ import annotations
-
-from ._return_types import Namespace, namespace_names, namespace_of
+# Every global here is a dunder: any other name could hide a namespace of that name
+# (``oplib.return_types.annotations`` must be the ``annotations::`` ops' types).
+from . import _return_types as __impl
 
 __all__: list[str] = []
 
 
-def __getattr__(name: str) -> Namespace:
-    space = namespace_of(name)
+def __getattr__(name: str) -> __impl.Namespace:
+    space = __impl.namespace_of(name)
     if space is None:
         raise AttributeError(
             f"oplib.return_types has no namespace {name!r}: no op of it with named returns "
@@ -35,4 +35,4 @@ def __getattr__(name: str) -> Namespace:
 
 
 def __dir__() -> list[str]:
-    return namespace_names()
+    return __impl.namespace_names()

@@ -203,6 +203,18 @@ def test_overloads_share_the_type_when_their_fields_agree(lib, ns) -> None:
         space.sort  # noqa: B018
 
 
+def test_the_public_module_hides_no_namespace() -> None:
+    # a namespace may be called anything but a dunder: the module holds nothing else
+    names = [k for k in vars(oplib.return_types) if k.isidentifier()]  # (not pytest's "@py_...")
+    assert [k for k in names if not k.startswith("__")] == []
+    lib = oplib.Library("annotations", "FRAGMENT")
+    try:
+        lib.define("f(Tensor x) -> (Tensor a, Tensor b)")
+        assert oplib.return_types.annotations.f._fields == ("a", "b")
+    finally:
+        lib._destroy()
+
+
 def test_the_type_goes_with_the_op(ns) -> None:
     lib = oplib.Library(ns, "DEF")
     lib.define(TOPK)
