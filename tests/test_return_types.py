@@ -473,3 +473,27 @@ def test_any_returns(n, names) -> None:
         lib._destroy()
     if named:
         assert ns not in dir(oplib.return_types)
+
+
+def test_control_flow_keeps_named_results(lib, ns) -> None:
+    topk = _define_topk(lib, ns)
+    oplib.register_fake(f"{ns}::topk", _fake_topk, lib=lib)
+    cls = getattr(oplib.return_types, ns).topk
+    x = oplib.tensor(X)
+    r = oplib.cond(oplib.tensor(np.array(True)), lambda a: topk(a, 2), lambda a: topk(-a, 2), (x,))
+    assert type(r) is cls and np.array_equal(r.values.numpy(), [[3.0, 2.0], [5.0, 4.0]])
+    m = oplib.map(lambda row: topk(row, 1), x)
+    assert type(m) is cls and m.values.shape == (2, 1) and m.indices.shape == (2, 1)
+    with (
+        oplib.FakeTensorMode() as mode,
+        pytest.raises(
+            oplib.ControlFlowError, match=r"true_fn is topk\(values=\*, indices=\*\)"
+        ) as e,
+    ):
+        oplib.cond(
+            mode.from_real(np.array(True)),
+            lambda a: topk(a, 2),
+            lambda a: tuple(topk(a, 2)),
+            (mode.from_real(X),),
+        )
+    assert "false_fn is (*, *)" in str(e.value)
