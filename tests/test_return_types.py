@@ -484,6 +484,13 @@ def test_control_flow_keeps_named_results(lib, ns) -> None:
     assert type(r) is cls and np.array_equal(r.values.numpy(), [[3.0, 2.0], [5.0, 4.0]])
     m = oplib.map(lambda row: topk(row, 1), x)
     assert type(m) is cls and m.values.shape == (2, 1) and m.indices.shape == (2, 1)
+
+    def combine(carry, row):
+        r = topk(row, 1)
+        return carry + r.values, r
+
+    _, ys = oplib.scan(combine, oplib.tensor(np.zeros(1)), x)
+    assert type(ys) is cls and ys.indices.shape == (2, 1)
     with (
         oplib.FakeTensorMode() as mode,
         pytest.raises(
