@@ -2,9 +2,10 @@
 
 Prints ns per call for (a) the kernel called directly, (b) ``oplib.ops.ns.op(x)`` with a
 numpy array (attribute lookups included, and with the packet bound to a name), (c) with an
-``oplib.Tensor``, (d) the ``OpOverload`` ``.default`` path; then the overheads against (a),
-all measured in this run. Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns. With
-``OPLIB_DISPATCH_SLOW=1`` every call takes the slow path (the figures are then the slow
+``oplib.Tensor``, (d) the ``OpOverload`` ``.default`` path, (e) a custom op, (f) an op with
+two unnamed outputs and (g) one with two named outputs (``oplib.return_types``); then the
+overheads against (a), all measured in this run. Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500
+ns. With ``OPLIB_DISPATCH_SLOW=1`` every call takes the slow path (the figures are then the slow
 path's, not held to the budget).
 
     python bench/dispatch_overhead.py [--repeat 60] [--number 20000]
@@ -39,6 +40,15 @@ def main() -> None:
         return np.negative(x)
 
     lib.impl("neg", kernel, "CPU")
+    # two outputs, plain and named (the named one builds oplib.return_types.bench.split)
+    lib.define("pair(Tensor x) -> (Tensor, Tensor)")
+    lib.define("split(Tensor x) -> (Tensor a, Tensor b)")
+
+    def kernel2(x):
+        return x, np.negative(x)
+
+    lib.impl("pair", kernel2, "CPU")
+    lib.impl("split", kernel2, "CPU")
 
     @oplib.custom_op("bench::neg2", mutates_args=(), device_types="cpu")
     def neg2(x: np.ndarray) -> np.ndarray:
@@ -54,9 +64,13 @@ def main() -> None:
         "packet": oplib.ops.bench.neg,
         "overload": oplib.ops.bench.neg.default,
         "custom": neg2,
+        "pair": oplib.ops.bench.pair,
+        "split": oplib.ops.bench.split,
     }
     # warm the caches
     for stmt in ("oplib.ops.bench.neg(x)", "oplib.ops.bench.neg(t)", "overload(x)", "custom(x)"):
+        eval(stmt, env)
+    for stmt in ("pair(x)", "pair(t)", "split(x)", "split(t)"):
         eval(stmt, env)
 
     rows = [
@@ -67,6 +81,10 @@ def main() -> None:
         ("(d) ops.bench.neg.default(x)", "overload(x)"),
         ("(d') .default(t) Tensor", "overload(t)"),
         ("(e) custom_op neg2(x)", "custom(x)"),
+        ("(f) 2 outputs pair(x)", "pair(x)"),
+        ("(f') 2 outputs pair(t) Tensor", "pair(t)"),
+        ("(g) 2 named outputs split(x)", "split(x)"),
+        ("(g') 2 named outputs split(t) Tensor", "split(t)"),
     ]
     # Rounds interleave the paths, so a burst of load elsewhere hits all of them alike;
     # each path keeps its best round.
@@ -83,6 +101,13 @@ def main() -> None:
     d = results["(d) ops.bench.neg.default(x)"] - base
     print(f"\nnative overhead (b-a): {b:.0f} ns (budget 500)   OpOverload (d-a): {d:.0f} ns")
     print(f"Tensor overhead (c-a): {c:.0f} ns (budget 1500)")
+    named = results["(g) 2 named outputs split(x)"] - results["(f) 2 outputs pair(x)"]
+    named_t = (
+        results["(g') 2 named outputs split(t) Tensor"] - results["(f') 2 outputs pair(t) Tensor"]
+    )
+    print(
+        f"named result vs plain tuple: native (g-f) {named:.0f} ns, Tensor (g'-f') {named_t:.0f} ns"
+    )
     if SLOW:
         print("(OPLIB_DISPATCH_SLOW=1: the fast path is off; these are slow-path figures)")
     lib._destroy()

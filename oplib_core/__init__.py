@@ -12,7 +12,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import _startup, autograd, backend_registration, backends, plugins, profiler
+from . import _startup, autograd, backend_registration, backends, plugins, profiler, return_types
 from . import _tensor_methods as _tensor_methods  # sets the core ops' Tensor methods
 from ._check import (
     _check,
@@ -226,6 +226,7 @@ __all__ = [
     "register_kernel",
     "registered_ops",
     "rename_privateuse1_backend",
+    "return_types",
     "scan",
     "set_default_dtype",
     "set_grad_enabled",

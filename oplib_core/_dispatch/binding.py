@@ -18,6 +18,7 @@ import numpy as np
 
 from .._device import Device
 from .._native._classes import converter as class_converter
+from .._return_types import ReturnType
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
 from .._tensor import Tensor
 from ..backends import TABLE
@@ -344,7 +345,8 @@ class Signature:
     - ``returns``: per return, its kind and the input it aliases (see ``ReturnPlan``);
       ``single_plain_return``: exactly one return, a plain ``Tensor``; ``tuple_return``:
       the one return comes as a 1-tuple (``-> ((Tensor))``, torch's ``Tuple[Tensor]``);
-      ``arity``: the number of positional parameters.
+      ``arity``: the number of positional parameters; ``named``: the op's named result
+      type when its schema names every return (set by the ``OpOverload``, which owns it).
     """
 
     __slots__ = (
@@ -358,6 +360,7 @@ class Signature:
         "kwdefaults",
         "lists",
         "multi",
+        "named",
         "nmin",
         "npos",
         "returns",
@@ -425,6 +428,7 @@ class Signature:
         self.tails = tuple(defaults[max(0, n - first_default) :] for n in range(pos_i + 1))
         self.kwdefaults = kwdefaults
         self.returns = _return_plan(schema)
+        self.named: type[ReturnType] | None = None
         rets = schema.returns
         self.tuple_return = schema.tuple_return
         self.single_plain_return = (

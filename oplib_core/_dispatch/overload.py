@@ -13,6 +13,9 @@ from typing import Any
 
 from .._grad_mode import STATE as GRAD
 from .._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Kernel, OpEntry, Origin
+from .._return_types import acquire as acquire_return_type
+from .._return_types import named_result, naming
+from .._return_types import release as release_return_type
 from .._schema import FunctionSchema
 from .._tags import Tag
 from ..backends import TABLE, Backend
@@ -176,6 +179,7 @@ class OpOverload(FastCall):
         self._schema = entry.schema
         self._overloadname = entry.schema.overload_name or "default"
         sig = self._sig = Signature(entry.schema, entry.qualname)
+        sig.named = acquire_return_type(entry.schema)  # released when the op is destroyed
         self._binder: Binder = sig.binder
         cache = self._opcache = OpCache(entry, sig, self._call_slow)
         entry.cache = cache  # the registry invalidates it
@@ -393,10 +397,11 @@ class OpOverload(FastCall):
             return fn(*plan.bargs, **plan.bkwargs)
         if key == COMPOSITE_IMPLICIT:  # a decomposition into ops: it gets the Tensors
             try:
-                return fn(*plan.bargs, **plan.bkwargs)
+                out = fn(*plan.bargs, **plan.bkwargs)
             except Exception as e:
                 kernel_failed(e, self._entry, fn, plan.bargs, plan.bkwargs, call.backend)
                 raise
+            return out if self._sig.named is None else named_result(self._sig.named, out)
         try:
             out = fn(*call.nargs, **call.nkwargs)
         except Exception as e:
@@ -406,10 +411,13 @@ class OpOverload(FastCall):
         if cls is not None:
             # a kernel whose result needed converting is served checked, as here
             serve = fn if clean else checking(self._sig, self._entry, key, fn, call.backend)
+            if self._sig.named is not None and not call.tensors_in:
+                # (Tensor calls are named by wrap())
+                serve = naming(serve, self._sig.named, bool(self._sig.kwdefaults))
             self._opcache.remember(cls, call.tensors_in, call.backend, fn, serve)
         if call.tensors_in:
             return wrap(self._sig, out, plan.bargs, plan.bkwargs)
-        return out
+        return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
 
     def redispatch(self, keyset: DispatchKeySet, /, *args: Any, **kwargs: Any) -> Any:
         """Call the kernel of ``keyset``'s highest-priority key directly (no modes, no
@@ -427,7 +435,8 @@ class OpOverload(FastCall):
         if fn is None:
             raise no_kernel(entry, TABLE.get(key))
         if key == COMPOSITE_IMPLICIT:
-            return fn(*bargs, **bkwargs)
+            out = fn(*bargs, **bkwargs)
+            return out if self._sig.named is None else named_result(self._sig.named, out)
         call = place(self._sig, entry.qualname, bargs, bkwargs)  # kernels see native arrays
         try:
             out = fn(*call.nargs, **call.nkwargs)
@@ -435,12 +444,18 @@ class OpOverload(FastCall):
             kernel_failed(e, entry, fn, call.nargs, call.nkwargs, call.backend)
             raise
         out = check_result(self._sig, entry, key, fn, call.backend, out)[0]
-        return wrap(self._sig, out, bargs, bkwargs) if call.tensors_in else out
+        if call.tensors_in:
+            return wrap(self._sig, out, bargs, bkwargs)
+        return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
 
 
 def _install(event: str, entry: OpEntry) -> None:
     if event == "defined" and entry.overload is None:
         entry.overload = OpOverload(entry)
+    elif event == "undefined" and entry.overload is not None:
+        named = entry.overload._sig.named
+        if named is not None:
+            release_return_type(named)
 
 
 REGISTRY.add_listener(_install)

@@ -195,7 +195,10 @@ def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) ->
         if sig.tuple_return and type(out) is tuple:  # "-> ((Tensor))": a 1-tuple
             return (_wrap_one(plan[0], out[0], bargs, bkwargs),)
         return _wrap_one(plan[0], out, bargs, bkwargs)
-    return tuple(_wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True))
+    values = [_wrap_one(p, o, bargs, bkwargs) for p, o in zip(plan, out, strict=True)]
+    # returns all named ("-> (Tensor values, Tensor indices)"): the op's named tuple, built
+    # directly (one construction, no length check: check_result or the fake mode did it)
+    return tuple(values) if sig.named is None else tuple.__new__(sig.named, values)
 
 
 def _wrap_one(plan: ReturnPlan, value: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
@@ -239,7 +242,7 @@ def check_result(
         raise _bad(sig, entry, key, fn, out, "None")
     if n == 1 and not sig.tuple_return:
         return _check_one(sig, entry, key, fn, backend, 0, out)
-    if type(out) is not tuple:
+    if type(out) is not tuple and type(out) is not sig.named:
         if not isinstance(out, (tuple, list)):
             raise _bad(sig, entry, key, fn, out, f"a tuple of {n}")
         out = tuple(out)

@@ -1,10 +1,13 @@
 """Nested arguments as leaves and a structure: the lists, tuples and dicts that control-flow
-operators take and return (torch's ``torch.utils._pytree``, the containers it needs here)."""
+operators take and return (torch's ``torch.utils._pytree``, the containers it needs here),
+and ops' named results (``oplib.return_types``, torch's structseqs)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from .._return_types import ReturnType
 
 __all__ = ["Spec", "leaves", "tree_flatten", "tree_map", "tree_unflatten"]
 
@@ -15,7 +18,7 @@ Spec = tuple[type, tuple[Any, ...] | None, tuple[Any, ...]] | None
 def leaves(tree: Any) -> Iterator[Any]:
     """The leaves of ``tree`` in order (lists, tuples and dicts are containers)."""
     t = type(tree)
-    if t is list or t is tuple:
+    if t is list or t is tuple or isinstance(tree, ReturnType):
         for child in tree:
             yield from leaves(child)
     elif t is dict:
@@ -33,7 +36,7 @@ def tree_flatten(tree: Any) -> tuple[list[Any], Spec]:
 
 def _flatten(tree: Any, out: list[Any]) -> Spec:
     t = type(tree)
-    if t is list or t is tuple:
+    if t is list or t is tuple or isinstance(tree, ReturnType):
         return (t, None, tuple(_flatten(c, out) for c in tree))
     if t is dict:
         return (t, tuple(tree), tuple(_flatten(c, out) for c in tree.values()))
@@ -69,6 +72,9 @@ def describe(spec: Spec) -> str:
     if keys is not None:
         items = zip(keys, children, strict=True)
         return "{" + ", ".join(f"{k!r}: {describe(c)}" for k, c in items) + "}"
+    if issubclass(t, ReturnType):
+        fields = zip(t._fields, children, strict=True)
+        return f"{t.__name__}(" + ", ".join(f"{f}={describe(c)}" for f, c in fields) + ")"
     inner = ", ".join(describe(c) for c in children)
     if t is tuple:
         return f"({inner},)" if len(children) == 1 else f"({inner})"

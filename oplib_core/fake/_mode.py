@@ -20,6 +20,7 @@ from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from .._dispatch.placement import wrap
 from .._native._classes import CLASSES
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
+from .._return_types import named_result
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..errors import NoKernelError
@@ -173,7 +174,9 @@ class FakeTensorMode(DispatchMode):
         if len(sig.returns) == 1 and sig.returns[0][0] != "list" and _one_tuple(out):
             return (self._finish(op, out[0], bargs, bkwargs, tensors_in),)
         out = self._check_outputs(op, out)
-        return wrap(sig, out, bargs, bkwargs) if tensors_in else out
+        if tensors_in:
+            return wrap(sig, out, bargs, bkwargs)
+        return out if sig.named is None else tuple.__new__(sig.named, out)
 
     def _dispatch_general(
         self,
@@ -199,7 +202,9 @@ class FakeTensorMode(DispatchMode):
         if decomp is None or decomp.is_fallthrough:
             raise self._no_fake(op)
         with self:
-            return decomp.fn(*bargs, **bkwargs)
+            out = decomp.fn(*bargs, **bkwargs)
+        named = op._sig.named
+        return out if named is None else named_result(named, out)
 
     def _bind(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """(bound args, bound kwargs, their native fake versions..., whether Tensors came in)."""
