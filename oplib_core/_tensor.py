@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from ._device import Device
+from ._dtypes import bfloat16, is_floating
 from ._registry import REGISTRY
 from .backends import TABLE, Backend
 from .backends import device as to_device
@@ -40,6 +41,12 @@ def _op(qualname: str) -> Callable[..., Tensor]:
     # The one place that says what core ops give back for Tensor arguments: a Tensor.
     op: Callable[..., Tensor] = REGISTRY.ops[qualname].overload
     return op
+
+
+def _is_dtype(x: object) -> bool:
+    """A dtype given where ``to`` expects a device: a numpy dtype or scalar type
+    (``oplib.bfloat16``, ``np.float32``); strings stay devices."""
+    return isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic))
 
 
 def _is_scalar(x: object) -> bool:
@@ -187,7 +194,7 @@ class Tensor:
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        if requires_grad and self.dtype.kind not in "fc":
+        if requires_grad and not (self.dtype.kind == "c" or is_floating(self.dtype)):
             raise RuntimeError(
                 f"only tensors of floating point or complex dtype can require gradients, "
                 f"got {self.dtype}"
@@ -230,7 +237,9 @@ class Tensor:
     # -- conversions ----------------------------------------------------------------------
     def to(self, device: Any = None, dtype: Any = None, *, copy: bool = False) -> Tensor:
         """Copy to ``device`` and/or cast to ``dtype``; returns ``self`` when nothing changes
-        and ``copy`` is false."""
+        and ``copy`` is false. ``t.to(dtype)`` casts on the same device, as in torch."""
+        if dtype is None and _is_dtype(device):
+            device, dtype = None, device
         from_device = self.device
         target = None if device is None else to_device(device)
         same_device = target is None or (
@@ -248,6 +257,11 @@ class Tensor:
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
+
+    # -- dtype conversions (the dtypes slice) ---------------------------------------------
+    def bfloat16(self) -> Tensor:
+        """``self.to(oplib.bfloat16)``."""
+        return self.to(dtype=bfloat16)
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (shared memory); CPU tensors only."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
-from .._dtypes import get_default_dtype, mean_dtype, scalar_dtype
+from .._dtypes import get_default_dtype, is_floating, mean_dtype, scalar_dtype
 from ..errors import DeviceMismatchError
 from ..hookspecs import hookimpl
 from ..kernels._array_kernels import check_kernels
@@ -144,7 +144,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     @kernel("sigmoid")
     def sigmoid(self: FakeArray) -> FakeArray:
         dt = self.dtype
-        if dt.kind not in "fc":
+        if dt.kind != "c" and not is_floating(dt):
             dt = np.result_type(dt, np.float16)
         return self._new(self.shape, dt)
 
