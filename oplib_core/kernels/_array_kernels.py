@@ -25,6 +25,7 @@ import numpy as np
 
 from oplib_core._device import Device
 from oplib_core._dtypes import (
+    EXTENSION_FLOATS,
     get_default_dtype,
     is_floating,
     mean_dtype,
@@ -114,12 +115,12 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         fn.__doc__ = doc
         kernel(name)(fn)
 
-    # bfloat16/float8 arrays are numpy's kind "V": one identity test and two kind tests on
-    # the hot path, and torch's promotion only for them (see the module docstring)
+    # bfloat16/float8 (numpy's kind "V", but "f" for float8_e5m2): a set lookup on the hot
+    # path, and torch's promotion only for them (see the module docstring)
     def binary(name: str, ufunc: Callable[..., Any], doc: str) -> None:
         def fn(self: Any, other: Any) -> Any:
             sd, od = self.dtype, other.dtype
-            if sd is not od and (sd.kind == "V" or od.kind == "V"):
+            if sd is not od and (sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS):
                 self, other = _promoted(self, other)
             return asarray(ufunc(self, other))
 
@@ -128,7 +129,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     def scalar(name: str, ufunc: Callable[..., Any], doc: str, *, reverse: bool = False) -> None:
         def fn(self: Any, other: Any) -> Any:
-            if self.dtype.kind == "V":
+            if self.dtype in EXTENSION_FLOATS:
                 return asarray(_opmath(ufunc, self, other, reverse))
             return asarray(ufunc(other, self) if reverse else ufunc(self, other))
 
@@ -137,7 +138,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     def power(name: str, doc: str) -> None:
         def fn(self: Any, exponent: Any) -> Any:
-            if self.dtype.kind == "V" or getattr(exponent, "dtype", self.dtype).kind == "V":
+            if self.dtype in EXTENSION_FLOATS or getattr(exponent, "dtype", None) in EXTENSION_FLOATS:
                 if not hasattr(exponent, "dtype"):
                     return asarray(_opmath(xp.power, self, exponent, False))
                 if self.dtype is not exponent.dtype:
@@ -258,7 +259,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         are promoted to matrices and the added dim removed). bfloat16/float8 operands give
         torch's ``promote_types`` dtype (numpy's matmul would give float32)."""
         sd, od = self.dtype, other.dtype
-        if sd.kind == "V" or od.kind == "V":
+        if sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS:
             d = promote_types(sd, od)
             return asarray(xp.matmul(self.astype(d, copy=False), other.astype(d, copy=False))).astype(
                 d, copy=False
