@@ -8,6 +8,7 @@ ufuncs, casts and ``np.dtype("bfloat16")`` once ``ml_dtypes`` is imported, which
 
 from __future__ import annotations
 
+import functools
 import numbers
 import threading
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ __all__ = [
     "is_floating",
     "mean_dtype",
     "promote_types",
+    "result_type",
     "scalar_dtype",
     "set_default_dtype",
     "to_dtype",
@@ -190,3 +192,11 @@ def promote_types(type1: DTypeLike, type2: DTypeLike) -> np.dtype:
     if ca == 2 and {a, b} == {float16, bfloat16}:
         return float32
     return a if a.itemsize >= b.itemsize else b
+
+
+def result_type(*dtypes: np.dtype) -> np.dtype:
+    """The dtype the core kernels compute ``dtypes`` together in: numpy's ``result_type``,
+    but torch's ``promote_types`` when a bfloat16/float8 dtype is among them."""
+    if any(d in EXTENSION_FLOATS for d in dtypes):
+        return functools.reduce(promote_types, dtypes)
+    return np.result_type(*dtypes)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
-from .._dtypes import get_default_dtype, is_floating, mean_dtype, scalar_dtype
+from .._dtypes import get_default_dtype, is_floating, mean_dtype, result_type, scalar_dtype
 from ..errors import DeviceMismatchError
 from ..hookspecs import hookimpl
 from ..kernels._array_kernels import check_kernels
@@ -179,7 +179,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
         base = _pick("where", (condition, self, other))
         return base._new(
             broadcast(condition.shape, self.shape, other.shape),
-            np.result_type(self.dtype, other.dtype),
+            result_type(self.dtype, other.dtype),
         )
 
     # -- reductions ---------------------------------------------------------------------
@@ -269,13 +269,13 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     def cat(tensors: Sequence[FakeArray], dim: int) -> FakeArray:
         shape = S.cat_shape([t.shape for t in tensors], dim)
         base = _pick("cat", tensors)
-        return base._new(shape, np.result_type(*[t.dtype for t in tensors]))
+        return base._new(shape, result_type(*[t.dtype for t in tensors]))
 
     @kernel("stack")
     def stack(tensors: Sequence[FakeArray], dim: int) -> FakeArray:
         shape = S.stack_shape([t.shape for t in tensors], dim)
         base = _pick("stack", tensors)
-        return base._new(shape, np.result_type(*[t.dtype for t in tensors]))
+        return base._new(shape, result_type(*[t.dtype for t in tensors]))
 
     # -- copies -------------------------------------------------------------------------
     @kernel("clone")

@@ -30,6 +30,7 @@ from oplib_core._dtypes import (
     is_floating,
     mean_dtype,
     promote_types,
+    result_type,
     scalar_dtype,
 )
 from oplib_core._opset import CORE_OPS, CoreOp
@@ -53,6 +54,18 @@ def _opmath(ufunc: Callable[..., Any], self: Any, other: Any, reverse: bool) -> 
     x = self.astype(_FLOAT32)
     out = ufunc(other, x) if reverse else ufunc(x, other)
     return out.astype(self.dtype) if out.dtype == _FLOAT32 else out
+
+
+def _common(arrays: Sequence[Any]) -> list[Any]:
+    """``arrays`` as a list; cast to torch's promotion when their dtypes differ and one of
+    them is bfloat16/float8 (numpy has no bfloat16/float16 pair, takes float64 for
+    bfloat16 with int64)."""
+    arrays = list(arrays)
+    dtypes = [a.dtype for a in arrays]
+    if any(d in EXTENSION_FLOATS for d in dtypes) and len(set(dtypes)) > 1:
+        d = result_type(*dtypes)
+        arrays = [a.astype(d, copy=False) for a in arrays]
+    return arrays
 
 
 def check_kernels(
@@ -215,6 +228,9 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     @kernel("where")
     def where(condition: Any, self: Any, other: Any) -> Any:
         """``self`` where ``condition`` holds, else ``other``; all three broadcast together."""
+        sd, od = self.dtype, other.dtype
+        if sd is not od and (sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS):
+            self, other = _promoted(self, other)
         return asarray(xp.where(condition, self, other))
 
     # -- reductions ---------------------------------------------------------------------
@@ -319,13 +335,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     @kernel("cat")
     def cat(tensors: Sequence[Any], dim: int) -> Any:
-        """Concatenate along an existing dim; dtypes promote as in numpy."""
-        return xp.concatenate(list(tensors), axis=dim)
+        """Concatenate along an existing dim; dtypes promote as in numpy (as torch with a
+        bfloat16/float8 among them)."""
+        return xp.concatenate(_common(tensors), axis=dim)
 
     @kernel("stack")
     def stack(tensors: Sequence[Any], dim: int) -> Any:
         """Stack equal-shaped arrays along a new dim ``dim``."""
-        return xp.stack(list(tensors), axis=dim)
+        return xp.stack(_common(tensors), axis=dim)
 
     # -- copies -------------------------------------------------------------------------
     @kernel("clone")
