@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["finfo", "iinfo"]
 
 
-class finfo:  # noqa: N801 (torch's name)
+class finfo:
     """Limits of a floating dtype (a complex dtype gives its component's), as
     ``torch.finfo``: ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (= ``smallest_normal``),
     ``resolution`` and ``dtype`` (the dtype's name). ``finfo()`` describes the default dtype."""
@@ -34,7 +34,7 @@ class finfo:  # noqa: N801 (torch's name)
     resolution: float
     dtype: str
 
-    def __init__(self, type: DTypeLike = None) -> None:  # noqa: A002 (torch's name)
+    def __init__(self, type: DTypeLike | None = None) -> None:
         d = get_default_dtype() if type is None else to_dtype(type)
         if d.kind == "c":
             d = to_dtype(f"float{d.itemsize * 4}")
@@ -68,7 +68,7 @@ class finfo:  # noqa: N801 (torch's name)
         return hash(("finfo", self.dtype))
 
 
-class iinfo:  # noqa: N801 (torch's name)
+class iinfo:
     """Limits of an integer dtype, as ``torch.iinfo``: ``bits``, ``max``, ``min`` and
     ``dtype`` (the dtype's name). bool is refused, as in torch."""
 
@@ -79,7 +79,7 @@ class iinfo:  # noqa: N801 (torch's name)
     min: int
     dtype: str
 
-    def __init__(self, type: DTypeLike) -> None:  # noqa: A002 (torch's name)
+    def __init__(self, type: DTypeLike) -> None:
         d = to_dtype(type)
         if d.kind == "b":
             raise TypeError("bool is not supported by oplib.iinfo")

@@ -72,9 +72,7 @@ float8_e5m2fnuz = np.dtype(ml_dtypes.float8_e5m2fnuz)
 float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 #: The float8 formats torch names (torch promotes none of them with any other dtype).
-FLOAT8 = frozenset(
-    (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu)
-)
+FLOAT8 = frozenset((float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu))
 #: ml_dtypes' floating formats: kind "V" to numpy, floating to torch and to oplib. Hot paths
 #: test ``dtype.kind in "fc" or dtype in EXTENSION_FLOATS`` (differentiable dtypes), so that
 #: float32 pays nothing more than before.
@@ -177,7 +175,9 @@ def promote_types(type1: DTypeLike, type2: DTypeLike) -> np.dtype:
         )
     for d in (a, b):
         if not (d.kind in "biuc" or is_floating(d)):
-            raise TypeError(f"promote_types(): {d} is not a bool, integer, floating or complex dtype")
+            raise TypeError(
+                f"promote_types(): {d} is not a bool, integer, floating or complex dtype"
+            )
     ca, cb = _category(a), _category(b)
     if ca != cb:
         low, high = (a, b) if ca < cb else (b, a)

@@ -269,9 +269,7 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
     for nr, t in enumerate(flat):
         if id(t) in marked:
             nondiff.add(nr)
-        if (
-            t._data.dtype.kind in "fc" or t._data.dtype in EXTENSION_FLOATS
-        ) and nr not in nondiff:
+        if (t._data.dtype.kind in "fc" or t._data.dtype in EXTENSION_FLOATS) and nr not in nondiff:
             t._rg = True
             t.grad_fn = ctx
             t._out_nr = nr

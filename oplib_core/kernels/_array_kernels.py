@@ -151,7 +151,10 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     def power(name: str, doc: str) -> None:
         def fn(self: Any, exponent: Any) -> Any:
-            if self.dtype in EXTENSION_FLOATS or getattr(exponent, "dtype", None) in EXTENSION_FLOATS:
+            if (
+                self.dtype in EXTENSION_FLOATS
+                or getattr(exponent, "dtype", None) in EXTENSION_FLOATS
+            ):
                 if not hasattr(exponent, "dtype"):
                     return asarray(_opmath(xp.power, self, exponent, False))
                 if self.dtype is not exponent.dtype:
@@ -177,6 +180,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``|self|``; float dtypes are kept, integer input gives numpy's float dtype for ``exp``."""
         if self.dtype.kind == "c":
             return asarray(1 / (1 + xp.exp(-self)))
+        if self.dtype in EXTENSION_FLOATS:  # in float32, rounded once (as torch)
+            return sigmoid(self.astype(_FLOAT32)).astype(self.dtype)
         x = self
         if not is_floating(x.dtype):
             # result_type with float16 is the float dtype numpy's exp loop would choose.
@@ -239,12 +244,16 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         self: Any, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None = None
     ) -> Any:
         """Sum over ``dim`` (None or [] for all). Like torch, with ``dtype=None`` bool and
-        integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype."""
+        integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype
+        (bfloat16/float8 accumulate in float32)."""
         if dtype is None and (
             self.dtype.kind in "bi" or (self.dtype.kind == "u" and self.dtype.itemsize < 8)
         ):
             dtype = _INT64
         axis = _reduce_axes(self.ndim, dim)
+        if dtype is None and self.dtype in EXTENSION_FLOATS:  # accumulate in float32 (torch)
+            out = xp.sum(self, axis=axis, dtype=_FLOAT32, keepdims=keepdim)
+            return asarray(out).astype(self.dtype)
         return asarray(xp.sum(self, axis=axis, dtype=dtype, keepdims=keepdim))
 
     @kernel("mean")
@@ -256,6 +265,9 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``dtype=`` is given."""
         mean_dtype(self.dtype, dtype)
         axis = _reduce_axes(self.ndim, dim)
+        if dtype is None and self.dtype in EXTENSION_FLOATS:  # accumulate in float32 (torch)
+            out = xp.mean(self, axis=axis, dtype=_FLOAT32, keepdims=keepdim)
+            return asarray(out).astype(self.dtype)
         return asarray(xp.mean(self, axis=axis, dtype=dtype, keepdims=keepdim))
 
     @kernel("amax")
@@ -277,9 +289,9 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         sd, od = self.dtype, other.dtype
         if sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS:
             d = promote_types(sd, od)
-            return asarray(xp.matmul(self.astype(d, copy=False), other.astype(d, copy=False))).astype(
-                d, copy=False
-            )
+            return asarray(
+                xp.matmul(self.astype(d, copy=False), other.astype(d, copy=False))
+            ).astype(d, copy=False)
         return asarray(xp.matmul(self, other))
 
     # -- shape ops (may return views of self) -------------------------------------------
