@@ -241,6 +241,10 @@ def test_default_dtype_may_be_bfloat16(default_dtype: Any) -> None:
     oplib.set_default_dtype(oplib.bfloat16)
     assert oplib.zeros(2).dtype == oplib.bfloat16
     assert oplib.tensor([1.5]).dtype == oplib.bfloat16
+    assert oplib.tensor([1j]).dtype == oplib.complex64
+    assert oplib.arange(0.0, 1.0, 0.25).dtype == oplib.bfloat16
+    assert oplib.arange(0.0, 1.0, 0.25, device="meta").dtype == oplib.bfloat16
+    assert oplib.arange(3).dtype == oplib.int64
     with pytest.raises(TypeError, match="only floating dtypes"):
         oplib.set_default_dtype(oplib.int8)
 

@@ -55,27 +55,30 @@ def kernel_failed(
     named = list(_named_arrays(entry, args, kwargs or {}))
     for name, array in () if isinstance(exc, UnsupportedDtypeError) else named:
         dtype = _dtype_of(array)
-        if dtype is not None and dtype in EXTENSION_FLOATS and isinstance(exc, TypeError):
+        if dtype is None:
+            continue
+        if dtype in EXTENSION_FLOATS and isinstance(exc, TypeError):
             key, _ = _kernel_record(entry, fn)
-            raise UnsupportedDtypeError(
-                f"{entry.qualname}(): the {key} kernel raised {type(exc).__name__} on "
-                f"argument {name!r} of dtype {dtype}: {exc}. numpy lacks some functions for "
-                f"{dtype}: cast it first, e.g. with .to(oplib.float32)",
-                op=entry.qualname,
-                schema=str(entry.schema),
-                argument=name,
-                dtype=dtype,
-            ) from exc
-        if dtype is not None and _unsupported(dtype):
-            raise UnsupportedDtypeError(
-                f"{entry.qualname}(): argument {name!r} has dtype {dtype} ({_kind_name(dtype)}), "
-                f"which no oplib backend computes with; convert it to a numeric or bool dtype "
-                f"(the kernel raised {type(exc).__name__}: {exc})",
-                op=entry.qualname,
-                schema=str(entry.schema),
-                argument=name,
-                dtype=dtype,
-            ) from exc
+            message = (
+                f"the {key} kernel raised {type(exc).__name__} on argument {name!r} of dtype "
+                f"{dtype}: {exc}. numpy lacks some functions for {dtype}: cast it first, e.g. "
+                "with .to(oplib.float32)"
+            )
+        elif _unsupported(dtype):
+            message = (
+                f"argument {name!r} has dtype {dtype} ({_kind_name(dtype)}), which no oplib "
+                "backend computes with; convert it to a numeric or bool dtype (the kernel "
+                f"raised {type(exc).__name__}: {exc})"
+            )
+        else:
+            continue
+        raise UnsupportedDtypeError(
+            f"{entry.qualname}(): {message}",
+            op=entry.qualname,
+            schema=str(entry.schema),
+            argument=name,
+            dtype=dtype,
+        ) from exc
     if backend is None:
         backend = next((b for _, a in named if (b := TABLE.for_type(type(a))) is not None), None)
     key, source = _kernel_record(entry, fn)

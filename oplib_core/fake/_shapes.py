@@ -18,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .._dtypes import EXTENSION_FLOATS, get_default_dtype, promote_types, scalar_dtype
+from .._dtypes import (
+    EXTENSION_FLOATS,
+    get_default_dtype,
+    is_floating,
+    promote_types,
+    scalar_dtype,
+)
 from ._errors import DataDependentError
 from ._symbolic import SymInt, undecidable
 
@@ -404,7 +410,7 @@ def check_int_scalar(value: Any, dtype: np.dtype) -> None:
 def arange_dtype(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> np.dtype:
     if dtype is not None:
         return dtype
-    if any(scalar_dtype(v).kind in "fc" for v in (start, end, step)):
+    if any(d.kind == "c" or is_floating(d) for d in map(scalar_dtype, (start, end, step))):
         return get_default_dtype()
     return _INT64
 

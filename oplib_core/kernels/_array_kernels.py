@@ -404,7 +404,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     def _arange(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> Any:
         if dtype is None:
             dtypes = [scalar_dtype(v) for v in (start, end, step)]
-            dtype = get_default_dtype() if any(d.kind in "fc" for d in dtypes) else _INT64
+            floating = any(d.kind == "c" or is_floating(d) for d in dtypes)  # bfloat16 default
+            dtype = get_default_dtype() if floating else _INT64
         return xp.arange(start, end, step, dtype=dtype)
 
     @kernel("arange")
