@@ -20,6 +20,8 @@ from oplib_core import Device
 from oplib_core.errors import UnsupportedDtypeError
 from oplib_core.testing._core_samples import CORE_SAMPLES
 
+from helpers import compile_library, unique_ns
+
 ops = oplib.ops.oplib
 
 ABBREV = {
@@ -478,3 +480,61 @@ def test_opcheck_passes_on_a_bfloat16_sample() -> None:
         assert set(results.values()) == {"SUCCESS"}
         ran = {(d.check, d.backend) for d in results.details if d.status == "PASS"}
         assert {("test_faketensor", "meta"), ("test_backends", "privateuse1")} <= ran
+
+
+# -- native kernels -------------------------------------------------------------------------------
+
+BF16_LIB = r"""
+#include "oplib.h"
+#include <string.h>
+
+/* twice(Tensor x) -> Tensor for bfloat16: the top half of a float32's bits */
+static int twice(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib_error *err) {
+  const DLTensor *x = a[0].v.tensor;
+  if (x->dtype.code != kDLBfloat || x->dtype.bits != 16)
+    return oplib_set_error(err, "x must be bfloat16");
+  int64_t total = 1;
+  for (int32_t d = 0; d < x->ndim; d++) total *= x->shape[d];
+  const uint16_t *px = (const uint16_t *)((const char *)x->data + x->byte_offset);
+  for (int64_t i = 0; i < total; i++) {
+    uint32_t bits = (uint32_t)px[i] << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    f *= 2.0f;
+    memcpy(&bits, &f, 4);
+    ((uint16_t *)outs[0].data)[i] = (uint16_t)(bits >> 16);
+  }
+  return OPLIB_OK;
+}
+
+static int same(const oplib_arg *a, int64_t n, oplib_tensor_meta *o, int64_t no,
+                oplib_error *err) {
+  const DLTensor *x = a[0].v.tensor;
+  o[0].ndim = x->ndim;
+  o[0].dtype = x->dtype;
+  for (int32_t d = 0; d < x->ndim; d++) o[0].shape[d] = x->shape[d];
+  return OPLIB_OK;
+}
+
+OPLIB_LIBRARY_INIT(api) {
+  void *c = api->ctx;
+  if (api->define(c, "{ns}::twice", "(Tensor x) -> Tensor")) return 1;
+  if (api->impl(c, "{ns}::twice", "cpu", twice)) return 1;
+  if (api->register_shape_fn(c, "{ns}::twice", same)) return 1;
+  return 0;
+}
+"""
+
+
+def test_native_kernels_take_bfloat16_as_dlpack_bfloat(tmp_path: Any) -> None:
+    ns = unique_ns("bf16native")
+    oplib.ops.load_library(compile_library(BF16_LIB.replace("{ns}", ns), tmp_path))
+    twice = getattr(oplib.ops, ns).twice
+    out = twice(_bf([1.5, -2.25, 3.0]))
+    assert out.dtype == oplib.bfloat16
+    assert out.tolist() == [3.0, -4.5, 6.0]
+    assert twice(_bf([1.0]).to("meta")).dtype == oplib.bfloat16  # through the shape function
+    with pytest.raises(oplib.NativeKernelError, match="x must be bfloat16"):
+        twice(oplib.ones(2))
+    with pytest.raises(UnsupportedDtypeError, match="float8_e5m2"):
+        twice(oplib.ones(2, dtype=oplib.float8_e5m2))  # no DLPack code: not passed as float8
