@@ -11,7 +11,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oplib_cuda import plugin as cuda_plugin
 
@@ -326,10 +326,8 @@ def test_binary_ops_promote_as_torch_on_cpu_and_meta(
     """With a bfloat16/float8 operand the result dtype is torch's ``promote_types`` (bool
     for comparisons) on the cpu kernels and the fake kernels alike, and float8 with another
     dtype is refused as torch refuses it."""
-    if a not in EXTENSION and b not in EXTENSION:
-        return
-    if name == "sub" and oplib.bool_ in (a, b):
-        return  # numpy refuses bool subtraction
+    assume(a in EXTENSION or b in EXTENSION)
+    assume(not (name == "sub" and oplib.bool_ in (a, b)))  # numpy refuses bool subtraction
     x = oplib.ones(2, dtype=a, device=device)
     y = oplib.ones(2, dtype=b, device=device)
     op = getattr(ops, name)
@@ -351,8 +349,7 @@ def test_binary_ops_promote_as_torch_on_cpu_and_meta(
     st.sampled_from([2, 0.5, True, 1j]),
 )
 def test_scalar_ops_agree_on_cpu_and_meta(dtype: np.dtype, name: str, scalar: Any) -> None:
-    if scalar is True and name in ("sub", "rsub"):
-        return
+    assume(not (scalar is True and name in ("sub", "rsub")))
     x = oplib.ones(2, dtype=dtype)
     op = getattr(ops, name).Scalar
     try:
