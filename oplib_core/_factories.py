@@ -74,7 +74,7 @@ def tensor(
                 arr = arr.astype(get_default_dtype())
             elif arr.dtype == np.complex128:
                 arr = arr.astype(np.result_type(get_default_dtype(), np.complex64))
-        if arr.dtype.kind in "OUSV":
+        if arr.dtype.kind in "OUS" or arr.dtype.type is np.void:  # not bfloat16/float8
             raise TypeError(
                 f"tensor(): cannot make a tensor from {type(data).__name__} data ({arr.dtype})"
             )

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _numpy_interop
 from ._device import Device
-from ._dtypes import to_dtype
+from ._dtypes import bfloat16, is_floating, to_dtype
 from ._registry import REGISTRY
 from .backends import TABLE, Backend
 from .backends import device as to_device
@@ -271,7 +271,7 @@ class Tensor:
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        if requires_grad and self.dtype.kind not in "fc":
+        if requires_grad and not (self.dtype.kind == "c" or is_floating(self.dtype)):
             raise RuntimeError(
                 f"only tensors of floating point or complex dtype can require gradients, "
                 f"got {self.dtype}"
@@ -360,6 +360,11 @@ class Tensor:
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
+
+    # -- dtype conversions (the dtypes slice) ---------------------------------------------
+    def bfloat16(self) -> Tensor:
+        """``self.to(oplib.bfloat16)``."""
+        return self.to(dtype=bfloat16)
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (shared memory); CPU tensors only."""

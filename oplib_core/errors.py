@@ -109,7 +109,8 @@ class CallArgumentError(OplibError, TypeError):
 
 class UnsupportedDtypeError(CallArgumentError):
     """A kernel failed on an array whose dtype no oplib backend computes with (object,
-    str, bytes, datetime, timedelta, structured). ``argument`` names the argument,
+    str, bytes, datetime, timedelta, structured), or raised ``TypeError`` on a bfloat16 or
+    float8 array (numpy lacks some functions for them). ``argument`` names the argument,
     ``dtype`` is its numpy dtype; the kernel's own exception is the ``__cause__``.
 
     Diagnosed only after the kernel raised, so that calls that work pay nothing for it."""

@@ -7,6 +7,10 @@ arguments only then:
 - an array argument whose dtype no backend computes with (object, str, bytes, datetime,
   timedelta, structured) turns the failure into an ``UnsupportedDtypeError`` (a
   ``TypeError``) naming the op, the argument and the dtype, chained to the kernel's error;
+- a ``TypeError`` (numpy's "no loop", "unsupported in linalg", a promotion error) from a
+  kernel given a bfloat16/float8 array does too, suggesting a cast to float32: numpy
+  computes most ufuncs for these ``ml_dtypes`` dtypes, but not everything (``linalg``,
+  ``fft``, mixed float8 dtypes);
 - any other exception keeps its type and gains a PEP 678 note naming the op, the kernel's
   key and ``file:line``, the backend, and the arguments' shapes and dtypes (which is what a
   numpy broadcasting error leaves out).
@@ -23,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import EXTENSION_FLOATS
 from .._registry import OpEntry
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
@@ -31,8 +36,8 @@ from .placement import kernel_source
 
 __all__ = ["add_note", "kernel_failed"]
 
-#: numpy dtype kinds that no backend computes with (ml_dtypes' bfloat16/float8 are kind
-#: "V" too, but with their own scalar type: only ``np.void`` itself is structured/raw).
+#: numpy dtype kinds that no backend computes with (ml_dtypes' bfloat16/float8 are mostly
+#: kind "V" too, but with their own scalar type: only ``np.void`` itself is structured/raw).
 _UNSUPPORTED_KINDS = frozenset("OSUMm")
 
 
@@ -50,16 +55,30 @@ def kernel_failed(
     named = list(_named_arrays(entry, args, kwargs or {}))
     for name, array in () if isinstance(exc, UnsupportedDtypeError) else named:
         dtype = _dtype_of(array)
-        if dtype is not None and _unsupported(dtype):
-            raise UnsupportedDtypeError(
-                f"{entry.qualname}(): argument {name!r} has dtype {dtype} ({_kind_name(dtype)}), "
-                f"which no oplib backend computes with; convert it to a numeric or bool dtype "
-                f"(the kernel raised {type(exc).__name__}: {exc})",
-                op=entry.qualname,
-                schema=str(entry.schema),
-                argument=name,
-                dtype=dtype,
-            ) from exc
+        if dtype is None:
+            continue
+        if dtype in EXTENSION_FLOATS and isinstance(exc, TypeError):
+            key, _ = _kernel_record(entry, fn)
+            message = (
+                f"the {key} kernel raised {type(exc).__name__} on argument {name!r} of dtype "
+                f"{dtype}: {exc}. numpy lacks some functions for {dtype}: cast it first, e.g. "
+                "with .to(oplib.float32)"
+            )
+        elif _unsupported(dtype):
+            message = (
+                f"argument {name!r} has dtype {dtype} ({_kind_name(dtype)}), which no oplib "
+                "backend computes with; convert it to a numeric or bool dtype (the kernel "
+                f"raised {type(exc).__name__}: {exc})"
+            )
+        else:
+            continue
+        raise UnsupportedDtypeError(
+            f"{entry.qualname}(): {message}",
+            op=entry.qualname,
+            schema=str(entry.schema),
+            argument=name,
+            dtype=dtype,
+        ) from exc
     if backend is None:
         backend = next((b for _, a in named if (b := TABLE.for_type(type(a))) is not None), None)
     key, source = _kernel_record(entry, fn)

@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
 from .._tensor import Tensor
 from ._context import FunctionCtx
@@ -221,7 +222,7 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
             data = out._data
             ctx._nout = 1
             ctx._meta = ((data.shape, data.dtype),)
-            if data.dtype.kind in "fc":
+            if data.dtype.kind in "fc" or data.dtype in EXTENSION_FLOATS:
                 out._rg = True
                 out.grad_fn = ctx
                 _resave(ctx)
@@ -268,7 +269,7 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
     for nr, t in enumerate(flat):
         if id(t) in marked:
             nondiff.add(nr)
-        if t._data.dtype.kind in "fc" and nr not in nondiff:
+        if (t._data.dtype.kind in "fc" or t._data.dtype in EXTENSION_FLOATS) and nr not in nondiff:
             t._rg = True
             t.grad_fn = ctx
             t._out_nr = nr
@@ -335,7 +336,9 @@ def once_differentiable(fn: _F) -> _F:
             (o._data.shape, o._data.dtype) if type(o) is Tensor else ((), None) for o in outs
         )
         for nr, o in enumerate(outs):
-            if type(o) is Tensor and o._data.dtype.kind in "fc":
+            if type(o) is Tensor and (
+                o._data.dtype.kind in "fc" or o._data.dtype in EXTENSION_FLOATS
+            ):
                 t = Tensor._wrap(o._data)
                 t._rg = True
                 t.grad_fn = node

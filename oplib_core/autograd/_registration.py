@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._dispatch import MISS, OpOverload
+from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
 from .._lookup import resolve
 from .._registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
@@ -143,7 +144,7 @@ class Formula:
             ctx._edges = (None,)
         dtype = data.dtype
         ctx._meta = ((data.shape, dtype),)
-        if dtype.kind in "fc":
+        if dtype.kind in "fc" or dtype in EXTENSION_FLOATS:
             out._rg = True
             out.grad_fn = ctx
             setup = self.setup
@@ -175,7 +176,7 @@ class Formula:
             data = out._data
             dtype = data.dtype
             ctx._meta = ((data.shape, dtype),)
-            differentiable = dtype.kind in "fc"
+            differentiable = dtype.kind in "fc" or dtype in EXTENSION_FLOATS
             if differentiable:
                 out._rg = True
                 out.grad_fn = ctx
@@ -194,7 +195,7 @@ class Formula:
         ctx._outs = tuple(t._data for t in flat)
         ctx._meta = tuple((t._data.shape, t._data.dtype) for t in flat)
         for nr, t in enumerate(flat):
-            if t._data.dtype.kind in "fc":
+            if t._data.dtype.kind in "fc" or t._data.dtype in EXTENSION_FLOATS:
                 t._rg = True
                 t.grad_fn = ctx
                 t._out_nr = nr

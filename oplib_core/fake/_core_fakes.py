@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
-from .._dtypes import get_default_dtype, mean_dtype, scalar_dtype
+from .._dtypes import (
+    EXTENSION_FLOATS,
+    get_default_dtype,
+    is_floating,
+    mean_dtype,
+    result_type,
+    scalar_dtype,
+)
 from ..errors import DeviceMismatchError
 from ..hookspecs import hookimpl
 from ..kernels._array_kernels import check_kernels
@@ -119,7 +126,10 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
             if found is None:
                 w = weak(other)
                 dt = self.dtype
-                loop = ufunc_loop(ufunc, w, dt) if reverse else ufunc_loop(ufunc, dt, w)
+                # a bool with bfloat16/float8 is computed in float32 like any scalar (the
+                # kernels' opmath), not promoted as a bool array would be
+                v = int if dt in EXTENSION_FLOATS and isinstance(other, bool) else w
+                loop = ufunc_loop(ufunc, v, dt) if reverse else ufunc_loop(ufunc, dt, v)
                 found = loops[key] = (w is int and check_range, loop)
             if found[0]:
                 S.check_int_scalar(other, found[1][i])
@@ -144,7 +154,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     @kernel("sigmoid")
     def sigmoid(self: FakeArray) -> FakeArray:
         dt = self.dtype
-        if dt.kind not in "fc":
+        if dt.kind != "c" and not is_floating(dt):
             dt = np.result_type(dt, np.float16)
         return self._new(self.shape, dt)
 
@@ -179,7 +189,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
         base = _pick("where", (condition, self, other))
         return base._new(
             broadcast(condition.shape, self.shape, other.shape),
-            np.result_type(self.dtype, other.dtype),
+            result_type(self.dtype, other.dtype),
         )
 
     # -- reductions ---------------------------------------------------------------------
@@ -269,13 +279,13 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
     def cat(tensors: Sequence[FakeArray], dim: int) -> FakeArray:
         shape = S.cat_shape([t.shape for t in tensors], dim)
         base = _pick("cat", tensors)
-        return base._new(shape, np.result_type(*[t.dtype for t in tensors]))
+        return base._new(shape, result_type(*[t.dtype for t in tensors]))
 
     @kernel("stack")
     def stack(tensors: Sequence[FakeArray], dim: int) -> FakeArray:
         shape = S.stack_shape([t.shape for t in tensors], dim)
         base = _pick("stack", tensors)
-        return base._new(shape, np.result_type(*[t.dtype for t in tensors]))
+        return base._new(shape, result_type(*[t.dtype for t in tensors]))
 
     # -- copies -------------------------------------------------------------------------
     @kernel("clone")

@@ -18,9 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from .._dtypes import get_default_dtype, scalar_dtype
+from .._dtypes import (
+    EXTENSION_FLOATS,
+    get_default_dtype,
+    is_floating,
+    promote_types,
+    scalar_dtype,
+)
 from ._errors import DataDependentError
 from ._symbolic import SymInt, undecidable
+
+FLOAT32 = np.dtype("float32")
+COMPLEX64 = np.dtype("complex64")
 
 __all__ = [
     "arange_dtype",
@@ -363,10 +372,25 @@ def ufunc_loop(ufunc: np.ufunc, *inputs: Any) -> tuple[np.dtype, ...]:
         return _ufunc_cache[key]
     except KeyError:
         pass
-    loop = tuple(ufunc.resolve_dtypes((*inputs, None)))
+    loop = _extension_loop(ufunc, inputs) or tuple(ufunc.resolve_dtypes((*inputs, None)))
     with _cache_lock:
         _ufunc_cache[key] = loop
     return loop
+
+
+def _extension_loop(ufunc: np.ufunc, inputs: tuple[Any, ...]) -> tuple[np.dtype, ...] | None:
+    """The loop the core kernels use for a binary op with a bfloat16/float8 operand: torch's
+    ``promote_types`` for two arrays, the array's dtype with a weak real scalar (complex
+    gives complex64), bool for comparisons; None for everything else (numpy's loop)."""
+    if len(inputs) != 2 or not any(d in EXTENSION_FLOATS for d in inputs):
+        return None
+    a, b = inputs
+    if isinstance(a, np.dtype) and isinstance(b, np.dtype):
+        d = promote_types(a, b)
+    else:
+        d = COMPLEX64 if complex in inputs else (a if isinstance(a, np.dtype) else b)
+    out = ufunc.resolve_dtypes((FLOAT32, FLOAT32, None))[-1]
+    return (d, d, out if out.kind == "b" else d)
 
 
 def ufunc_dtype(ufunc: np.ufunc, *inputs: Any) -> np.dtype:
@@ -386,7 +410,7 @@ def check_int_scalar(value: Any, dtype: np.dtype) -> None:
 def arange_dtype(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> np.dtype:
     if dtype is not None:
         return dtype
-    if any(scalar_dtype(v).kind in "fc" for v in (start, end, step)):
+    if any(d.kind == "c" or is_floating(d) for d in map(scalar_dtype, (start, end, step))):
         return get_default_dtype()
     return _INT64
 

@@ -9,7 +9,11 @@ an :class:`~oplib_core.device.Device` or ``None``, ``Scalar`` a Python int, floa
 Kernels return native arrays, never scalars (full reductions give 0-d arrays).
 
 Type promotion is numpy's (NEP 50: Python scalars are weak, so float32 + 2.0 stays float32).
-Where torch and numpy differ the docstring of the kernel says which one it follows.
+Where torch and numpy differ the docstring of the kernel says which one it follows. With
+bfloat16 or float8 operands (``ml_dtypes``) binary ops follow torch instead: mixed dtypes are
+cast to ``promote_types`` first (numpy has no common dtype for bfloat16 and float16, and takes
+float64 for bfloat16 with int64), and with a Python scalar they compute in float32 and round
+back, as torch's "opmath" does (numpy would give float32 for ``bfloat16 * 2.0``).
 """
 
 from __future__ import annotations
@@ -20,12 +24,48 @@ from typing import Any
 import numpy as np
 
 from oplib_core._device import Device
-from oplib_core._dtypes import get_default_dtype, mean_dtype, scalar_dtype
+from oplib_core._dtypes import (
+    EXTENSION_FLOATS,
+    get_default_dtype,
+    is_floating,
+    mean_dtype,
+    promote_types,
+    result_type,
+    scalar_dtype,
+)
 from oplib_core._opset import CORE_OPS, CoreOp
 
 __all__ = ["array_kernels", "check_kernels"]
 
 _INT64 = np.dtype("int64")
+_FLOAT32 = np.dtype("float32")
+
+
+def _promoted(a: Any, b: Any) -> tuple[Any, Any]:
+    """``a`` and ``b`` (one of them bfloat16/float8, dtypes differ) cast to torch's
+    ``promote_types``; ``TypeError`` for float8 with another dtype, as torch."""
+    d = promote_types(a.dtype, b.dtype)
+    return a.astype(d, copy=False), b.astype(d, copy=False)
+
+
+def _opmath(ufunc: Callable[..., Any], self: Any, other: Any, reverse: bool) -> Any:
+    """``ufunc`` of a bfloat16/float8 array and a Python scalar as torch computes it: in
+    float32, rounded back to ``self``'s dtype (bool and complex results are kept)."""
+    x = self.astype(_FLOAT32)
+    out = ufunc(other, x) if reverse else ufunc(x, other)
+    return out.astype(self.dtype) if out.dtype == _FLOAT32 else out
+
+
+def _common(arrays: Sequence[Any]) -> list[Any]:
+    """``arrays`` as a list; cast to torch's promotion when their dtypes differ and one of
+    them is bfloat16/float8 (numpy has no bfloat16/float16 pair, takes float64 for
+    bfloat16 with int64)."""
+    arrays = list(arrays)
+    dtypes = [a.dtype for a in arrays]
+    if any(d in EXTENSION_FLOATS for d in dtypes) and len(set(dtypes)) > 1:
+        d = result_type(*dtypes)
+        arrays = [a.astype(d, copy=False) for a in arrays]
+    return arrays
 
 
 def check_kernels(
@@ -88,8 +128,22 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         fn.__doc__ = doc
         kernel(name)(fn)
 
-    def binary(name: str, ufunc: Callable[..., Any], doc: str, *, reverse: bool = False) -> None:
+    # bfloat16/float8 (numpy's kind "V", but "f" for float8_e5m2): a set lookup on the hot
+    # path, and torch's promotion only for them (see the module docstring)
+    def binary(name: str, ufunc: Callable[..., Any], doc: str) -> None:
         def fn(self: Any, other: Any) -> Any:
+            sd, od = self.dtype, other.dtype
+            if sd is not od and (sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS):
+                self, other = _promoted(self, other)
+            return asarray(ufunc(self, other))
+
+        fn.__doc__ = doc
+        kernel(name)(fn)
+
+    def scalar(name: str, ufunc: Callable[..., Any], doc: str, *, reverse: bool = False) -> None:
+        def fn(self: Any, other: Any) -> Any:
+            if self.dtype in EXTENSION_FLOATS:
+                return asarray(_opmath(ufunc, self, other, reverse))
             return asarray(ufunc(other, self) if reverse else ufunc(self, other))
 
         fn.__doc__ = doc
@@ -97,6 +151,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     def power(name: str, doc: str) -> None:
         def fn(self: Any, exponent: Any) -> Any:
+            if (
+                self.dtype in EXTENSION_FLOATS
+                or getattr(exponent, "dtype", None) in EXTENSION_FLOATS
+            ):
+                if not hasattr(exponent, "dtype"):
+                    return asarray(_opmath(xp.power, self, exponent, False))
+                if self.dtype is not exponent.dtype:
+                    self, exponent = _promoted(self, exponent)
             return asarray(xp.power(self, exponent))
 
         fn.__doc__ = doc
@@ -118,8 +180,10 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``|self|``; float dtypes are kept, integer input gives numpy's float dtype for ``exp``."""
         if self.dtype.kind == "c":
             return asarray(1 / (1 + xp.exp(-self)))
+        if self.dtype in EXTENSION_FLOATS:  # in float32, rounded once (as torch)
+            return sigmoid(self.astype(_FLOAT32)).astype(self.dtype)
         x = self
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             # result_type with float16 is the float dtype numpy's exp loop would choose.
             x = x.astype(np.result_type(x.dtype, np.float16))
         e = xp.exp(-xp.abs(x))
@@ -142,18 +206,18 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     power("pow", "``self ** exponent``; integer to a negative integer power raises.")
     binary("maximum", xp.maximum, "Elementwise maximum; nan propagates.")
     binary("minimum", xp.minimum, "Elementwise minimum; nan propagates.")
-    binary("add.Scalar", xp.add, "``self + other``; the Python scalar is weak (NEP 50).")
-    binary("sub.Scalar", xp.subtract, "``self - other``; the Python scalar is weak.")
-    binary("mul.Scalar", xp.multiply, "``self * other``; the Python scalar is weak.")
-    binary(
+    scalar("add.Scalar", xp.add, "``self + other``; the Python scalar is weak (NEP 50).")
+    scalar("sub.Scalar", xp.subtract, "``self - other``; the Python scalar is weak.")
+    scalar("mul.Scalar", xp.multiply, "``self * other``; the Python scalar is weak.")
+    scalar(
         "div.Scalar",
         xp.true_divide,
         "``self / other``; the Python scalar is weak, int / int gives float64 (numpy).",
     )
     power("pow.Scalar", "``self ** exponent``; the Python scalar is weak.")
-    binary("rsub.Scalar", xp.subtract, "``other - self`` (for ``2.0 - t``).", reverse=True)
-    binary("rdiv.Scalar", xp.true_divide, "``other / self`` (for ``2.0 / t``).", reverse=True)
-    binary("rpow.Scalar", xp.power, "``other ** self`` (for ``2.0 ** t``).", reverse=True)
+    scalar("rsub.Scalar", xp.subtract, "``other - self`` (for ``2.0 - t``).", reverse=True)
+    scalar("rdiv.Scalar", xp.true_divide, "``other / self`` (for ``2.0 / t``).", reverse=True)
+    scalar("rpow.Scalar", xp.power, "``other ** self`` (for ``2.0 ** t``).", reverse=True)
 
     for cmp_name, ufunc, symbol in (
         ("eq", xp.equal, "=="),
@@ -164,11 +228,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ("ge", xp.greater_equal, ">="),
     ):
         binary(cmp_name, ufunc, f"``self {symbol} other`` as a bool array.")
-        binary(f"{cmp_name}.Scalar", ufunc, f"``self {symbol} other`` as a bool array.")
+        scalar(f"{cmp_name}.Scalar", ufunc, f"``self {symbol} other`` as a bool array.")
 
     @kernel("where")
     def where(condition: Any, self: Any, other: Any) -> Any:
         """``self`` where ``condition`` holds, else ``other``; all three broadcast together."""
+        sd, od = self.dtype, other.dtype
+        if sd is not od and (sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS):
+            self, other = _promoted(self, other)
         return asarray(xp.where(condition, self, other))
 
     # -- reductions ---------------------------------------------------------------------
@@ -177,12 +244,16 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         self: Any, dim: Sequence[int] | None, keepdim: bool, *, dtype: np.dtype | None = None
     ) -> Any:
         """Sum over ``dim`` (None or [] for all). Like torch, with ``dtype=None`` bool and
-        integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype."""
+        integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype
+        (bfloat16/float8 accumulate in float32)."""
         if dtype is None and (
             self.dtype.kind in "bi" or (self.dtype.kind == "u" and self.dtype.itemsize < 8)
         ):
             dtype = _INT64
         axis = _reduce_axes(self.ndim, dim)
+        if dtype is None and self.dtype in EXTENSION_FLOATS:  # accumulate in float32 (torch)
+            out = xp.sum(self, axis=axis, dtype=_FLOAT32, keepdims=keepdim)
+            return asarray(out).astype(self.dtype)
         return asarray(xp.sum(self, axis=axis, dtype=dtype, keepdims=keepdim))
 
     @kernel("mean")
@@ -194,6 +265,9 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``dtype=`` is given."""
         mean_dtype(self.dtype, dtype)
         axis = _reduce_axes(self.ndim, dim)
+        if dtype is None and self.dtype in EXTENSION_FLOATS:  # accumulate in float32 (torch)
+            out = xp.mean(self, axis=axis, dtype=_FLOAT32, keepdims=keepdim)
+            return asarray(out).astype(self.dtype)
         return asarray(xp.mean(self, axis=axis, dtype=dtype, keepdims=keepdim))
 
     @kernel("amax")
@@ -210,7 +284,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     @kernel("matmul")
     def matmul(self: Any, other: Any) -> Any:
         """Matrix product with numpy's ``matmul`` rules (batch dims broadcast, 1-d operands
-        are promoted to matrices and the added dim removed)."""
+        are promoted to matrices and the added dim removed). bfloat16/float8 operands give
+        torch's ``promote_types`` dtype (numpy's matmul would give float32)."""
+        sd, od = self.dtype, other.dtype
+        if sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS:
+            d = promote_types(sd, od)
+            return asarray(
+                xp.matmul(self.astype(d, copy=False), other.astype(d, copy=False))
+            ).astype(d, copy=False)
         return asarray(xp.matmul(self, other))
 
     # -- shape ops (may return views of self) -------------------------------------------
@@ -266,13 +347,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     @kernel("cat")
     def cat(tensors: Sequence[Any], dim: int) -> Any:
-        """Concatenate along an existing dim; dtypes promote as in numpy."""
-        return xp.concatenate(list(tensors), axis=dim)
+        """Concatenate along an existing dim; dtypes promote as in numpy (as torch with a
+        bfloat16/float8 among them)."""
+        return xp.concatenate(_common(tensors), axis=dim)
 
     @kernel("stack")
     def stack(tensors: Sequence[Any], dim: int) -> Any:
         """Stack equal-shaped arrays along a new dim ``dim``."""
-        return xp.stack(list(tensors), axis=dim)
+        return xp.stack(_common(tensors), axis=dim)
 
     # -- copies -------------------------------------------------------------------------
     @kernel("clone")
@@ -322,7 +404,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     def _arange(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> Any:
         if dtype is None:
             dtypes = [scalar_dtype(v) for v in (start, end, step)]
-            dtype = get_default_dtype() if any(d.kind in "fc" for d in dtypes) else _INT64
+            floating = any(d.kind == "c" or is_floating(d) for d in dtypes)  # bfloat16 default
+            dtype = get_default_dtype() if floating else _INT64
         return xp.arange(start, end, step, dtype=dtype)
 
     @kernel("arange")

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._device import Device
 from .._dispatch import OpOverload
+from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import enable_grad, no_grad
 from .._higher_order._operator import HigherOrderOperator
 from .._lookup import lookup, lookup_for_call
@@ -72,6 +73,7 @@ PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 # (rtol, atol) per dtype for test_backends, as torch.testing.assert_close
 _TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
     "float32": (1.3e-6, 1e-5),
     "float64": (1e-7, 1e-7),
     "complex64": (1.3e-6, 1e-5),
@@ -634,6 +636,8 @@ def _compare_values(
                 continue
             gv, rv = _host(gt), _host(rt)
             rtol_, atol_ = _tolerance(rt.dtype, rtol, atol)
+            if gv.dtype in EXTENSION_FLOATS:  # bfloat16/float8: compared in float32
+                gv, rv = gv.astype(np.float32), rv.astype(np.float32)
             if gv.dtype.kind in "fc":
                 ok = np.isclose(gv, rv, rtol=rtol_, atol=atol_, equal_nan=True)
             else:

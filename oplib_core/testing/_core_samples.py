@@ -17,6 +17,7 @@ import numpy as np
 
 from .._device import Device
 from .._dispatch import OpOverload
+from .._dtypes import bfloat16
 from .._factories import tensor
 from .._tensor import Tensor
 from ..hookspecs import hookimpl
@@ -27,6 +28,7 @@ __all__ = ["CORE_SAMPLES"]
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
+BF16 = bfloat16
 
 Maker = Callable[[Device], Iterator[SampleInput]]
 _MakerFn = Callable[..., Iterator[SampleInput]]
@@ -87,6 +89,7 @@ _INT_OK = ("neg", "relu", "abs", "add", "sub", "mul", "maximum", "minimum")
 def _unary(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     positive = name in ("log", "sqrt")
     yield SampleInput((_t(d.floats((2, 3), positive=positive), dev, F32),), name="float32 (2, 3)")
+    yield SampleInput((_t(d.floats((3,), positive=positive), dev, BF16),), name="bfloat16 (3,)")
     if name in _INT_OK:
         yield SampleInput((_t(d.ints((2, 3)), dev),), name="int64 (2, 3)")
 
@@ -100,6 +103,15 @@ def _binary(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
         (_t(d.floats((2, 3), positive=positive), dev, F32), _t(d.floats((3,)), dev, F32)),
         name="float32 (2, 3) with (3,), broadcast",
     )
+    yield SampleInput(
+        (_t(d.floats((2, 3), positive=positive), dev, BF16), _t(d.floats((3,)), dev, BF16)),
+        name="bfloat16 (2, 3) with (3,)",
+    )
+    if name != "pow":  # torch's promotion, which numpy does not have for these pairs
+        yield SampleInput(
+            (_t(d.floats((3,)), dev, BF16), _t(d.floats((3,)), dev, np.dtype(np.float16))),
+            name="bfloat16 with float16 (float32)",
+        )
     if name in _INT_OK:
         yield SampleInput((_t(d.ints((2, 3)), dev), _t(d.ints((2, 3)), dev)), name="int64 (2, 3)")
 
@@ -111,6 +123,7 @@ def _binary(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
 def _scalar(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     positive = name == "pow.Scalar"
     yield SampleInput((_t(d.floats((2, 3), positive=positive), dev, F32), 1.5), name="float32, 1.5")
+    yield SampleInput((_t(d.floats((3,), positive=True), dev, BF16), 1.5), name="bfloat16, 1.5")
     if name in ("add.Scalar", "sub.Scalar", "mul.Scalar", "rsub.Scalar"):
         yield SampleInput((_t(d.ints((2, 3)), dev), 3), name="int64, 3")
 
@@ -126,6 +139,7 @@ def _compare(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(a, dev, F32), _t(b, dev, F32)), name="float32 (2, 3)")
     x, y = d.ints((2, 3)), d.ints((3,))
     yield SampleInput((_t(x, dev), _t(y, dev)), name="int64 (2, 3) with (3,)")
+    yield SampleInput((_t(a, dev, BF16), _t(b, dev, BF16)), name="bfloat16 (2, 3)")
 
 
 @_samples(*(f"{c}.Scalar" for c in _COMPARISONS))
@@ -152,6 +166,7 @@ def _sum_mean(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         (_t(d.floats((2, 3, 2)), dev, F32), [0, 2], True), name="float32 (2, 3, 2), dims 0, 2"
     )
+    yield SampleInput((_t(d.floats((2, 3)), dev, BF16), [1]), name="bfloat16 (2, 3), dim 1")
     if name == "sum":
         yield SampleInput((_t(d.ints((2, 3)), dev), [1]), name="int64 (2, 3), dim 1")
     else:
@@ -165,6 +180,7 @@ def _extremum(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32),), name="float32 (2, 3), all")
     yield SampleInput((_t(d.floats((2, 3)), dev, F32), [1], True), name="float32 (2, 3), dim 1")
     yield SampleInput((_t(d.ints((2, 3)), dev), [0]), name="int64 (2, 3), dim 0")
+    yield SampleInput((_t(d.floats((2, 3)), dev, BF16), [0]), name="bfloat16 (2, 3), dim 0")
 
 
 # -- linear algebra ---------------------------------------------------------------------------
@@ -177,6 +193,10 @@ def _matmul(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
         (_t(d.floats((3,)), dev, F32), _t(d.floats((3, 2)), dev, F32)), name="(3,) @ (3, 2)"
     )
     yield SampleInput((_t(d.ints((2, 3)), dev), _t(d.ints((3,)), dev)), name="int64 (2, 3) @ (3,)")
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, BF16), _t(d.floats((3, 2)), dev, BF16)),
+        name="bfloat16 (2, 3) @ (3, 2)",
+    )
 
 
 # -- shape ops --------------------------------------------------------------------------------
@@ -201,6 +221,7 @@ def _permute(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
 def _reshape(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32), [3, 2]), name="float32 (2, 3) to (3, 2)")
     yield SampleInput((_t(d.ints((2, 3)), dev), [-1]), name="int64 (2, 3) to (-1,)")
+    yield SampleInput((_t(d.floats((2, 3)), dev, BF16), [3, 2]), name="bfloat16 (2, 3) to (3, 2)")
 
 
 @_samples("broadcast_to")
@@ -230,6 +251,9 @@ def _cat_stack(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
         name="float32, dim 1",
     )
     yield SampleInput(([_t(d.ints((2, 2)), dev), _t(d.ints((2, 2)), dev)],), name="int64")
+    yield SampleInput(
+        ([_t(d.floats((2, 2)), dev, BF16), _t(d.floats((2, 2)), dev, BF16)],), name="bfloat16"
+    )
 
 
 # -- copies -----------------------------------------------------------------------------------
@@ -237,6 +261,7 @@ def _cat_stack(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
 def _clone(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32),), name="float32 (2, 3)")
     yield SampleInput((_t(d.bools((2, 3)), dev),), name="bool (2, 3)")
+    yield SampleInput((_t(d.floats((2, 3)), dev, BF16),), name="bfloat16 (2, 3)")
 
 
 @_samples("copy_")
@@ -256,12 +281,20 @@ def _copy(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
 def _astype(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32), F64), name="float32 to float64")
     yield SampleInput((_t(d.ints((2, 3)), dev), F32), name="int64 to float32")
+    # no gradcheck into bfloat16: finite differences vanish at its precision
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, F32, grad=False), BF16), name="float32 to bfloat16"
+    )
+    yield SampleInput((_t(d.floats((2, 3)), dev, BF16), F32), name="bfloat16 to float32")
 
 
 @_samples("_to_copy")
 def _to_copy(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32),), name="float32 (2, 3)")
     yield SampleInput((_t(d.floats((2, 3)), dev, F32),), {"dtype": F64}, name="to float64")
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, F32, grad=False),), {"dtype": BF16}, name="to bfloat16"
+    )
 
 
 # -- factories --------------------------------------------------------------------------------
@@ -272,18 +305,23 @@ def _filled(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         ([4],), {"dtype": I64, "device": dev}, name="int64 (4,)", compare_values=values
     )
+    yield SampleInput(
+        ([3],), {"dtype": BF16, "device": dev}, name="bfloat16 (3,)", compare_values=values
+    )
 
 
 @_samples("full")
 def _full(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(([2, 3], 1.5), {"device": dev}, name="(2, 3), 1.5")
     yield SampleInput(([3], 7), {"dtype": I64, "device": dev}, name="int64 (3,), 7")
+    yield SampleInput(([3], 0.1), {"dtype": BF16, "device": dev}, name="bfloat16 (3,), 0.1")
 
 
 @_samples("arange")
 def _arange(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((5,), {"device": dev}, name="5")
     yield SampleInput((2.5,), {"dtype": F64, "device": dev}, name="2.5, float64")
+    yield SampleInput((4,), {"dtype": BF16, "device": dev}, name="4, bfloat16")
 
 
 @_samples("arange.start")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+import oplib_core as oplib
 from oplib_core import BackendSpec, Device, hookimpl
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
@@ -21,6 +22,29 @@ from oplib_cuda import runtime
 
 KEY = "CUDA"
 _KDL_CUDA = 2  # DLPack device type of CUDA memory
+
+
+#: ml_dtypes' formats, which cupy has no dtype for (it refuses them with "Unsupported dtype").
+_NO_CUPY_DTYPES = frozenset(
+    (
+        oplib.bfloat16,
+        oplib.float8_e4m3fn,
+        oplib.float8_e5m2,
+        oplib.float8_e4m3fnuz,
+        oplib.float8_e5m2fnuz,
+        oplib.float8_e8m0fnu,
+    )
+)
+
+
+def check_dtype(dtype: Any, what: str) -> None:
+    """``TypeError`` for a dtype cupy cannot hold (bfloat16, float8), saying what to do."""
+    if dtype is not None and np.dtype(dtype) in _NO_CUPY_DTYPES:
+        raise TypeError(
+            f"{what}: the cuda backend (cupy) has no {np.dtype(dtype)} dtype; keep "
+            f"{np.dtype(dtype)} tensors on the cpu, or convert them first, e.g. "
+            "t.to(oplib.float16).to('cuda')"
+        )
 
 
 def _device_of(array: Any) -> int:
@@ -37,12 +61,14 @@ def _index(device: Device | None) -> int | None:
 
 
 def _from_host(array: np.ndarray, device: Device) -> Any:
+    check_dtype(array.dtype, f"copy to {device}")
     cp = runtime.cupy()
     with cp.cuda.Device(_index(device)):
         return cp.asarray(array)
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Any:
+    check_dtype(dtype, f"empty on {device}")
     cp = runtime.cupy()
     with cp.cuda.Device(_index(device)):
         return cp.empty(shape, dtype=dtype)
@@ -76,6 +102,9 @@ CUDA = BackendSpec(
 )
 
 
+_DTYPE_ARGUMENT = frozenset(("empty", "zeros", "ones", "full", "arange", "arange.start", "astype"))
+
+
 @functools.cache
 def _kernels() -> dict[str, Any]:
     return array_kernels(runtime.cupy())
@@ -98,7 +127,11 @@ def _call_device(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
 
 
 def _on_device(name: str) -> Any:
+    takes_dtype = name in _DTYPE_ARGUMENT
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
+        if takes_dtype:  # factories and astype: the dtype asked for
+            check_dtype(args[1] if name == "astype" else kwargs.get("dtype"), f"oplib::{name}")
         fn = _kernels()[name]  # imports cupy on the first call
         with runtime.cupy().cuda.Device(_call_device(args, kwargs)):
             return fn(*args, **kwargs)
