@@ -10,7 +10,7 @@ from .._lookup import resolve
 from .._registry import REGISTRY
 from ..backends import TABLE, Backend, device
 from ..errors import AmbiguousOperatorError, UnknownOperatorError
-from ._errors import UsageError, did_you_mean, no_operator, unknown_name
+from ._errors import UsageError, no_operator, unknown_name
 
 __all__ = ["backend", "device_arg", "namespace", "op_name", "operator", "operator_or_hop"]
 
@@ -29,11 +29,10 @@ def operator_or_hop(given: str, api: str) -> OpOverload | HigherOrderOperator:
         hop = HOPS.get(given)
         if hop is not None:
             return hop
-        # Matched without the shared prefix, which would make every name look close.
-        bare = given.removeprefix(f"{NAMESPACE}::")
-        hint = did_you_mean(bare, [h.name() for h in HOPS.all()])
-        hint = hint.replace("'", f"'{NAMESPACE}::", 1).replace(" or '", f" or '{NAMESPACE}::")
-        raise UsageError(f"no higher-order operator {given!r} (see 'oplib ops list'){hint}")
+        qualnames = [h.qualname for h in HOPS.all()]
+        raise unknown_name(
+            "higher-order operator", given, qualnames, "oplib ops list", f"{NAMESPACE}::"
+        )
     return operator(given, api)
 
 
