@@ -36,6 +36,7 @@ from ._higher_order._pytree import leaves
 from ._registry import Origin
 from ._tensor import Tensor
 from .autograd import _engine
+from .backends import TABLE
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -325,11 +326,8 @@ class profile(DispatchMode):
                 k = op.handler(chosen[-1][0])
                 event.origin = None if k is None else str(k.origin)
         if self.record_shapes:
-            arrays = [
-                v._data if type(v) is Tensor else v
-                for v in leaves((args, kwargs))
-                if type(v) is Tensor or hasattr(v, "__array_namespace__")
-            ]
+            data = [v._data if type(v) is Tensor else v for v in leaves((args, kwargs))]
+            arrays = [a for a in data if TABLE.for_type(type(a)) is not None]
             event.shapes = tuple(tuple(a.shape) for a in arrays)
             event._dtypes = tuple(a.dtype for a in arrays)
         return self._timed(event, opened, op, args, kwargs)
