@@ -509,14 +509,17 @@ def test_plain_calls_take_the_packed_path_and_others_fall_back(echo, monkeypatch
     from oplib_core._native import _fastcall
 
     ns, _ = echo
-    fast = oplib.lookup(f"{ns}::plain").kernel("cpu").fn.fast
+    kernel = oplib.lookup(f"{ns}::plain").kernel("cpu").fn
+    fast = kernel.fast
     assert isinstance(fast, _fastcall.FastCall)
     mix = oplib.lookup(f"{ns}::mix").kernel("cpu").fn.fast
-    assert mix is _fastcall.NO_FAST_CALL  # int[]: plain path only
-    taken = []
-    real = fast.call
-    monkeypatch.setattr(fast, "call", lambda args: taken.append(out := real(args)) or out)
+    assert isinstance(mix, _fastcall.NoFastCall)  # int[]: plain path only
+    declined = []
+    real = fast.slow
+    monkeypatch.setattr(fast, "slow", lambda args: declined.append(args) or real(args))
+    kernel.invalidate()  # the fast call is generated anew, with the recording ``slow``
     x = np.arange(3.0)
     _packet(ns, "plain")(x, 1, 1.0, False, 0)
+    assert declined == []
     _packet(ns, "plain")(x.view(np.ma.MaskedArray), 1, 1.0, False, 0)  # not exactly ndarray
-    assert [t is _fastcall.MISS for t in taken] == [False, True]
+    assert len(declined) == 1 and type(declined[0][0]) is np.ma.MaskedArray

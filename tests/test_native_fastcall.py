@@ -7,6 +7,7 @@ a small C library (skipped without a C compiler)."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -216,14 +217,39 @@ def test_a_re_registered_fake_kernel_is_used_at_once_and_its_removal_too(lib, fa
 def test_the_fast_path_serves_plain_calls_and_declines_the_others(lib, fakes):
     from oplib_core._native import _fastcall
 
-    kernel = _kernel(lib, "axpy")
-    assert isinstance(kernel.fast, _fastcall.FastCall)
+    def declining(name: str) -> tuple[Any, list[tuple[Any, ...]]]:
+        """The kernel's fast call, recording (instead of running) what it declines."""
+        kernel = _kernel(lib, name)
+        assert isinstance(kernel.fast, _fastcall.FastCall)
+        declined: list[tuple[Any, ...]] = []
+        fast = _fastcall.FastCall(kernel.plan, kernel.fast.address, kernel, declined.append)
+        return fast.call, declined
+
+    axpy, declined = declining("axpy")
     x = np.arange(3.0)
-    assert kernel.fast.call((x, x, 2.0)) is not _fastcall.MISS
-    assert kernel.fast.call((x.view(np.ma.MaskedArray), x, 2.0)) is _fastcall.MISS
-    assert kernel.fast.call((x, x, np.float64(2.0))) is _fastcall.MISS
-    assert kernel.fast.call((x, x)) is _fastcall.MISS  # arity: the plain path fills defaults
-    assert _kernel(lib, "iota").fast.call((x, 2**70, 1.0)) is _fastcall.MISS  # beyond int64
+    np.testing.assert_array_equal(axpy(x, x, 2.0), 3 * x)
+    axpy(x.view(np.ma.MaskedArray), x, 2.0)
+    axpy(x, x, np.float64(2.0))
+    axpy(x, x)  # arity: the plain path fills defaults
+    assert [len(a) for a in declined] == [3, 3, 2]
+    assert type(declined[0][0]) is np.ma.MaskedArray
+    iota, declined = declining("iota")
+    iota(x, 2**70, 1.0)  # beyond int64
+    assert declined == [(x, 2**70, 1.0)]
+
+
+def test_the_dispatcher_calls_a_native_kernel_through_its_fast_entry(lib, fakes):
+    from oplib_core._native import _fastcall
+
+    kernel = _kernel(lib, "axpy")
+    op = oplib.lookup(f"{lib}::axpy")
+    x = np.arange(3.0)
+    op(x, x, 2.0)
+    if isinstance(kernel.fast, _fastcall.FastCall):  # (not under OPLIB_DISPATCH_SLOW=1)
+        assert op._opcache.by_type[np.ndarray] is kernel.fast.call
+    kernel.invalidate()  # the dispatcher forgets the entry with the kernel's caches
+    assert np.ndarray not in op._opcache.by_type
+    np.testing.assert_array_equal(op(x, x, 2.0), 3 * x)
 
 
 def test_ints_beyond_int64_are_refused_through_a_fake_kernel_too(lib, fakes):

@@ -142,6 +142,10 @@ class OpCache:
         ``serve`` (``fn`` itself, or ``fn`` checking its results when they needed it)."""
         with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
             if self.backend_kernel(backend)[0] is fn:
+                if serve is fn and not self.kwdefaults:
+                    # a kernel object may offer a cheaper callable for positional calls
+                    # (native kernels: their generated fast call), valid until invalidate()
+                    serve = getattr(fn, "fast_entry", fn)
                 cache = self.tensor if tensors_in else self.by_type
                 cache[cls] = self._with_kwdefaults(serve)
 

@@ -36,9 +36,7 @@ from .._schema import BaseType
 from . import _abi as A
 from ._marshal import DATA_OFFSET, CallPlan, Layout, layout, meta_of, numpy_data
 
-__all__ = ["MISS", "NO_FAST_CALL", "FastCall", "NoFastCall", "fast_call_for"]
-
-MISS: Any = object()
+__all__ = ["FastCall", "NoFastCall", "fast_call_for"]
 
 _KINDS = {"Tensor": "t", "int": "i", "SymInt": "i", "bool": "i", "float": "f", "Scalar": "f"}
 _ARG = {"t": "8xQ8x", "i": "8xq8x", "f": "8xd8x"}  # oplib_arg: is_none=0, reserved, union
@@ -87,33 +85,41 @@ def _out_layout(shape: tuple[int, ...], dtype: np.dtype) -> tuple[bytes, Layout]
 _OUT_METAS: dict[tuple[int, ...], tuple[tuple[int, ...], np.dtype, bytes, Layout]] = {}
 
 
+#: What a fast call hands the calls it declines to (the arguments as a tuple).
+Slow = Callable[[tuple[Any, ...]], Any]
+
+
 class FastCall:
-    """A kernel's fast path: ``call(args)`` (a tuple in schema order) returns the result, or
-    ``MISS`` when an argument is not a numpy array or a plain scalar."""
+    """A kernel's fast path: ``call(*args)`` (positional, in schema order) runs the kernel,
+    or hands the call to ``slow(args)`` when an argument is not a numpy array or a plain
+    scalar. ``call`` is what the dispatcher's cache holds for the kernel (no frame of the
+    kernel object in between); it is replaced whenever the fast path is invalidated, and
+    so is every dispatcher cache of the op (see ``NativeKernel.invalidate``)."""
 
-    __slots__ = ("address", "cache", "call", "kinds", "owner", "plan")
+    __slots__ = ("address", "cache", "call", "kinds", "owner", "plan", "slow")
 
-    def __init__(self, plan: CallPlan, address: int, owner: Owner) -> None:
+    def __init__(self, plan: CallPlan, address: int, owner: Owner, slow: Slow) -> None:
         self.plan = plan
         self.address = address
         self.owner = owner
+        self.slow = slow
         self.kinds = tuple(_KINDS[a.type.name] for a in plan.args)  # type: ignore[union-attr]
         self.cache: dict[Any, Any] = {}
-        self.call: Callable[[Sequence[Any]], Any] = self._first
+        self.call: Callable[..., Any] = self._first
 
     def invalidate(self) -> None:
         """Forget what was cached and how outputs are sized (the next call decides anew)."""
         self.call = self._first
         self.cache = {}
 
-    def _first(self, args: Sequence[Any]) -> Any:
+    def _first(self, *args: Any) -> Any:
         cache = self.cache
         call = self._generate()
         if self.cache is cache:  # not invalidated meanwhile (by another thread)
             self.call = call
-        return call(args)
+        return call(*args)
 
-    def _generate(self) -> Callable[[Sequence[Any]], Any]:
+    def _generate(self) -> Callable[..., Any]:
         """Straight-line code for this schema and this way of sizing outputs."""
         plan, kinds = self.plan, self.kinds
         nargs, nouts = plan.nargs, plan.nouts
@@ -127,14 +133,14 @@ class FastCall:
         err_at = metas_at + (_META_SIZE * nouts if shape_fn is not None else 0)
         v = [f"v{i}" for i in range(nargs)]
         lines = [
-            "def call(args):",
+            "def call(*args):",
             "    try:",
             f"        {', '.join(v)}{',' if nargs == 1 else ''} = args",
-            "    except ValueError: return MISS",
+            "    except ValueError: return slow(args)",
         ]
         if tensors:
             checks = " or ".join(f"type(v{i}) is not ndarray" for i in tensors)
-            lines.append(f"    if {checks}: return MISS")
+            lines.append(f"    if {checks}: return slow(args)")
         key: list[str] = []
         for i, k in enumerate(kinds):
             if k == "t":
@@ -142,7 +148,9 @@ class FastCall:
                 continue
             allowed = ("int", "bool") if k == "i" else ("float", "int", "bool")
             lines.append(f"    t{i} = type(v{i})")
-            lines.append(f"    if {' and '.join(f't{i} is not {t}' for t in allowed)}: return MISS")
+            lines.append(
+                f"    if {' and '.join(f't{i} is not {t}' for t in allowed)}: return slow(args)"
+            )
             if by_fake:  # a fake kernel may depend on scalar values (and types)
                 key += [f"t{i}", f"v{i}"]
         consts = [f"c{j}" for j in range(len(tensors))]
@@ -153,7 +161,7 @@ class FastCall:
             "    hit = cache.get(key)",
             "    if hit is None:",
             "        hit = miss(args, key)",
-            "        if hit is None: return MISS",
+            "        if hit is None: return slow(args)",
             f"    {''.join(h + ', ' for h in hit)}_ = hit",
             "    try:",
             "        buf, base = free.pop()",
@@ -172,7 +180,7 @@ class FastCall:
             lines += [
                 "    try:",
                 f"        pack_head(buf, 0, {', '.join(head)})",
-                "    except (StructError, OverflowError): return MISS",
+                "    except (StructError, OverflowError): return slow(args)",
                 f"    status = shape_fn(base, {nargs}, base + {metas_at}, {nouts}, base + {err_at})",  # noqa: E501
                 f"    if status: fail(status, buf, {err_at}, ' shape function')",
             ]
@@ -190,7 +198,7 @@ class FastCall:
             lines += [
                 "    try:",
                 f"        pack_head(buf, 0, {', '.join(head + tail)})",
-                "    except (StructError, OverflowError): return MISS",
+                "    except (StructError, OverflowError): return slow(args)",
             ]
             fmt_head += _DL * nouts
         fmt_head += "x"  # and the error message is empty (the buffer may be reused)
@@ -206,7 +214,7 @@ class FastCall:
             "int": int,
             "bool": bool,
             "float": float,
-            "MISS": MISS,
+            "slow": self.slow,
             "cache": self.cache,
             "miss": self._miss_for(tensors, by_fake),
             "free": [],  # buffers of finished calls (each call takes its own)
@@ -224,7 +232,9 @@ class FastCall:
             "out_meta": self._out_meta,
         }
         exec(compile("\n".join(lines), f"<native fast call of {plan.op}>", "exec"), env)
-        return env["call"]  # type: ignore[no-any-return]
+        call = env["call"]
+        call.__wrapped__ = self.owner  # what a failure's note names (see _dispatch.failure)
+        return call  # type: ignore[no-any-return]
 
     def _miss_for(
         self, tensors: list[int], by_fake: bool
@@ -274,27 +284,27 @@ class FastCall:
 
 
 class NoFastCall:
-    """The fast path of a kernel that has none: every call takes the plain path."""
+    """The fast path of a kernel that has none: ``call(*args)`` hands every call to
+    ``slow(args)``."""
 
-    __slots__ = ()
+    __slots__ = ("call",)
 
-    @staticmethod
-    def call(args: Sequence[Any]) -> Any:
-        return MISS
+    def __init__(self, slow: Slow) -> None:
+        def call(*args: Any) -> Any:
+            return slow(args)
+
+        self.call = call
 
     def invalidate(self) -> None:
         """Nothing is cached."""
 
 
-NO_FAST_CALL = NoFastCall()
-
-
-def fast_call_for(plan: CallPlan, address: int, owner: Owner) -> FastCall | NoFastCall:
-    """The fast path of a kernel, or ``NO_FAST_CALL`` when its schema has other argument
+def fast_call_for(plan: CallPlan, address: int, owner: Owner, slow: Slow) -> FastCall | NoFastCall:
+    """The fast path of a kernel, or a ``NoFastCall`` when its schema has other argument
     types (or ``OPLIB_DISPATCH_SLOW=1``)."""
     if SLOW:
-        return NO_FAST_CALL
+        return NoFastCall(slow)
     for a in plan.args:
         if not isinstance(a.type, BaseType) or a.type.name not in _KINDS:
-            return NO_FAST_CALL
-    return FastCall(plan, address, owner)
+            return NoFastCall(slow)
+    return FastCall(plan, address, owner, slow)

@@ -31,7 +31,7 @@ from . import _abi as A
 from . import loaded_libraries
 from ._classes import add_class, check_qualname, class_entry
 from ._errors import LibraryLoadError, NativeKernelError
-from ._fastcall import MISS, fast_call_for
+from ._fastcall import fast_call_for
 from ._marshal import CallPlan, allocate, fake_of, metas_from_shape_fn
 from ._marshal import result as _result
 
@@ -82,7 +82,7 @@ class NativeKernel:
         self.fn = fn
         self.plan = plan
         self.lib = lib
-        self.fast = fast_call_for(plan, _address(fn), self)
+        self.fast = fast_call_for(plan, _address(fn), self, self._positional)
         self.metas: dict[Any, list[tuple[tuple[int, ...], np.dtype]]] = {}
         self.__name__ = self.__qualname__ = f"native kernel of {plan.op}"
         _KERNELS.add(self)
@@ -91,19 +91,24 @@ class NativeKernel:
         return f"<native kernel of {self.plan.op} from {self.lib.path}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs:  # the dispatcher's fast path: every argument, positionally
-            out = self.fast.call(args)
-            if out is not MISS:
-                return out
+        if not kwargs:  # every argument positionally: the fast path may serve
+            return self.fast.call(*args)
         return self._call(args, kwargs)
+
+    @property
+    def fast_entry(self) -> Any:
+        """What the dispatcher's fast path may call instead of this object, with the same
+        positional arguments (it skips this object's frame; dropped on ``invalidate``)."""
+        return self.fast.call
+
+    def _positional(self, args: tuple[Any, ...]) -> Any:
+        return self._call(args, {})
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         plan = self.plan
         values = plan.values(args, kwargs)
         if kwargs or len(args) != plan.nargs:  # defaults filled in: the fast path may serve
-            out = self.fast.call(tuple(values))
-            if out is not MISS:
-                return out
+            return self.fast.call(*values)
         keep: list[Any] = []
         cargs, first = plan.fill(values, keep)
         metas = self._metas(values, cargs) if plan.nouts else []
@@ -113,9 +118,13 @@ class NativeKernel:
         return _result(outs)
 
     def invalidate(self) -> None:
-        """Forget every remembered output size (a fake kernel or shape function changed)."""
+        """Forget every remembered output size (a fake kernel or shape function changed),
+        and the dispatcher's answers for the op, which may hold ``fast_entry``."""
         self.metas = {}
         self.fast.invalidate()
+        entry = REGISTRY.ops.get(self.plan.op)
+        if entry is not None:
+            entry.invalidate()
 
     def shape_fn(self) -> Any:
         """The library's shape function for this op (or method), if it gave one."""
