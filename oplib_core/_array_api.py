@@ -103,7 +103,8 @@ class DtypeMap:
 
     ``native(d)`` gives the namespace's dtype for oplib dtype ``d`` (``TypeError`` naming the
     namespace when it has none); ``ours(n)`` the oplib dtype of the namespace's dtype ``n``.
-    ``identity`` is true when both are the same objects (numpy dtypes)."""
+    ``identity`` is true when both are the same objects (numpy dtypes). ``name`` says whose
+    dtypes they are in error messages (``"the array namespace numpy"``)."""
 
     __slots__ = ("_native", "_ours", "identity", "name", "supported")
 
@@ -123,7 +124,7 @@ class DtypeMap:
             if d in self._ours:  # already the namespace's own dtype
                 return d
             raise TypeError(
-                f"the array namespace {self.name} has no dtype {d} (it has "
+                f"{self.name} has no dtype {d} (it has "
                 f"{', '.join(sorted(x.name for x in self.supported))})"
             ) from None
 
@@ -133,14 +134,18 @@ class DtypeMap:
         try:
             return self._ours[n]
         except KeyError:
-            raise TypeError(
-                f"the array namespace {self.name} gave dtype {n!r}, which oplib has no name for"
-            ) from None
+            raise TypeError(f"{self.name} gave dtype {n!r}, which oplib has no name for") from None
 
 
 @functools.cache
 def _cached_map(ns: Any) -> DtypeMap:
-    return DtypeMap(namespace_name(ns), namespace_dtypes(ns), _uses_numpy_dtypes(ns))
+    return _make_map(ns)
+
+
+def _make_map(ns: Any) -> DtypeMap:
+    return DtypeMap(
+        f"the array namespace {namespace_name(ns)}", namespace_dtypes(ns), _uses_numpy_dtypes(ns)
+    )
 
 
 def dtype_map(xp: Any) -> DtypeMap:
@@ -149,4 +154,4 @@ def dtype_map(xp: Any) -> DtypeMap:
     try:
         return _cached_map(ns)
     except TypeError:  # an unhashable namespace object
-        return DtypeMap(namespace_name(ns), namespace_dtypes(ns), _uses_numpy_dtypes(ns))
+        return _make_map(ns)

@@ -236,6 +236,17 @@ class NoKernelError(OplibError, NotImplementedError):
         super().__init__(message)
 
 
+class NamespaceUnsupportedError(NoKernelError):
+    """A shared core kernel (``oplib.kernels.array_kernels``) needs something the array
+    namespace it is bound to lacks (``needs``, e.g. in-place writes on jax.numpy);
+    ``namespace`` names it. ``oplib check`` reports it as a skip with this reason."""
+
+    def __init__(self, message: str, op: str, namespace: str, needs: str) -> None:
+        self.namespace = namespace
+        self.needs = needs
+        super().__init__(message, op, namespace)
+
+
 class KernelResultError(OplibError, TypeError, RuntimeError):
     """A kernel (or fake kernel) returned something its operator's schema does not allow:
     a list or a Python scalar for a ``Tensor``, a tuple of the wrong length, an array no

@@ -11,7 +11,8 @@ for libraries whose arrays carry numpy dtypes, so numpy pays nothing for it).
 
 Where the standard has no way to express an op, the kernel declares what it needs
 (``_NEEDS``): a namespace without it gets a kernel that raises ``NoKernelError`` naming the
-op, the namespace and what is missing (``oplib check`` reports it as a skip).
+op, the namespace and what is missing (``NamespaceUnsupportedError``, a ``NoKernelError``;
+``oplib check`` reports it as a skip).
 
 Calling convention (the contract with the dispatcher): a kernel takes the schema's positional
 arguments positionally, with defaults filled in, and every keyword-only argument by keyword;
@@ -51,7 +52,7 @@ from oplib_core._dtypes import (
     scalar_dtype,
 )
 from oplib_core._opset import CORE_OPS, NAMESPACE, CoreOp
-from oplib_core.errors import NoKernelError
+from oplib_core.errors import NamespaceUnsupportedError
 
 __all__ = ["array_kernels", "check_kernels"]
 
@@ -109,12 +110,13 @@ def _unsupported(name: str, ns_name: str, needs: str) -> Callable[..., Any]:
     qualname = f"{NAMESPACE}::{name.partition('.')[0]}"
 
     def fn(*args: Any, **kwargs: Any) -> Any:
-        raise NoKernelError(
+        raise NamespaceUnsupportedError(
             f"{qualname}: the shared array-API kernel cannot run on the array namespace "
             f"{ns_name}: it needs {needs}. Register a kernel of your own for this backend "
             f"(oplib.register_kernel({qualname!r}, ...)).",
             qualname,
             ns_name,
+            needs,
         )
 
     fn.__doc__ = f"Not available on {ns_name}: the shared kernel needs {needs}."
