@@ -79,12 +79,14 @@ def namespace_dtypes(xp: Any) -> dict[np.dtype, Any]:
     """Every oplib dtype that the array namespace ``xp`` has, mapped to ``xp``'s own dtype
     object (found by the standard's names: ``xp.float32``, ``xp.bool``; bfloat16 and the
     float8 formats by ml_dtypes' names). For a namespace whose arrays carry numpy dtypes the
-    values are the numpy dtypes themselves. The answer for ``BackendSpec(dtypes=...)``."""
+    values are the numpy dtypes themselves, bfloat16 and float8 (ml_dtypes) included. The answer for ``BackendSpec(dtypes=...)``."""
     ns = standard_namespace(xp)
     same = _uses_numpy_dtypes(ns)
     out: dict[np.dtype, Any] = {}
     for d in OPLIB_DTYPES:
         native = getattr(ns, d.name, None)
+        if native is None and same and d in _dtypes.EXTENSION_FLOATS:
+            native = d  # ml_dtypes' formats: numpy dtypes, not in numpy's namespace
         if native is None:
             continue
         if same:
