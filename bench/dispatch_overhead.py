@@ -6,9 +6,9 @@ numpy array (attribute lookups included, and with the packet bound to a name), (
 two unnamed outputs and (g) one with two named outputs (``oplib.return_types``); then the
 overheads against (a), all measured in this run. Rows (h)-(j) time the core op set's shared
 kernels (``oplib.kernels.array_kernels(numpy)``, bound through array-api-compat) against
-numpy's own function: what binding through the array API standard costs on numpy. Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500
-ns. With ``OPLIB_DISPATCH_SLOW=1`` every call takes the slow path (the figures are then the slow
-path's, not held to the budget).
+numpy's own function: what binding through the array API standard costs on numpy.
+Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns. With ``OPLIB_DISPATCH_SLOW=1`` every call
+takes the slow path (the figures are then the slow path's, not held to the budget).
 
     python bench/dispatch_overhead.py [--repeat 60] [--number 20000]
 """

@@ -32,10 +32,16 @@ OPLIB_DTYPES: tuple[np.dtype, ...] = tuple(
 
 
 def standard_namespace(xp: Any) -> Any:
-    """The array API namespace for ``xp``: array-api-compat's for numpy, cupy, torch and
-    dask.array (imported only then), ``xp`` itself for anything else (``jax.numpy`` and
-    ``array_api_strict`` are compliant; a vendor's namespace object is taken as given)."""
+    """The array API namespace for ``xp``: ``xp`` itself when it declares compliance
+    (``__array_api_version__``: numpy >= 2.1, ``jax.numpy``, ``array_api_strict``) or is not
+    a module (a vendor's namespace object is taken as given); else array-api-compat's wrapper
+    (cupy, torch, dask.array, numpy 1.x), imported only then."""
     if not isinstance(xp, ModuleType):  # a vendor's per-device namespace object
+        return xp
+    # numpy >= 2.1's own namespace is the standard's (``astype`` arrived in 2.1); binding it
+    # directly keeps numpy's kernels free of wrappers and plugin loading light (importing
+    # array_api_compat.numpy costs tens of milliseconds).
+    if getattr(xp, "__array_api_version__", None) and hasattr(xp, "astype"):
         return xp
     if array_api_compat.is_numpy_namespace(xp):
         import array_api_compat.numpy as compat_numpy
@@ -79,7 +85,8 @@ def namespace_dtypes(xp: Any) -> dict[np.dtype, Any]:
     """Every oplib dtype that the array namespace ``xp`` has, mapped to ``xp``'s own dtype
     object (found by the standard's names: ``xp.float32``, ``xp.bool``; bfloat16 and the
     float8 formats by ml_dtypes' names). For a namespace whose arrays carry numpy dtypes the
-    values are the numpy dtypes themselves, bfloat16 and float8 (ml_dtypes) included. The answer for ``BackendSpec(dtypes=...)``."""
+    values are the numpy dtypes themselves, bfloat16 and float8 (ml_dtypes) included. The
+    answer for ``BackendSpec(dtypes=...)``."""
     ns = standard_namespace(xp)
     same = _uses_numpy_dtypes(ns)
     out: dict[np.dtype, Any] = {}
@@ -113,8 +120,8 @@ class DtypeMap:
     def __init__(self, name: str, table: Mapping[np.dtype, Any], identity: bool) -> None:
         self.name = name
         self.identity = identity
-        self._native = dict(table)
-        self._ours = {v: k for k, v in table.items()}
+        self._native: dict[np.dtype, Any] = dict(table)
+        self._ours: dict[Any, np.dtype] = {v: k for k, v in table.items()}
         self.supported = frozenset(table)
 
     def native(self, d: Any) -> Any:
@@ -132,7 +139,8 @@ class DtypeMap:
 
     def ours(self, n: Any) -> np.dtype:
         if self.identity:
-            return np.dtype(n)
+            d: np.dtype = np.dtype(n)
+            return d
         try:
             return self._ours[n]
         except KeyError:

@@ -148,3 +148,55 @@ def test_a_namespace_without_what_a_kernel_needs_gets_the_reason(
     ):
         k(xs.zeros(2), xs.ones(2))
     assert array_kernels(np)["copy_"](np.zeros(2), np.ones(2)).tolist() == [1.0, 1.0]
+
+
+def _namespaces() -> list[Any]:
+    import array_api_compat.numpy as compat_numpy
+
+    found: list[Any] = [compat_numpy, xs]
+    try:
+        import dask.array as da
+    except ImportError:  # the dask plugin's library is optional
+        return found
+    return [*found, da]
+
+
+_CASES: list[tuple[str, Any]] = [
+    ("add", lambda a, i: (a, a)),
+    ("sub.Scalar", lambda a, i: (a, 1.5)),
+    ("rdiv.Scalar", lambda a, i: (a, 2.0)),
+    ("div", lambda a, i: (i, i)),
+    ("pow", lambda a, i: (a * a, a)),
+    ("sigmoid", lambda a, i: (a,)),
+    ("relu", lambda a, i: (a,)),
+    ("sum", lambda a, i: (a, [1], True)),
+    ("sum", lambda a, i: (i, None, False)),
+    ("mean", lambda a, i: (a, [0], False)),
+    ("amin", lambda a, i: (a, None, False)),
+    ("matmul", lambda a, i: (a, a)),
+    ("transpose", lambda a, i: (a, 0, -1)),
+    ("permute", lambda a, i: (a, [1, 0])),
+    ("unsqueeze", lambda a, i: (a, -1)),
+    ("squeeze", lambda a, i: (a, None)),
+    ("cat", lambda a, i: ([a, a], 1)),
+    ("stack", lambda a, i: ([a, a], 0)),
+    ("where", lambda a, i: (a > 0, a, a * 2)),
+    ("clone", lambda a, i: (a,)),
+]
+
+
+@pytest.mark.parametrize("xp", _namespaces(), ids=lambda m: m.__name__)
+@pytest.mark.parametrize(("name", "args"), _CASES, ids=[c[0] for c in _CASES])
+def test_the_same_kernels_agree_on_every_namespace(xp: Any, name: str, args: Any) -> None:
+    host = np.array([[0.5, -1.25], [2.0, 0.75]], dtype=np.float32)
+    ints = np.array([[1, 2], [3, 4]], dtype=np.int64)
+    expected = array_kernels(np)[name](*args(host, ints))
+    wrap = xp.from_array if hasattr(xp, "from_array") else xp.asarray
+    if xp is xs:
+        a, i = xs.asarray(host), xs.asarray(ints)
+    else:
+        a, i = wrap(host), wrap(ints)
+    out = array_kernels(xp)[name](*args(a, i))
+    got = np.asarray(out.compute()) if hasattr(out, "compute") else np.from_dlpack(out)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got.dtype == expected.dtype

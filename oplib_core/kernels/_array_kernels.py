@@ -2,12 +2,13 @@
 Python array API standard.
 
 ``array_kernels(xp)`` binds them to an array namespace through array-api-compat
-(:func:`~oplib_core._array_api.standard_namespace`): numpy, cupy, torch and dask.array
-through its compat wrappers, jax.numpy, ``array_api_strict`` or any compliant namespace as
-they are. Only the standard's function names are used (``concat``, ``permute_dims``,
-``pow``, ``max``, ``astype`` ...). dtypes arrive as oplib's (numpy dtype objects) and are
-converted to the namespace's own by a :class:`~oplib_core._array_api.DtypeMap` (the identity
-for libraries whose arrays carry numpy dtypes, so numpy pays nothing for it).
+(:func:`~oplib_core._array_api.standard_namespace`): cupy, torch, dask.array and numpy 1.x
+through its compat wrappers; numpy >= 2.1, jax.numpy, ``array_api_strict`` or any namespace
+that declares compliance as they are. Only the standard's function names are used
+(``concat``, ``permute_dims``, ``pow``, ``max``, ``astype`` ...). dtypes arrive as oplib's
+(numpy dtype objects) and are converted to the namespace's own by a
+:class:`~oplib_core._array_api.DtypeMap` (the identity for libraries whose arrays carry numpy
+dtypes, so numpy pays nothing for it).
 
 Where the standard has no way to express an op, the kernel declares what it needs
 (``_NEEDS``): a namespace without it gets a kernel that raises ``NoKernelError`` naming the
@@ -137,7 +138,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     same = dmap.identity  # the namespace's dtypes are oplib's (numpy dtype objects)
     native, ours = dmap.native, dmap.ours
     # numpy functions return numpy scalars for 0-d inputs; kernels must return arrays.
-    # (compat's asarray is a Python wrapper; numpy's own is what the scalars need.)
+    # (compat's asarray is a Python wrapper; numpy's own is all the scalars need.)
     # (A vendor's namespace object may forward ``__name__`` to numpy's: modules only.)
     numpy_module = isinstance(ns, ModuleType) and array_api_compat.is_numpy_namespace(ns)
     asarray = np.asarray if numpy_module else ns.asarray

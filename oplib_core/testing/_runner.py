@@ -265,9 +265,10 @@ def _unsupported_dtypes(b: Backend, sample: SampleInput) -> list[str]:
             for x in v:
                 visit(x)
             return
-        d = v if isinstance(v, np.dtype) else getattr(v, "dtype", None)
-        if isinstance(v, type):
-            return
+        if isinstance(v, type):  # a numpy scalar type given as a dtype (np.float16)
+            d: Any = np.dtype(v) if issubclass(v, np.generic) else None
+        else:
+            d = v if isinstance(v, np.dtype) else getattr(v, "dtype", None)
         if isinstance(d, np.dtype) and not b.supports_dtype(d):
             found[d.name] = None
 
