@@ -327,16 +327,21 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """Sum over ``dim`` (None or [] for all). Like torch, with ``dtype=None`` bool and
         integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype
         (bfloat16/float8 accumulate in float32)."""
-        d = odtype(self)
-        if dtype is None and (d.kind in "bi" or (d.kind == "u" and d.itemsize < 8)):
-            dtype = _INT64
+        sd = self.dtype
+        d = sd if same else ours(sd)
+        kind = d.kind
         axis = _reduce_axes(self.ndim, dim)
-        if dtype is None and self.dtype in ext:  # accumulate in float32 (torch)
-            out = ns.sum(self, axis=axis, dtype=f32, keepdims=keepdim)
-            return astype(asarray(out), self.dtype)
-        if d.kind == "b":  # the standard sums numeric dtypes only
-            self = astype(self, native(dtype))
-        nd = None if dtype is None else native(dtype)
+        if dtype is None:
+            if kind in "bi" or (kind == "u" and d.itemsize < 8):
+                dtype = _INT64
+            elif sd in ext:  # accumulate in float32 (torch)
+                out = ns.sum(self, axis=axis, dtype=f32, keepdims=keepdim)
+                return astype(asarray(out), sd)
+            else:
+                return asarray(ns.sum(self, axis=axis, keepdims=keepdim))
+        nd = dtype if same else native(dtype)
+        if kind == "b" and not same:  # the standard sums numeric dtypes only
+            self = astype(self, nd)
         return asarray(ns.sum(self, axis=axis, dtype=nd, keepdims=keepdim))
 
     @kernel("mean")
