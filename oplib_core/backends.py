@@ -231,6 +231,17 @@ class Backend:
                 f"backend {self.name!r} cannot receive data from the host (its BackendSpec "
                 "has no from_host)"
             )
+        if self.spec.dtypes is not None and not self.supports_dtype(array.dtype):
+            d = array.dtype
+            raise ArgumentTypeError(
+                f"copy to {dev}: backend {self.name!r} has no {d} dtype (its BackendSpec.dtypes "
+                f"lists {', '.join(sorted(x.name for x in self._supported()))}); keep {d} "
+                f"tensors where they are, or convert them first, e.g. "
+                f"t.to(oplib.float32).to({self.name!r})",
+                api=f"copy to {dev}",
+                argument="dtype",
+                value=d,
+            )
         return self.spec.from_host(array, dev)
 
     def dtype_map(self) -> DtypeMap | None:
@@ -241,6 +252,10 @@ class Backend:
         if self._dtype_map is None:
             self._dtype_map = DtypeMap(f"backend {self.name!r}", self.spec.dtypes(), identity=False)
         return self._dtype_map
+
+    def _supported(self) -> frozenset[np.dtype]:
+        m = self.dtype_map()
+        return frozenset() if m is None else m.supported
 
     def supports_dtype(self, dtype: np.dtype) -> bool:
         """Whether the backend computes with oplib dtype ``dtype`` (see ``BackendSpec.dtypes``)."""

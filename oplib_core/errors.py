@@ -22,6 +22,7 @@ friends keep working::
     │   ├── UnknownDispatchKeyError (ValueError)
     │   └── LibraryDestroyedError
     ├── NoKernelError (NotImplementedError)
+    │   └── NamespaceUnsupportedError
     ├── KernelResultError (TypeError, RuntimeError)
     ├── DeviceMismatchError (RuntimeError)
     ├── BackendError (RuntimeError)

@@ -200,3 +200,19 @@ def test_the_same_kernels_agree_on_every_namespace(xp: Any, name: str, args: Any
     got = np.asarray(out.compute()) if hasattr(out, "compute") else np.from_dlpack(out)
     np.testing.assert_allclose(got, expected, rtol=1e-6)
     assert got.dtype == expected.dtype
+
+
+def test_copying_a_dtype_the_backend_lacks_says_what_to_do(strict: None) -> None:
+    t = oplib.tensor(np.ones(2, dtype=oplib.bfloat16))
+    # (a TypeError on a bfloat16 argument: the dispatcher's UnsupportedDtypeError quotes it)
+    with pytest.raises(
+        TypeError,
+        match=r"copy to strict(:0)?: backend 'strict' has no bfloat16 dtype .*float32.*"
+        r"t\.to\(oplib\.float32\)\.to\('strict'\)",
+    ):
+        t.to("strict")
+    assert t.to(oplib.float32).to("strict").dtype == oplib.float32
+    b = oplib.backends.get("strict")
+    with pytest.raises(oplib.errors.ArgumentTypeError, match="has no float16 dtype") as e:
+        b.from_host(np.ones(2, dtype=np.float16), oplib.device("strict"))
+    assert e.value.value == oplib.float16
