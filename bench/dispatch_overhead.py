@@ -4,9 +4,11 @@ Prints ns per call for (a) the kernel called directly, (b) ``oplib.ops.ns.op(x)`
 numpy array (attribute lookups included, and with the packet bound to a name), (c) with an
 ``oplib.Tensor``, (d) the ``OpOverload`` ``.default`` path, (e) a custom op, (f) an op with
 two unnamed outputs and (g) one with two named outputs (``oplib.return_types``); then the
-overheads against (a), all measured in this run. Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500
-ns. With ``OPLIB_DISPATCH_SLOW=1`` every call takes the slow path (the figures are then the slow
-path's, not held to the budget).
+overheads against (a), all measured in this run. Rows (h)-(j) time the core op set's shared
+kernels (``oplib.kernels.array_kernels(numpy)``, bound through array-api-compat) against
+numpy's own function: what binding through the array API standard costs on numpy.
+Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns. With ``OPLIB_DISPATCH_SLOW=1`` every call
+takes the slow path (the figures are then the slow path's, not held to the budget).
 
     python bench/dispatch_overhead.py [--repeat 60] [--number 20000]
 """
@@ -56,7 +58,12 @@ def main() -> None:
 
     x = np.ones(1)
     t = oplib.tensor(x)
+    core = oplib.kernels.array_kernels(np)
     env = {
+        "np": np,
+        "core_neg": core["neg"],
+        "core_add": core["add"],
+        "core_sum": core["sum"],
         "kernel": kernel,
         "oplib": oplib,
         "x": x,
@@ -85,6 +92,13 @@ def main() -> None:
         ("(f') 2 outputs pair(t) Tensor", "pair(t)"),
         ("(g) 2 named outputs split(x)", "split(x)"),
         ("(g') 2 named outputs split(t) Tensor", "split(t)"),
+        ("(h) np.negative(x)", "np.negative(x)"),
+        ("(h1) core neg kernel(x)", "core_neg(x)"),
+        ("(i) np.add(x, x)", "np.add(x, x)"),
+        ("(i1) core add kernel(x, x)", "core_add(x, x)"),
+        ("(i2) oplib.ops.oplib.add(x, x)", "oplib.ops.oplib.add(x, x)"),
+        ("(j) np.sum(x)", "np.sum(x)"),
+        ("(j1) core sum kernel(x, None, False)", "core_sum(x, None, False)"),
     ]
     # Rounds interleave the paths, so a burst of load elsewhere hits all of them alike;
     # each path keeps its best round.
@@ -107,6 +121,13 @@ def main() -> None:
     )
     print(
         f"named result vs plain tuple: native (g-f) {named:.0f} ns, Tensor (g'-f') {named_t:.0f} ns"
+    )
+    neg_k = results["(h1) core neg kernel(x)"] - results["(h) np.negative(x)"]
+    add_k = results["(i1) core add kernel(x, x)"] - results["(i) np.add(x, x)"]
+    sum_k = results["(j1) core sum kernel(x, None, False)"] - results["(j) np.sum(x)"]
+    print(
+        f"core kernels over numpy (array API binding): neg (h1-h) {neg_k:.0f} ns, "
+        f"add (i1-i) {add_k:.0f} ns, sum (j1-j) {sum_k:.0f} ns"
     )
     if SLOW:
         print("(OPLIB_DISPATCH_SLOW=1: the fast path is off; these are slow-path figures)")

@@ -41,7 +41,7 @@ def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None =
     target = here if device is None else device
     if target.type == src.name and (target.index is None or target.index == here.index):
         out = _clone()(self)
-        return out if dtype is None or out.dtype == dtype else _astype()(out, dtype)
+        return out if dtype is None or src.dtype_of(out) == dtype else _astype()(out, dtype)
     host = src.to_host(self)
     if dtype is not None:
         host = host.astype(dtype, copy=False)

@@ -223,8 +223,12 @@ class Tensor:
 
     @property
     def dtype(self) -> np.dtype:
-        dtype: np.dtype = np.dtype(self._data.dtype)
-        return dtype
+        dtype = self._data.dtype
+        if isinstance(dtype, np.dtype):
+            return dtype
+        # a library with its own dtype objects (array_api_strict, torch): its BackendSpec
+        # converts them to oplib's
+        return self.backend.dtype_of(self._data)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from ._array_api import DtypeMap, namespace_dtypes
 from ._device import Device, parse_device
 from ._records import Record
 from ._startup import LOCK, deferred, ensure
@@ -27,6 +28,7 @@ __all__ = [
     "for_type",
     "get",
     "list",
+    "namespace_dtypes",
     "register",
 ]
 
@@ -62,6 +64,12 @@ class BackendSpec(Record):
     - ``namespace()``: the array module kernels are written against (numpy, cupy, ...).
     - ``from_dlpack(obj)``: import a DLPack capsule producer whose
       ``__dlpack_device__()[0] == dlpack_device_type``.
+    - ``dtypes()``: the dtypes the backend computes with, as a mapping from oplib's dtype
+      (``oplib.float32``) to the library's own dtype object
+      (``oplib.backends.namespace_dtypes(xp)`` builds it from an array API namespace).
+      Default: every oplib dtype, as itself (the library's arrays carry numpy dtypes).
+      ``Tensor.dtype`` reads it to name a foreign dtype, and ``oplib check`` skips samples
+      whose dtypes are missing from it.
 
     ``accepts`` names other backends whose arrays this backend's kernels take as inputs
     (a backend always accepts 0-d CPU arrays as scalars). ``fake_kernels`` makes ops
@@ -91,6 +99,7 @@ class BackendSpec(Record):
     empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None = None
     namespace: Callable[[], ModuleType] | None = None
     from_dlpack: Callable[[Any], Any] | None = None
+    dtypes: Callable[[], Mapping[np.dtype, Any]] | None = None
     dlpack_device_type: int | None = None
     accepts: tuple[str, ...] = ()
     fake_kernels: bool = False
@@ -154,6 +163,7 @@ class Backend:
         self.distribution = distribution
         self.version = version
         self._names = frozenset(spec.array_type_names)
+        self._dtype_map: DtypeMap | None = None
 
     def __repr__(self) -> str:
         origin = f", distribution={self.distribution!r}" if self.distribution else ""
@@ -221,7 +231,44 @@ class Backend:
                 f"backend {self.name!r} cannot receive data from the host (its BackendSpec "
                 "has no from_host)"
             )
+        if self.spec.dtypes is not None and not self.supports_dtype(array.dtype):
+            d = array.dtype
+            raise ArgumentTypeError(
+                f"copy to {dev}: backend {self.name!r} has no {d} dtype (its BackendSpec.dtypes "
+                f"lists {', '.join(sorted(x.name for x in self._supported()))}); keep {d} "
+                f"tensors where they are, or convert them first, e.g. "
+                f"t.to(oplib.float32).to({self.name!r})",
+                api=f"copy to {dev}",
+                argument="dtype",
+                value=d,
+            )
         return self.spec.from_host(array, dev)
+
+    def dtype_map(self) -> DtypeMap | None:
+        """The spec's ``dtypes()`` as a :class:`DtypeMap` (read once), or None when the
+        backend computes with numpy dtypes, every one of them."""
+        if self.spec.dtypes is None:
+            return None
+        if self._dtype_map is None:
+            self._dtype_map = DtypeMap(f"backend {self.name!r}", self.spec.dtypes(), identity=False)
+        return self._dtype_map
+
+    def _supported(self) -> frozenset[np.dtype]:
+        m = self.dtype_map()
+        return frozenset() if m is None else m.supported
+
+    def supports_dtype(self, dtype: np.dtype) -> bool:
+        """Whether the backend computes with oplib dtype ``dtype`` (see ``BackendSpec.dtypes``)."""
+        m = self.dtype_map()
+        return m is None or dtype in m.supported
+
+    def dtype_of(self, array: Any) -> np.dtype:
+        """The oplib dtype of one of this backend's arrays."""
+        d = array.dtype
+        if isinstance(d, np.dtype):
+            return d
+        m = self.dtype_map()
+        return np.dtype(d) if m is None else m.ours(d)
 
     def namespace(self) -> ModuleType:
         if self.spec.namespace is None:
@@ -412,3 +459,13 @@ def device(spec: Device | str | int, index: int | None = None) -> Device:
             raise InvalidDeviceError(f"device(): device index must be >= 0, got {spec}", spec)
         return Device(default_accelerator(), spec)
     return parse_device(spec, index)
+
+
+def dtype_of(array: Any) -> np.dtype:
+    """The oplib dtype of a native array of any installed backend: its own ``dtype`` when that
+    is a numpy dtype, else what its backend's ``BackendSpec.dtypes`` calls it."""
+    d = array.dtype
+    if isinstance(d, np.dtype):
+        return d
+    b = TABLE.for_type(type(array))
+    return np.dtype(d) if b is None else b.dtype_of(array)

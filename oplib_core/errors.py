@@ -22,6 +22,7 @@ friends keep working::
     │   ├── UnknownDispatchKeyError (ValueError)
     │   └── LibraryDestroyedError
     ├── NoKernelError (NotImplementedError)
+    │   └── NamespaceUnsupportedError
     ├── KernelResultError (TypeError, RuntimeError)
     ├── DeviceMismatchError (RuntimeError)
     ├── BackendError (RuntimeError)
@@ -234,6 +235,17 @@ class NoKernelError(OplibError, NotImplementedError):
         self.op = op
         self.key = key
         super().__init__(message)
+
+
+class NamespaceUnsupportedError(NoKernelError):
+    """A shared core kernel (``oplib.kernels.array_kernels``) needs something the array
+    namespace it is bound to lacks (``needs``, e.g. in-place writes on jax.numpy);
+    ``namespace`` names it. ``oplib check`` reports it as a skip with this reason."""
+
+    def __init__(self, message: str, op: str, namespace: str, needs: str) -> None:
+        self.namespace = namespace
+        self.needs = needs
+        super().__init__(message, op, namespace)
 
 
 class KernelResultError(OplibError, TypeError, RuntimeError):

@@ -328,10 +328,14 @@ def test_vendor_package_in_fresh_virtualenv(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPLIB_", "PYTHON"))}
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     # setuptools' editable builds without build isolation need the wheel package and
-    # setuptools>=77 (PEP 639 license expressions); rich (the oplib command) and ml_dtypes
-    # (bfloat16/float8) are core's dependencies the system site may lack
+    # setuptools>=77 (PEP 639 license expressions); rich (the oplib command), ml_dtypes
+    # (bfloat16/float8) and array-api-compat (the core kernels) are core's dependencies the
+    # system site may lack
     subprocess.run(
-        [*pip, "wheel", "setuptools>=77", "rich", "ml_dtypes"], check=True, timeout=120, env=env
+        [*pip, "wheel", "setuptools>=77", "rich", "ml_dtypes", "array-api-compat"],
+        check=True,
+        timeout=120,
+        env=env,
     )
     subprocess.run(
         [

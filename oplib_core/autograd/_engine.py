@@ -155,7 +155,7 @@ def _fit(grad: Any, shape: tuple[int, ...], dtype: Any, node: Node, i: int, what
             )
         g = sum_to(g, shape)
         data = g._data
-    if data.dtype != dtype:
+    if data.dtype is not dtype and g.dtype != dtype:  # g.dtype: oplib's name for it
         g = _op("oplib::astype")(g, dtype)
     return g
 
@@ -224,7 +224,7 @@ def _root_grad(t: Tensor, grad: Any, i: int) -> Tensor:
         if type(data) is np.ndarray:  # the common case, without a dispatch
             return Tensor._wrap(np.ones_like(data))
         # factories return native arrays
-        return Tensor._wrap(_op("oplib::ones")(list(data.shape), dtype=data.dtype, device=t.device))
+        return Tensor._wrap(_op("oplib::ones")(list(data.shape), dtype=t.dtype, device=t.device))
     g: Tensor = grad
     if type(grad) is not Tensor:
         if TABLE.for_type(type(grad)) is None:
@@ -410,7 +410,7 @@ def _run(
             if type(target) is Tensor:
                 if g is not None:
                     data = target._data
-                    run.to_leaf(target, _fit(g, data.shape, data.dtype, node, i, "the input"))
+                    run.to_leaf(target, _fit(g, data.shape, target.dtype, node, i, "the input"))
                 continue
             if g is not None:
                 shape, dtype = target._meta[nr]
@@ -418,7 +418,7 @@ def _run(
                     g = _fit(g, shape, dtype, node, i, f"output {nr} of {target.name()}")
                 else:
                     data = g._data
-                    if data.shape != shape or (data.dtype is not dtype and data.dtype != dtype):
+                    if data.shape != shape or (data.dtype is not dtype and g.dtype != dtype):
                         g = _fit(g, shape, dtype, node, i, f"output {nr} of {target.name()}")
                 buf = buffers.get(target)
                 if buf is None:
@@ -464,7 +464,7 @@ def _route(
     if type(target) is Tensor:
         if g is not None:
             data = target._data
-            run.to_leaf(target, _fit(g, tuple(data.shape), data.dtype, node, i, "the input"))
+            run.to_leaf(target, _fit(g, tuple(data.shape), target.dtype, node, i, "the input"))
         return
     if g is not None:
         shape, dtype = target._meta[nr]

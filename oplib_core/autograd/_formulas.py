@@ -67,7 +67,9 @@ def _narrow_dim(shape: tuple[Any, ...], dim: int, start: int, length: int) -> in
 def narrow_kernel(self: Any, dim: int, start: int, length: int) -> Any:
     """Basic slicing, which every array library implements (a view)."""
     dim = _narrow_dim(tuple(self.shape), dim, start, length)
-    index = (slice(None),) * dim + (slice(start, start + length),)
+    # every dim indexed: the array API standard does not allow a partial multi-axis index
+    rest = len(self.shape) - dim - 1
+    index = (slice(None),) * dim + (slice(start, start + length),) + (slice(None),) * rest
     return self[index]
 
 
@@ -84,11 +86,11 @@ narrow_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no op
 
 def _zero(g: Tensor) -> Tensor:
     """A 0-d zero of ``g``'s dtype (a CPU scalar; the dispatcher moves it to ``g``'s device)."""
-    return Tensor._wrap(OPS.zeros([], dtype=g._data.dtype))
+    return Tensor._wrap(OPS.zeros([], dtype=g.dtype))
 
 
 def _dtype(t: Tensor) -> Any:
-    return t._data.dtype
+    return t.dtype
 
 
 # -- unary ------------------------------------------------------------------------------------
@@ -467,7 +469,7 @@ def _identity(ctx: Any, g: Tensor) -> Any:
 
 
 def _save_astype(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.dtype = inputs[0]._data.dtype
+    ctx.dtype = inputs[0].dtype
 
 
 def _astype(ctx: Any, g: Tensor) -> Any:
@@ -478,7 +480,7 @@ def _save_to_copy(
     ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: dict[str, Any], output: Any
 ) -> None:
     x = inputs[0]
-    ctx.dtype = x._data.dtype
+    ctx.dtype = x.dtype
     ctx.device = x.device
 
 

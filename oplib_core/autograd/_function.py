@@ -221,8 +221,8 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
                 return out
             data = out._data
             ctx._nout = 1
-            ctx._meta = ((data.shape, data.dtype),)
-            if data.dtype.kind in "fc" or data.dtype in EXTENSION_FLOATS:
+            ctx._meta = ((data.shape, out.dtype),)
+            if out.dtype.kind in "fc" or out.dtype in EXTENSION_FLOATS:
                 out._rg = True
                 out.grad_fn = ctx
                 _resave(ctx)
@@ -269,7 +269,7 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
     for nr, t in enumerate(flat):
         if id(t) in marked:
             nondiff.add(nr)
-        if (t._data.dtype.kind in "fc" or t._data.dtype in EXTENSION_FLOATS) and nr not in nondiff:
+        if (t.dtype.kind in "fc" or t.dtype in EXTENSION_FLOATS) and nr not in nondiff:
             t._rg = True
             t.grad_fn = ctx
             t._out_nr = nr
@@ -333,12 +333,10 @@ def once_differentiable(fn: _F) -> _F:
         outs = list(outputs) if many else [outputs]
         node._nout = len(outs)
         node._meta = tuple(
-            (o._data.shape, o._data.dtype) if type(o) is Tensor else ((), None) for o in outs
+            (o._data.shape, o.dtype) if type(o) is Tensor else ((), None) for o in outs
         )
         for nr, o in enumerate(outs):
-            if type(o) is Tensor and (
-                o._data.dtype.kind in "fc" or o._data.dtype in EXTENSION_FLOATS
-            ):
+            if type(o) is Tensor and (o.dtype.kind in "fc" or o.dtype in EXTENSION_FLOATS):
                 t = Tensor._wrap(o._data)
                 t._rg = True
                 t.grad_fn = node

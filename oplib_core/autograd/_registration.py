@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .._dispatch import MISS, OpOverload
 from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
@@ -20,6 +22,7 @@ from .._lookup import resolve
 from .._registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
 from .._schema import FunctionSchema, ListType, OptionalType
 from .._tensor import Tensor
+from ..backends import dtype_of
 from ..errors import UnknownOperatorError
 from ..library import Library, _lib_for
 from ._context import FunctionCtx
@@ -143,6 +146,8 @@ class Formula:
         else:
             ctx._edges = (None,)
         dtype = data.dtype
+        if not isinstance(dtype, np.dtype):  # a library's own dtype object
+            dtype = dtype_of(data)
         ctx._meta = ((data.shape, dtype),)
         if dtype.kind in "fc" or dtype in EXTENSION_FLOATS:
             out._rg = True
@@ -175,6 +180,8 @@ class Formula:
         if self.simple:
             data = out._data
             dtype = data.dtype
+            if not isinstance(dtype, np.dtype):  # a library's own dtype object
+                dtype = dtype_of(data)
             ctx._meta = ((data.shape, dtype),)
             differentiable = dtype.kind in "fc" or dtype in EXTENSION_FLOATS
             if differentiable:
@@ -193,9 +200,9 @@ class Formula:
         flat = self._flat_outputs(out, ctx)
         ctx._nout = len(flat)
         ctx._outs = tuple(t._data for t in flat)
-        ctx._meta = tuple((t._data.shape, t._data.dtype) for t in flat)
+        ctx._meta = tuple((t._data.shape, t.dtype) for t in flat)
         for nr, t in enumerate(flat):
-            if t._data.dtype.kind in "fc" or t._data.dtype in EXTENSION_FLOATS:
+            if t.dtype.kind in "fc" or t.dtype in EXTENSION_FLOATS:
                 t._rg = True
                 t.grad_fn = ctx
                 t._out_nr = nr

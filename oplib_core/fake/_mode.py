@@ -93,7 +93,8 @@ class FakeTensorMode(DispatchMode):
                 f"installed backend ({TABLE.names_text()}), got {type(data).__name__}"
             )
         shape = tuple(int(s) for s in data.shape)
-        return FakeArray._make(shape, np.dtype(data.dtype), intern_device(backend.device_of(data)))
+        dtype = backend.dtype_of(data)
+        return FakeArray._make(shape, dtype, intern_device(backend.device_of(data)))
 
     # -- dispatch -------------------------------------------------------------------------
     def __oplib_dispatch__(

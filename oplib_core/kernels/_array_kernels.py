@@ -1,28 +1,47 @@
-"""Kernels for every op in :data:`oplib_core.kernels.CORE_OPS`, written once against an array
-namespace (numpy, cupy, or anything that mirrors numpy's API).
+"""Kernels for every op in :data:`oplib_core.kernels.CORE_OPS`, written once against the
+Python array API standard.
+
+``array_kernels(xp)`` binds them to an array namespace through array-api-compat
+(:func:`~oplib_core._array_api.standard_namespace`): cupy, torch, dask.array and numpy 1.x
+through its compat wrappers; numpy >= 2.1, jax.numpy, ``array_api_strict`` or any namespace
+that declares compliance as they are. Only the standard's function names are used
+(``concat``, ``permute_dims``, ``pow``, ``max``, ``astype`` ...). dtypes arrive as oplib's
+(numpy dtype objects) and are converted to the namespace's own by a
+:class:`~oplib_core._array_api.DtypeMap` (the identity for libraries whose arrays carry numpy
+dtypes, so numpy pays nothing for it).
+
+Where the standard has no way to express an op, the kernel declares what it needs
+(``_NEEDS``): a namespace without it gets a kernel that raises ``NoKernelError`` naming the
+op, the namespace and what is missing (``NamespaceUnsupportedError``, a ``NoKernelError``;
+``oplib check`` reports it as a skip).
 
 Calling convention (the contract with the dispatcher): a kernel takes the schema's positional
 arguments positionally, with defaults filled in, and every keyword-only argument by keyword;
 parameter names are the schema's argument names. ``Tensor`` arguments are native arrays of
-``xp``, ``Tensor[]`` a list of them, ``ScalarType`` a ``numpy.dtype`` or ``None``, ``Device``
+``xp``, ``Tensor[]`` a list of them, ``ScalarType`` an oplib dtype or ``None``, ``Device``
 an :class:`~oplib_core.device.Device` or ``None``, ``Scalar`` a Python int, float or bool.
 Kernels return native arrays, never scalars (full reductions give 0-d arrays).
 
-Type promotion is numpy's (NEP 50: Python scalars are weak, so float32 + 2.0 stays float32).
-Where torch and numpy differ the docstring of the kernel says which one it follows. With
-bfloat16 or float8 operands (``ml_dtypes``) binary ops follow torch instead: mixed dtypes are
-cast to ``promote_types`` first (numpy has no common dtype for bfloat16 and float16, and takes
-float64 for bfloat16 with int64), and with a Python scalar they compute in float32 and round
-back, as torch's "opmath" does (numpy would give float32 for ``bfloat16 * 2.0``).
+Type promotion is the namespace's (numpy's NEP 50 on numpy: Python scalars are weak, so
+float32 + 2.0 stays float32). Where torch and numpy differ the docstring of the kernel says
+which one it follows. With bfloat16 or float8 operands (``ml_dtypes``) binary ops follow torch
+instead: mixed dtypes are cast to ``promote_types`` first (numpy has no common dtype for
+bfloat16 and float16, and takes float64 for bfloat16 with int64), and with a Python scalar
+they compute in float32 and round back, as torch's "opmath" does (numpy would give float32
+for ``bfloat16 * 2.0``). True division of integers gives float64 (numpy's rule) also on
+namespaces whose ``divide`` takes only floats (the standard leaves it open).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
+import array_api_compat
 import numpy as np
 
+from oplib_core._array_api import dtype_map, namespace_name, standard_namespace
 from oplib_core._device import Device
 from oplib_core._dtypes import (
     EXTENSION_FLOATS,
@@ -33,39 +52,25 @@ from oplib_core._dtypes import (
     result_type,
     scalar_dtype,
 )
-from oplib_core._opset import CORE_OPS, CoreOp
+from oplib_core._opset import CORE_OPS, NAMESPACE, CoreOp
+from oplib_core.errors import NamespaceUnsupportedError
 
 __all__ = ["array_kernels", "check_kernels"]
 
 _INT64 = np.dtype("int64")
 _FLOAT32 = np.dtype("float32")
+_FLOAT64 = np.dtype("float64")
 
 
-def _promoted(a: Any, b: Any) -> tuple[Any, Any]:
-    """``a`` and ``b`` (one of them bfloat16/float8, dtypes differ) cast to torch's
-    ``promote_types``; ``TypeError`` for float8 with another dtype, as torch."""
-    d = promote_types(a.dtype, b.dtype)
-    return a.astype(d, copy=False), b.astype(d, copy=False)
+def _mutable(ns: Any) -> bool:
+    return not array_api_compat.is_jax_namespace(ns)
 
 
-def _opmath(ufunc: Callable[..., Any], self: Any, other: Any, reverse: bool) -> Any:
-    """``ufunc`` of a bfloat16/float8 array and a Python scalar as torch computes it: in
-    float32, rounded back to ``self``'s dtype (bool and complex results are kept)."""
-    x = self.astype(_FLOAT32)
-    out = ufunc(other, x) if reverse else ufunc(x, other)
-    return out.astype(self.dtype) if out.dtype == _FLOAT32 else out
-
-
-def _common(arrays: Sequence[Any]) -> list[Any]:
-    """``arrays`` as a list; cast to torch's promotion when their dtypes differ and one of
-    them is bfloat16/float8 (numpy has no bfloat16/float16 pair, takes float64 for
-    bfloat16 with int64)."""
-    arrays = list(arrays)
-    dtypes = [a.dtype for a in arrays]
-    if any(d in EXTENSION_FLOATS for d in dtypes) and len(set(dtypes)) > 1:
-        d = result_type(*dtypes)
-        arrays = [a.astype(d, copy=False) for a in arrays]
-    return arrays
+#: Ops whose kernel needs more than the standard guarantees: op name → (what it needs, whether
+#: a namespace has it).
+_NEEDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "copy_": ("in-place writes (x[...] = y; the namespace's arrays are immutable)", _mutable),
+}
 
 
 def check_kernels(
@@ -94,23 +99,57 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 
 
 def _reduce_axes(ndim: int, dim: Sequence[int] | None) -> tuple[int, ...] | None:
-    """``dim`` as numpy's ``axis``: None or [] mean every axis."""
+    """``dim`` as the standard's ``axis``: None or [] mean every axis."""
     if not dim:
         return None
     axes = tuple(_wrap_dim(d, ndim) for d in dim)
     return axes if ndim else None
 
 
+def _unsupported(name: str, ns_name: str, needs: str) -> Callable[..., Any]:
+    """The kernel of op ``name`` on a namespace that lacks what its shared kernel needs."""
+    qualname = f"{NAMESPACE}::{name.partition('.')[0]}"
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        raise NamespaceUnsupportedError(
+            f"{qualname}: the shared array-API kernel cannot run on the array namespace "
+            f"{ns_name}: it needs {needs}. Register a kernel of your own for this backend "
+            f"(oplib.register_kernel({qualname!r}, ...)).",
+            qualname,
+            ns_name,
+            needs,
+        )
+
+    fn.__doc__ = f"Not available on {ns_name}: the shared kernel needs {needs}."
+    return fn
+
+
 def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
-    """Kernels for every core op, bound to the array namespace ``xp`` (``numpy``, ``cupy``, or
-    any object with their functions, as a vendor's per-device namespace).
+    """Kernels for every core op, bound to the array namespace ``xp``: ``numpy``, ``cupy``,
+    ``torch``, ``dask.array`` (through array-api-compat), ``jax.numpy``, ``array_api_strict``,
+    any namespace that follows the array API standard, or a vendor's per-device namespace
+    object with the standard's function names.
 
     Returns a dict keyed by op name with overload and without namespace (``"add"``,
     ``"add.Scalar"``, ``"arange.start"``); see the module docstring for the calling convention.
-    Only functions that numpy and cupy both provide are used.
     """
+    ns = standard_namespace(xp)
+    dmap = dtype_map(ns)
+    same = dmap.identity  # the namespace's dtypes are oplib's (numpy dtype objects)
+    native, ours = dmap.native, dmap.ours
+    # numpy functions return numpy scalars for 0-d inputs; kernels must return arrays.
+    # (compat's asarray is a Python wrapper; numpy's own is all the scalars need.)
+    # (A vendor's namespace object may forward ``__name__`` to numpy's: modules only.)
+    numpy_module = isinstance(ns, ModuleType) and array_api_compat.is_numpy_namespace(ns)
+    asarray = np.asarray if numpy_module else ns.asarray
+    astype = ns.astype
+    ext = (
+        EXTENSION_FLOATS
+        if same
+        else frozenset(dmap.native(d) for d in EXTENSION_FLOATS & dmap.supported)
+    )
+    f32 = native(_FLOAT32)
     kernels: dict[str, Callable[..., Any]] = {}
-    asarray = xp.asarray
 
     def kernel(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -120,123 +159,165 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
         return register
 
-    # numpy ufuncs return numpy scalars for 0-d inputs; kernels must return arrays.
-    def unary(name: str, ufunc: Callable[..., Any], doc: str) -> None:
-        def fn(self: Any) -> Any:
-            return asarray(ufunc(self))
+    def odtype(x: Any) -> np.dtype:
+        """The oplib dtype of array ``x``."""
+        d: np.dtype = x.dtype if same else ours(x.dtype)
+        return d
 
-        fn.__doc__ = doc
-        kernel(name)(fn)
+    def promoted(a: Any, b: Any) -> tuple[Any, Any]:
+        """``a`` and ``b`` (one of them bfloat16/float8, dtypes differ) cast to torch's
+        ``promote_types``; ``TypeError`` for float8 with another dtype, as torch."""
+        d = native(promote_types(odtype(a), odtype(b)))
+        return astype(a, d, copy=False), astype(b, d, copy=False)
 
-    # bfloat16/float8 (numpy's kind "V", but "f" for float8_e5m2): a set lookup on the hot
-    # path, and torch's promotion only for them (see the module docstring)
-    def binary(name: str, ufunc: Callable[..., Any], doc: str) -> None:
-        def fn(self: Any, other: Any) -> Any:
+    def opmath(fn: Callable[..., Any], self: Any, other: Any, reverse: bool) -> Any:
+        """``fn`` of a bfloat16/float8 array and a Python scalar as torch computes it: in
+        float32, rounded back to ``self``'s dtype (bool and complex results are kept)."""
+        x = astype(self, f32)
+        out = fn(other, x) if reverse else fn(x, other)
+        return astype(out, self.dtype) if out.dtype == f32 else out
+
+    def common(arrays: Sequence[Any]) -> list[Any]:
+        """``arrays`` as a list; cast to torch's promotion when their dtypes differ and one
+        of them is bfloat16/float8."""
+        arrays = list(arrays)
+        dtypes = [a.dtype for a in arrays]
+        if any(d in ext for d in dtypes) and len(set(dtypes)) > 1:
+            d = native(result_type(*(odtype(a) for a in arrays)))
+            arrays = [astype(a, d, copy=False) for a in arrays]
+        return arrays
+
+    def integral(x: Any) -> bool:
+        if isinstance(x, (bool, int)):
+            return True
+        return hasattr(x, "dtype") and odtype(x).kind in "biu"
+
+    def true_divide(a: Any, b: Any) -> Any:
+        """``divide``; integers give float64 (numpy's rule) on namespaces whose ``divide``
+        takes floats only (the standard leaves integer division's dtype open)."""
+        try:
+            return ns.divide(a, b)
+        except TypeError:
+            if not (integral(a) and integral(b)):
+                raise
+            f = native(_FLOAT64 if _FLOAT64 in dmap.supported else get_default_dtype())
+            a = astype(a, f) if hasattr(a, "dtype") else a
+            b = astype(b, f) if hasattr(b, "dtype") else b
+            return ns.divide(a, b)
+
+    def unary(name: str, fn: Callable[..., Any], doc: str) -> None:
+        def k(self: Any) -> Any:
+            return asarray(fn(self))
+
+        k.__doc__ = doc
+        kernel(name)(k)
+
+    # bfloat16/float8: a set lookup on the hot path, and torch's promotion only for them
+    def binary(name: str, fn: Callable[..., Any], doc: str) -> None:
+        def k(self: Any, other: Any) -> Any:
             sd, od = self.dtype, other.dtype
-            if sd is not od and (sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS):
-                self, other = _promoted(self, other)
-            return asarray(ufunc(self, other))
+            if sd is not od and (sd in ext or od in ext):
+                self, other = promoted(self, other)
+            return asarray(fn(self, other))
 
-        fn.__doc__ = doc
-        kernel(name)(fn)
+        k.__doc__ = doc
+        kernel(name)(k)
 
-    def scalar(name: str, ufunc: Callable[..., Any], doc: str, *, reverse: bool = False) -> None:
-        def fn(self: Any, other: Any) -> Any:
-            if self.dtype in EXTENSION_FLOATS:
-                return asarray(_opmath(ufunc, self, other, reverse))
-            return asarray(ufunc(other, self) if reverse else ufunc(self, other))
+    def scalar(name: str, fn: Callable[..., Any], doc: str, *, reverse: bool = False) -> None:
+        def k(self: Any, other: Any) -> Any:
+            if self.dtype in ext:
+                return asarray(opmath(fn, self, other, reverse))
+            return asarray(fn(other, self) if reverse else fn(self, other))
 
-        fn.__doc__ = doc
-        kernel(name)(fn)
+        k.__doc__ = doc
+        kernel(name)(k)
 
     def power(name: str, doc: str) -> None:
-        def fn(self: Any, exponent: Any) -> Any:
-            if (
-                self.dtype in EXTENSION_FLOATS
-                or getattr(exponent, "dtype", None) in EXTENSION_FLOATS
-            ):
+        def k(self: Any, exponent: Any) -> Any:
+            if self.dtype in ext or getattr(exponent, "dtype", None) in ext:
                 if not hasattr(exponent, "dtype"):
-                    return asarray(_opmath(xp.power, self, exponent, False))
+                    return asarray(opmath(ns.pow, self, exponent, False))
                 if self.dtype is not exponent.dtype:
-                    self, exponent = _promoted(self, exponent)
-            return asarray(xp.power(self, exponent))
+                    self, exponent = promoted(self, exponent)
+            return asarray(ns.pow(self, exponent))
 
-        fn.__doc__ = doc
-        kernel(name)(fn)
+        k.__doc__ = doc
+        kernel(name)(k)
 
     # -- unary pointwise ----------------------------------------------------------------
-    unary("neg", xp.negative, "``-self``.")
-    unary("exp", xp.exp, "``e ** self`` (integer input gives numpy's float dtype).")
-    unary("log", xp.log, "Natural logarithm (nan for negative input, -inf for 0).")
-    unary("sin", xp.sin, "Sine.")
-    unary("cos", xp.cos, "Cosine.")
-    unary("tanh", xp.tanh, "Hyperbolic tangent.")
-    unary("abs", xp.abs, "Absolute value, same dtype as ``self``.")
-    unary("sqrt", xp.sqrt, "Square root (nan for negative input).")
+    unary("neg", ns.negative, "``-self``.")
+    unary("exp", ns.exp, "``e ** self`` (integer input gives the namespace's float dtype).")
+    unary("log", ns.log, "Natural logarithm (nan for negative input, -inf for 0).")
+    unary("sin", ns.sin, "Sine.")
+    unary("cos", ns.cos, "Cosine.")
+    unary("tanh", ns.tanh, "Hyperbolic tangent.")
+    unary("abs", ns.abs, "Absolute value, same dtype as ``self``.")
+    unary("sqrt", ns.sqrt, "Square root (nan for negative input).")
 
     @kernel("sigmoid")
     def sigmoid(self: Any) -> Any:
         """``1 / (1 + exp(-self))``, computed so that no intermediate overflows for large
         ``|self|``; float dtypes are kept, integer input gives numpy's float dtype for ``exp``."""
-        if self.dtype.kind == "c":
-            return asarray(1 / (1 + xp.exp(-self)))
-        if self.dtype in EXTENSION_FLOATS:  # in float32, rounded once (as torch)
-            return sigmoid(self.astype(_FLOAT32)).astype(self.dtype)
+        d = odtype(self)
+        if d.kind == "c":
+            return asarray(1 / (1 + ns.exp(-self)))
+        if self.dtype in ext:  # in float32, rounded once (as torch)
+            return astype(sigmoid(astype(self, f32)), self.dtype)
         x = self
-        if not is_floating(x.dtype):
+        if not is_floating(d):
             # result_type with float16 is the float dtype numpy's exp loop would choose.
-            x = x.astype(np.result_type(x.dtype, np.float16))
-        e = xp.exp(-xp.abs(x))
-        return asarray(xp.where(x >= 0, 1 / (1 + e), e / (1 + e)))
+            x = astype(x, native(np.result_type(d, np.float16)))
+        e = ns.exp(-ns.abs(x))
+        return asarray(ns.where(x >= 0, 1 / (1 + e), e / (1 + e)))
 
     @kernel("relu")
     def relu(self: Any) -> Any:
         """``max(self, 0)`` elementwise, same dtype as ``self``; nan stays nan."""
-        return asarray(xp.maximum(self, self.dtype.type(0)))
+        return asarray(ns.where(self < 0, ns.zeros_like(self), self))
 
     # -- binary pointwise ---------------------------------------------------------------
-    binary("add", xp.add, "``self + other`` with numpy broadcasting and promotion.")
-    binary("sub", xp.subtract, "``self - other``.")
-    binary("mul", xp.multiply, "``self * other``.")
+    binary("add", ns.add, "``self + other`` with the namespace's broadcasting and promotion.")
+    binary("sub", ns.subtract, "``self - other``.")
+    binary("mul", ns.multiply, "``self * other``.")
     binary(
         "div",
-        xp.true_divide,
+        true_divide,
         "True division ``self / other``. Follows numpy, not torch: int / int gives float64.",
     )
     power("pow", "``self ** exponent``; integer to a negative integer power raises.")
-    binary("maximum", xp.maximum, "Elementwise maximum; nan propagates.")
-    binary("minimum", xp.minimum, "Elementwise minimum; nan propagates.")
-    scalar("add.Scalar", xp.add, "``self + other``; the Python scalar is weak (NEP 50).")
-    scalar("sub.Scalar", xp.subtract, "``self - other``; the Python scalar is weak.")
-    scalar("mul.Scalar", xp.multiply, "``self * other``; the Python scalar is weak.")
+    binary("maximum", ns.maximum, "Elementwise maximum; nan propagates.")
+    binary("minimum", ns.minimum, "Elementwise minimum; nan propagates.")
+    scalar("add.Scalar", ns.add, "``self + other``; the Python scalar is weak (NEP 50).")
+    scalar("sub.Scalar", ns.subtract, "``self - other``; the Python scalar is weak.")
+    scalar("mul.Scalar", ns.multiply, "``self * other``; the Python scalar is weak.")
     scalar(
         "div.Scalar",
-        xp.true_divide,
+        true_divide,
         "``self / other``; the Python scalar is weak, int / int gives float64 (numpy).",
     )
     power("pow.Scalar", "``self ** exponent``; the Python scalar is weak.")
-    scalar("rsub.Scalar", xp.subtract, "``other - self`` (for ``2.0 - t``).", reverse=True)
-    scalar("rdiv.Scalar", xp.true_divide, "``other / self`` (for ``2.0 / t``).", reverse=True)
-    scalar("rpow.Scalar", xp.power, "``other ** self`` (for ``2.0 ** t``).", reverse=True)
+    scalar("rsub.Scalar", ns.subtract, "``other - self`` (for ``2.0 - t``).", reverse=True)
+    scalar("rdiv.Scalar", true_divide, "``other / self`` (for ``2.0 / t``).", reverse=True)
+    scalar("rpow.Scalar", ns.pow, "``other ** self`` (for ``2.0 ** t``).", reverse=True)
 
-    for cmp_name, ufunc, symbol in (
-        ("eq", xp.equal, "=="),
-        ("ne", xp.not_equal, "!="),
-        ("lt", xp.less, "<"),
-        ("le", xp.less_equal, "<="),
-        ("gt", xp.greater, ">"),
-        ("ge", xp.greater_equal, ">="),
+    for cmp_name, fn, symbol in (
+        ("eq", ns.equal, "=="),
+        ("ne", ns.not_equal, "!="),
+        ("lt", ns.less, "<"),
+        ("le", ns.less_equal, "<="),
+        ("gt", ns.greater, ">"),
+        ("ge", ns.greater_equal, ">="),
     ):
-        binary(cmp_name, ufunc, f"``self {symbol} other`` as a bool array.")
-        scalar(f"{cmp_name}.Scalar", ufunc, f"``self {symbol} other`` as a bool array.")
+        binary(cmp_name, fn, f"``self {symbol} other`` as a bool array.")
+        scalar(f"{cmp_name}.Scalar", fn, f"``self {symbol} other`` as a bool array.")
 
     @kernel("where")
     def where(condition: Any, self: Any, other: Any) -> Any:
         """``self`` where ``condition`` holds, else ``other``; all three broadcast together."""
         sd, od = self.dtype, other.dtype
-        if sd is not od and (sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS):
-            self, other = _promoted(self, other)
-        return asarray(xp.where(condition, self, other))
+        if sd is not od and (sd in ext or od in ext):
+            self, other = promoted(self, other)
+        return asarray(ns.where(condition, self, other))
 
     # -- reductions ---------------------------------------------------------------------
     @kernel("sum")
@@ -246,15 +327,22 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """Sum over ``dim`` (None or [] for all). Like torch, with ``dtype=None`` bool and
         integer input accumulate in int64 (uint64 stays uint64); floats keep their dtype
         (bfloat16/float8 accumulate in float32)."""
-        if dtype is None and (
-            self.dtype.kind in "bi" or (self.dtype.kind == "u" and self.dtype.itemsize < 8)
-        ):
-            dtype = _INT64
+        sd = self.dtype
+        d = sd if same else ours(sd)
+        kind = d.kind
         axis = _reduce_axes(self.ndim, dim)
-        if dtype is None and self.dtype in EXTENSION_FLOATS:  # accumulate in float32 (torch)
-            out = xp.sum(self, axis=axis, dtype=_FLOAT32, keepdims=keepdim)
-            return asarray(out).astype(self.dtype)
-        return asarray(xp.sum(self, axis=axis, dtype=dtype, keepdims=keepdim))
+        if dtype is None:
+            if kind in "bi" or (kind == "u" and d.itemsize < 8):
+                dtype = _INT64
+            elif sd in ext:  # accumulate in float32 (torch)
+                out = ns.sum(self, axis=axis, dtype=f32, keepdims=keepdim)
+                return astype(asarray(out), sd)
+            else:
+                return asarray(ns.sum(self, axis=axis, keepdims=keepdim))
+        nd = dtype if same else native(dtype)
+        if kind == "b" and not same:  # the standard sums numeric dtypes only
+            self = astype(self, nd)
+        return asarray(ns.sum(self, axis=axis, dtype=nd, keepdims=keepdim))
 
     @kernel("mean")
     def mean(
@@ -262,55 +350,60 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     ) -> Any:
         """Mean over ``dim`` (None or [] for all). Like torch, the result dtype must be
         floating or complex: integer or bool input raises ``TypeError`` unless a floating
-        ``dtype=`` is given."""
-        mean_dtype(self.dtype, dtype)
+        ``dtype=`` is given (the input is then converted to it first)."""
+        mean_dtype(odtype(self), dtype)
         axis = _reduce_axes(self.ndim, dim)
-        if dtype is None and self.dtype in EXTENSION_FLOATS:  # accumulate in float32 (torch)
-            out = xp.mean(self, axis=axis, dtype=_FLOAT32, keepdims=keepdim)
-            return asarray(out).astype(self.dtype)
-        return asarray(xp.mean(self, axis=axis, dtype=dtype, keepdims=keepdim))
+        if dtype is None and self.dtype in ext:  # accumulate in float32 (torch)
+            out = ns.mean(astype(self, f32), axis=axis, keepdims=keepdim)
+            return astype(asarray(out), self.dtype)
+        if dtype is not None:
+            self = astype(self, native(dtype), copy=False)
+        return asarray(ns.mean(self, axis=axis, keepdims=keepdim))
 
     @kernel("amax")
     def amax(self: Any, dim: Sequence[int] | None, keepdim: bool) -> Any:
         """Maximum over ``dim`` (None or [] for all); nan propagates; empty input raises."""
-        return asarray(xp.amax(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
+        return asarray(ns.max(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
 
     @kernel("amin")
     def amin(self: Any, dim: Sequence[int] | None, keepdim: bool) -> Any:
         """Minimum over ``dim`` (None or [] for all); nan propagates; empty input raises."""
-        return asarray(xp.amin(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
+        return asarray(ns.min(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
 
     # -- linear algebra -----------------------------------------------------------------
     @kernel("matmul")
     def matmul(self: Any, other: Any) -> Any:
-        """Matrix product with numpy's ``matmul`` rules (batch dims broadcast, 1-d operands
-        are promoted to matrices and the added dim removed). bfloat16/float8 operands give
-        torch's ``promote_types`` dtype (numpy's matmul would give float32)."""
+        """Matrix product with the standard's ``matmul`` rules (batch dims broadcast, 1-d
+        operands are promoted to matrices and the added dim removed). bfloat16/float8 operands
+        give torch's ``promote_types`` dtype (numpy's matmul would give float32)."""
         sd, od = self.dtype, other.dtype
-        if sd in EXTENSION_FLOATS or od in EXTENSION_FLOATS:
-            d = promote_types(sd, od)
-            return asarray(
-                xp.matmul(self.astype(d, copy=False), other.astype(d, copy=False))
-            ).astype(d, copy=False)
-        return asarray(xp.matmul(self, other))
+        if sd in ext or od in ext:
+            d = native(promote_types(odtype(self), odtype(other)))
+            out = ns.matmul(astype(self, d, copy=False), astype(other, d, copy=False))
+            return astype(asarray(out), d, copy=False)
+        return asarray(ns.matmul(self, other))
 
     # -- shape ops (may return views of self) -------------------------------------------
     @kernel("transpose")
     def transpose(self: Any, dim0: int, dim1: int) -> Any:
         """Swap dims ``dim0`` and ``dim1``; returns a view."""
         dim0, dim1 = _wrap_dim(dim0, self.ndim), _wrap_dim(dim1, self.ndim)
-        return xp.swapaxes(self, dim0, dim1) if self.ndim else self[...]
+        if not self.ndim:
+            return self[...]
+        perm = list(range(self.ndim))
+        perm[dim0], perm[dim1] = dim1, dim0
+        return ns.permute_dims(self, tuple(perm))
 
     @kernel("permute")
     def permute(self: Any, dims: Sequence[int]) -> Any:
         """Reorder dims (``dims`` is a permutation of all of them); returns a view."""
-        return xp.transpose(self, tuple(dims))
+        return ns.permute_dims(self, tuple(dims))
 
     @kernel("reshape")
     def reshape(self: Any, shape: Sequence[int]) -> Any:
-        """Give ``self`` a new shape (one entry may be -1); a view where numpy can make one,
-        else a copy."""
-        return xp.reshape(self, tuple(shape))
+        """Give ``self`` a new shape (one entry may be -1); a view where the namespace can
+        make one, else a copy."""
+        return ns.reshape(self, tuple(shape))
 
     @kernel("broadcast_to")
     def broadcast_to(self: Any, size: Sequence[int]) -> Any:
@@ -327,69 +420,74 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
                     )
                 s = self.shape[i - lead]
             shape.append(s)
-        return xp.broadcast_to(self, tuple(shape))
+        return ns.broadcast_to(self, tuple(shape))
 
     @kernel("unsqueeze")
     def unsqueeze(self: Any, dim: int) -> Any:
         """Insert a dim of size 1 at ``dim`` (negative counts from the new end); a view."""
-        return xp.expand_dims(self, dim)
+        return ns.expand_dims(self, axis=dim)
 
     @kernel("squeeze")
     def squeeze(self: Any, dim: Sequence[int] | None) -> Any:
         """Remove dims of size 1: all of them for ``dim=None``, else those in ``dim`` that have
         size 1 (others are left alone, as in torch); returns a view."""
         if dim is None:
-            return xp.squeeze(self)
-        axes = {_wrap_dim(d, self.ndim) for d in dim}
-        if not self.ndim:
-            return self[...]
-        return xp.squeeze(self, axis=tuple(sorted(a for a in axes if self.shape[a] == 1)))
+            axes = tuple(i for i, s in enumerate(self.shape) if s == 1)
+        else:
+            wrapped = {_wrap_dim(d, self.ndim) for d in dim}
+            axes = tuple(sorted(a for a in wrapped if self.ndim and self.shape[a] == 1))
+        return ns.squeeze(self, axis=axes) if axes else self[...]
 
     @kernel("cat")
     def cat(tensors: Sequence[Any], dim: int) -> Any:
-        """Concatenate along an existing dim; dtypes promote as in numpy (as torch with a
-        bfloat16/float8 among them)."""
-        return xp.concatenate(_common(tensors), axis=dim)
+        """Concatenate along an existing dim; dtypes promote as in the namespace (as torch
+        with a bfloat16/float8 among them)."""
+        return ns.concat(common(tensors), axis=dim)
 
     @kernel("stack")
     def stack(tensors: Sequence[Any], dim: int) -> Any:
         """Stack equal-shaped arrays along a new dim ``dim``."""
-        return xp.stack(_common(tensors), axis=dim)
+        return ns.stack(common(tensors), axis=dim)
 
     # -- copies -------------------------------------------------------------------------
     @kernel("clone")
     def clone(self: Any) -> Any:
         """A new array with the same data and layout; never shares memory with ``self``."""
-        return xp.array(self, copy=True)
+        return ns.asarray(self, copy=True)
 
     @kernel("copy_")
     def copy_(self: Any, src: Any) -> Any:
         """Write ``src`` (broadcast to ``self``'s shape, cast to its dtype) into ``self`` in
         place and return ``self``."""
+        if src.dtype != self.dtype:
+            src = astype(src, self.dtype)
         self[...] = src
         return self
 
     @kernel("astype")
-    def astype(self: Any, dtype: np.dtype) -> Any:
+    def astype_(self: Any, dtype: np.dtype) -> Any:
         """A copy of ``self`` converted to ``dtype`` (always a new array, as the schema
         promises no aliasing)."""
-        return self.astype(dtype, copy=True)
+        return astype(self, native(dtype), copy=True)
 
     # -- factories (``device`` is the binding plugin's business) --------------------------
+    def default(dtype: np.dtype | None) -> Any:
+        return native(get_default_dtype() if dtype is None else dtype)
+
     @kernel("empty")
     def empty(size: Sequence[int], *, dtype: np.dtype | None, device: Device | None) -> Any:
         """An uninitialised array of shape ``size``; ``dtype=None`` is the default dtype."""
-        return xp.empty(tuple(size), dtype=get_default_dtype() if dtype is None else dtype)
+        return ns.empty(tuple(size), dtype=default(dtype))
 
     @kernel("zeros")
     def zeros(size: Sequence[int], *, dtype: np.dtype | None, device: Device | None) -> Any:
         """Zeros of shape ``size``; ``dtype=None`` is the default dtype."""
-        return xp.zeros(tuple(size), dtype=get_default_dtype() if dtype is None else dtype)
+        return ns.zeros(tuple(size), dtype=default(dtype))
 
     @kernel("ones")
     def ones(size: Sequence[int], *, dtype: np.dtype | None, device: Device | None) -> Any:
         """Ones of shape ``size``; ``dtype=None`` is the default dtype."""
-        return xp.ones(tuple(size), dtype=get_default_dtype() if dtype is None else dtype)
+        return ns.ones(tuple(size), dtype=default(dtype))
 
     @kernel("full")
     def full(
@@ -399,14 +497,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         the fill: bool → bool, int → int64, float → the default dtype."""
         if dtype is None:
             dtype = scalar_dtype(fill_value)
-        return xp.full(tuple(size), fill_value, dtype=dtype)
+        return ns.full(tuple(size), fill_value, dtype=native(dtype))
 
     def _arange(start: Any, end: Any, step: Any, dtype: np.dtype | None) -> Any:
         if dtype is None:
             dtypes = [scalar_dtype(v) for v in (start, end, step)]
             floating = any(d.kind == "c" or is_floating(d) for d in dtypes)  # bfloat16 default
             dtype = get_default_dtype() if floating else _INT64
-        return xp.arange(start, end, step, dtype=dtype)
+        return ns.arange(start, end, step, dtype=native(dtype))
 
     @kernel("arange")
     def arange(end: Any, *, dtype: np.dtype | None, device: Device | None) -> Any:
@@ -422,4 +520,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``dtype=None`` gives int64 if all three are ints, else the default dtype."""
         return _arange(start, end, step, dtype)
 
+    ns_name = namespace_name(ns)
+    for name, (needs, has) in _NEEDS.items():
+        if not has(ns):
+            kernels[name] = _unsupported(name, ns_name, needs)
     return kernels

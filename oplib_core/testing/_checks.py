@@ -42,7 +42,13 @@ from .._schema import Argument, BaseType, ListType, OptionalType
 from .._tensor import Tensor
 from ..autograd._gradcheck import GradcheckError, gradcheck
 from ..backends import TABLE, Backend
-from ..errors import KernelResultError, NoKernelError, OpCheckError, OplibError
+from ..errors import (
+    KernelResultError,
+    NamespaceUnsupportedError,
+    NoKernelError,
+    OpCheckError,
+    OplibError,
+)
 from ..fake._arrays import FakeArray
 from ..fake._mode import FakeTensorMode
 
@@ -879,6 +885,8 @@ def _run_one(
         skipped = check(target)
     except _Skip as e:
         yield result(name, SKIP, str(e), where=where)
+    except NamespaceUnsupportedError as e:  # a shared kernel its namespace cannot run
+        yield result(name, SKIP, str(e), e, where=where)
     except _Failure as e:
         yield result(name, FAIL, str(e), e, where=where)
     except Exception as e:

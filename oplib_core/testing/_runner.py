@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+
 from .._device import Device
 from .._higher_order._operator import HOPS, HigherOrderOperator
 from .._registry import REGISTRY
@@ -204,7 +206,9 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
     (or its sample hook raised, which is reported as a failure)."""
     op = REGISTRY.ops[q].overload if q in REGISTRY.ops else HOPS.get(q)
     per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
-    sample_device = Device("cpu") if b.spec.fake_kernels else _device(b)
+    # a data-less backend, or one with fewer dtypes than oplib: the cpu samples, copied there
+    restricted = b.dtype_map() is not None
+    sample_device = Device("cpu") if b.spec.fake_kernels or restricted else _device(b)
     try:
         samples = _samples(op, sample_device)
     except Exception as e:
@@ -218,6 +222,15 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
         return list(per_check.values()), False
     for i, s in enumerate(samples):
         label = s.name or f"sample {i}"
+        missing = _unsupported_dtypes(b, s) if restricted else []
+        if missing:
+            reason = (
+                f"backend {b.name!r} does not support dtype {', '.join(missing)} "
+                "(not in its BackendSpec.dtypes)"
+            )
+            for row in per_check.values():
+                row.fold(CheckResult(q, row.check, b.name, SKIP, reason), label)
+            continue
         try:
             results = list(
                 run_checks(
@@ -240,6 +253,28 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
         for r in results:
             per_check[r.check].fold(r, label)
     return list(per_check.values()), True
+
+
+def _unsupported_dtypes(b: Backend, sample: SampleInput) -> list[str]:
+    """The names of the dtypes in ``sample`` (of its tensors, arrays and dtype arguments)
+    that backend ``b`` does not compute with."""
+    found: dict[str, None] = {}
+
+    def visit(v: Any) -> None:
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+            return
+        if isinstance(v, type):  # a numpy scalar type given as a dtype (np.float16)
+            d: Any = np.dtype(v) if issubclass(v, np.generic) else None
+        else:
+            d = v if isinstance(v, np.dtype) else getattr(v, "dtype", None)
+        if isinstance(d, np.dtype) and not b.supports_dtype(d):
+            found[d.name] = None
+
+    visit(sample.args)
+    visit(list(sample.kwargs.values()))
+    return list(found)
 
 
 def _cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:
