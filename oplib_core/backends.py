@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
@@ -73,6 +74,9 @@ class BackendSpec(Record):
     an op has no kernel here. ``autograd=False`` declares that this backend's arrays cannot
     record gradients (calls on them that require grad raise ``AutogradUnsupportedError``).
     ``accelerator=True`` marks a device backend that ``oplib.device(0)`` may refer to.
+    ``dtypes()`` returns the dtypes this backend's arrays can hold now (``None``, the
+    default: every dtype); ``dtype_hint`` says what to do about the others (JAX without its
+    64-bit mode: how to switch it on). ``oplib check`` skips samples with other dtypes.
     ``device_module`` is the backend's device module (``is_available``, ``device_count``,
     ``current_device``, ``manual_seed_all`` ...): it is ``oplib_core.<name>`` while the
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
@@ -100,6 +104,8 @@ class BackendSpec(Record):
     accelerator: bool = False
     description: str = ""
     device_module: Any = None
+    dtypes: Callable[[], Collection[Any]] | None = None
+    dtype_hint: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -190,14 +196,31 @@ class Backend:
             return 0
 
     def recognises(self, cls: type) -> bool:
+        """Whether ``cls`` is one of this backend's array classes: a subclass of
+        ``array_types``, or of a class ``array_type_names`` names. A name is resolved in its
+        library only if that library is already imported (``"jax.Array"`` is the public
+        alias of a class defined in ``jaxlib``, virtual subclasses included); else a class in
+        ``cls``'s MRO matches it by module root and class name. Asked at cache-miss time."""
         if self.spec.array_types and issubclass(cls, self.spec.array_types):
             return True
+        for name in self._names:
+            found = _imported_class(name)
+            if found is not None and issubclass(cls, found):
+                return True
         if self._names:
             for base in cls.__mro__:
                 root = base.__module__.partition(".")[0]
                 if f"{root}.{base.__name__}" in self._names:
                     return True
         return False
+
+    def dtype_problem(self, dtype: Any) -> str | None:
+        """``None`` when this backend's arrays can hold ``dtype`` (see ``BackendSpec.dtypes``),
+        else why not, with the spec's hint."""
+        if self.spec.dtypes is None or np.dtype(dtype) in self.spec.dtypes():
+            return None
+        hint = f": {self.spec.dtype_hint}" if self.spec.dtype_hint else ""
+        return f"the {self.name} backend does not support dtype {np.dtype(dtype)}{hint}"
 
     def current_index(self) -> int:
         """The device index that ``Device(name)`` without an index means: the device
@@ -227,6 +250,31 @@ class Backend:
         if self.spec.namespace is None:
             raise BackendError(f"backend {self.name!r} does not declare an array namespace")
         return self.spec.namespace()
+
+
+def _imported_class(name: str) -> type | None:
+    """The class ``"pkg.mod.Name"`` names, if module ``pkg.mod`` (or ``pkg`` holding
+    ``mod.Name``) is already imported; never imports anything."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:cut]))
+        if obj is None:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, None)
+        return obj if isinstance(obj, type) else None
+    return None
+
+
+#: Array libraries with a backend in an oplib distribution: library (module root) ->
+#: (backend name, distribution), for the error when that backend is not installed.
+KNOWN_LIBRARIES: dict[str, tuple[str, str]] = {
+    "numpy": ("cpu", "oplib-cpu"),
+    "cupy": ("cuda", "oplib-cuda"),
+    "dask": ("dask", "oplib-dask"),
+    "jax": ("jax", "oplib-jax"),
+    "jaxlib": ("jax", "oplib-jax"),
+}
 
 
 class BackendTable:
@@ -346,6 +394,16 @@ class BackendTable:
 
     def names_text(self) -> str:
         return ", ".join(b.name for b in self.all()) or "(none)"
+
+    def missing_for(self, cls: type) -> str | None:
+        """For an array class no installed backend recognises: ``"the jax backend
+        (oplib-jax) is not installed"`` when ``cls`` belongs to a library an oplib
+        distribution serves, else ``None``. For error messages only."""
+        for base in cls.__mro__:
+            known = KNOWN_LIBRARIES.get(base.__module__.partition(".")[0])
+            if known is not None and self.find(known[0]) is None:
+                return f"the {known[0]} backend ({known[1]}) is not installed"
+        return None
 
     def for_type(self, cls: type) -> Backend | None:
         """The backend whose arrays are of class ``cls`` (cached per class)."""

@@ -715,6 +715,9 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
         return f"{target.type} arrays have no data"
     if not TABLE.get(target.type).spec.autograd:
         return f"{target.type} arrays do not record gradients"
+    no_float64 = TABLE.get(target.type).dtype_problem(np.float64)
+    if no_float64 is not None:
+        return f"gradcheck compares in float64, but {no_float64}"
     if not _grad_inputs(case):
         return "no input requires grad"
     autograd = case.op.kernel(AUTOGRAD)

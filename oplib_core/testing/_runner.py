@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+
 from .._device import Device
 from .._higher_order._operator import HOPS, HigherOrderOperator
 from .._registry import REGISTRY
+from .._tensor import Tensor
 from ..backends import TABLE, Backend
 from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from ._hop_samples import hop_samples
@@ -218,6 +221,11 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
         return list(per_check.values()), False
     for i, s in enumerate(samples):
         label = s.name or f"sample {i}"
+        problem = next(filter(None, map(b.dtype_problem, _sample_dtypes(s))), None)
+        if problem is not None:
+            for row in per_check.values():
+                row.fold(CheckResult(q, row.check, b.name, SKIP, problem), label)
+            continue
         try:
             results = list(
                 run_checks(
@@ -238,8 +246,35 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
                 )
             continue
         for r in results:
+            problem = _dtype_failure(b, r.error) if r.status == FAIL else None
+            if problem is not None:
+                r = CheckResult(q, r.check, b.name, SKIP, problem)
             per_check[r.check].fold(r, label)
     return list(per_check.values()), True
+
+
+def _dtype_failure(b: Backend, error: BaseException | None) -> str | None:
+    """The backend's reason when ``error`` (or its cause) carries a ``dtype`` the backend
+    declares it cannot hold (an int64 result JAX's 32-bit mode cannot give), else ``None``."""
+    while error is not None:
+        dtype = getattr(error, "dtype", None)
+        if isinstance(dtype, np.dtype):
+            return b.dtype_problem(dtype)
+        error = error.__cause__
+    return None
+
+
+def _sample_dtypes(sample: SampleInput) -> Iterator[Any]:
+    """Every dtype a sample holds or asks for: its arrays' and its dtype arguments'."""
+    stack: list[Any] = [*sample.args, *sample.kwargs.values()]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, np.dtype):
+            yield v
+        elif isinstance(v, Tensor) or TABLE.for_type(type(v)) is not None:
+            yield v.dtype
 
 
 def _cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:
