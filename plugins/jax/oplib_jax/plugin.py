@@ -148,9 +148,8 @@ def _no_truncation(name: str) -> Iterator[None]:
 
 def _bound(name: str) -> Callable[..., Any]:
     takes_dtype = name in _DTYPE_ARGUMENT
-    defaults_dtype = name in _DTYPE_DEFAULTS
 
-    if not defaults_dtype:
+    if not (takes_dtype or name in _DTYPE_DEFAULTS):
 
         def kernel(*args: Any, **kwargs: Any) -> Any:
             return _kernels()[name](*args, **kwargs)

@@ -1,0 +1,91 @@
+"""The jax backend (``plugins/jax``, oplib-jax) in process, with jax[cpu] installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core.errors import NoKernelError
+from oplib_core.testing._runner import check_ops
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+from oplib_jax.plugin import JaxDtypeError  # noqa: E402  (after the importorskip)
+
+pytestmark = pytest.mark.skipif(jax.config.jax_enable_x64, reason="these tests pin x64 off")
+
+
+def test_backend_is_listed_with_jax_devices():
+    b = oplib.backends.get("jax")
+    assert b.is_available() and b.distribution == "oplib-jax"
+    assert b.device_count() == len(jax.devices())
+    assert oplib.backends.for_type(type(jnp.ones(2))) is b
+
+
+def test_core_ops_and_autograd_on_jax_arrays():
+    x = oplib.tensor([1.0, 2.0, 3.0], device="jax", requires_grad=True)
+    assert isinstance(x._data, jax.Array) and x.device == oplib.device("jax:0")
+    y = (x * x).sum()
+    y.backward()
+    assert isinstance(x.grad._data, jax.Array)
+    np.testing.assert_allclose(x.grad.to("cpu").numpy(), [2.0, 4.0, 6.0])
+
+
+def test_native_jax_arrays_in_native_arrays_out():
+    out = oplib.ops.oplib.add(jnp.ones(3), jnp.arange(3, dtype=jnp.float32))
+    assert isinstance(out, jax.Array)
+    np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0, 3.0])
+
+
+def test_dlpack_in_and_out():
+    t = oplib.from_dlpack(jnp.arange(4, dtype=jnp.float32))
+    assert t.device.type == "jax"  # the array's own backend, not cpu
+    host = np.from_dlpack(t)
+    np.testing.assert_array_equal(host, [0, 1, 2, 3])
+    back = jnp.from_dlpack(oplib.ones(2, device="jax"))
+    assert isinstance(back, jax.Array)
+    # a host capsule of another library stays on cpu (jax is below cpu in priority)
+    assert oplib.from_dlpack(np.ones(2, np.float32)).device.type == "cpu"
+
+
+def test_64_bit_mode_is_read_never_switched():
+    assert not jax.config.jax_enable_x64
+    dtypes = oplib.backends.get("jax").spec.dtypes()
+    assert np.dtype("float64") not in dtypes and np.dtype("int64") not in dtypes
+    assert np.dtype("float32") in dtypes and oplib.bfloat16 in dtypes
+    with pytest.raises(JaxDtypeError, match=r"float64: JAX's 64-bit mode is off.*jax_enable_x64"):
+        oplib.tensor(np.ones(2), device="jax")
+    with pytest.raises(JaxDtypeError, match="does not support dtype int64"):
+        oplib.zeros(2, dtype=oplib.int64, device="jax")
+    # a 64-bit default chosen inside the kernel (torch's int64 arange) is an error, not
+    # JAX's silent truncation to int32
+    with pytest.raises(JaxDtypeError, match="would be int64") as info:
+        oplib.arange(3, device="jax")
+    assert info.value.dtype == np.dtype("int64")
+    assert oplib.arange(3, dtype=oplib.int32, device="jax").dtype == np.dtype("int32")
+    assert not jax.config.jax_enable_x64
+
+
+def test_in_place_ops_say_jax_arrays_are_immutable():
+    x = oplib.zeros(2, device="jax")
+    with pytest.raises(NoKernelError, match="JAX arrays are immutable"):
+        x.copy_(oplib.ones(2, device="jax"))
+
+
+def test_oplib_check_passes_with_unsupported_dtypes_skipped():
+    report = check_ops(backends=["jax"])
+    assert not report.failed, [r.reason for r in report.rows if r.status == "FAIL"]
+    reasons = {r.reason for r in report.rows if r.status == "SKIP"}
+    assert any("does not support dtype float64" in r for r in reasons)
+    assert sum(r.status == "PASS" for r in report.rows) > 200
+
+
+def test_missing_jax_backend_is_named(monkeypatch):
+    from oplib_core import backends
+
+    jax_backend = backends.TABLE.find("jax")
+    monkeypatch.setattr(backends.TABLE, "find", lambda n: None if n == "jax" else jax_backend)
+    assert backends.TABLE.missing_for(type(jnp.ones(1))) == (
+        "the jax backend (oplib-jax) is not installed"
+    )
