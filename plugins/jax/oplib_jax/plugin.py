@@ -115,9 +115,28 @@ JAX = BackendSpec(
 )
 
 
+class _Namespace:
+    """``jax.numpy`` as the shared kernels see it, with ``asarray`` returning a jax array
+    as it is: the kernels wrap every result in ``xp.asarray`` (numpy ufuncs give scalars for
+    0-d input), which jax.numpy does not need and which costs more than the op itself."""
+
+    def __init__(self, jnp: Any, array: type) -> None:
+        self._jnp = jnp
+        self._array = array
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jnp, name)
+
+    def asarray(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(obj) is self._array and not args and not kwargs:
+            return obj
+        return self._jnp.asarray(obj, *args, **kwargs)
+
+
 @functools.cache
 def _kernels() -> dict[str, Callable[..., Any]]:
-    return array_kernels(runtime.jnp())
+    jnp = runtime.jnp()
+    return array_kernels(_Namespace(jnp, type(jnp.zeros(()))))
 
 
 #: Ops whose result dtype may be a 64-bit default chosen inside the kernel (int64 sums and
