@@ -13,8 +13,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import _startup, autograd, backend_registration, backends, plugins, profiler, return_types
-from . import native as native  # device-generic helpers for kernels (oplib.native)
 from . import _tensor_methods as _tensor_methods  # sets the core ops' Tensor methods
+from . import native as native  # device-generic helpers for kernels (oplib.native)
 from ._check import (
     _check,
     _check_index,

@@ -66,7 +66,7 @@ def test_a_name_never_imports_its_library(teardown):
 
 
 def test_a_name_still_matches_by_module_root_and_class_name(teardown):
-    class ndarray:  # noqa: N801
+    class ndarray:
         pass
 
     ndarray.__module__ = "unimportedlib.core.multiarray"
@@ -95,8 +95,8 @@ def test_arrays_of_a_known_library_without_its_backend(monkeypatch, teardown):
     t = oplib.Tensor(Thing())
     undo()
     with pytest.raises(BackendError, match=wanted):
-        t.backend
+        _ = t.backend
     # an unknown library keeps the old wording
     Thing.__module__ = "unknownlib"
     with pytest.raises(BackendError, match="no longer installed"):
-        t.backend
+        _ = t.backend

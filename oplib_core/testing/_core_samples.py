@@ -19,8 +19,8 @@ from .._device import Device
 from .._dispatch import OpOverload
 from .._dtypes import bfloat16
 from .._factories import tensor
-from ..backends import TABLE
 from .._tensor import Tensor
+from ..backends import TABLE
 from ..hookspecs import hookimpl
 from ._samples import SampleInput
 

@@ -5,9 +5,11 @@ Nothing here imports jax at load time: arrays are recognised by the public name
 small wrappers that bind ``array_kernels(jax.numpy)`` on their first call.
 
 JAX arrays are immutable: the core ops that write to an argument (``copy_``) have no jax
-kernel, and calling one says so (``no_kernel_hint``). JAX's 64-bit mode is read, never switched: while it is
-off, the backend declares the dtypes it holds without float64/int64 (``BackendSpec.dtypes``),
-and asking for a 64-bit dtype raises :class:`JaxDtypeError` saying how to switch it on.
+kernel, and calling one says so (``no_kernel_hint``).
+
+JAX's 64-bit mode is read, never switched: while it is off, the backend declares the dtypes
+it holds without float64/int64 (``BackendSpec.dtypes``), and asking for a 64-bit dtype
+raises :class:`JaxDtypeError` saying how to switch it on.
 """
 
 from __future__ import annotations
