@@ -55,3 +55,52 @@ def test_shape_op_errors_are_the_core_kernels():
     x = oplib.zeros(2, 3, device="dask")
     with pytest.raises(IndexError, match="Dimension out of range"):
         x.transpose(0, 5)
+
+
+@pytest.fixture
+def two_outputs(lib, ns):
+    """``ns::split_sign(x, y) -> (Tensor, Tensor)``, pointwise, with a fake kernel."""
+    lib.define("split_sign(Tensor x, Tensor y) -> (Tensor, Tensor)", tags=(oplib.Tag.pointwise,))
+
+    def kernel(x, y):
+        return np.abs(x) + y, (np.sign(x) * y).astype(np.int32)
+
+    lib.impl("split_sign", kernel, "CPU")
+
+    def fake(x, y):
+        out = oplib.empty_like(x + y)
+        return out, oplib.empty_like(out, dtype=oplib.int32)
+
+    oplib.register_fake(f"{ns}::split_sign", fake, lib=lib)
+    return getattr(oplib.ops, ns).split_sign, kernel
+
+
+def test_multi_output_pointwise_runs_chunk_wise(two_outputs):
+    op, kernel = two_outputs
+    host = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
+    x = da.from_array(host, chunks=(1, 2))
+    y = da.ones(4, dtype=np.float32, chunks=2)
+    a, b = op(x, y)
+    assert isinstance(a, da.Array) and isinstance(b, da.Array)
+    assert a.chunks == b.chunks == ((1, 1, 1), (2, 2))
+    assert (a.dtype, b.dtype) == (np.float32, np.int32)
+    want_a, want_b = kernel(host, np.ones(4, np.float32))
+    np.testing.assert_array_equal(a.compute(), want_a)
+    np.testing.assert_array_equal(b.compute(), want_b)
+
+
+def test_multi_output_needs_aligned_outputs(lib, ns):
+    lib.define("and_total(Tensor x) -> (Tensor, Tensor)", tags=(oplib.Tag.pointwise,))
+    lib.impl("and_total", lambda x: (x, x.sum(keepdims=True)), "CPU")
+    oplib.register_fake(
+        f"{ns}::and_total", lambda x: (oplib.empty_like(x), x.new_empty((1,))), lib=lib
+    )
+    with pytest.raises(oplib.NoKernelError, match="aligned with the broadcast input"):
+        getattr(oplib.ops, ns).and_total(da.ones(4, chunks=2))
+
+
+def test_multi_output_needs_a_fake_kernel(lib, ns):
+    lib.define("pair(Tensor x) -> (Tensor, Tensor)", tags=(oplib.Tag.pointwise,))
+    lib.impl("pair", lambda x: (x, -x), "CPU")
+    with pytest.warns(Warning), pytest.raises(oplib.NoKernelError, match="register_fake"):
+        getattr(oplib.ops, ns).pair(da.ones(4, chunks=2))

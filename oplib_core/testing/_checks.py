@@ -705,9 +705,25 @@ def _backend_results(
         except _Failure as e:
             yield name, FAIL, str(e), e
         except Exception as e:
-            yield name, FAIL, f"raised {type(e).__name__}: {e}", e
+            problem = dtype_failure(backend, e)
+            if problem is not None:
+                yield name, SKIP, problem, None
+            else:
+                yield name, FAIL, f"raised {type(e).__name__}: {e}", e
         else:
             yield name, PASS, "", None
+
+
+def dtype_failure(backend: Backend, error: BaseException | None) -> str | None:
+    """The backend's reason when ``error`` (or its cause) carries a ``dtype`` the backend
+    declares it cannot hold (``BackendSpec.dtypes``: float64 data, or an int64 result, on
+    JAX in its 32-bit mode), else ``None``: such a failure is a skip, not a bug."""
+    while error is not None:
+        dtype = getattr(error, "dtype", None)
+        if isinstance(dtype, np.dtype):
+            return backend.dtype_problem(dtype)
+        error = error.__cause__
+    return None
 
 
 def _test_gradcheck(case: _Case, target: Device) -> str | None:
