@@ -234,7 +234,7 @@ def from_dlpack(obj: Any) -> Tensor:
     jax array stays on ``jax``), else the highest-priority one for its DLPack device type."""
     dev_type, _ = obj.__dlpack_device__()
     own = TABLE.for_type(type(obj))
-    if own is not None and own.spec.dlpack_device_type == dev_type and own.spec.from_dlpack:
+    if own is not None and own.spec.from_dlpack is not None:
         return Tensor._wrap(own.spec.from_dlpack(obj))
     for b in TABLE.all():
         if b.spec.dlpack_device_type == dev_type and b.spec.from_dlpack is not None:

@@ -9,6 +9,8 @@ import oplib_core as oplib
 from oplib_core.errors import NoKernelError
 from oplib_core.testing._runner import check_ops
 
+from subproc import run_python
+
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 from oplib_jax.plugin import JaxDtypeError  # noqa: E402  (after the importorskip)
@@ -89,3 +91,57 @@ def test_missing_jax_backend_is_named(monkeypatch):
     assert backends.TABLE.missing_for(type(jnp.ones(1))) == (
         "the jax backend (oplib-jax) is not installed"
     )
+
+
+def test_integer_sums_would_be_int64_so_they_raise():
+    x = oplib.tensor(np.arange(3, dtype=np.int32), device="jax")
+    with pytest.raises(JaxDtypeError, match="oplib::sum on jax: the result would be int64"):
+        x.sum()
+    assert x.sum(dtype=oplib.int32).item() == 3
+
+
+def test_device_index_out_of_range():
+    with pytest.raises(oplib.errors.BackendError, match=r"jax:7: JAX reports 1 device"):
+        oplib.zeros(2, device="jax:7")
+
+
+def test_a_jax_tensor_round_trips_through_the_host():
+    t = oplib.tensor([1.5, 2.5], device="jax")
+    host = t.to("cpu").numpy()
+    host[0] = 9.0  # a writable copy, not JAX's read-only buffer
+    assert t.to("cpu").numpy().tolist() == [1.5, 2.5]
+    assert oplib.tensor(host).to("jax").device.type == "jax"
+
+
+def test_loading_the_plugin_does_not_import_jax():
+    out = run_python("""
+        import sys
+        import oplib_core as oplib
+        oplib.plugins.load()
+        (oplib.tensor([1.0]) + 1).sum()
+        OUT["listed"] = "jax" in [b.name for b in oplib.backends.list()]
+        OUT["imported"] = "jax" in sys.modules
+    """)
+    assert out == {"listed": True, "imported": False}
+
+
+def test_with_x64_on_every_dtype_works():
+    out = run_python(
+        """
+        import numpy as np, jax, oplib_core as oplib
+        t = oplib.tensor(np.ones(2), device="jax")
+        OUT["dtype"] = str(t.dtype)
+        OUT["arange"] = str(oplib.arange(3, device="jax").dtype)
+        OUT["float64"] = np.dtype("float64") in oplib.backends.get("jax").spec.dtypes()
+        """,
+        env={"JAX_ENABLE_X64": "1"},
+    )
+    assert out == {"dtype": "float64", "arange": "int64", "float64": True}
+
+
+def test_opcheck_skips_jax_for_a_dtype_it_cannot_hold():
+    x = oplib.tensor(np.linspace(0.5, 1.5, 3), requires_grad=True)  # float64, on cpu
+    res = oplib.opcheck(oplib.ops.oplib.sin.default, (x,))
+    (row,) = [r for r in res.details if r.backend == "jax"]
+    assert row.check == "test_backends" and row.status == "SKIP"
+    assert "does not support dtype float64" in row.reason

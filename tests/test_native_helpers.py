@@ -8,7 +8,8 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core.errors import ArgumentTypeError
-from tests.helpers import unique_ns
+
+from helpers import unique_ns
 
 DEVICES = [
     "cpu",

@@ -901,7 +901,12 @@ def _run_one(
     except _Failure as e:
         yield result(name, FAIL, str(e), e, where=where)
     except Exception as e:
-        yield result(name, FAIL, f"raised {type(e).__name__}: {e}", e, where=where)
+        backend = TABLE.find(where or target.type)
+        problem = None if backend is None else dtype_failure(backend, e)
+        if problem is not None:
+            yield result(name, SKIP, problem, where=where)
+        else:
+            yield result(name, FAIL, f"raised {type(e).__name__}: {e}", e, where=where)
     else:
         yield (
             result(name, SKIP, skipped, where=where) if skipped else result(name, PASS, where=where)
