@@ -145,3 +145,13 @@ def test_opcheck_skips_jax_for_a_dtype_it_cannot_hold():
     (row,) = [r for r in res.details if r.backend == "jax"]
     assert row.check == "test_backends" and row.status == "SKIP"
     assert "does not support dtype float64" in row.reason
+
+
+def test_the_mode_is_read_at_each_call_when_the_user_switches_it():
+    out = run_python("""
+        import numpy as np, jax, oplib_core as oplib
+        OUT["before"] = catch(oplib.tensor, np.ones(2), device="jax")[0]
+        jax.config.update("jax_enable_x64", True)  # the user's own decision
+        OUT["after"] = str(oplib.tensor(np.ones(2), device="jax").dtype)
+    """)
+    assert out == {"before": "JaxDtypeError", "after": "float64"}

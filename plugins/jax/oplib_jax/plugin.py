@@ -84,10 +84,6 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Any:
         return runtime.jnp().empty(shape, dtype=dtype)
 
 
-def _namespace() -> Any:
-    return runtime.jnp()
-
-
 def _from_dlpack(obj: Any) -> Any:
     return runtime.jnp().from_dlpack(obj)
 
@@ -104,7 +100,7 @@ JAX = BackendSpec(
     to_host=_to_host,
     from_host=_from_host,
     empty=_empty,
-    namespace=_namespace,
+    namespace=runtime.jnp,
     from_dlpack=_from_dlpack,
     dlpack_device_type=_KDL_CPU,
     dtypes=runtime.dtypes,

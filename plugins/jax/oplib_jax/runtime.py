@@ -103,11 +103,16 @@ def x64_enabled() -> bool:
 def dtypes() -> frozenset[np.dtype]:
     """The dtypes JAX arrays can hold now: numpy's numeric and bool dtypes and ml_dtypes'
     (bfloat16, float8), without the 64-bit ones while JAX's 64-bit mode is off."""
+    return _dtypes(x64_enabled())
+
+
+@functools.cache
+def _dtypes(x64: bool) -> frozenset[np.dtype]:
     names = (
         "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
         "float16", "float32", "float64", "complex64", "complex128",
     )  # fmt: skip
     found = {np.dtype(n) for n in names} | {np.dtype(d) for d in _EXTENSION}
-    if not x64_enabled():
+    if not x64:
         found.difference_update(_64_BIT)
     return frozenset(found)
