@@ -4,9 +4,9 @@
 Registered through the same ``oplib_sample_inputs`` hook as third-party samples. Data is
 made on the host from a fixed seed, then copied to the requested device, so every device
 gets the same values (data of a dtype the device's backend declares it cannot hold stays on
-the host, and ``oplib check`` skips that sample). Values keep clear of the points where an op is not differentiable
-(``abs`` and ``relu`` at 0, ties of ``maximum``/``amax``) and of its domain's edges
-(``log``, ``sqrt``, division), so ``test_gradcheck`` is meaningful.
+the host, and ``oplib check`` skips that sample). Values keep clear of the points where an
+op is not differentiable (``abs`` and ``relu`` at 0, ties of ``maximum``/``amax``) and of
+its domain's edges (``log``, ``sqrt``, division), so ``test_gradcheck`` is meaningful.
 """
 
 from __future__ import annotations
