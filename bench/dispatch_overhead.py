@@ -6,7 +6,9 @@ numpy array (attribute lookups included, and with the packet bound to a name), (
 two unnamed outputs and (g) one with two named outputs (``oplib.return_types``); then the
 overheads against (a), all measured in this run. Rows (h)-(j) time the core op set's shared
 kernels (``oplib.kernels.array_kernels(numpy)``, bound through array-api-compat) against
-numpy's own function: what binding through the array API standard costs on numpy.
+numpy's own function: what binding through the array API standard costs on numpy. With jax
+and oplib-jax installed, also (l) ``jnp.negative`` on a jax array and (m) the core op
+``oplib::neg`` on it (native and Tensor): the jax backend's overhead over a direct ``jnp`` call.
 Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns. With ``OPLIB_DISPATCH_SLOW=1`` every call
 takes the slow path (the figures are then the slow path's, not held to the budget).
 
@@ -100,12 +102,17 @@ def main() -> None:
         ("(j) np.sum(x)", "np.sum(x)"),
         ("(j1) core sum kernel(x, None, False)", "core_sum(x, None, False)"),
     ]
+    jax_rows = _jax_rows(env)
+    rows += jax_rows
     # Rounds interleave the paths, so a burst of load elsewhere hits all of them alike;
     # each path keeps its best round.
     results = {name: float("inf") for name, _ in rows}
+    jax_names = {name for name, _ in jax_rows}
     for _ in range(args.repeat):
         for name, stmt in rows:
-            results[name] = min(results[name], best_ns(stmt, env, args.number, 1))
+            # a jax call costs microseconds: fewer calls per round keep the run short
+            number = args.number // 10 if name in jax_names else args.number
+            results[name] = min(results[name], best_ns(stmt, env, number, 1))
     base = results["(a) kernel(x) direct"]
     print(f"{'path':40s} {'ns/call':>9s} {'overhead':>9s}")
     for name, ns in results.items():
@@ -129,10 +136,37 @@ def main() -> None:
         f"core kernels over numpy (array API binding): neg (h1-h) {neg_k:.0f} ns, "
         f"add (i1-i) {add_k:.0f} ns, sum (j1-j) {sum_k:.0f} ns"
     )
+    if jax_rows:
+        jb = results["(m) oplib.ops.oplib.neg(xj) jax"] - results["(l) jnp.negative(xj) direct"]
+        jc = results["(m') oplib.ops.oplib.neg(tj) Tensor"] - results["(l) jnp.negative(xj) direct"]
+        print(f"jax native overhead (m-l): {jb:.0f} ns   jax Tensor overhead (m'-l): {jc:.0f} ns")
+    else:
+        print("jax: skipped (jax or oplib-jax is not installed)")
     if SLOW:
         print("(OPLIB_DISPATCH_SLOW=1: the fast path is off; these are slow-path figures)")
     lib._destroy()
     neg2._destroy()
+
+
+def _jax_rows(env: dict) -> list[tuple[str, str]]:
+    """The jax backend's rows beside numpy's: ``jnp.negative`` direct, and the core op
+    ``oplib::neg`` (its kernel is ``jnp.negative`` through ``array_kernels``) on a jax array
+    and on a jax Tensor; none when jax or the jax backend is absent."""
+    try:
+        import jax.numpy as jnp
+    except ImportError:
+        return []
+    if oplib.backends.TABLE.find("jax") is None:
+        return []
+    xj = jnp.ones(1)
+    env.update(jnp=jnp, xj=xj, tj=oplib.tensor(xj), core_neg=oplib.ops.oplib.neg)
+    for stmt in ("jnp.negative(xj)", "core_neg(xj)", "core_neg(tj)"):
+        eval(stmt, env)
+    return [
+        ("(l) jnp.negative(xj) direct", "jnp.negative(xj)"),
+        ("(m) oplib.ops.oplib.neg(xj) jax", "core_neg(xj)"),
+        ("(m') oplib.ops.oplib.neg(tj) Tensor", "core_neg(tj)"),
+    ]
 
 
 if __name__ == "__main__":

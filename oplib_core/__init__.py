@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _startup, autograd, backend_registration, backends, plugins, profiler, return_types
 from . import _tensor_methods as _tensor_methods  # sets the core ops' Tensor methods
+from . import native as native  # device-generic helpers for kernels (oplib.native)
 from ._check import (
     _check,
     _check_index,
@@ -92,6 +93,7 @@ from .errors import (
     AmbiguousOperatorError,
     ArgumentTypeError,
     AutogradUnsupportedError,
+    BackendDtypeError,
     BackendError,
     BackendNameError,
     CallArgumentError,
@@ -141,6 +143,7 @@ __all__ = [
     "AmbiguousOperatorError",
     "ArgumentTypeError",
     "AutogradUnsupportedError",
+    "BackendDtypeError",
     "BackendError",
     "BackendNameError",
     "BackendSpec",

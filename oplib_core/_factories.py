@@ -230,8 +230,12 @@ def ones_like(
 
 def from_dlpack(obj: Any) -> Tensor:
     """Zero-copy import of any DLPack producer (torch, jax, cupy, numpy arrays) as a Tensor
-    on the backend that owns its device."""
+    on the backend that owns its device: the backend of the array's own library first (a
+    jax array stays on ``jax``), else the highest-priority one for its DLPack device type."""
     dev_type, _ = obj.__dlpack_device__()
+    own = TABLE.for_type(type(obj))
+    if own is not None and own.spec.from_dlpack is not None:
+        return Tensor._wrap(own.spec.from_dlpack(obj))
     for b in TABLE.all():
         if b.spec.dlpack_device_type == dev_type and b.spec.from_dlpack is not None:
             return Tensor._wrap(b.spec.from_dlpack(obj))

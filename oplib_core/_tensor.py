@@ -180,10 +180,11 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data._data
         if TABLE.for_type(type(data)) is None:
+            missing = TABLE.missing_for(type(data))
             raise TypeError(
                 f"Tensor(): expected a native array of an installed backend "
-                f"({TABLE.names_text()}), got {type(data).__name__}; use oplib.tensor(data) "
-                "to convert Python data"
+                f"({TABLE.names_text()}), got {type(data).__name__}"
+                + (f": {missing}" if missing else "; use oplib.tensor(data) to convert Python data")
             )
         _init(self, data)
         if requires_grad:
@@ -209,9 +210,10 @@ class Tensor:
     def backend(self) -> Backend:
         b = TABLE.for_type(type(self._data))
         if b is None:
+            missing = TABLE.missing_for(type(self._data))
             raise BackendError(
-                f"the backend of this tensor's {type(self._data).__name__} array is no longer "
-                "installed"
+                f"this tensor's {type(self._data).__name__} array has no backend: "
+                + (missing or "its backend is no longer installed")
             )
         return b
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Collection, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -14,6 +15,7 @@ from ._records import Record
 from ._startup import LOCK, deferred, ensure
 from .errors import (
     ArgumentTypeError,
+    BackendDtypeError,
     BackendError,
     BackendNameError,
     InvalidArgumentError,
@@ -64,12 +66,13 @@ class BackendSpec(Record):
     - ``namespace()``: the array module kernels are written against (numpy, cupy, ...).
     - ``from_dlpack(obj)``: import a DLPack capsule producer whose
       ``__dlpack_device__()[0] == dlpack_device_type``.
-    - ``dtypes()``: the dtypes the backend computes with, as a mapping from oplib's dtype
-      (``oplib.float32``) to the library's own dtype object
-      (``oplib.backends.namespace_dtypes(xp)`` builds it from an array API namespace).
-      Default: every oplib dtype, as itself (the library's arrays carry numpy dtypes).
-      ``Tensor.dtype`` reads it to name a foreign dtype, and ``oplib check`` skips samples
-      whose dtypes are missing from it.
+    - ``dtypes()``: the dtypes the backend's arrays can hold now, either as a mapping from
+      oplib's dtype (``oplib.float32``) to the library's own dtype object
+      (``oplib.backends.namespace_dtypes(xp)`` builds it from an array API namespace), or,
+      for a library whose arrays carry numpy dtypes, as a collection of them (JAX without
+      its 64-bit mode: no float64). Default (``None``): every oplib dtype, as itself.
+      ``Tensor.dtype`` reads it to name a foreign dtype, copies to the backend refuse the
+      others, and ``oplib check`` skips samples whose dtypes are missing from it.
 
     ``accepts`` names other backends whose arrays this backend's kernels take as inputs
     (a backend always accepts 0-d CPU arrays as scalars). ``fake_kernels`` makes ops
@@ -81,6 +84,8 @@ class BackendSpec(Record):
     an op has no kernel here. ``autograd=False`` declares that this backend's arrays cannot
     record gradients (calls on them that require grad raise ``AutogradUnsupportedError``).
     ``accelerator=True`` marks a device backend that ``oplib.device(0)`` may refer to.
+    ``dtype_hint`` says what to do about the dtypes ``dtypes()`` leaves out (JAX without its
+    64-bit mode: how to switch it on); errors and ``oplib check``'s skips quote it.
     ``device_module`` is the backend's device module (``is_available``, ``device_count``,
     ``current_device``, ``manual_seed_all`` ...): it is ``oplib_core.<name>`` while the
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
@@ -99,7 +104,8 @@ class BackendSpec(Record):
     empty: Callable[[tuple[int, ...], np.dtype, Device], Any] | None = None
     namespace: Callable[[], ModuleType] | None = None
     from_dlpack: Callable[[Any], Any] | None = None
-    dtypes: Callable[[], Mapping[np.dtype, Any]] | None = None
+    dtypes: Callable[[], Mapping[np.dtype, Any] | Collection[np.dtype]] | None = None
+    dtype_hint: str = ""
     dlpack_device_type: int | None = None
     accepts: tuple[str, ...] = ()
     fake_kernels: bool = False
@@ -164,6 +170,7 @@ class Backend:
         self.version = version
         self._names = frozenset(spec.array_type_names)
         self._dtype_map: DtypeMap | None = None
+        self._dtype_table: object = None
 
     def __repr__(self) -> str:
         origin = f", distribution={self.distribution!r}" if self.distribution else ""
@@ -200,14 +207,31 @@ class Backend:
             return 0
 
     def recognises(self, cls: type) -> bool:
+        """Whether ``cls`` is one of this backend's array classes: a subclass of
+        ``array_types``, or of a class ``array_type_names`` names. A name is resolved in its
+        library only if that library is already imported (``"jax.Array"`` is the public
+        alias of a class defined in ``jaxlib``, virtual subclasses included); else a class in
+        ``cls``'s MRO matches it by module root and class name. Asked at cache-miss time."""
         if self.spec.array_types and issubclass(cls, self.spec.array_types):
             return True
+        for name in self._names:
+            found = _imported_class(name)
+            if found is not None and issubclass(cls, found):
+                return True
         if self._names:
             for base in cls.__mro__:
                 root = base.__module__.partition(".")[0]
                 if f"{root}.{base.__name__}" in self._names:
                     return True
         return False
+
+    def dtype_problem(self, dtype: Any) -> str | None:
+        """``None`` when this backend's arrays can hold ``dtype`` (see ``BackendSpec.dtypes``),
+        else why not, with the spec's hint."""
+        if self.supports_dtype(np.dtype(dtype)):
+            return None
+        hint = f": {self.spec.dtype_hint}" if self.spec.dtype_hint else ""
+        return f"the {self.name} backend does not support dtype {np.dtype(dtype)}{hint}"
 
     def current_index(self) -> int:
         """The device index that ``Device(name)`` without an index means: the device
@@ -233,24 +257,32 @@ class Backend:
             )
         if self.spec.dtypes is not None and not self.supports_dtype(array.dtype):
             d = array.dtype
-            raise ArgumentTypeError(
+            hint = f"{self.spec.dtype_hint}; or " if self.spec.dtype_hint else ""
+            raise BackendDtypeError(
                 f"copy to {dev}: backend {self.name!r} has no {d} dtype (its BackendSpec.dtypes "
-                f"lists {', '.join(sorted(x.name for x in self._supported()))}); keep {d} "
-                f"tensors where they are, or convert them first, e.g. "
+                f"lists {', '.join(sorted(x.name for x in self._supported()))}); {hint}keep "
+                f"{d} tensors where they are, or convert them first, e.g. "
                 f"t.to(oplib.float32).to({self.name!r})",
                 api=f"copy to {dev}",
-                argument="dtype",
-                value=d,
+                backend=self.name,
+                dtype=d,
             )
         return self.spec.from_host(array, dev)
 
     def dtype_map(self) -> DtypeMap | None:
-        """The spec's ``dtypes()`` as a :class:`DtypeMap` (read once), or None when the
-        backend computes with numpy dtypes, every one of them."""
+        """The spec's ``dtypes()`` as a :class:`DtypeMap` (built again only when ``dtypes()``
+        gives another object: JAX's change with its 64-bit mode), or None when the backend
+        computes with numpy dtypes, every one of them."""
         if self.spec.dtypes is None:
             return None
-        if self._dtype_map is None:
-            self._dtype_map = DtypeMap(f"backend {self.name!r}", self.spec.dtypes(), identity=False)
+        table = self.spec.dtypes()
+        if self._dtype_map is None or self._dtype_table is not table:
+            name = f"backend {self.name!r}"
+            if isinstance(table, Mapping):
+                self._dtype_map = DtypeMap(name, table, identity=False)
+            else:  # the library's arrays carry numpy dtypes: only some of them
+                self._dtype_map = DtypeMap(name, {np.dtype(d): np.dtype(d) for d in table}, True)
+            self._dtype_table = table
         return self._dtype_map
 
     def _supported(self) -> frozenset[np.dtype]:
@@ -274,6 +306,31 @@ class Backend:
         if self.spec.namespace is None:
             raise BackendError(f"backend {self.name!r} does not declare an array namespace")
         return self.spec.namespace()
+
+
+def _imported_class(name: str) -> type | None:
+    """The class ``"pkg.mod.Name"`` names, if module ``pkg.mod`` (or ``pkg`` holding
+    ``mod.Name``) is already imported; never imports anything."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:cut]))
+        if obj is None:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, None)
+        return obj if isinstance(obj, type) else None
+    return None
+
+
+#: Array libraries with a backend in an oplib distribution: library (module root) ->
+#: (backend name, distribution), for the error when that backend is not installed.
+KNOWN_LIBRARIES: dict[str, tuple[str, str]] = {
+    "numpy": ("cpu", "oplib-cpu"),
+    "cupy": ("cuda", "oplib-cuda"),
+    "dask": ("dask", "oplib-dask"),
+    "jax": ("jax", "oplib-jax"),
+    "jaxlib": ("jax", "oplib-jax"),
+}
 
 
 class BackendTable:
@@ -393,6 +450,16 @@ class BackendTable:
 
     def names_text(self) -> str:
         return ", ".join(b.name for b in self.all()) or "(none)"
+
+    def missing_for(self, cls: type) -> str | None:
+        """For an array class no installed backend recognises: ``"the jax backend
+        (oplib-jax) is not installed"`` when ``cls`` belongs to a library an oplib
+        distribution serves, else ``None``. For error messages only."""
+        for base in cls.__mro__:
+            known = KNOWN_LIBRARIES.get(base.__module__.partition(".")[0])
+            if known is not None and self.find(known[0]) is None:
+                return f"the {known[0]} backend ({known[1]}) is not installed"
+        return None
 
     def for_type(self, cls: type) -> Backend | None:
         """The backend whose arrays are of class ``cls`` (cached per class)."""

@@ -42,6 +42,7 @@ __all__ = [
     "AmbiguousOperatorError",
     "ArgumentTypeError",
     "AutogradUnsupportedError",
+    "BackendDtypeError",
     "BackendError",
     "BackendNameError",
     "DeviceMismatchError",
@@ -106,6 +107,18 @@ class CallArgumentError(OplibError, TypeError):
         self.op = op
         self.schema = schema
         super().__init__(message)
+
+
+class BackendDtypeError(ArgumentTypeError):
+    """Data of a dtype a backend's arrays cannot hold (see ``BackendSpec.dtypes``: float64
+    on JAX in its 32-bit mode, float16 on array-api-strict) was sent to it. ``dtype`` is
+    that dtype, ``backend`` the backend's name; ``oplib check`` reports such a sample as a
+    skip, not a failure."""
+
+    def __init__(self, message: str, *, api: str, backend: str, dtype: object) -> None:
+        super().__init__(message, api=api, argument="dtype", value=dtype)
+        self.backend = backend
+        self.dtype = dtype
 
 
 class UnsupportedDtypeError(CallArgumentError):

@@ -26,6 +26,7 @@ DISTS = {
     "plugins/cpu": ("oplib-cpu", "oplib_cpu"),
     "plugins/cuda": ("oplib-cuda", "oplib_cuda"),
     "plugins/dask": ("oplib-dask", "oplib_dask"),
+    "plugins/jax": ("oplib-jax", "oplib_jax"),
     "plugins/meta": ("oplib-meta", "oplib_meta"),
     "plugins/privateuse": ("oplib-privateuse", "oplib_privateuse"),
     "examples/acme_plugin": ("acme-ops", "acme_ops"),

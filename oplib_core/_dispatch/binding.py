@@ -220,7 +220,9 @@ class Binder:
     def _convert(self, a: Argument, value: Any) -> Any:
         out = self._converters[a.name](value)
         if out is _INVALID:
-            raise self._error(f"argument {a.name!r} must be {a.type}, got {_describe(value)}")
+            missing = TABLE.missing_for(type(value))
+            hint = f" ({missing})" if missing else ""
+            raise self._error(f"argument {a.name!r} must be {a.type}, got {_describe(value)}{hint}")
         return out
 
 

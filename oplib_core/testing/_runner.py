@@ -222,14 +222,10 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
         return list(per_check.values()), False
     for i, s in enumerate(samples):
         label = s.name or f"sample {i}"
-        missing = _unsupported_dtypes(b, s) if restricted else []
-        if missing:
-            reason = (
-                f"backend {b.name!r} does not support dtype {', '.join(missing)} "
-                "(not in its BackendSpec.dtypes)"
-            )
+        problems = _dtype_problems(b, s) if restricted else []
+        if problems:
             for row in per_check.values():
-                row.fold(CheckResult(q, row.check, b.name, SKIP, reason), label)
+                row.fold(CheckResult(q, row.check, b.name, SKIP, "; ".join(problems)), label)
             continue
         try:
             results = list(
@@ -255,10 +251,10 @@ def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[C
     return list(per_check.values()), True
 
 
-def _unsupported_dtypes(b: Backend, sample: SampleInput) -> list[str]:
-    """The names of the dtypes in ``sample`` (of its tensors, arrays and dtype arguments)
-    that backend ``b`` does not compute with."""
-    found: dict[str, None] = {}
+def _dtype_problems(b: Backend, sample: SampleInput) -> list[str]:
+    """Why backend ``b`` cannot hold the dtypes in ``sample`` (of its tensors, arrays and
+    dtype arguments), one reason per dtype it lacks (``Backend.dtype_problem``)."""
+    found: dict[np.dtype, None] = {}
 
     def visit(v: Any) -> None:
         if isinstance(v, (list, tuple)):
@@ -269,12 +265,12 @@ def _unsupported_dtypes(b: Backend, sample: SampleInput) -> list[str]:
             d: Any = np.dtype(v) if issubclass(v, np.generic) else None
         else:
             d = v if isinstance(v, np.dtype) else getattr(v, "dtype", None)
-        if isinstance(d, np.dtype) and not b.supports_dtype(d):
-            found[d.name] = None
+        if isinstance(d, np.dtype):
+            found[d] = None
 
     visit(sample.args)
     visit(list(sample.kwargs.values()))
-    return list(found)
+    return [p for p in map(b.dtype_problem, found) if p is not None]
 
 
 def _cells(q: str, backends: list[Backend], test_utils: tuple[str, ...]) -> Iterator[Cell]:

@@ -51,7 +51,9 @@ def as_sample(value: Any, op: OpOverload) -> SampleInput:
 
 
 def sample_inputs(op: OpOverload, device: Device | str) -> list[SampleInput]:
-    """Every plugin's sample inputs for ``op`` on ``device``, in plugin order."""
+    """Every plugin's sample inputs for ``op`` on ``device``, in plugin order. The core
+    samples keep data of a dtype ``device``'s backend cannot hold (``BackendSpec.dtypes``:
+    float64 on JAX in its 32-bit mode) on ``cpu``; ``oplib check`` skips such samples."""
     dev = parse_device(device)
     answers: Iterable[Any] = HOST.pm.hook.oplib_sample_inputs(op=op, device=dev)
     return [as_sample(s, op) for answer in answers for s in answer]

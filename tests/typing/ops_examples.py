@@ -104,3 +104,17 @@ assert {r.check for r in results.details if r.status == "PASS"} >= {
     "test_autograd_registration",
     "test_gradcheck",
 }, results.details
+
+
+# a device-generic kernel: oplib.native allocates and converts on its input's device
+@oplib.custom_op("mylib::host_double", mutates_args=(), device_types=None)
+def host_double(x: oplib.Tensor) -> oplib.Tensor:
+    host = oplib.native.to_host(x)
+    assert_type(host, np.ndarray)
+    out = oplib.native.new_empty(x, host.shape, x.dtype)
+    assert_type(out, Any)
+    doubled: oplib.Tensor = oplib.native.from_host(host * 2, like=x)  # x's backend's array
+    return doubled
+
+
+assert host_double(oplib.tensor([1.0])).item() == 2.0

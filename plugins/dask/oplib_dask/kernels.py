@@ -58,6 +58,24 @@ class ChunkCall:
         return ("oplib-chunk", self.op.qualname, _kwargs_token(self.kwargs))
 
 
+class Item:
+    """Output ``index`` of a multi-output op's block (a tuple of arrays), as a block."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __call__(self, outputs: Any) -> Any:
+        return outputs[self.index]
+
+    def __reduce__(self) -> Any:
+        return (Item, (self.index,))
+
+    def __dask_tokenize__(self) -> Any:
+        return ("oplib-item", self.index)
+
+
 class Reduce:
     """A chunk/combine/aggregate step of a core reduction: ``op(block, axis, keepdims)``.
 
@@ -208,6 +226,21 @@ def _is_array(x: Any) -> bool:
     return is_dask(x) or (isinstance(x, np.ndarray) and x.ndim > 0)
 
 
+def _tensor_returns(plan: Plan, what: str) -> int:
+    """How many Tensors the op returns, when it returns one or more plain ``Tensor``s (what
+    pointwise mapping can split per block), else ``NoKernelError``."""
+    returns = plan.op.schema.returns
+    if not returns or any(str(r.type) != "Tensor" for r in returns):
+        raise NoKernelError(
+            f"{plan.qualname}(): the dask backend maps {what} ops returning Tensors onto "
+            f"chunks; this one returns ({', '.join(str(r.type) for r in returns)}). Register "
+            f"a dask kernel with oplib.register_kernel({plan.qualname!r}, 'dask').",
+            op=plan.qualname,
+            key="Dask",
+        )
+    return len(returns)
+
+
 def _single_tensor_return(plan: Plan, what: str) -> None:
     returns = plan.op.schema.returns
     if len(returns) != 1 or str(returns[0].type) != "Tensor":
@@ -233,7 +266,7 @@ def _pointwise(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     import dask.array as da
 
     qualname = plan.qualname
-    _single_tensor_return(plan, "pointwise")
+    nout = _tensor_returns(plan, "pointwise")
     if any(_is_array(v) for v in kwargs.values()):
         raise NoKernelError(
             f"{qualname}(): the dask backend maps pointwise ops whose keyword-only arguments "
@@ -261,6 +294,8 @@ def _pointwise(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
         else:
             pairs += [a, None]
     fake = fake_output(plan.op, args, kwargs, device)
+    if nout > 1:
+        return _pointwise_outputs(plan, first, ndim, pairs, kwargs, fake)
     _check_ndim(plan, fake, ndim, "pointwise")
     meta = None if fake is None else meta_like(first, ndim, fake.dtype)
     return da.blockwise(
@@ -270,6 +305,57 @@ def _pointwise(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
         dtype=None if fake is None else fake.dtype,
         meta=meta,
         token=_token(qualname),
+    )
+
+
+def _pointwise_outputs(
+    plan: Plan, first: Any, ndim: int, pairs: list[Any], kwargs: dict[str, Any], fake: Any
+) -> tuple[Any, ...]:
+    """A multi-output pointwise op chunk-wise: one task per block computes every output
+    (a tuple), and each output is that tuple's item, block by block. Every output must be
+    aligned with the broadcast input (the fake kernel's shapes say so)."""
+    import dask.array as da
+
+    qualname = plan.qualname
+    if fake is None:
+        raise NoKernelError(
+            f"{qualname}(): the dask backend maps an op with several outputs onto chunks "
+            "only with each output's dtype and shape from its fake kernel; register one with "
+            f"oplib.register_fake({qualname!r})",
+            op=qualname,
+            key="Fake",
+        )
+    shapes = {tuple(f.shape) for f in fake}
+    if len(shapes) != 1:
+        raise NoKernelError(
+            f"{qualname}(): its outputs have shapes {sorted(shapes)} by its fake kernel; the "
+            "dask backend maps a multi-output op onto chunks only when every output is "
+            "aligned with the broadcast input. Register a dask kernel with "
+            f"oplib.register_kernel({qualname!r}, 'dask').",
+            op=qualname,
+            key="Dask",
+        )
+    for f in fake:
+        _check_ndim(plan, f, ndim, "pointwise")
+    ind = tuple(range(ndim))
+    blocks = da.blockwise(
+        ChunkCall(plan.ref(chunk_device(first).type), kwargs),
+        ind,
+        *pairs,
+        meta=np.empty((0,) * ndim, dtype=object),
+        token=_token(qualname),
+    )
+    return tuple(
+        da.blockwise(
+            Item(i),
+            ind,
+            blocks,
+            ind,
+            dtype=f.dtype,
+            meta=meta_like(first, ndim, f.dtype),
+            token=f"{_token(qualname)}-{i}",
+        )
+        for i, f in enumerate(fake)
     )
 
 

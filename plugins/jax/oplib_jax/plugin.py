@@ -1,0 +1,209 @@
+"""The ``jax`` backend: ``jax.Array``, and the core op set's kernels bound to ``jax.numpy``.
+
+Nothing here imports jax at load time: arrays are recognised by the public name
+``"jax.Array"`` (matched through the class's bases once jax is imported), and the kernels are
+small wrappers that bind ``array_kernels(jax.numpy)`` on their first call.
+
+JAX arrays are immutable: the core ops that write to an argument (``copy_``) have no jax
+kernel, and calling one says so (``no_kernel_hint``).
+
+JAX's 64-bit mode is read, never switched: while it is off, the backend declares the dtypes
+it holds without float64/int64 (``BackendSpec.dtypes``), and asking for a 64-bit dtype
+raises :class:`JaxDtypeError` saying how to switch it on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from oplib_core import BackendSpec, Device, hookimpl
+from oplib_core.errors import BackendError
+from oplib_core.kernels import CORE_OPS, array_kernels
+from oplib_core.plugins import Registrar
+from oplib_jax import runtime
+
+__all__ = ["JAX", "KEY", "JaxDtypeError"]
+
+KEY = "JAX"
+_KDL_CPU = 1  # DLPack device type of host memory (JAX's cpu platform)
+
+
+class JaxDtypeError(BackendError, TypeError):
+    """A dtype JAX cannot hold in its current mode (64-bit types while x64 is off); the
+    dtype is ``.dtype``."""
+
+    def __init__(self, message: str, dtype: np.dtype) -> None:
+        super().__init__(message)
+        self.dtype = dtype
+
+
+def check_dtype(dtype: Any, what: str) -> None:
+    """``JaxDtypeError`` for a dtype JAX cannot hold now, saying how to get it."""
+    if dtype is not None and np.dtype(dtype) not in runtime.dtypes():
+        hint = runtime.X64_HINT if np.dtype(dtype).itemsize >= 8 else "JAX has no such dtype"
+        raise JaxDtypeError(
+            f"{what}: the jax backend does not support dtype {np.dtype(dtype)}: {hint}",
+            np.dtype(dtype),
+        )
+
+
+def _device(device: Device | None) -> Any:
+    """The JAX device object for ``jax:i`` (``jax`` alone: JAX's first device)."""
+    found = runtime.devices()
+    index = 0 if device is None or device.index is None else device.index
+    if not 0 <= index < len(found):
+        raise BackendError(
+            f"jax:{index}: JAX reports {len(found)} device(s) ({', '.join(map(str, found))})"
+        )
+    return found[index]
+
+
+def _device_of(array: Any) -> int:
+    return int(runtime.devices().index(next(iter(array.devices()))))
+
+
+def _to_host(array: Any) -> np.ndarray:
+    return np.array(array)  # a writable copy: JAX's own buffer is read-only
+
+
+def _from_host(array: np.ndarray, device: Device) -> Any:
+    check_dtype(array.dtype, f"copy to {device}")
+    return runtime.jax().device_put(array, _device(device))
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Any:
+    check_dtype(dtype, f"empty on {device}")
+    with runtime.jax().default_device(_device(device)):
+        return runtime.jnp().empty(shape, dtype=dtype)
+
+
+def _from_dlpack(obj: Any) -> Any:
+    return runtime.jnp().from_dlpack(obj)
+
+
+JAX = BackendSpec(
+    name="jax",
+    key=KEY,
+    array_type_names=("jax.Array",),
+    # below cpu: a host DLPack capsule from another library stays a numpy tensor
+    priority=-1,
+    status=runtime.status,
+    device_count=runtime.device_count,
+    device_of=_device_of,
+    to_host=_to_host,
+    from_host=_from_host,
+    empty=_empty,
+    namespace=runtime.jnp,
+    from_dlpack=_from_dlpack,
+    dlpack_device_type=_KDL_CPU,
+    dtypes=runtime.dtypes,
+    dtype_hint=runtime.X64_HINT,
+    no_kernel_hint=(
+        "JAX arrays are immutable, so in-place ops (copy_ ...) have no jax kernel: use the "
+        "out-of-place op and keep its result"
+    ),
+    description="jax.Array on JAX's devices (cpu; gpu/tpu where JAX reports one)",
+)
+
+
+class _Namespace:
+    """``jax.numpy`` as the shared kernels see it, with ``asarray`` returning a jax array
+    as it is: the kernels wrap every result in ``xp.asarray`` (numpy ufuncs give scalars for
+    0-d input), which jax.numpy does not need and which costs more than the op itself."""
+
+    def __init__(self, jnp: Any, array: type) -> None:
+        self._jnp = jnp
+        self._array = array
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jnp, name)
+
+    def asarray(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(obj) is self._array and not args and not kwargs:
+            return obj
+        return self._jnp.asarray(obj, *args, **kwargs)
+
+
+@functools.cache
+def _kernels() -> dict[str, Callable[..., Any]]:
+    jnp = runtime.jnp()
+    return array_kernels(_Namespace(jnp, type(jnp.zeros(()))))
+
+
+#: Ops whose result dtype may be a 64-bit default chosen inside the kernel (int64 sums and
+#: aranges, int64 fills): JAX would truncate it with a warning; here it is an error.
+_DTYPE_DEFAULTS = frozenset(("sum", "mean", "full", "arange", "arange.start", "astype"))
+_DTYPE_ARGUMENT = frozenset(("empty", "zeros", "ones", "full", "arange", "arange.start"))
+
+
+_TRUNCATED = re.compile(r"Explicitly requested dtype (\w+) requested")
+
+
+@contextlib.contextmanager
+def _no_truncation(name: str) -> Iterator[None]:
+    """JAX's "requested dtype ... will be truncated" warning raised as ``JaxDtypeError``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", message="Explicitly requested dtype")
+        yield
+    for w in caught:
+        found = _TRUNCATED.match(str(w.message))
+        if found is not None:
+            raise JaxDtypeError(
+                f"oplib::{name} on jax: the result would be {found[1]} (as in torch), which "
+                f"JAX cannot hold now: {runtime.X64_HINT} (give dtype=)",
+                np.dtype(found[1]),
+            )
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _bound(name: str) -> Callable[..., Any]:
+    takes_dtype = name in _DTYPE_ARGUMENT
+
+    if not (takes_dtype or name in _DTYPE_DEFAULTS):
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            return _kernels()[name](*args, **kwargs)
+
+        return kernel
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if name == "astype":
+            check_dtype(args[1], f"oplib::{name}")
+        elif takes_dtype or kwargs.get("dtype") is not None:
+            check_dtype(kwargs.get("dtype"), f"oplib::{name}")
+        target = kwargs.get("device")
+        where = (
+            runtime.jax().default_device(_device(target))
+            if isinstance(target, Device)
+            else contextlib.nullcontext()
+        )
+        with where, _no_truncation(name):
+            return _kernels()[name](*args, **kwargs)
+
+    return checked
+
+
+def _writes(schema: str) -> bool:
+    """Whether a core op's schema writes to an argument (``Tensor(a!)``)."""
+    return "!" in schema.split("->", 1)[0]
+
+
+@hookimpl
+def oplib_backends() -> list[BackendSpec]:
+    return [JAX]
+
+
+@hookimpl
+def oplib_impl(registrar: Registrar) -> None:
+    for op in CORE_OPS:
+        if not _writes(op.schema):  # JAX arrays are immutable (see ``no_kernel_hint``)
+            kernel = _bound(op.name)
+            kernel.__name__ = kernel.__qualname__ = f"jax_{op.name.replace('.', '_')}"
+            registrar.impl(f"oplib::{op.name}", KEY, kernel)
