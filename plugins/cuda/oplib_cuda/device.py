@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as _np
 
-from oplib_core import backend_registration
+from oplib_core.backend_registration import normalize_device as _normalize_device
 from oplib_cuda import runtime as _runtime
 
 if _TYPE_CHECKING:
@@ -50,13 +50,13 @@ def current_device() -> int:
 
 def set_device(device: int | str | Device) -> None:
     """Make ``device`` the current CUDA device."""
-    _runtime.cupy().cuda.runtime.setDevice(backend_registration.normalize_device(device, "cuda"))
+    _runtime.cupy().cuda.runtime.setDevice(_normalize_device(device, "cuda"))
 
 
 def synchronize(device: int | str | Device | None = None) -> None:
     """Wait until all work queued on ``device`` (default: the current one) has finished."""
     cp = _runtime.cupy()
-    cp.cuda.Device(backend_registration.normalize_device(device, "cuda")).synchronize()
+    cp.cuda.Device(_normalize_device(device, "cuda")).synchronize()
 
 
 _seed_lock = _threading.Lock()

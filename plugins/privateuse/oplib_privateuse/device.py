@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as _np
 
-from oplib_core import backend_registration
+from oplib_core.backend_registration import normalize_device as _normalize_device
 from oplib_core.backend_registration import privateuse1_backend_name as _backend_name
 from oplib_privateuse import memory as _memory
 
@@ -55,7 +55,7 @@ _seeds: dict[int, int] = {}  # device index -> the seed its generator was last s
 
 
 def _index(device: int | str | Device | None) -> int:
-    return _memory.check_index(backend_registration.normalize_device(device, _backend_name()))
+    return _memory.check_index(_normalize_device(device, _backend_name()))
 
 
 def is_available() -> bool:
