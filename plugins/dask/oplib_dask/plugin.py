@@ -21,7 +21,7 @@ import numpy as np
 
 import oplib_core
 from oplib_core import BackendSpec, Device, OpOverload, Tag, hookimpl
-from oplib_dask import higher_order
+from oplib_dask import higher_order, indexing
 from oplib_dask.kernels import make_kernel
 
 __all__ = ["DASK", "kind_of"]
@@ -106,5 +106,7 @@ def oplib_backends() -> list[BackendSpec]:
 
 @hookimpl
 def oplib_impl(registrar: Any) -> None:
-    """Dask's handlers of the control-flow operators (``map`` by blocks, ``cond``)."""
+    """Dask's handlers of the control-flow operators (``map`` by blocks, ``cond``), and
+    its kernels of the indexing and view ops."""
     higher_order.register(registrar)
+    indexing.register(registrar)
