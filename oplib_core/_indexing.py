@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._registry import REGISTRY
+from .fake._arrays import FakeArray, fake_array
 
 if TYPE_CHECKING:
     from ._tensor import Tensor
@@ -49,6 +50,9 @@ def _as_index(t: Tensor, entry: Any) -> Tensor:
             host = host.astype(np.int64)
         elif host.size == 0 and host.dtype.kind == "f":  # ``t[[]]``: an empty integer index
             host = host.astype(np.int64)
+        data = t._data
+        if isinstance(data, FakeArray):  # a fake or meta tensor: a data-less index too
+            return cls._wrap(fake_array(host.shape, host.dtype, data.device))
         index = cls._wrap(host)
     if index.dtype.kind not in "biu":
         raise IndexError(

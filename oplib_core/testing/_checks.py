@@ -704,6 +704,8 @@ def _backend_results(
                 )
         except _Failure as e:
             yield name, FAIL, str(e), e
+        except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
+            yield name, SKIP, f"no kernel for these arguments on {name!r}: {e}", None
         except Exception as e:
             yield name, FAIL, f"raised {type(e).__name__}: {e}", e
         else:

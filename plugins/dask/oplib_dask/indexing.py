@@ -71,17 +71,26 @@ def _kernels() -> dict[str, Callable[..., Any]]:
     return index_kernels(_Namespace(da))
 
 
+def _check_index(indices: list[Any]) -> None:
+    """What dask's fancy indexing takes: one integer array of at most one dim."""
+    given = [i for i in indices if i is not None]
+    problem = None
+    if any(i.dtype.kind == "b" for i in given):
+        problem = "a bool mask gives a data-dependent size, which dask cannot chunk"
+    elif len(given) > 1 or any(i.ndim > 1 for i in given):
+        problem = "dask indexes with one integer array of at most one dim at a time"
+    if problem is not None:
+        raise NoKernelError(
+            f"oplib::index.Tensor(): {problem}; index in steps, or move the tensor to the cpu",
+            op="oplib::index.Tensor",
+            key="Dask",
+        )
+
+
 def _kernel(name: str) -> Callable[..., Any]:
     def dask_kernel(*args: Any, **kwargs: Any) -> Any:
-        if name == "index.Tensor" and any(
-            i is not None and i.dtype.kind == "b" for i in args[1]
-        ):
-            raise NoKernelError(
-                "oplib::index.Tensor(): a bool mask gives a data-dependent size, which dask "
-                "cannot chunk; compute the mask's indices first or move the tensor to the cpu",
-                op="oplib::index.Tensor",
-                key="Dask",
-            )
+        if name == "index.Tensor":
+            _check_index(args[1])
         return _kernels()[name](*args, **kwargs)
 
     dask_kernel.__name__ = dask_kernel.__qualname__ = f"dask_{name.replace('.', '_')}"
