@@ -202,6 +202,10 @@ def gather_check(op: str, shape: Shape, dim: int, ishape: Shape, src: Shape | No
                 f"to be no larger than self {list(shape)} apart from dimension {dim}"
             )
     if src is not None:
+        if len(ishape) != max(len(src), 1) and not (len(ishape) == 0 and len(src) == 0):
+            raise RuntimeError(
+                f"{op}(): Index tensor must have the same number of dimensions as src tensor"
+            )
         for d, (i, s) in enumerate(zip(ishape, src, strict=False)):
             if _known(i, s) and i > s:
                 raise RuntimeError(

@@ -208,8 +208,9 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """``out[i][j] = self[index[i][j]][j]`` along ``dim`` (torch's ``gather``)."""
         check_index("gather", index)
         dim = R.gather_check("gather", tuple(self.shape), dim, tuple(index.shape), None)
-        if not self.ndim:
-            return copy(self[xp.reshape(index, (1,))][0, ...])
+        if not self.ndim:  # torch reads a 0-d tensor as one element along dim 0
+            flat = xp.take(xp.reshape(self, (1,)), xp.reshape(index, (-1,)))
+            return xp.reshape(flat, tuple(index.shape))
         try:
             return xp.take_along_axis(self[_crop(self.shape, dim, index.shape)], index, axis=dim)
         except IndexError as e:
