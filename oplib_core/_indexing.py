@@ -76,7 +76,8 @@ def _consumed(entry: Any) -> int:
 
 def getitem(t: Tensor, key: Any) -> Tensor:
     """``t[key]``, as torch indexes."""
-    if type(key) is int:  # the common case: one integer
+    # the common cases first (``t[i]`` and ``t[a:b]``): one integer, one slice
+    if type(key) is int:
         shape = t._data.shape
         if not shape:
             raise IndexError(
@@ -86,6 +87,13 @@ def getitem(t: Tensor, key: Any) -> Tensor:
         _check_int(key, shape[0], 0)
         out: Tensor = REGISTRY.ops["oplib::select.int"].overload(t, 0, key)
         return out
+    if type(key) is slice and t._data.shape:
+        step = key.step
+        if step is None and (key.start is None or type(key.start) is int) and (
+            key.stop is None or type(key.stop) is int
+        ):
+            out = REGISTRY.ops["oplib::slice.Tensor"].overload(t, 0, key.start, key.stop, 1)
+            return out
     entries = list(key) if type(key) is tuple else [key]
     ndim = len(t._data.shape)
     ellipses = [i for i, e in enumerate(entries) if e is Ellipsis]
