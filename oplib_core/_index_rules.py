@@ -8,6 +8,7 @@ Sizes are ints or ``SymInt``s; a check that needs a symbolic size's value is ski
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,9 +112,7 @@ def narrow_start(shape: Shape, dim: int, start: Any, length: Any) -> tuple[int, 
         if start < 0:
             start += size
     if _known(size, start, length) and start + length > size:
-        raise RuntimeError(
-            f"start ({start}) + length ({length}) exceeds dimension size ({size})."
-        )
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     return dim, start
 
 
@@ -155,8 +154,7 @@ def advanced_index_shape(
             dim += 1
         else:
             raise IndexError(
-                "tensors used as indices must be long, int, byte or bool tensors, got "
-                f"{dtype}"
+                f"tensors used as indices must be long, int, byte or bool tensors, got {dtype}"
             )
     if not groups:
         return tuple(shape)
@@ -178,7 +176,7 @@ def advanced_index_shape(
             taken.update(range(d, d + k))
             spans.append((d, d + k))
         d += k
-    adjacent = all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    adjacent = all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     first = positions[0]
     kept = [s for i, s in enumerate(shape) if i not in taken]
     if adjacent:
@@ -293,7 +291,9 @@ def repeat_shape(shape: Shape, repeats: Sequence[Any]) -> Shape:
         )
     for r in repeats:
         if type(r) is int and r < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {r}: {list(repeats)}")
+            raise RuntimeError(
+                f"Trying to create tensor with negative dimension {r}: {list(repeats)}"
+            )
     padded = (1,) * (len(repeats) - len(shape)) + tuple(shape)
     return tuple(s * r for s, r in zip(padded, repeats, strict=True))
 
@@ -310,7 +310,9 @@ def split_sizes(op: str, shape: Shape, split_size: Any, dim: int) -> tuple[int, 
     dim = wrap_dim(op, dim, len(shape))
     size = shape[dim]
     if type(split_size) is int and split_size < 0:
-        raise RuntimeError(f"{op}(): split expects split_size be non-negative, but got split_size={split_size}")
+        raise RuntimeError(
+            f"{op}(): split expects split_size be non-negative, but got split_size={split_size}"
+        )
     if not _known(size, split_size):
         raise RuntimeError(f"{op}(): needs static sizes to know how many pieces it makes")
     if split_size == 0:
@@ -377,7 +379,7 @@ def tensor_split_bounds(
     assert indices is not None
     cuts = [0, *indices, size]
     out = []
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    for a, b in itertools.pairwise(cuts):
         if _known(size, a, b):
             a = min(max(a + size if a < 0 else a, 0), size)
             b = min(max(b + size if b < 0 else b, a), size)

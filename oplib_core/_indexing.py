@@ -46,9 +46,10 @@ def _as_index(t: Tensor, entry: Any) -> Tensor:
         index = entry
     else:
         host = np.asarray(entry)
-        if host.dtype.kind in "iu" and host.dtype != np.int64:
-            host = host.astype(np.int64)
-        elif host.size == 0 and host.dtype.kind == "f":  # ``t[[]]``: an empty integer index
+        # ``t[[]]`` gives a float64 array: an empty integer index
+        if (host.dtype.kind in "iu" and host.dtype != np.int64) or (
+            host.size == 0 and host.dtype.kind == "f"
+        ):
             host = host.astype(np.int64)
         data = t._data
         if isinstance(data, FakeArray):  # a fake or meta tensor: a data-less index too
@@ -56,8 +57,7 @@ def _as_index(t: Tensor, entry: Any) -> Tensor:
         index = cls._wrap(host)
     if index.dtype.kind not in "biu":
         raise IndexError(
-            "tensors used as indices must be long, int, byte or bool tensors, got "
-            f"{index.dtype}"
+            f"tensors used as indices must be long, int, byte or bool tensors, got {index.dtype}"
         )
     return index if index.device == t.device else index.to(t.device)
 
@@ -89,8 +89,10 @@ def getitem(t: Tensor, key: Any) -> Tensor:
         return out
     if type(key) is slice and t._data.shape:
         step = key.step
-        if step is None and (key.start is None or type(key.start) is int) and (
-            key.stop is None or type(key.stop) is int
+        if (
+            step is None
+            and (key.start is None or type(key.start) is int)
+            and (key.stop is None or type(key.stop) is int)
         ):
             out = REGISTRY.ops["oplib::slice.Tensor"].overload(t, 0, key.start, key.stop, 1)
             return out

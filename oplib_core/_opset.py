@@ -114,11 +114,15 @@ CORE_OPS: tuple[CoreOp, ...] = (
     CoreOp("oplib::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"),
     CoreOp("oplib::masked_select(Tensor self, Tensor mask) -> Tensor"),
     CoreOp("oplib::index_select(Tensor self, int dim, Tensor index) -> Tensor"),
-    CoreOp("oplib::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"),
+    CoreOp(
+        "oplib::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"
+    ),
     CoreOp("oplib::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"),
     CoreOp("oplib::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"),
     CoreOp("oplib::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"),
-    CoreOp('oplib::pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor'),
+    CoreOp(
+        'oplib::pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor'
+    ),
     CoreOp("oplib::flip(Tensor self, int[] dims) -> Tensor"),
     CoreOp("oplib::roll(Tensor self, SymInt[] shifts, int[] dims=[]) -> Tensor"),
     CoreOp("oplib::tril(Tensor self, SymInt diagonal=0) -> Tensor"),
@@ -141,9 +145,15 @@ CORE_OPS: tuple[CoreOp, ...] = (
     CoreOp("oplib::movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)"),
     CoreOp("oplib::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"),
     CoreOp("oplib::max(Tensor self) -> Tensor"),
-    CoreOp("oplib::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"),
+    CoreOp(
+        "oplib::max.dim(Tensor self, int dim, bool keepdim=False) -> "
+        "(Tensor values, Tensor indices)"
+    ),
     CoreOp("oplib::min(Tensor self) -> Tensor"),
-    CoreOp("oplib::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"),
+    CoreOp(
+        "oplib::min.dim(Tensor self, int dim, bool keepdim=False) -> "
+        "(Tensor values, Tensor indices)"
+    ),
     # copies
     CoreOp("oplib::clone(Tensor self) -> Tensor"),
     CoreOp("oplib::copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"),

@@ -317,8 +317,11 @@ def index_cases(name: str) -> Iterator[Case]:
                 extra = (arr((2, 3), f32),)
             yield from _each(d, idx, *extra, shapes=FULL_SHAPES)
     elif base == "pad":
-        for args in [([1, 2],), ([1, -1, 0, 1],), ([1, 1], "reflect"), ([2, 0], "circular"),
-                     ([1], ), ([1, 1], "replicate"), ([5, 5], "reflect"), ([1, 1], "edge")]:  # fmt: skip
+        pads: list[tuple[Any, ...]] = [
+            ([1, 2],), ([1, -1, 0, 1],), ([1, 1], "reflect"), ([2, 0], "circular"), ([1],),
+            ([1, 1], "replicate"), ([5, 5], "reflect"), ([1, 1], "edge"),
+        ]  # fmt: skip
+        for args in pads:
             yield from _each(*args)
     elif base == "flip":
         for dims in [[0], [-1, 0], [0, 0], []]:

@@ -18,7 +18,7 @@ from oplib_core.fake._symbolic import ShapeEnv
 from oplib_core.kernels import index_kernels
 from oplib_core.testing._index_samples import INDEX_MAKERS
 
-O = oplib.ops.oplib
+O = oplib.ops.oplib  # noqa: E741  (the op namespace)
 NEW_OPS = sorted(INDEX_MAKERS)
 
 
@@ -73,9 +73,7 @@ def test_meta_and_fake_shapes_match_the_cpu_kernel(name):
     op = oplib.lookup(f"oplib::{name}")
     for sample in _samples(name, "cpu"):
         real = op(*sample.args, **sample.kwargs)
-        meta_args = [
-            a.to("meta") if isinstance(a, oplib.Tensor) else a for a in sample.args
-        ]
+        meta_args = [a.to("meta") if isinstance(a, oplib.Tensor) else a for a in sample.args]
         meta_args = [
             [i.to("meta") if isinstance(i, oplib.Tensor) else i for i in a]
             if isinstance(a, list) and any(isinstance(i, oplib.Tensor) for i in a)
@@ -280,7 +278,12 @@ def test_fake_shapes_with_symbolic_sizes():
         ((0, 0, 0), IndexError, "too many indices for tensor of dimension 2"),
         (1.5, IndexError, r"only integers, slices \(`:`\), ellipsis .* \(got float\)"),
         ((Ellipsis, Ellipsis), IndexError, "an index can only have a single ellipsis"),
-        ([[True, False]], IndexError, "The shape of the mask \\[1, 2\\] at index 0 does not match the shape of the indexed tensor \\[3, 4\\] at index 0"),
+        (
+            [[True, False]],
+            IndexError,
+            r"The shape of the mask \[1, 2\] at index 0 does not match the shape of the "
+            r"indexed tensor \[3, 4\] at index 0",
+        ),
         ([0.5], IndexError, "tensors used as indices must be long, int, byte or bool tensors"),
     ],
 )
@@ -391,7 +394,7 @@ def test_methods_take_torchs_forms():
     assert [p.shape for p in t.split([1, 2], 1)] == [(2, 1), (2, 2)]
     assert [p.shape for p in t.tensor_split(2, 1)] == [(2, 2), (2, 1)]
     assert t.max().item() == 5.0 and t.min().item() == 0.0
-    values, indices = t.max(1)
+    _, indices = t.max(1)
     np.testing.assert_array_equal(indices.numpy(), [2, 2])
     assert t.min(dim=0, keepdim=True).values.shape == (1, 3)
     np.testing.assert_array_equal(t.max(oplib.tensor([4.0, 0, 0])).numpy(), [[4, 1, 2], [4, 4, 5]])

@@ -109,7 +109,9 @@ def test_generated_method_calls_the_op(name):
         for g, e in zip(got, expected, strict=True):
             assert type(g) is Tensor
             assert g.dtype == e.dtype and g.shape == e.shape
-            np.testing.assert_array_equal(g.detach().numpy(), e.detach().numpy(), err_msg=sample.name)
+            np.testing.assert_array_equal(
+                g.detach().numpy(), e.detach().numpy(), err_msg=sample.name
+            )
 
 
 def test_generated_method_records_gradients_as_torch_writes_formulas():

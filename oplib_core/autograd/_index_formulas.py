@@ -64,9 +64,12 @@ def _positions(shape: tuple[int, ...], g: Tensor) -> Tensor:
     return out
 
 
-def _moved(name: str, rest: Callable[[Any, tuple[Any, ...]], tuple[Any, ...]] | None = None) -> Pair:
+def _moved(
+    name: str, rest: Callable[[Any, tuple[Any, ...]], tuple[Any, ...]] | None = None
+) -> Pair:
     """The formula of op ``name``, which moves or copies elements of its first input; ``rest``
     turns the saved other arguments into those the positions are moved with."""
+
     def backward(ctx: Any, g: Tensor) -> Any:
         args = ctx.rest if rest is None else rest(ctx, ctx.rest)
         positions = _op(name)(_positions(ctx.shape, g), *args)

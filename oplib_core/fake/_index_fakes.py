@@ -89,7 +89,7 @@ def index_fake_kernels() -> dict[str, Callable[..., Any]]:
     def expand(self: FakeArray, size: Sequence[Any], *, implicit: bool = False) -> FakeArray:
         return self._new(R.expand_shape(self.shape, size), self.dtype)
 
-    def movedim(self: FakeArray, source: Sequence[int], destination: Sequence[int]) -> Any:
+    def movedim(self: FakeArray, source: Sequence[int], destination: Sequence[int]) -> FakeArray:
         perm = R.movedim_perm(len(self.shape), source, destination)
         return self._new(tuple(self.shape[p] for p in perm), self.dtype)
 

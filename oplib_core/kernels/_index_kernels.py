@@ -153,7 +153,9 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             try:
                 reshape_shape(tuple(self.shape), size)
             except ValueError:
-                raise RuntimeError(f"shape '{list(size)}' is invalid for input of size {n}") from None
+                raise RuntimeError(
+                    f"shape '{list(size)}' is invalid for input of size {n}"
+                ) from None
             raise RuntimeError(
                 "view size is not compatible with input tensor's size and stride (at least one "
                 "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
@@ -218,8 +220,7 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     def scattered(op: str, self: Any, dim: int, index: Any, values: Any, add: bool) -> Any:
         check_index(op, index)
-        src = None if values is None else tuple(values.shape)
-        dim = R.gather_check(op, tuple(self.shape), dim, tuple(index.shape), src)
+        dim = R.gather_check(op, tuple(self.shape), dim, tuple(index.shape), tuple(values.shape))
         out = copy(self)
         if not self.ndim:
             out = xp.reshape(out, (1,))
@@ -359,10 +360,10 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
         return fn
 
-    kernel("max.dim")(extreme_dim("max", xp.max, xp.argmax)).__doc__ = (
-        "``(values, indices)`` of the largest elements along ``dim`` (first on ties)."
-    )
-    kernel("min.dim")(extreme_dim("min", xp.min, xp.argmin)).__doc__ = (
-        "``(values, indices)`` of the smallest elements along ``dim`` (first on ties)."
-    )
+    kernel("max.dim")(
+        extreme_dim("max", xp.max, xp.argmax)
+    ).__doc__ = "``(values, indices)`` of the largest elements along ``dim`` (first on ties)."
+    kernel("min.dim")(
+        extreme_dim("min", xp.min, xp.argmin)
+    ).__doc__ = "``(values, indices)`` of the smallest elements along ``dim`` (first on ties)."
     return kernels

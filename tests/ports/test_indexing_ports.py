@@ -21,7 +21,7 @@ import pytest
 import oplib_core as oplib
 from oplib_core.autograd import gradcheck
 
-O = oplib.ops.oplib
+O = oplib.ops.oplib  # noqa: E741  (the op namespace, as in the other tests)
 
 
 def log_softmax(x: oplib.Tensor) -> oplib.Tensor:
@@ -69,7 +69,7 @@ def test_label_smoothed_nll_loss(device):
     target = np.array([1, 0, 6, 3, 0])
     x = oplib.tensor(logits, device=device, requires_grad=True)
     t = oplib.tensor(target, device=device)
-    loss, nll = label_smoothed_nll_loss(log_softmax(x), t, 0.1, ignore_index=0)
+    loss, _ = label_smoothed_nll_loss(log_softmax(x), t, 0.1, ignore_index=0)
     assert loss.item() == pytest.approx(_nll_reference(logits, target, 0.1, 0))
     loss.backward()
     assert x.grad.device.type == device
@@ -81,7 +81,9 @@ def test_label_smoothed_nll_loss(device):
     )
 
 
-def blockwise_attention(q: oplib.Tensor, k: oplib.Tensor, v: oplib.Tensor, block: int) -> oplib.Tensor:
+def blockwise_attention(
+    q: oplib.Tensor, k: oplib.Tensor, v: oplib.Tensor, block: int
+) -> oplib.Tensor:
     """softmax(q k^T / sqrt(d)) v, one key block at a time with a running max (flash
     attention's forward), on a sequence padded to a multiple of ``block``."""
     n, d = k.shape
@@ -120,7 +122,9 @@ def plain_attention(q: oplib.Tensor, k: oplib.Tensor, v: oplib.Tensor) -> oplib.
 
 def test_blockwise_attention_gradients_through_padding_and_slices():
     rng = np.random.default_rng(1)
-    q, k, v = (oplib.tensor(rng.normal(size=s), requires_grad=True) for s in [(3, 4), (5, 4), (5, 4)])
+    q, k, v = (
+        oplib.tensor(rng.normal(size=s), requires_grad=True) for s in [(3, 4), (5, 4), (5, 4)]
+    )
     out = blockwise_attention(q, k, v, block=2)
     ref = plain_attention(q, k, v)
     np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-10)
