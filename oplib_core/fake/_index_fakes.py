@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import _index_rules as R
+from ..kernels._index_kernels import kernel_table
 from ._arrays import FakeArray
 from ._context import get_ctx
 from ._shapes import broadcast_shapes, reshape_shape
@@ -25,16 +26,7 @@ _INT64 = np.dtype("int64")
 
 def index_fake_kernels() -> dict[str, Callable[..., Any]]:
     """Fake kernels keyed like :func:`oplib_core.kernels.index_kernels`."""
-    kernels: dict[str, Callable[..., Any]] = {}
-
-    def kernel(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            fn.__qualname__ = fn.__name__ = f"{name}_fake"
-            fn._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
-            kernels[name] = fn
-            return fn
-
-        return register
+    kernels, kernel = kernel_table("_fake", leaf_fake=True)
 
     def replaced(shape: tuple[Any, ...], dim: int, size: Any) -> tuple[Any, ...]:
         return (*shape[:dim], size, *shape[dim + 1 :])

@@ -40,18 +40,34 @@ def _crop(shape: Sequence[int], dim: int, like: Sequence[int]) -> tuple[slice, .
     return tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(like))
 
 
-def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
-    """Kernels of the indexing and view ops bound to ``xp``, keyed like
-    :func:`oplib_core.kernels.array_kernels` (``"select.int"``, ``"max.dim"``)."""
-    kernels: dict[str, Callable[..., Any]] = {}
+Fn = Callable[..., Any]
 
-    def kernel(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            fn.__qualname__ = fn.__name__ = name
+
+def kernel_table(
+    suffix: str = "", *, leaf_fake: bool = False
+) -> tuple[dict[str, Fn], Callable[[str], Callable[[Fn], Fn]]]:
+    """A dict of kernels and the decorator ``@kernel(name)`` that names a function
+    ``name + suffix`` and files it under ``name`` (``leaf_fake``: a fake kernel that calls
+    no ops)."""
+    kernels: dict[str, Fn] = {}
+
+    def kernel(name: str) -> Callable[[Fn], Fn]:
+        def register(fn: Fn) -> Fn:
+            fn.__qualname__ = fn.__name__ = name + suffix
+            if leaf_fake:
+                fn._oplib_leaf_fake = True  # type: ignore[attr-defined]
             kernels[name] = fn
             return fn
 
         return register
+
+    return kernels, kernel
+
+
+def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
+    """Kernels of the indexing and view ops bound to ``xp``, keyed like
+    :func:`oplib_core.kernels.array_kernels` (``"select.int"``, ``"max.dim"``)."""
+    kernels, kernel = kernel_table()
 
     def copy(x: Any) -> Any:
         return xp.array(x, copy=True)
