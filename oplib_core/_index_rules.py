@@ -37,6 +37,9 @@ __all__ = [
 
 Shape = tuple[Any, ...]
 
+#: The most pieces ``tensor_split`` makes (torch would try to allocate them all).
+_MAX_PIECES = 2**31 - 1
+
 #: torch's ``pad`` modes and numpy's names for them.
 PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -366,6 +369,11 @@ def tensor_split_bounds(
     if sections is not None:
         if sections <= 0:
             raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+        if sections > _MAX_PIECES:  # each is a tensor: a huge count is a mistake, not a plan
+            raise RuntimeError(
+                f"tensor_split(): {sections} sections would make {sections} tensors; at most "
+                f"{_MAX_PIECES} are allowed"
+            )
         if not _known(size):
             raise RuntimeError("tensor_split(): needs a static size to split into sections")
         small, extra = divmod(size, sections)

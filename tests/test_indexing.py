@@ -350,6 +350,7 @@ def test_view_never_copies_and_raises_torchs_error():
         (lambda t: t.split([1, 1]), RuntimeError, "expects split_sizes to sum exactly to 3"),
         (lambda t: t.chunk(0), RuntimeError, "chunk expects `chunks` to be greater than 0"),
         (lambda t: t.tensor_split(0), RuntimeError, "number of sections must be larger than 0"),
+        (lambda t: t.tensor_split(2**70), RuntimeError, "at most 2147483647 are allowed"),
         (lambda t: t.expand(3, 5), RuntimeError, r"The expanded size of the tensor \(5\) must"),
         (lambda t: t.movedim([0, 0], [0, 1]), RuntimeError, "movedim: repeated dim in `source`"),
         (lambda t: t.flip(0, 0), RuntimeError, "dim 0 appears multiple times"),
