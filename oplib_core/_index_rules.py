@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from .fake._shapes import broadcast_shapes
+from .fake._shapes import broadcast_shapes, reshape_shape
 
 __all__ = [
     "advanced_index_shape",
@@ -448,6 +448,24 @@ def movedim_perm(ndim: int, source: Sequence[int], destination: Sequence[int]) -
         perm[d] = s
     rest = iter(order)
     return [p if p != -1 else next(rest) for p in perm]
+
+
+#: torch's error for a ``view`` the strides do not allow.
+VIEW_STRIDES = (
+    "view size is not compatible with input tensor's size and stride (at least one dimension "
+    "spans across two contiguous subspaces). Use .reshape(...) instead."
+)
+
+
+def view_shape(shape: Shape, size: Sequence[Any]) -> Shape:
+    """The shape ``view(self, size)`` gives (one -1 inferred); torch's error otherwise."""
+    try:
+        return reshape_shape(shape, size)
+    except ValueError:
+        n: Any = 1
+        for s in shape:
+            n = n * s
+        raise RuntimeError(f"shape '{list(size)}' is invalid for input of size {n}") from None
 
 
 def max_dim_shape(op: str, shape: Shape, dim: int, keepdim: bool) -> tuple[int, Shape]:

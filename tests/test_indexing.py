@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS
-from oplib_core.autograd import gradcheck
+from oplib_core.autograd import gradcheck, gradgradcheck
 from oplib_core.fake import SymInt
 from oplib_core.fake._symbolic import ShapeEnv
 from oplib_core.kernels import index_kernels
@@ -420,3 +420,36 @@ def test_max_dim_indices_do_not_require_grad():
 @given(st.lists(st.integers(-3, 3), min_size=1, max_size=6), st.integers(-2, 2))
 def test_contains_agrees_with_python(values, probe):
     assert (probe in oplib.tensor(values)) == (probe in values)
+
+
+def test_second_derivatives_through_indexing():
+    x = oplib.tensor(np.random.default_rng(0).normal(size=(3, 4)), requires_grad=True)
+    index = oplib.tensor([[0, 0], [1, 3], [2, 2]])
+    for f in [
+        lambda x: x[1:, [0, 2]] * x[1:, [0, 2]],
+        lambda x: O.pad(x * x, [1, 1], "reflect"),
+        lambda x: (x * x).gather(1, index),
+        lambda x: (x * x).max(1).values,
+        lambda x: (x * x).split(2, 1)[1],
+        lambda x: (x * x).expand(2, 3, 4),
+    ]:
+        assert gradgradcheck(f, (x,))
+
+
+class _NoCopyReshape:
+    """numpy with cupy's older ``reshape(a, shape)``, which has no ``copy=``."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(np, name)
+
+    @staticmethod
+    def reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return np.reshape(a, shape)
+
+
+def test_view_without_reshape_copy_sets_the_shape_of_a_view():
+    view = index_kernels(_NoCopyReshape())["view"]
+    a = np.arange(6.0).reshape(2, 3)
+    assert np.shares_memory(view(a, [3, -1]), a)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        view(a.T, [6])

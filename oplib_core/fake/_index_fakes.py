@@ -17,7 +17,7 @@ from .. import _index_rules as R
 from ..kernels._index_kernels import kernel_table
 from ._arrays import FakeArray
 from ._context import get_ctx
-from ._shapes import broadcast_shapes, reshape_shape
+from ._shapes import broadcast_shapes
 
 __all__ = ["index_fake_kernels"]
 
@@ -96,14 +96,7 @@ def index_fake_kernels() -> dict[str, Callable[..., Any]]:
     @kernel("view")
     def view(self: FakeArray, size: Sequence[Any]) -> FakeArray:
         # a fake array is contiguous, so every valid shape is a view of it
-        try:
-            shape = reshape_shape(self.shape, size)
-        except ValueError:
-            n: Any = 1
-            for s in self.shape:
-                n = n * s
-            raise RuntimeError(f"shape '{list(size)}' is invalid for input of size {n}") from None
-        return self._new(shape, self.dtype)
+        return self._new(R.view_shape(self.shape, size), self.dtype)
 
     @kernel("index.Tensor")
     def index(self: FakeArray, indices: Sequence[Any]) -> FakeArray:

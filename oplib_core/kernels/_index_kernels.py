@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from .. import _index_rules as R
-from ..fake._shapes import reshape_shape
 
 __all__ = ["index_kernels"]
 
@@ -160,22 +159,18 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     def view(self: Any, size: Sequence[int]) -> Any:
         """``self`` with shape ``size``, sharing its memory; torch's RuntimeError when the
         strides make that impossible (``reshape`` copies instead)."""
+        shape = R.view_shape(tuple(self.shape), size)
         try:
-            return xp.reshape(self, tuple(size), copy=False)
-        except ValueError:
-            n = 1
-            for s in self.shape:
-                n *= s
+            return xp.reshape(self, shape, copy=False)
+        except TypeError:  # a reshape without ``copy`` (cupy): set the shape of a view
+            out = self.view()
             try:
-                reshape_shape(tuple(self.shape), size)
-            except ValueError:
-                raise RuntimeError(
-                    f"shape '{list(size)}' is invalid for input of size {n}"
-                ) from None
-            raise RuntimeError(
-                "view size is not compatible with input tensor's size and stride (at least one "
-                "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
-            ) from None
+                out.shape = shape
+            except AttributeError:
+                raise RuntimeError(R.VIEW_STRIDES) from None
+            return out
+        except ValueError:
+            raise RuntimeError(R.VIEW_STRIDES) from None
 
     # -- copies: advanced indexing ----------------------------------------------------------
     @kernel("index.Tensor")
