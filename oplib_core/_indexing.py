@@ -84,7 +84,9 @@ def getitem(t: Tensor, key: Any) -> Tensor:
                 "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                 "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number"
             )
-        _check_int(key, shape[0], 0)
+        size = shape[0]
+        if type(size) is not int or not -size <= key < size:
+            _check_int(key, size, 0)
         out: Tensor = REGISTRY.ops["oplib::select.int"].overload(t, 0, key)
         return out
     if type(key) is slice and t._data.shape:

@@ -79,12 +79,18 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     @kernel("select.int")
     def select(self: Any, dim: int, index: int) -> Any:
         """``self`` at ``index`` along ``dim``, that dim removed; a view."""
+        # Complicated for better performance (``t[i]`` comes here): dim 0 and an index in
+        # range skip the rules; equivalent: the two lines at the end.
+        if dim == 0 and self.ndim and -self.shape[0] <= index < self.shape[0]:
+            return self[index, ...]
         dim, index = R.select_index(tuple(self.shape), dim, index)
         return self[along(dim, index)]
 
     @kernel("slice.Tensor")
     def slice_(self: Any, dim: int, start: int | None, end: int | None, step: int) -> Any:
         """Elements ``start:end:step`` of ``dim`` (clamped as Python slices are); a view."""
+        if dim == 0 and step > 0 and self.ndim:  # ``t[a:b]``: Python's slice clamps as torch
+            return self[start:end:step, ...]
         dim, start, end, _ = R.slice_bounds(tuple(self.shape), dim, start, end, step)
         return self[along(dim, slice(start, end, step))]
 
