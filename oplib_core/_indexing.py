@@ -146,7 +146,11 @@ def _apply(t: Tensor, entries: list[Any]) -> Tensor:
         else:
             raise _invalid(entry)
     if not advanced:  # ``t[...]``, ``t[:]``: still a new view, as in torch
-        return out if out is not t else _op("oplib::view")(t, list(t._data.shape))
+        if out is not t:
+            return out
+        if t._data.shape:  # a full slice: a view on every backend (dask has no ``view``)
+            return _op("oplib::slice.Tensor")(t, 0, None, None, 1)  # type: ignore[no-any-return]
+        return _op("oplib::view")(t, [])  # type: ignore[no-any-return]
     indices: list[Tensor | None] = []
     cursor = 0
     for d, index in advanced:

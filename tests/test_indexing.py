@@ -229,7 +229,7 @@ def test_getitem_on_other_devices(device):
     _installed(device)
     a = np.arange(24.0).reshape(2, 3, 4)
     t = oplib.tensor(a).to(device)
-    keys = [1, (slice(None), -1), (0, [2, 0]), (slice(1, None, 2), 1)]
+    keys = [1, (slice(None), -1), (0, [2, 0]), (slice(1, None, 2), 1), Ellipsis]
     if device != "dask":  # None is oplib::unsqueeze, which has no dask kernel (yet)
         keys.append((Ellipsis, None))
     for key in keys:
