@@ -453,3 +453,17 @@ def test_view_without_reshape_copy_sets_the_shape_of_a_view():
     assert np.shares_memory(view(a, [3, -1]), a)
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         view(a.T, [6])
+
+
+def test_opcheck_skips_a_kernel_that_refuses_its_arguments():
+    _installed("dask")
+    x = oplib.tensor(np.arange(12.0).reshape(3, 4))
+    two_d = oplib.tensor([[0, 1], [3, 3]])
+    on_cpu = oplib.opcheck(O.index.Tensor, (x, [None, two_d]), raise_exception=False)
+    skipped = [r for r in on_cpu.details if r.backend == "dask" and r.status == "SKIP"]
+    assert skipped and "dask indexes with one integer array" in skipped[0].reason
+    on_dask = oplib.opcheck(
+        O.index.Tensor, (x.to("dask"), [None, two_d.to("dask")]), raise_exception=False
+    )
+    assert all(v == "SUCCESS" for v in on_dask.values())
+    assert any("no kernel for these arguments" in r.reason for r in on_dask.details)

@@ -883,6 +883,8 @@ def _run_one(
         yield result(name, SKIP, str(e), where=where)
     except _Failure as e:
         yield result(name, FAIL, str(e), e, where=where)
+    except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
+        yield result(name, SKIP, f"no kernel for these arguments: {e}", where=where)
     except Exception as e:
         yield result(name, FAIL, f"raised {type(e).__name__}: {e}", e, where=where)
     else:
