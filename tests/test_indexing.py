@@ -467,3 +467,20 @@ def test_opcheck_skips_a_kernel_that_refuses_its_arguments():
     )
     assert all(v == "SUCCESS" for v in on_dask.values())
     assert any("no kernel for these arguments" in r.reason for r in on_dask.details)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.complex64, np.bool_])
+def test_scatter_add_sums_repeated_targets_alike_on_every_device(dtype):
+    _installed("privateuse1")
+    index = np.array([[0, 0, 1], [2, 2, 2]])
+    src = (np.arange(6) % 3 + 1).reshape(2, 3).astype(dtype)
+    want = np.zeros((2, 3), dtype=dtype)
+    for row in range(2):
+        for col in range(3):
+            want[row, index[row, col]] += src[row, col]
+    for device in ["cpu", "privateuse1"]:
+        out = oplib.zeros(2, 3, dtype=dtype, device=device).scatter_add(
+            1, oplib.tensor(index, device=device), oplib.tensor(src, device=device)
+        )
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out.cpu().numpy(), want, err_msg=device)

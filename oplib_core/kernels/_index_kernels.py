@@ -275,7 +275,13 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         pos = xp.reshape(xp.broadcast_to(pos, index.shape), (-1,))
         flat = xp.reshape(out, (-1,))
         weights = xp.reshape(vals, (-1,))
-        sums = xp.bincount(pos, weights=weights, minlength=flat.shape[0])
+        n = flat.shape[0]
+        if out.dtype.kind == "c":  # bincount weighs with reals: the two parts apart
+            sums = xp.bincount(pos, weights=xp.real(weights), minlength=n) + 1j * xp.bincount(
+                pos, weights=xp.imag(weights), minlength=n
+            )
+        else:
+            sums = xp.bincount(pos, weights=weights, minlength=n)
         flat[...] = flat + sums.astype(out.dtype)
 
     @kernel("scatter.src")
