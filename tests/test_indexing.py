@@ -484,3 +484,27 @@ def test_scatter_add_sums_repeated_targets_alike_on_every_device(dtype):
         )
         assert out.dtype == dtype
         np.testing.assert_array_equal(out.cpu().numpy(), want, err_msg=device)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (np.flip, ()),
+        (np.flip, (1,)),
+        (np.roll, (1,)),
+        (np.roll, ((1, 2), (0, 1))),
+        (np.tril, ()),
+        (np.triu, (1,)),
+        (np.tile, ((2, 1),)),
+        (np.moveaxis, (0, 1)),
+    ],
+)
+@pytest.mark.parametrize("device", ["cpu", "privateuse1"])
+def test_numpy_functions_of_the_new_ops_dispatch_them(fn, args, device):
+    _installed(device)
+    a = np.arange(12.0).reshape(3, 4)
+    t = oplib.tensor(a, device=device, requires_grad=True)
+    got = fn(t, *args)
+    assert type(got) is oplib.Tensor and got.device.type == device
+    assert got.grad_fn is not None
+    np.testing.assert_array_equal(got.detach().cpu().numpy(), fn(a, *args))
