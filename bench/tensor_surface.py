@@ -5,6 +5,9 @@ Prints ns per call for a one-element float32 Tensor, the method's cost over the 
 for a two-overload method (``t.add(1.0)`` vs ``oplib.ops.oplib.add(t, 1.0)``) and a
 hand-written one (``t.permute(0)``), all measured in this run, rounds interleaved.
 
+Indexing: ``t[0]`` and ``t[0:1]`` on the same tensor (budget: at most 3 µs each, issue 14),
+against the op they call (``select``, ``slice``) and as a ratio to numpy's own ``a[0, ...]``.
+
     python bench/tensor_surface.py [--repeat 40] [--number 20000]
 """
 
@@ -17,6 +20,7 @@ import oplib_core as oplib
 from oplib_core._dispatch import SLOW
 
 BUDGET_NS = 100.0
+INDEX_BUDGET_NS = 3000.0
 
 
 def best_ns(stmt: str, env: dict, number: int) -> float:
@@ -30,13 +34,15 @@ def main() -> None:
     args = parser.parse_args()
 
     t = oplib.tensor([0.5])
-    env = {"oplib": oplib, "t": t}
+    env = {"oplib": oplib, "t": t, "a": t.numpy()}
     pairs = [
         ("tanh", "oplib.ops.oplib.tanh(t)", "t.tanh()"),
         ("add scalar", "oplib.ops.oplib.add(t, 1.0)", "t.add(1.0)"),
         ("permute", "oplib.ops.oplib.permute(t, [0])", "t.permute(0)"),
+        ("t[0]", "oplib.ops.oplib.select(t, 0, 0)", "t[0]"),
+        ("t[0:1]", "oplib.ops.oplib.slice(t, 0, 0, 1)", "t[0:1]"),
     ]
-    stmts = [s for _, op, method in pairs for s in (op, method)]
+    stmts = [s for _, op, method in pairs for s in (op, method)] + ["a[0, ...]"]
     for stmt in stmts:  # warm the caches
         eval(stmt, env)
     best = dict.fromkeys(stmts, float("inf"))
@@ -52,6 +58,11 @@ def main() -> None:
         diff = best[method] - best[op]
         verdict = "" if name != "tanh" else ("  ok" if diff <= BUDGET_NS else "  OVER BUDGET")
         print(f"method over op, {name:12s} {diff:+7.0f} ns{verdict}")
+    for key in ("t[0]", "t[0:1]"):
+        ns = best[key]
+        verdict = "ok" if ns <= INDEX_BUDGET_NS else "OVER BUDGET"
+        ratio = ns / best["a[0, ...]"]
+        print(f"{key:8s} {ns:6.0f} ns ({ratio:.1f}x numpy's a[0, ...]), budget 3 us: {verdict}")
     if SLOW:
         print("(OPLIB_DISPATCH_SLOW=1: slow-path figures, not held to the budget)")
 

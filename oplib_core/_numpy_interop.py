@@ -458,6 +458,37 @@ def _linalg_matmul(like: Any, x1: Any, x2: Any) -> Any:
     return _op("matmul")(x1, x2)
 
 
+# -- indexing and views (issue 14) ------------------------------------------------------------
+@_implements(np.flip, "flip", "m axis")
+def _flip(like: Any, m: Any, axis: Any = None) -> Any:
+    return _op("flip")(m, list(range(m.ndim)) if axis is None else _dims(axis))
+
+
+@_implements(np.roll, "roll", "a shift axis")
+def _roll(like: Any, a: Any, shift: Any, axis: Any = None) -> Any:
+    return _op("roll")(a, _sizes(shift), _dims(axis) or [])
+
+
+@_implements(np.tril, "tril", "m k")
+def _tril(like: Any, m: Any, k: Any = 0) -> Any:
+    return _op("tril")(m, int(k))
+
+
+@_implements(np.triu, "triu", "m k")
+def _triu(like: Any, m: Any, k: Any = 0) -> Any:
+    return _op("triu")(m, int(k))
+
+
+@_implements(np.tile, "tile", "A reps")
+def _tile(like: Any, A: Any, reps: Any) -> Any:  # numpy names it A
+    return _op("tile")(A, _sizes(reps))
+
+
+@_implements(np.moveaxis, "movedim.intlist", "a source destination")
+def _moveaxis(like: Any, a: Any, source: Any, destination: Any) -> Any:
+    return _op("movedim.intlist")(a, _sizes(source), _sizes(destination))
+
+
 def _dtype_of(x: object) -> Any:
     return x if isinstance(x, (type, np.dtype, str)) else getattr(x, "dtype", x)
 

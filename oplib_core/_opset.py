@@ -102,6 +102,58 @@ CORE_OPS: tuple[CoreOp, ...] = (
     CoreOp("oplib::squeeze(Tensor(a) self, int[]? dim=None) -> Tensor(a)"),
     CoreOp("oplib::cat(Tensor[] tensors, int dim=0) -> Tensor"),
     CoreOp("oplib::stack(Tensor[] tensors, int dim=0) -> Tensor"),
+    # indexing and views (issue 14); torch's schemas, except that the split family writes
+    # ``Tensor(a) self`` where torch writes ``Tensor(a -> *) self`` (the parser's alias sets),
+    # and roll writes `SymInt[] shifts, int[] dims` for torch's `SymInt[1]`, `int[1]`
+    CoreOp("oplib::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"),
+    CoreOp(
+        "oplib::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, "
+        "SymInt step=1) -> Tensor(a)"
+    ),
+    CoreOp("oplib::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"),
+    CoreOp("oplib::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"),
+    CoreOp("oplib::masked_select(Tensor self, Tensor mask) -> Tensor"),
+    CoreOp("oplib::index_select(Tensor self, int dim, Tensor index) -> Tensor"),
+    CoreOp(
+        "oplib::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"
+    ),
+    CoreOp("oplib::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"),
+    CoreOp("oplib::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"),
+    CoreOp("oplib::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"),
+    CoreOp(
+        'oplib::pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor'
+    ),
+    CoreOp("oplib::flip(Tensor self, int[] dims) -> Tensor"),
+    CoreOp("oplib::roll(Tensor self, SymInt[] shifts, int[] dims=[]) -> Tensor"),
+    CoreOp("oplib::tril(Tensor self, SymInt diagonal=0) -> Tensor"),
+    CoreOp("oplib::triu(Tensor self, SymInt diagonal=0) -> Tensor"),
+    CoreOp("oplib::repeat(Tensor self, SymInt[] repeats) -> Tensor"),
+    CoreOp("oplib::tile(Tensor self, SymInt[] dims) -> Tensor"),
+    CoreOp("oplib::split.Tensor(Tensor(a) self, SymInt split_size, int dim=0) -> Tensor(a)[]"),
+    CoreOp(
+        "oplib::split_with_sizes(Tensor(a) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"
+    ),
+    CoreOp("oplib::chunk(Tensor(a) self, int chunks, int dim=0) -> Tensor(a)[]"),
+    CoreOp(
+        "oplib::tensor_split.sections(Tensor(a) self, SymInt sections, int dim=0) -> Tensor(a)[]"
+    ),
+    CoreOp(
+        "oplib::tensor_split.indices(Tensor(a) self, SymInt[] indices, int dim=0) -> Tensor(a)[]"
+    ),
+    CoreOp("oplib::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"),
+    CoreOp("oplib::movedim.int(Tensor(a) self, int source, int destination) -> Tensor(a)"),
+    CoreOp("oplib::movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)"),
+    CoreOp("oplib::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"),
+    CoreOp("oplib::max(Tensor self) -> Tensor"),
+    CoreOp(
+        "oplib::max.dim(Tensor self, int dim, bool keepdim=False) -> "
+        "(Tensor values, Tensor indices)"
+    ),
+    CoreOp("oplib::min(Tensor self) -> Tensor"),
+    CoreOp(
+        "oplib::min.dim(Tensor self, int dim, bool keepdim=False) -> "
+        "(Tensor values, Tensor indices)"
+    ),
     # copies
     CoreOp("oplib::clone(Tensor self) -> Tensor"),
     CoreOp("oplib::copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from . import _numpy_interop
+from . import _indexing, _numpy_interop
 from ._device import Device
 from ._dtypes import bfloat16, is_floating, to_dtype
 from ._registry import REGISTRY
@@ -116,6 +116,21 @@ def _one_element(t: Tensor) -> Any:
     return t.item()
 
 
+def _sizes(args: tuple[Any, ...]) -> list[Any]:
+    """torch's size arguments: ``f(2, 3)`` or ``f((2, 3))``/``f([2, 3])``."""
+    if len(args) == 1 and not isinstance(args[0], (builtins.int, np.integer)):
+        return list(args[0])
+    return list(args)
+
+
+def _extreme(t: Tensor, name: str, pairwise: str, dim: Any, keepdim: builtins.bool) -> Any:
+    if dim is None:
+        return _op(f"oplib::{name}")(t)
+    if isinstance(dim, Tensor):
+        return _op(f"oplib::{pairwise}")(t, dim)
+    return _op(f"oplib::{name}.dim")(t, dim, keepdim)
+
+
 class Tensor:
     """A wrapper over one native array of an installed backend.
 
@@ -174,6 +189,19 @@ class Tensor:
         def clone(self) -> Tensor: ...
         def copy_(self, src: Any) -> Tensor: ...
         def astype(self, dtype: Any) -> Tensor: ...
+        # indexing and views (issue 14)
+        def select(self, dim: int, index: Any) -> Tensor: ...
+        def narrow(self, dim: int, start: Any, length: Any) -> Tensor: ...
+        def masked_select(self, mask: Tensor) -> Tensor: ...
+        def index_select(self, dim: int, index: Tensor) -> Tensor: ...
+        def gather(self, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor: ...
+        def scatter(self, dim: int, index: Tensor, src: Any) -> Tensor: ...
+        def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor: ...
+        def tril(self, diagonal: Any = 0) -> Tensor: ...
+        def triu(self, diagonal: Any = 0) -> Tensor: ...
+        def split_with_sizes(self, split_sizes: Any, dim: int = 0) -> list[Tensor]: ...
+        def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]: ...
+        def movedim(self, source: Any, destination: Any) -> Tensor: ...
         def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor: ...
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
@@ -438,12 +466,18 @@ class Tensor:
         return object.__format__(self, format_spec)
 
     def __iter__(self) -> Iterator[Tensor]:
-        """The tensor's rows (along the first dimension), each from dispatched ops that
-        record gradients: ``oplib::_narrow`` then ``oplib::squeeze``."""
+        """The tensor's rows (along the first dimension): views from ``oplib::select``,
+        which records gradients."""
         if not self._data.shape:
             raise TypeError("iteration over a 0-d tensor")
-        narrow, squeeze = _op("oplib::_narrow"), _op("oplib::squeeze")
-        return (squeeze(narrow(self, 0, i, 1), [0]) for i in range(self._data.shape[0]))
+        select = _op("oplib::select.int")
+        return (select(self, 0, i) for i in range(self._data.shape[0]))
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """``t[i]``, ``t[a:b:c]``, ``t[..., None]``, ``t[idx]``, ``t[mask]`` and tuples of
+        them, through the core indexing ops (``_indexing.py``): basic indices give views,
+        integer-array and bool-mask indices a copy."""
+        return _indexing.getitem(self, key)
 
     def __contains__(self, element: Any) -> builtins.bool:
         """``element in t``: whether any element equals ``element`` (a scalar or Tensor)."""
@@ -624,6 +658,56 @@ class Tensor:
             dtype = np.result_type(self.dtype, other)
             other = _op("oplib::full")([], other, dtype=dtype, device=self.device)
         return _op("oplib::where")(condition, self, other)
+
+    # -- indexing and views with torch's calling conventions (issue 14) ---------------------
+    def view(self, *size: Any) -> Tensor:
+        """This tensor's data seen with shape ``size`` (``t.view(2, 3)``, ``t.view((2, 3))``);
+        never copies: torch's error when the strides do not allow it (use ``reshape``)."""
+        return _op("oplib::view")(self, _sizes(size))
+
+    def expand(self, *size: Any) -> Tensor:
+        """A broadcast view with shape ``size`` (-1 keeps a dim), as torch."""
+        return _op("oplib::expand")(self, _sizes(size))
+
+    def repeat(self, *repeats: Any) -> Tensor:
+        """A copy repeated ``repeats[d]`` times along each dim (``t.repeat(2, 1)``)."""
+        return _op("oplib::repeat")(self, _sizes(repeats))
+
+    def tile(self, *dims: Any) -> Tensor:
+        """``repeat`` with ones prepended when ``dims`` is shorter than ``ndim``."""
+        return _op("oplib::tile")(self, _sizes(dims))
+
+    def flip(self, *dims: Any) -> Tensor:
+        """A copy reversed along ``dims`` (``t.flip(0)``, ``t.flip(0, 1)``, ``t.flip((0, 1))``)."""
+        return _op("oplib::flip")(self, _sizes(dims))
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        """A copy shifted with wrap-around; without ``dims`` along the flattened tensor."""
+        shifts = [shifts] if isinstance(shifts, builtins.int) else list(shifts)
+        dims = [] if dims is None else [dims] if isinstance(dims, builtins.int) else list(dims)
+        return _op("oplib::roll")(self, shifts, dims)
+
+    def split(self, split_size_or_sections: Any, dim: builtins.int = 0) -> list[Tensor]:
+        """Views of ``split_size`` along ``dim``, or of the given sizes for a list."""
+        if isinstance(split_size_or_sections, builtins.int):
+            return _op("oplib::split.Tensor")(self, split_size_or_sections, dim)  # type: ignore[return-value]
+        return _op("oplib::split_with_sizes")(self, list(split_size_or_sections), dim)  # type: ignore[return-value]
+
+    def tensor_split(self, indices_or_sections: Any, dim: builtins.int = 0) -> list[Tensor]:
+        """``sections`` views (an int), or views cut at ``indices`` (a list), along ``dim``."""
+        if isinstance(indices_or_sections, builtins.int):
+            return _op("oplib::tensor_split.sections")(self, indices_or_sections, dim)  # type: ignore[return-value]
+        return _op("oplib::tensor_split.indices")(self, list(indices_or_sections), dim)  # type: ignore[return-value]
+
+    def max(self, dim: Any = None, keepdim: builtins.bool = False) -> Any:
+        """The largest element (``t.max()``), ``(values, indices)`` along ``dim``
+        (``t.max(1)``), or the elementwise maximum with a tensor (``t.max(other)``)."""
+        return _extreme(self, "max", "maximum", dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: builtins.bool = False) -> Any:
+        """The smallest element, ``(values, indices)`` along ``dim``, or the elementwise
+        minimum with a tensor, as :meth:`max`."""
+        return _extreme(self, "min", "minimum", dim, keepdim)
 
     @property
     def T(self) -> Tensor:

@@ -27,7 +27,10 @@ NO_METHOD: dict[str, str] = {
     "rdiv": "the reversed scalar form behind `2 / t`",
     "rpow": "the reversed scalar form behind `2 ** t`",
     "_to_copy": "internal: Tensor.to() and its conveniences (float(), cpu() ...) call it",
-    "_narrow": "internal: the slice gradients and iteration use it (no public narrow yet)",
+    "_narrow": "internal: the gradients of cat and stack use it (oplib::narrow is public)",
+    "index": "t[idx] and t[mask] call it (torch has no Tensor.index either)",
+    "slice": "t[a:b:c] calls it (torch has no Tensor.slice either)",
+    "pad": "torch spells it as a function, torch.nn.functional.pad (here oplib.ops.oplib.pad)",
 }
 
 

@@ -12,6 +12,7 @@ from oplib_core._opset import CORE_OPS
 from oplib_core._registry import AUTOGRAD, REGISTRY
 from oplib_core.autograd import GradcheckError, grad, gradcheck
 from oplib_core.autograd._formulas import FORMULAS, NON_DIFFERENTIABLE
+from oplib_core.autograd._index_formulas import INDEX_FORMULAS
 
 OPS = oplib.ops.oplib
 rng = np.random.default_rng(0)
@@ -179,7 +180,7 @@ def test_every_core_op_is_covered():
         k = entry.kernel(AUTOGRAD)
         if op.name in NON_DIFFERENTIABLE:
             assert k is not None and k.is_fallthrough, op.name
-        elif op.name in FORMULAS:
+        elif op.name in FORMULAS or op.name in INDEX_FORMULAS:
             assert k is not None and not k.is_fallthrough, op.name
             assert k.origin.plugin == "core-autograd", op.name
         else:

@@ -127,9 +127,9 @@ def test_ops_show_unknown_op(capsys):
     code = main(["ops", "show", "nope::nothing"])
     assert code == 2
     assert "no operator 'nope::nothing'" in capsys.readouterr().err
-    assert main(["ops", "show", "oplib::ad"]) == 2
+    assert main(["ops", "show", "oplib::addd"]) == 2
     assert capsys.readouterr().err == (
-        "oplib: no operator 'oplib::ad' (see 'oplib ops list'); did you mean 'oplib::add'?\n"
+        "oplib: no operator 'oplib::addd' (see 'oplib ops list'); did you mean 'oplib::add'?\n"
     )
 
 

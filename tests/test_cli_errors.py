@@ -29,7 +29,7 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["ops", "show", "oplib::ad"], "did you mean 'oplib::add'?"),
+        (["ops", "show", "oplib::addd"], "did you mean 'oplib::add'?"),
         (["ops", "list", "-n", "oplb"], "no namespace 'oplb' (see 'oplib ops list'); "
          "did you mean 'oplib'?"),
         (["check", "-b", "mta"], "no backend 'mta' (see 'oplib backends list'); "
@@ -69,7 +69,7 @@ def test_debug_shows_the_traceback(capsys):
     assert run(args, Output()) == 1
     err = capsys.readouterr().err
     assert err.startswith("Traceback") and err.endswith("oplib: RegistrationError: broken\n")
-    assert main(["--debug", "ops", "show", "oplib::ad"]) == 2
+    assert main(["--debug", "ops", "show", "oplib::addd"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" in err and "UnknownOperatorError" in err
 
@@ -118,7 +118,7 @@ def test_python_m_oplib_core_runs_the_cli():
     assert r.stdout.strip() == oplib.get_include()
     assert (Path(r.stdout.strip()) / "oplib.h").is_file()
     r = subprocess.run(
-        [sys.executable, "-m", "oplib_core", "ops", "show", "oplib::ad"],
+        [sys.executable, "-m", "oplib_core", "ops", "show", "oplib::addd"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert r.returncode == 2 and "did you mean 'oplib::add'" in r.stderr

@@ -389,6 +389,6 @@ def test_cli_check_takes_the_same_names(capsys: pytest.CaptureFixture[str]) -> N
 def test_cli_refuses_unknown_names_with_suggestions(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["ops", command, "oplib::ad"]) == 2
+    assert cli.main(["ops", command, "oplib::addd"]) == 2
     err = capsys.readouterr().err
-    assert "no operator 'oplib::ad'" in err and "did you mean 'oplib::add'" in err
+    assert "no operator 'oplib::addd'" in err and "did you mean 'oplib::add'" in err

@@ -102,11 +102,16 @@ def test_generated_method_calls_the_op(name):
         first, *rest = sample.args
         expected = op(first.detach().clone(), *rest, **sample.kwargs)
         got = getattr(first.detach().clone(), name)(*rest, **sample.kwargs)
-        assert type(got) is Tensor
-        assert got.dtype == expected.dtype and got.shape == expected.shape
-        np.testing.assert_array_equal(
-            got.detach().numpy(), expected.detach().numpy(), err_msg=sample.name
-        )
+        if isinstance(expected, list):  # a Tensor[] return (split_with_sizes, chunk)
+            assert type(got) is list and len(got) == len(expected)
+        else:
+            got, expected = [got], [expected]
+        for g, e in zip(got, expected, strict=True):
+            assert type(g) is Tensor
+            assert g.dtype == e.dtype and g.shape == e.shape
+            np.testing.assert_array_equal(
+                g.detach().numpy(), e.detach().numpy(), err_msg=sample.name
+            )
 
 
 def test_generated_method_records_gradients_as_torch_writes_formulas():

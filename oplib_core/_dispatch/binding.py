@@ -407,6 +407,12 @@ class Signature:
                 key_pos.append(pos_i)
             elif isinstance(a.type, BaseType) and a.type.name in _FAST_TYPES:
                 checks.append((pos_i, _FAST_TYPES[a.type.name]))
+            elif (  # ``SymInt? start=None`` (slice), ``float? value=None`` (pad)
+                isinstance(a.type, OptionalType)
+                and isinstance(a.type.elem, BaseType)
+                and a.type.elem.name in _FAST_TYPES
+            ):
+                checks.append((pos_i, _FAST_TYPES[a.type.elem.name] | {type(None)}))
             elif int_list is not None:
                 lists.append((pos_i, int_list))
             else:

@@ -13,6 +13,7 @@ from typing import Any
 from .._registry import AUTOGRAD, REGISTRY, fallthrough_kernel
 from ..hookspecs import hookimpl
 from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
+from ._index_formulas import INDEX_FORMULAS
 from ._registration import _register
 
 
@@ -33,7 +34,7 @@ def oplib_register_fake(registrar: Any) -> None:
 
 @hookimpl
 def oplib_register_autograd(registrar: Any) -> None:
-    for name, (setup_context, backward) in FORMULAS.items():
+    for name, (setup_context, backward) in (FORMULAS | INDEX_FORMULAS).items():
         # Core shape ops return views (``Tensor(a)``), which the public register_autograd
         # refuses; core registers their formulas directly, as torch does for its views.
         _register(REGISTRY.ops[f"oplib::{name}"].overload, backward, setup_context, registrar)

@@ -5,5 +5,6 @@ from __future__ import annotations
 
 from .._opset import CORE_OPS, NAMESPACE, CoreOp
 from ._array_kernels import array_kernels, check_kernels
+from ._index_kernels import index_kernels
 
-__all__ = ["CORE_OPS", "NAMESPACE", "CoreOp", "array_kernels", "check_kernels"]
+__all__ = ["CORE_OPS", "NAMESPACE", "CoreOp", "array_kernels", "check_kernels", "index_kernels"]

@@ -54,6 +54,7 @@ from oplib_core._dtypes import (
 )
 from oplib_core._opset import CORE_OPS, NAMESPACE, CoreOp
 from oplib_core.errors import NamespaceUnsupportedError
+from oplib_core.kernels._index_kernels import index_kernels
 
 __all__ = ["array_kernels", "check_kernels"]
 
@@ -520,6 +521,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``dtype=None`` gives int64 if all three are ints, else the default dtype."""
         return _arange(start, end, step, dtype)
 
+    kernels.update(index_kernels(xp))  # indexing and views (issue 14)
     ns_name = namespace_name(ns)
     for name, (needs, has) in _NEEDS.items():
         if not has(ns):

@@ -267,7 +267,13 @@ class _Case:
 
 
 class _Failure(Exception):
-    """A check found a problem; the message says what."""
+    """A check found a problem; the message says what. ``dtypes``: the two dtypes of a
+    dtype mismatch (``dtype_failure`` makes it a skip when the backend declares it cannot
+    hold one of them: int64 indices on JAX in its 32-bit mode)."""
+
+    def __init__(self, message: str, dtypes: tuple[Any, ...] = ()) -> None:
+        super().__init__(message)
+        self.dtypes = dtypes
 
 
 class _Skip(Exception):
@@ -522,7 +528,10 @@ def _compare_meta(
             ):
                 raise _Failure(f"{where}: {what} gives shape {g_shape}, {ref_what} {r_shape}")
             if g_dtype != r_dtype:
-                raise _Failure(f"{where}: {what} gives dtype {g_dtype}, {ref_what} {r_dtype}")
+                raise _Failure(
+                    f"{where}: {what} gives dtype {g_dtype}, {ref_what} {r_dtype}",
+                    (g_dtype, r_dtype),
+                )
             want = (
                 r_dev
                 if expect_device is None
@@ -636,7 +645,8 @@ def _compare_values(
             if tuple(gt.shape) != tuple(rt.shape) or gt.dtype != rt.dtype:
                 raise _Failure(
                     f"{where}: {backend} gives shape {tuple(gt.shape)} dtype {gt.dtype}, cpu "
-                    f"gives shape {tuple(rt.shape)} dtype {rt.dtype}"
+                    f"gives shape {tuple(rt.shape)} dtype {rt.dtype}",
+                    (gt.dtype, rt.dtype) if gt.dtype != rt.dtype else (),
                 )
             if rt.shape == (0,) or _dataless(gt):
                 continue
@@ -709,7 +719,13 @@ def _backend_results(
                     expect_device=Device(name, 0 if backend.multi_device else None),
                 )
         except _Failure as e:
-            yield name, FAIL, str(e), e
+            problem = dtype_failure(backend, e)
+            if problem is not None:  # a reference dtype the backend cannot hold
+                yield name, SKIP, f"{problem} ({e})", None
+            else:
+                yield name, FAIL, str(e), e
+        except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
+            yield name, SKIP, f"no kernel for these arguments on {name!r}: {e}", None
         except Exception as e:
             problem = dtype_failure(backend, e)
             if problem is not None:
@@ -725,6 +741,9 @@ def dtype_failure(backend: Backend, error: BaseException | None) -> str | None:
     declares it cannot hold (``BackendSpec.dtypes``: float64 data, or an int64 result, on
     JAX in its 32-bit mode), else ``None``: such a failure is a skip, not a bug."""
     while error is not None:
+        if isinstance(error, _Failure):  # a dtype mismatch with the reference
+            problems = (backend.dtype_problem(d) for d in error.dtypes)
+            return next((p for p in problems if p is not None), None)
         dtype = getattr(error, "dtype", None)
         if isinstance(dtype, np.dtype):
             return backend.dtype_problem(dtype)
@@ -907,7 +926,14 @@ def _run_one(
     except NamespaceUnsupportedError as e:  # a shared kernel its namespace cannot run
         yield result(name, SKIP, str(e), e, where=where)
     except _Failure as e:
-        yield result(name, FAIL, str(e), e, where=where)
+        backend = TABLE.find(where or target.type)
+        problem = None if backend is None else dtype_failure(backend, e)
+        if problem is not None:  # a dtype mismatch in a dtype the backend cannot hold
+            yield result(name, SKIP, f"{problem} ({e})", where=where)
+        else:
+            yield result(name, FAIL, str(e), e, where=where)
+    except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
+        yield result(name, SKIP, f"no kernel for these arguments: {e}", where=where)
     except Exception as e:
         backend = TABLE.find(where or target.type)
         problem = None if backend is None else dtype_failure(backend, e)

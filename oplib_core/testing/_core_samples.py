@@ -23,6 +23,7 @@ from .._factories import tensor
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..hookspecs import hookimpl
+from ._index_samples import INDEX_MAKERS
 from ._samples import SampleInput
 
 __all__ = ["CORE_SAMPLES"]
@@ -259,6 +260,10 @@ def _cat_stack(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         ([_t(d.floats((2, 2)), dev, BF16), _t(d.floats((2, 2)), dev, BF16)],), name="bfloat16"
     )
+
+
+for _name, _make in INDEX_MAKERS.items():  # indexing and views (issue 14)
+    _samples(_name)(lambda name, d, dev, _make=_make: _make(d, dev))
 
 
 # -- copies -----------------------------------------------------------------------------------

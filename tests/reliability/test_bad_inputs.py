@@ -169,6 +169,8 @@ def _host(value: Any) -> Any:
 
 
 def _same(got: Any, want: Any) -> bool:
+    if isinstance(got, list) and isinstance(want, list):  # Tensor[] and multi-output results
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return False

@@ -21,7 +21,7 @@ import numpy as np
 
 import oplib_core
 from oplib_core import BackendSpec, Device, OpOverload, Tag, hookimpl
-from oplib_dask import higher_order, shapes
+from oplib_dask import higher_order, indexing, shapes
 from oplib_dask.kernels import make_kernel
 
 __all__ = ["DASK", "kind_of"]
@@ -107,6 +107,8 @@ def oplib_backends() -> list[BackendSpec]:
 @hookimpl
 def oplib_impl(registrar: Any) -> None:
     """Dask's handlers of the control-flow operators (``map`` by blocks, ``cond``), and
-    the factories' and shape ops' kernels (``shapes``)."""
+    the factories' and shape ops' kernels (``shapes``), and its kernels of the indexing and
+    view ops (``indexing``)."""
     higher_order.register(registrar)
     shapes.register(registrar)
+    indexing.register(registrar)

@@ -14,7 +14,7 @@ from typing import Any
 from oplib_core.kernels import array_kernels
 from oplib_core.plugins import Registrar
 
-__all__ = ["FACTORIES", "SHAPE_OPS", "register"]
+__all__ = ["FACTORIES", "SHAPE_OPS", "lazy_kernel", "register"]
 
 #: Core factories served as chunked dask arrays.
 FACTORIES = ("empty", "zeros", "ones", "full", "arange", "arange.start")
@@ -38,9 +38,14 @@ def _kernels() -> dict[str, Callable[..., Any]]:
     return array_kernels(da)
 
 
-def _kernel(name: str) -> Callable[..., Any]:
+def lazy_kernel(
+    name: str, table: Callable[[], dict[str, Callable[..., Any]]] = _kernels
+) -> Callable[..., Any]:
+    """The dask kernel of core op ``name``: ``table()[name]``, looked up on each call (the
+    table imports dask when first asked)."""
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        return _kernels()[name](*args, **kwargs)
+        return table()[name](*args, **kwargs)
 
     kernel.__name__ = kernel.__qualname__ = f"dask_{name.replace('.', '_')}"
     return kernel
@@ -49,4 +54,4 @@ def _kernel(name: str) -> Callable[..., Any]:
 def register(registrar: Registrar) -> None:
     """Register the factories' and shape ops' dask kernels."""
     for name in (*FACTORIES, *SHAPE_OPS):
-        registrar.impl(f"oplib::{name}", "dask", _kernel(name))
+        registrar.impl(f"oplib::{name}", "dask", lazy_kernel(name))
