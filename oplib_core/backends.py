@@ -314,6 +314,25 @@ class BackendTable:
                 for fn in self._listeners:
                     fn("renamed", backend)
 
+    def unrename(self, old: str, new: str) -> None:
+        """Undo ``rename(old, new)``: the backend called ``new`` through the rename is
+        ``old`` again (listeners see ``"removed"`` under the new name, then ``"added"``)."""
+        with self._lock:
+            if self._renames.get(old) != new:
+                return
+            del self._renames[old]
+            backend = self._backends.get(new)
+            if backend is None:
+                return
+            for fn in self._listeners:
+                fn("removed", backend)
+            del self._backends[new]
+            backend.spec = backend.spec._replace(name=old)
+            self._backends[old] = backend
+            self._by_type.clear()
+            for fn in self._listeners:
+                fn("added", backend)
+
     def get(self, name: str) -> Backend:
         ensure()
         name = self._renames.get(name, name)

@@ -668,6 +668,8 @@ class PluginHost:
             r.load_ms += (time.perf_counter() - start) * 1000
             if specs is not None:
                 claims.append((r, specs))
+        # a plugin asked earlier may have failed since (evicted by a later one's conflict)
+        claims = [(r, specs) for r, specs in claims if r.status == "loaded"]
         losers: dict[int, str] = {}
         for i, (r, specs) in enumerate(claims):
             for spec in specs:

@@ -1,0 +1,217 @@
+"""Vendor backends coexist: an own-name backend gets generated Tensor methods
+(``generate_methods_for_backend``), and two plugins renaming the private-use slot are a
+conflict naming both, with everything each did to the slot rolled back."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core import hookimpl, plugins
+
+from helpers import toy_spec
+from subproc import run_python
+
+
+def make_plugin(name: str, **hooks) -> types.SimpleNamespace:
+    ns = types.SimpleNamespace(__name__=name)
+    for hook, fn in hooks.items():
+        setattr(ns, hook, hookimpl(fn))
+    return ns
+
+
+# -- generate_methods_for_backend ------------------------------------------------------
+
+
+def test_generated_methods_for_an_own_name_backend(teardown):
+    teardown(oplib.backends.register(toy_spec(name="myaccel", key="MyAccel")))
+    oplib.generate_methods_for_backend("myaccel")
+
+    def drop():
+        for attr in ("myaccel", "is_myaccel"):
+            if attr in vars(oplib.Tensor):
+                delattr(oplib.Tensor, attr)
+
+    teardown(drop)
+    t = oplib.tensor([1.0, 2.0])
+    assert t.is_myaccel is False
+    moved = t.myaccel(1)
+    assert moved.device == oplib.device("myaccel:1") and moved.is_myaccel
+    np.testing.assert_array_equal(moved.cpu().numpy(), [1.0, 2.0])
+    assert moved.myaccel(1) is moved  # already there
+    with pytest.raises(oplib.errors.RegistrationError, match="already been registered"):
+        oplib.generate_methods_for_backend("myaccel")
+
+
+def test_generate_methods_for_backend_refuses_unknown_names_and_taken_attributes():
+    with pytest.raises(oplib.errors.BackendError, match="no backend named 'nosuchaccel'"):
+        oplib.generate_methods_for_backend("nosuchaccel")
+    with pytest.raises(oplib.errors.RegistrationError, match="already been registered with cpu"):
+        oplib.generate_methods_for_backend("cpu")
+    with pytest.raises(TypeError, match="expected a backend name"):
+        oplib.generate_methods_for_backend(3)  # type: ignore[arg-type]
+
+
+def test_a_plugins_generated_methods_go_with_the_plugin():
+    def backends():
+        return [toy_spec(name="plugaccel", key="PlugAccel")]
+
+    def impl(registrar):
+        oplib.generate_methods_for_backend("plugaccel")
+
+    rec = plugins.register(make_plugin("plugaccel_vendor", oplib_backends=backends, oplib_impl=impl))
+    try:
+        assert rec.status == "loaded", rec.error
+        assert oplib.tensor([1.0]).plugaccel().is_plugaccel
+    finally:
+        plugins.unregister(rec.name)
+    assert not hasattr(oplib.Tensor, "plugaccel")
+    assert not hasattr(oplib.Tensor, "is_plugaccel")
+
+
+# -- the private-use slot: conflicts and rollback ----------------------------------------
+
+_TWO_VENDORS = """
+    import types, warnings
+    import numpy as np
+    import oplib_core as oplib
+    from oplib_core import hookimpl, plugins, backend_registration as br
+
+    def vendor(name, device):
+        def backends():
+            oplib.rename_privateuse1_backend(device)
+            oplib.generate_methods_for_privateuse1_backend()
+            oplib.register_device_module(device, types.SimpleNamespace(device_count=lambda: 7))
+            return []
+        def impl(registrar):
+            registrar.impl("oplib::neg", device, lambda x: x)
+        ns = types.SimpleNamespace(__name__=name)
+        ns.oplib_backends = hookimpl(backends)
+        ns.oplib_impl = hookimpl(impl)
+        return ns
+
+    def batch(*pairs):
+        host = plugins.HOST
+        recs = []
+        oplib.plugins.load()
+        for plugin, dist in pairs:
+            rec = plugins.PluginRecord(name=plugin.__name__, distribution=dist, version="1")
+            host.records[rec.name] = rec
+            assert host._register_with_pluggy(rec, plugin)
+            recs.append(rec)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            host._run_phases(recs)
+        return recs
+
+    a, b = batch((vendor("vendor_a", "accela"), "vendor-a"), (vendor("vendor_b", "accelb"), "vendor-b"))
+    OUT["status"] = [a.status, b.status]
+    OUT["errors"] = [a.error, b.error]
+    OUT["name"] = br.privateuse1_backend_name()
+    OUT["methods"] = [hasattr(oplib.Tensor, n) for n in ("accela", "is_accela", "accelb", "is_accelb")]
+    OUT["modules"] = [hasattr(oplib, "accela"), hasattr(oplib, "accelb")]
+    OUT["backend"] = [b.name for b in oplib.backends.list()]
+    OUT["pu_kernel"] = oplib.lookup("oplib::neg").has_kernel("privateuse1")
+    x = oplib.tensor([1.0], device="privateuse1")
+    OUT["device"] = str(x.device)
+"""
+
+
+def test_two_plugins_renaming_the_slot_are_both_refused_and_rolled_back():
+    out = run_python(_TWO_VENDORS)
+    assert out["status"] == ["failed", "failed"]
+    for error in out["errors"]:
+        assert "vendor-a" in error and "vendor-b" in error
+        assert "one name per process" in error
+    assert out["name"] == "privateuse1"  # the first one's rename was undone
+    assert out["methods"] == [False, False, False, False]
+    assert out["modules"] == [False, False]
+    assert "privateuse1" in out["backend"]
+    assert out["pu_kernel"]  # the template's kernels are back under the slot
+    assert out["device"] == "privateuse1:0"
+
+
+def test_a_template_copy_that_loses_its_backend_claim_undoes_its_rename():
+    """The issue's scenario: a copy of the template renames the slot in oplib_backends and
+    returns its own privateuse1 backend; oplib-privateuse declares that backend, so the copy
+    fails, and its rename must not turn the template's device into 'myaccel'."""
+    out = run_python("""
+        import types, warnings
+        import oplib_core as oplib
+        from oplib_core import hookimpl, plugins, backend_registration as br
+
+        def backends():
+            oplib.rename_privateuse1_backend("myaccel")
+            return [oplib.BackendSpec(name="privateuse1", array_type_names=("mine.Arr",))]
+
+        ns = types.SimpleNamespace(__name__="copy")
+        ns.oplib_backends = hookimpl(backends)
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            rec = plugins.register(ns)
+        OUT["status"] = rec.status
+        OUT["error"] = rec.error
+        OUT["name"] = br.privateuse1_backend_name()
+        OUT["dist"] = oplib.backends.get("privateuse1").distribution
+        from oplib_core.backends import TABLE
+        OUT["myaccel"] = TABLE.find("myaccel") is not None
+    """)
+    assert out["status"] == "failed"
+    assert "oplib-privateuse" in out["error"]
+    assert out["name"] == "privateuse1"
+    assert out["dist"] == "oplib-privateuse"
+    assert out["myaccel"] is False
+
+
+def test_unregistering_the_renaming_plugin_gives_the_slot_back():
+    out = run_python("""
+        import types
+        import numpy as np
+        import oplib_core as oplib
+        from oplib_core import hookimpl, plugins, backend_registration as br
+
+        def backends():
+            oplib.rename_privateuse1_backend("accelx")
+            return []
+
+        ns = types.SimpleNamespace(__name__="renamer")
+        ns.oplib_backends = hookimpl(backends)
+        rec = plugins.register(ns)
+        OUT["during"] = [br.privateuse1_backend_name(), str(oplib.tensor([1.0], device="accelx").device)]
+        OUT["npu_kernel"] = oplib.lookup("oplib::add").has_kernel("accelx")
+        plugins.unregister("renamer")
+        OUT["after"] = br.privateuse1_backend_name()
+        OUT["kernel_back"] = oplib.lookup("oplib::add").has_kernel("privateuse1")
+        OUT["device"] = str(oplib.tensor([1.0], device="privateuse1").device)
+        OUT["again"] = catch(oplib.rename_privateuse1_backend, "npu")
+        OUT["renamed_again"] = br.privateuse1_backend_name()
+    """)
+    assert out["during"] == ["accelx", "accelx:0"]
+    assert out["npu_kernel"]
+    assert out["after"] == "privateuse1"
+    assert out["kernel_back"]
+    assert out["device"] == "privateuse1:0"
+    assert out["again"] is None and out["renamed_again"] == "npu"
+
+
+def test_user_rename_after_a_plugin_rename_names_the_plugin():
+    out = run_python("""
+        import types
+        import oplib_core as oplib
+        from oplib_core import hookimpl, plugins
+
+        def backends():
+            oplib.rename_privateuse1_backend("accely")
+            return []
+
+        ns = types.SimpleNamespace(__name__="renamer_y")
+        ns.oplib_backends = hookimpl(backends)
+        plugins.register(ns)
+        OUT["err"] = catch(oplib.rename_privateuse1_backend, "other")
+    """)
+    kind, message = out["err"]
+    assert kind == "BackendNameError"
+    assert "already renamed to 'accely' by plugin 'renamer_y'" in message
