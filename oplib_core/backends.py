@@ -20,6 +20,7 @@ from .errors import (
 )
 
 __all__ = [
+    "DISTRIBUTIONS",
     "Backend",
     "BackendSpec",
     "BackendTable",
@@ -27,10 +28,43 @@ __all__ = [
     "for_type",
     "get",
     "list",
+    "not_installed",
     "register",
 ]
 
 _builtin_list = list  # ``list`` below is this module's function, also in annotations
+
+
+#: The project's own backends and the distributions that provide them (named when one is
+#: missing; the plugin host lets these distributions claim these names).
+DISTRIBUTIONS = {
+    "cpu": "oplib-cpu",
+    "cuda": "oplib-cuda",
+    "meta": "oplib-meta",
+    "privateuse1": "oplib-privateuse",
+    "dask": "oplib-dask",
+}
+
+
+def not_installed(name: str, api: str) -> BackendError:
+    """The error for backend ``name`` missing, naming the distribution to install when it
+    is one of the project's (``cpu``: every accelerator plugin depends on ``oplib-cpu``)."""
+    dist = DISTRIBUTIONS.get(name)
+    if dist is not None:
+        return BackendError(
+            f"{api}(): the {name} backend ({dist}) is not installed; install it with "
+            f"`pip install {dist}` (installed: {TABLE.names_text()})"
+        )
+    return BackendError(
+        f"{api}(): no backend {name!r} is installed (installed: {TABLE.names_text()})"
+    )
+
+
+def host_missing(value: Any) -> bool:
+    """Whether ``value`` (an argument no overload took) is a numpy array, or a list of
+    them, that failed only because the cpu backend is not installed."""
+    items = value if isinstance(value, (_builtin_list, tuple)) else (value,)
+    return any(isinstance(v, np.ndarray) for v in items) and TABLE.find("cpu") is None
 
 
 def _always_available() -> str | None:

@@ -30,7 +30,7 @@ from ._tags import Tag
 from ._version import __version__
 from ._waiting import WAITING
 from .autograd._registration import register_autograd
-from .backends import TABLE, BackendSpec, _clash_of
+from .backends import DISTRIBUTIONS, TABLE, BackendSpec, _clash_of
 from .errors import InvalidNameError, PluginError, ReservedNamespaceError, UnknownOperatorError
 from .library import (
     _KernelT,
@@ -278,9 +278,10 @@ class Registrar:
                 resolve(op, "register_kernel")
             except UnknownOperatorError as e:  # its package may not be installed: wait
                 keys = _normalize_types(device_types, "register_kernel")
+                error = e
 
                 def wait(fn: Callable[..., Any]) -> Callable[..., Any]:
-                    self._wait(op, e, keys, fn, allow_override, "register_kernel")
+                    self._wait(op, error, keys, fn, allow_override, "register_kernel")
                     return fn
 
                 return wait if func is None else wait(func)
@@ -415,13 +416,7 @@ def _last_line(e: BaseException) -> str:
 
 #: The backends of the project's own distributions: declared by them, whatever else an
 #: entry point or a backend claims.
-_KNOWN_BACKENDS = {
-    "cpu": "oplib-cpu",
-    "cuda": "oplib-cuda",
-    "meta": "oplib-meta",
-    "privateuse1": "oplib-privateuse",
-    "dask": "oplib-dask",
-}
+_KNOWN_BACKENDS = DISTRIBUTIONS
 #: The entry point names of the project's own distributions.
 _KNOWN_ENTRY_POINTS = {
     "cpu": "oplib-cpu",
