@@ -62,7 +62,9 @@ def test_a_plugins_generated_methods_go_with_the_plugin():
     def impl(registrar):
         oplib.generate_methods_for_backend("plugaccel")
 
-    rec = plugins.register(make_plugin("plugaccel_vendor", oplib_backends=backends, oplib_impl=impl))
+    rec = plugins.register(
+        make_plugin("plugaccel_vendor", oplib_backends=backends, oplib_impl=impl)
+    )
     try:
         assert rec.status == "loaded", rec.error
         assert oplib.tensor([1.0]).plugaccel().is_plugaccel
