@@ -109,11 +109,14 @@ _TWO_VENDORS = """
             host._run_phases(recs)
         return recs
 
-    a, b = batch((vendor("vendor_a", "accela"), "vendor-a"), (vendor("vendor_b", "accelb"), "vendor-b"))
+    a, b = batch(
+        (vendor("vendor_a", "accela"), "vendor-a"), (vendor("vendor_b", "accelb"), "vendor-b")
+    )
     OUT["status"] = [a.status, b.status]
     OUT["errors"] = [a.error, b.error]
     OUT["name"] = br.privateuse1_backend_name()
-    OUT["methods"] = [hasattr(oplib.Tensor, n) for n in ("accela", "is_accela", "accelb", "is_accelb")]
+    names = ("accela", "is_accela", "accelb", "is_accelb")
+    OUT["methods"] = [hasattr(oplib.Tensor, n) for n in names]
     OUT["modules"] = [hasattr(oplib, "accela"), hasattr(oplib, "accelb")]
     OUT["backend"] = [b.name for b in oplib.backends.list()]
     OUT["pu_kernel"] = oplib.lookup("oplib::neg").has_kernel("privateuse1")
@@ -182,7 +185,8 @@ def test_unregistering_the_renaming_plugin_gives_the_slot_back():
         ns = types.SimpleNamespace(__name__="renamer")
         ns.oplib_backends = hookimpl(backends)
         rec = plugins.register(ns)
-        OUT["during"] = [br.privateuse1_backend_name(), str(oplib.tensor([1.0], device="accelx").device)]
+        x = oplib.tensor([1.0], device="accelx")
+        OUT["during"] = [br.privateuse1_backend_name(), str(x.device)]
         OUT["npu_kernel"] = oplib.lookup("oplib::add").has_kernel("accelx")
         plugins.unregister("renamer")
         OUT["after"] = br.privateuse1_backend_name()
