@@ -691,6 +691,8 @@ class PluginHost:
                         )
         for i, (r, specs) in enumerate(claims):
             if i in losers:
+                if r.registrar is not None:  # what its hook did already (a rename)
+                    r.registrar._rollback()
                 self._fail(
                     r,
                     PluginError(f"{losers[i]}; {r.name!r} was refused", plugin=r.name),

@@ -221,3 +221,41 @@ def test_user_rename_after_a_plugin_rename_names_the_plugin():
     kind, message = out["err"]
     assert kind == "BackendNameError"
     assert "already renamed to 'accely' by plugin 'renamer_y'" in message
+
+
+def test_a_plugin_refused_its_backend_claim_undoes_its_rename():
+    """Two plugins claim one backend name in one pass: both lose the claim; the one that
+    renamed the slot in its hook has the rename rolled back."""
+    out = run_python("""
+        import types, warnings
+        import oplib_core as oplib
+        from oplib_core import hookimpl, plugins, backend_registration as br
+
+        def claimant(name, rename):
+            def backends():
+                if rename:
+                    oplib.rename_privateuse1_backend("accelz")
+                return [oplib.BackendSpec(name="zzslot", array_type_names=(f"{name}.Arr",))]
+            ns = types.SimpleNamespace(__name__=name)
+            ns.oplib_backends = hookimpl(backends)
+            return ns
+
+        oplib.plugins.load()
+        host = plugins.HOST
+        recs = []
+        pairs = ((claimant("claim_a", True), "dist-a"), (claimant("claim_b", False), "dist-b"))
+        for plugin, dist in pairs:
+            rec = plugins.PluginRecord(name=plugin.__name__, distribution=dist, version="1")
+            host.records[rec.name] = rec
+            assert host._register_with_pluggy(rec, plugin)
+            recs.append(rec)
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            host._run_phases(recs)
+        OUT["status"] = [r.status for r in recs]
+        OUT["error"] = recs[0].error
+        OUT["name"] = br.privateuse1_backend_name()
+    """)
+    assert out["status"] == ["failed", "failed"]
+    assert "dist-b" in out["error"]
+    assert out["name"] == "privateuse1"
