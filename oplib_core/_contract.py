@@ -86,7 +86,7 @@ def spec_fields() -> list[tuple[str, bool, str]]:
 
 def _default_text(value: Any) -> str:
     if callable(value) and hasattr(value, "__name__"):
-        return value.__name__.lstrip("_")
+        return str(value.__name__).lstrip("_")
     return repr(value)
 
 
