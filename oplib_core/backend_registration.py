@@ -94,14 +94,9 @@ def rename_privateuse1_backend(backend_name: str) -> None:
     """
     global _privateuse1_backend_name
     ensure()  # load the plugins first: renaming applies to what they register
-    if not isinstance(backend_name, str):
-        raise ArgumentTypeError(
-            f"rename_privateuse1_backend(): expected the new device name as a str, got "
-            f"{type(backend_name).__name__}",
-            api="rename_privateuse1_backend",
-            argument="backend_name",
-            value=backend_name,
-        )
+    _expect_str(
+        backend_name, "rename_privateuse1_backend", "backend_name", "the new device name as a str"
+    )
     with _lock:
         current = _privateuse1_backend_name
         ctx = current_plugin.get()
@@ -179,6 +174,16 @@ def _refuse_both(who: str, wanted: str, holder: tuple[str, str], current: str) -
     raise BackendNameError(message, wanted)
 
 
+def _expect_str(value: Any, api: str, argument: str, what: str) -> None:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(
+            f"{api}(): expected {what}, got {type(value).__name__}",
+            api=api,
+            argument=argument,
+            value=value,
+        )
+
+
 def _check_new_name(name: str) -> None:
     api = "rename_privateuse1_backend()"
     if not name.isidentifier() or name != name.lower():
@@ -237,14 +242,7 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
     ``oplib_core`` (a device module registered before, ``cuda``'s, ``tensor`` ...) raises
     ``DeviceModuleError`` as torch does.
     """
-    if not isinstance(device_type, str):
-        raise ArgumentTypeError(
-            f"register_device_module(): expected a device type (str), got "
-            f"{type(device_type).__name__}",
-            api="register_device_module",
-            argument="device_type",
-            value=device_type,
-        )
+    _expect_str(device_type, "register_device_module", "device_type", "a device type (str)")
     name = parse_device(device_type).type
     ensure()
     with _lock:
@@ -538,14 +536,7 @@ def generate_methods_for_backend(
     generating twice (or a name ``Tensor`` already uses, like ``cpu``) raises
     :class:`~oplib_core.errors.RegistrationError`.
     """
-    if not isinstance(name, str):
-        raise ArgumentTypeError(
-            f"generate_methods_for_backend(): expected a backend name (str), got "
-            f"{type(name).__name__}",
-            api="generate_methods_for_backend",
-            argument="name",
-            value=name,
-        )
+    _expect_str(name, "generate_methods_for_backend", "name", "a backend name (str)")
     backend = TABLE.find(name)
     if backend is None:
         raise BackendError(

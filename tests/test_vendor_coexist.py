@@ -4,24 +4,14 @@ conflict naming both, with everything each did to the slot rolled back."""
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core import hookimpl, plugins
+from oplib_core import plugins
 
-from helpers import toy_spec
+from helpers import make_plugin, toy_spec
 from subproc import run_python
-
-
-def make_plugin(name: str, **hooks) -> types.SimpleNamespace:
-    ns = types.SimpleNamespace(__name__=name)
-    for hook, fn in hooks.items():
-        setattr(ns, hook, hookimpl(fn))
-    return ns
-
 
 # -- generate_methods_for_backend ------------------------------------------------------
 
@@ -77,10 +67,11 @@ def test_a_plugins_generated_methods_go_with_the_plugin():
 # -- the private-use slot: conflicts and rollback ----------------------------------------
 
 _TWO_VENDORS = """
-    import types, warnings
-    import numpy as np
+    import sys, types
+    sys.path.insert(0, "tests")
     import oplib_core as oplib
-    from oplib_core import hookimpl, plugins, backend_registration as br
+    from oplib_core import backend_registration as br
+    from helpers import load_batch, make_plugin
 
     def vendor(name, device):
         def backends():
@@ -90,24 +81,10 @@ _TWO_VENDORS = """
             return []
         def impl(registrar):
             registrar.impl("oplib::neg", device, lambda x: x)
-        ns = types.SimpleNamespace(__name__=name)
-        ns.oplib_backends = hookimpl(backends)
-        ns.oplib_impl = hookimpl(impl)
-        return ns
+        return make_plugin(name, oplib_backends=backends, oplib_impl=impl)
 
     def batch(*pairs):
-        host = plugins.HOST
-        recs = []
-        oplib.plugins.load()
-        for plugin, dist in pairs:
-            rec = plugins.PluginRecord(name=plugin.__name__, distribution=dist, version="1")
-            host.records[rec.name] = rec
-            assert host._register_with_pluggy(rec, plugin)
-            recs.append(rec)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            host._run_phases(recs)
-        return recs
+        return load_batch(*pairs)[0]
 
     a, b = batch(
         (vendor("vendor_a", "accela"), "vendor-a"), (vendor("vendor_b", "accelb"), "vendor-b")
@@ -227,31 +204,22 @@ def test_a_plugin_refused_its_backend_claim_undoes_its_rename():
     """Two plugins claim one backend name in one pass: both lose the claim; the one that
     renamed the slot in its hook has the rename rolled back."""
     out = run_python("""
-        import types, warnings
+        import sys
+        sys.path.insert(0, "tests")
         import oplib_core as oplib
-        from oplib_core import hookimpl, plugins, backend_registration as br
+        from oplib_core import backend_registration as br
+        from helpers import load_batch, make_plugin
 
         def claimant(name, rename):
             def backends():
                 if rename:
                     oplib.rename_privateuse1_backend("accelz")
                 return [oplib.BackendSpec(name="zzslot", array_type_names=(f"{name}.Arr",))]
-            ns = types.SimpleNamespace(__name__=name)
-            ns.oplib_backends = hookimpl(backends)
-            return ns
+            return make_plugin(name, oplib_backends=backends)
 
-        oplib.plugins.load()
-        host = plugins.HOST
-        recs = []
-        pairs = ((claimant("claim_a", True), "dist-a"), (claimant("claim_b", False), "dist-b"))
-        for plugin, dist in pairs:
-            rec = plugins.PluginRecord(name=plugin.__name__, distribution=dist, version="1")
-            host.records[rec.name] = rec
-            assert host._register_with_pluggy(rec, plugin)
-            recs.append(rec)
-        with warnings.catch_warnings(record=True):
-            warnings.simplefilter("always")
-            host._run_phases(recs)
+        recs, _ = load_batch(
+            (claimant("claim_a", True), "dist-a"), (claimant("claim_b", False), "dist-b")
+        )
         OUT["status"] = [r.status for r in recs]
         OUT["error"] = recs[0].error
         OUT["name"] = br.privateuse1_backend_name()

@@ -4,24 +4,16 @@ for a backend that is not installed, and goes live when the op is defined."""
 from __future__ import annotations
 
 import json
-import types
 
 import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core import hookimpl, plugins
+from oplib_core import plugins
 from oplib_core._introspect import waiting_detail
 from oplib_core.cli import main
 
-from helpers import unique_ns
-
-
-def make_plugin(name: str, **hooks) -> types.SimpleNamespace:
-    ns = types.SimpleNamespace(__name__=name)
-    for hook, fn in hooks.items():
-        setattr(ns, hook, hookimpl(fn))
-    return ns
+from helpers import make_plugin, unique_ns
 
 
 @pytest.fixture
