@@ -223,7 +223,13 @@ def _rename_from_env() -> None:
     The same name again is a no-op."""
     name = os.environ.get(ENV_NAME, "").strip()
     if name:
-        rename_privateuse1_backend(name)
+        # the user's choice, not the plugin's: it is not undone with the plugin, and a
+        # plugin that renamed the slot otherwise is named in the error
+        token = current_plugin.set(None)
+        try:
+            rename_privateuse1_backend(name)
+        finally:
+            current_plugin.reset(token)
 
 
 # -- device modules ---------------------------------------------------------------------

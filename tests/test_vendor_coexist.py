@@ -227,3 +227,38 @@ def test_a_plugin_refused_its_backend_claim_undoes_its_rename():
     assert out["status"] == ["failed", "failed"]
     assert "dist-b" in out["error"]
     assert out["name"] == "privateuse1"
+
+
+def test_the_users_env_name_is_not_a_plugins_rename():
+    """OPLIB_PRIVATEUSE1_NAME is the user's rename: a plugin renaming the slot otherwise
+    is named in the error of the plugin the variable is applied for, and only that one
+    plugin fails (no conflict between two plugins)."""
+    out = run_python(
+        """
+        import sys
+        sys.path.insert(0, "tests")
+        import oplib_core as oplib
+        from oplib_core import backend_registration as br
+        from helpers import load_batch, make_plugin
+
+        def backends():
+            oplib.rename_privateuse1_backend("accelq")
+            return []
+
+        def slot():
+            return [oplib.BackendSpec(name="privateuse1", key="PrivateUse1",
+                                      array_type_names=("qq.Arr",))]
+
+        recs, _ = load_batch(
+            (make_plugin("renamer_q", oplib_backends=backends), "dist-q"),
+            (make_plugin("slot_q", oplib_backends=slot), "dist-slot"),
+        )
+        OUT["status"] = [r.status for r in recs]
+        OUT["error"] = recs[1].error
+        OUT["name"] = br.privateuse1_backend_name()
+        """,
+        env={"OPLIB_PRIVATEUSE1_NAME": "npu", "OPLIB_DISABLE_PLUGINS": "privateuse"},
+    )
+    assert out["status"] == ["loaded", "failed"]
+    assert "already renamed to 'accelq' by dist-q" in out["error"]
+    assert out["name"] == "accelq"
