@@ -102,3 +102,19 @@ def test_gradcheck_skips_when_the_formula_needs_an_op_without_a_kernel(ns, toy_g
         f"checking the gradients of {ns}::cube needs oplib::mul, which has no kernel for "
         "backend 'toygrad'"
     )
+
+
+def test_a_hop_compared_with_no_backend_is_skipped_not_a_success(toy_grad, teardown):
+    """A higher-order operator with a cpu handler only: against the one other backend,
+    ``test_backends`` is SKIPPED, and that backend's outcome is a skip."""
+    hop = oplib.HigherOrderOperator("t_cov_hop")
+    teardown(hop)
+    hop.py_impl("cpu")(lambda f, x: f(x))
+    hop.py_impl("Fake")(lambda f, x: f(x))
+    res = oplib.opcheck(
+        hop, (lambda a: a * 2.0, oplib.tensor(np.ones((2, 2)))), backends=["toygrad"]
+    )
+    assert res["test_backends"] == "SKIPPED"
+    outcome = res.backends["toygrad"]
+    assert (outcome.status, outcome.reason) == ("SKIP", "no handler for backend 'toygrad'")
+    assert res.backends["cpu"].status == "PASS"
