@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._device import Device, parse_device
+from ._ownership import party
 from ._registry import _WELL_KNOWN_KEYS, REGISTRY, Handle, PluginContext, current_plugin
 from ._startup import LOCK, ensure
 from ._tensor import Tensor
@@ -100,7 +101,7 @@ def rename_privateuse1_backend(backend_name: str) -> None:
     with _lock:
         current = _privateuse1_backend_name
         ctx = current_plugin.get()
-        who = _party(ctx)
+        who = party(ctx)
         if current != PRIVATEUSE1:
             if backend_name == current:
                 return
@@ -131,13 +132,6 @@ class _Slot:
 
 
 _slot = _Slot()
-
-
-def _party(ctx: PluginContext | None) -> str | None:
-    """The distribution (else ``plugin 'name'``) of the plugin whose hook runs, or None."""
-    if ctx is None:
-        return None
-    return ctx.distribution or f"plugin {ctx.plugin!r}"
 
 
 def _credit(ctx: PluginContext | None, undo: Callable[[], None], what: str) -> None:
