@@ -349,7 +349,7 @@ class Registry:
 
     def renamed(self, key: str) -> bool:
         """Whether ``key`` names a renamed slot (``"privateuse1"`` after a rename)."""
-        return (_WELL_KNOWN_KEYS.get(key, key) in self._renames) or key in self._renames
+        return _WELL_KNOWN_KEYS.get(key, key) in self._renames
 
     def normalize_key(self, key: str, *, api: str = "impl") -> str:
         """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
