@@ -9,6 +9,7 @@ Projects that never use oplib pay only for declaring the option, the marker and 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,7 +47,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def oplib_device(request: pytest.FixtureRequest) -> Any:
+def oplib_device(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The ``oplib_core.Device`` of one available backend; tests using it run once per
-    backend (restrict with ``@pytest.mark.oplib_backends("cpu", ...)``)."""
-    return getattr(request, "param", None)
+    backend (restrict with ``@pytest.mark.oplib_backends("cpu", ...)``). An ``opcheck``
+    that checks nothing on it (no kernel for the op there) skips the test with the reason."""
+    device = getattr(request, "param", None)
+    if device is None:
+        yield device
+        return
+    from oplib_core.testing.pytest_plugin import skipping_unchecked
+
+    with skipping_unchecked(device):
+        yield device

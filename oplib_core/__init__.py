@@ -83,6 +83,7 @@ from ._tensor import Tensor
 from ._version import __version__
 from .autograd import register_autograd
 from .backend_registration import (
+    generate_methods_for_backend,
     generate_methods_for_privateuse1_backend,
     register_device_module,
     rename_privateuse1_backend,
@@ -222,6 +223,7 @@ __all__ = [
     "float64",
     "from_dlpack",
     "full",
+    "generate_methods_for_backend",
     "generate_methods_for_privateuse1_backend",
     "get_ctx",
     "get_default_dtype",

@@ -14,7 +14,7 @@ from ._dispatch.modes import ACTIVE, MODES
 from ._dtypes import get_default_dtype, to_dtype
 from ._registry import REGISTRY
 from ._tensor import Tensor
-from .backends import TABLE
+from .backends import TABLE, not_installed
 from .backends import device as to_device
 from .errors import BackendError
 from .fake._arrays import FakeArray
@@ -80,7 +80,7 @@ def tensor(
             )
         data = arr
         if TABLE.find("cpu") is None:
-            raise BackendError("tensor(): the cpu backend (oplib-cpu) is not installed")
+            raise not_installed("cpu", "tensor")
     t = Tensor._wrap(data)
     if ACTIVE[0] and MODES.stack:
         t = _under_fake_mode(t)

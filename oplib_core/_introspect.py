@@ -9,9 +9,10 @@ from . import plugins
 from ._higher_order._operator import HOPS, NAMESPACE, HigherOrderOperator
 from ._lookup import resolve
 from ._registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
+from ._waiting import WAITING
 from .backends import TABLE, Backend
 
-__all__ = ["backend_rows", "hop_detail", "op_detail", "op_rows", "plugin_rows"]
+__all__ = ["backend_rows", "hop_detail", "op_detail", "op_rows", "plugin_rows", "waiting_detail"]
 
 
 def backend_rows() -> list[dict[str, Any]]:
@@ -135,6 +136,27 @@ def find_entry(qualname: str) -> OpEntry:
     """``ns::name`` / ``ns::name.default`` (the default overload) or ``ns::name.overload``
     (:func:`oplib_core.lookup`'s errors for other names)."""
     return REGISTRY.ops[resolve(qualname, "ops show").name()]
+
+
+def waiting_detail(qualname: str) -> dict[str, Any] | None:
+    """For an op no installed package defines but plugins gave kernels for: those kernels
+    (status ``waiting``); ``None`` when the op is defined or nothing waits for it."""
+    waiting = WAITING.for_op(qualname)
+    if not waiting or qualname.removesuffix(".default") in REGISTRY.ops:
+        return None
+    return {
+        "kind": "waiting",
+        "qualname": waiting[0].qualname,
+        "schema": None,
+        "defined_at": None,
+        "plugin": None,
+        "distribution": None,
+        "tags": [],
+        "kernels": [w.to_json() for w in waiting],
+        "overridden": [],
+        "fake": None,
+        "autograd": None,
+    }
 
 
 def op_detail(qualname: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._registry import Origin
+    from ._registry import Origin, PluginContext
     from .backends import BackendTable
 
 __all__ = ["ALLOW_OVERRIDE_ENV", "OverrideWarning", "override_allowed", "owner_of", "party"]
@@ -39,10 +39,10 @@ class OverrideWarning(UserWarning):
     ``OPLIB_ALLOW_OVERRIDE``). ``oplib plugins list`` and ``oplib ops show`` mark it too."""
 
 
-def party(origin: Origin) -> str | None:
-    """The distribution (else ``plugin 'name'``) a registration came from; None for code
-    that is not a plugin."""
-    if origin.plugin is None:
+def party(origin: Origin | PluginContext | None) -> str | None:
+    """The distribution (else ``plugin 'name'``) a registration came from (or of the
+    plugin whose hook runs); None for code that is not a plugin."""
+    if origin is None or origin.plugin is None:
         return None
     return origin.distribution or f"plugin {origin.plugin!r}"
 

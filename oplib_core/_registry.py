@@ -265,6 +265,9 @@ class Registry:
         #: (op, key) slots two non-owning plugins fought over: refused to any later
         #: non-owner too, so that the outcome never depends on the order.
         self._contested: dict[tuple[str, str], str] = {}
+        #: Kernels that belong to a renamed slot (privateuse1): moved by ``rename_key`` or
+        #: registered under the slot's old name since; ``unrename_key`` moves them back.
+        self._slot_kernels: set[Kernel] = set()
         backends.add_listener(self._on_backend_change)
 
     def _init_state(self) -> None:
@@ -309,12 +312,44 @@ class Registry:
             for entry in self.ops.values():
                 stack = entry.kernels.pop(old, None)
                 if stack:
+                    self._slot_kernels.update(stack)
                     entry.kernels[new] = stack + entry.kernels.get(new, [])
                 if old in entry.py_kernels:
                     entry.py_kernels.setdefault(new, entry.py_kernels.pop(old))
                 entry.invalidate()
                 if stack:
                     self._notify("changed", entry)
+
+    def unrename_key(self, old: str, new: str) -> None:
+        """Undo ``rename_key(old, new)``: the slot's kernels (moved by the rename or
+        registered for ``old`` since) go back under ``old``; kernels registered for ``new``
+        itself stay there (waiting for a backend of that name)."""
+        with self.lock:
+            if self._renames.get(old) != new:
+                return
+            del self._renames[old]
+            for entry in self.ops.values():
+                stack = entry.kernels.get(new)
+                if not stack:
+                    continue
+                mine = [k for k in stack if k in self._slot_kernels]
+                if not mine:
+                    continue
+                rest = [k for k in stack if k not in self._slot_kernels]
+                entry.kernels[old] = mine
+                if rest:
+                    entry.kernels[new] = rest
+                else:
+                    del entry.kernels[new]
+                if new in entry.py_kernels:
+                    entry.py_kernels.setdefault(old, entry.py_kernels.pop(new))
+                entry.invalidate()
+                self._notify("changed", entry)
+            self._slot_kernels.clear()
+
+    def renamed(self, key: str) -> bool:
+        """Whether ``key`` names a renamed slot (``"privateuse1"`` after a rename)."""
+        return _WELL_KNOWN_KEYS.get(key, key) in self._renames
 
     def normalize_key(self, key: str, *, api: str = "impl") -> str:
         """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
@@ -439,6 +474,7 @@ class Registry:
         ensure()  # before the lock: never wait for the plugins to load while holding it
         with self.lock:
             entry = self.entry(qualname)
+            slot = self.renamed(key)
             key = self.normalize_key(key, api=api)
             kernel = Kernel(fn, key, origin, with_keyset, allow_override)
             stack = entry.kernels.setdefault(key, [])
@@ -453,19 +489,23 @@ class Registry:
                 raise
             stack = entry.kernels.setdefault(key, stack)
             stack.insert(at, kernel)
+            if slot:
+                self._slot_kernels.add(kernel)
             entry.invalidate()
             self._notify("changed", entry)
 
         def undo() -> None:
             with self.lock:
-                key_now = self._renames.get(kernel.key, kernel.key)  # moved by rename_key
-                stack = entry.kernels.get(key_now)
-                if stack and kernel in stack:
-                    stack.remove(kernel)
-                    if not stack:
-                        del entry.kernels[key_now]
-                    entry.invalidate()
-                    self._notify("changed", entry)
+                self._slot_kernels.discard(kernel)
+                # under its key, or moved by rename_key / unrename_key
+                for key_now, stack in entry.kernels.items():
+                    if kernel in stack:
+                        stack.remove(kernel)
+                        if not stack:
+                            del entry.kernels[key_now]
+                        entry.invalidate()
+                        self._notify("changed", entry)
+                        break
 
         return Handle(undo, f"{key} kernel of {qualname}")
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ._device import Device, parse_device
-from ._registry import _WELL_KNOWN_KEYS, REGISTRY
+from ._ownership import party
+from ._registry import _WELL_KNOWN_KEYS, REGISTRY, Handle, PluginContext, current_plugin
 from ._startup import LOCK, ensure
 from ._tensor import Tensor
 from .backends import TABLE
@@ -38,6 +39,7 @@ from .errors import (
 
 __all__ = [
     "device_module_function",
+    "generate_methods_for_backend",
     "generate_methods_for_privateuse1_backend",
     "normalize_device",
     "privateuse1_backend_name",
@@ -93,22 +95,23 @@ def rename_privateuse1_backend(backend_name: str) -> None:
     """
     global _privateuse1_backend_name
     ensure()  # load the plugins first: renaming applies to what they register
-    if not isinstance(backend_name, str):
-        raise ArgumentTypeError(
-            f"rename_privateuse1_backend(): expected the new device name as a str, got "
-            f"{type(backend_name).__name__}",
-            api="rename_privateuse1_backend",
-            argument="backend_name",
-            value=backend_name,
-        )
+    _expect_str(
+        backend_name, "rename_privateuse1_backend", "backend_name", "the new device name as a str"
+    )
     with _lock:
         current = _privateuse1_backend_name
+        ctx = current_plugin.get()
+        who = party(ctx)
         if current != PRIVATEUSE1:
             if backend_name == current:
                 return
+            holder = _slot.renamer
+            if who is not None and holder is not None and holder[0] != who:
+                _refuse_both(who, backend_name, holder, current)
+            by = f" by {holder[0]}" if holder is not None else ""
             raise BackendNameError(
                 f"rename_privateuse1_backend(): the privateuse1 backend was already renamed to "
-                f"{current!r} in this process and can be renamed only once; got "
+                f"{current!r}{by} in this process and can be renamed only once; got "
                 f"{backend_name!r}. Rename it before first use, in one place (or set "
                 f"{ENV_NAME}).",
                 backend_name,
@@ -117,6 +120,62 @@ def rename_privateuse1_backend(backend_name: str) -> None:
         REGISTRY.rename_key(PRIVATEUSE1, backend_name)  # checks conflicts before changing
         TABLE.rename(PRIVATEUSE1, backend_name)
         _privateuse1_backend_name = backend_name
+        if who is not None and ctx is not None:
+            _slot.renamer = (who, ctx.plugin)
+        _credit(ctx, _unrename, f"rename privateuse1 to {backend_name}")
+
+
+class _Slot:
+    """Who renamed the private-use slot: a plugin's party and name (None: user code)."""
+
+    renamer: tuple[str, str] | None = None
+
+
+_slot = _Slot()
+
+
+def _credit(ctx: PluginContext | None, undo: Callable[[], None], what: str) -> None:
+    """Hand ``undo`` to the plugin whose hook runs: rolled back if the plugin fails."""
+    if ctx is not None and ctx.owner is not None:
+        ctx.owner._register(Handle(undo, what))
+
+
+def _unrename() -> None:
+    global _privateuse1_backend_name
+    with _lock:
+        name = _privateuse1_backend_name
+        if name == PRIVATEUSE1:
+            return
+        REGISTRY.unrename_key(PRIVATEUSE1, name)
+        TABLE.unrename(PRIVATEUSE1, name)
+        _privateuse1_backend_name = PRIVATEUSE1
+        _slot.renamer = None
+
+
+def _refuse_both(who: str, wanted: str, holder: tuple[str, str], current: str) -> None:
+    """Two plugins rename the slot: neither keeps it (never "first found wins"). The one
+    that renamed first is failed and rolled back (its rename, generated methods and device
+    module go with it); the caller's hook raises."""
+    message = (
+        f"rename_privateuse1_backend(): {who} renames the privateuse1 slot to {wanted!r} and "
+        f"{holder[0]} renamed it to {current!r}; the slot takes one name per process, so both "
+        "are refused. Install one of them only, or give a vendor backend a name of its own "
+        "(BackendSpec(name=...) and oplib.generate_methods_for_backend(name))"
+    )
+    if REGISTRY.evict is not None:
+        REGISTRY.evict(holder[1], BackendNameError(message, wanted))
+    _unrename()  # when the holder is not a loaded plugin (any more)
+    raise BackendNameError(message, wanted)
+
+
+def _expect_str(value: Any, api: str, argument: str, what: str) -> None:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(
+            f"{api}(): expected {what}, got {type(value).__name__}",
+            api=api,
+            argument=argument,
+            value=value,
+        )
 
 
 def _check_new_name(name: str) -> None:
@@ -158,7 +217,13 @@ def _rename_from_env() -> None:
     The same name again is a no-op."""
     name = os.environ.get(ENV_NAME, "").strip()
     if name:
-        rename_privateuse1_backend(name)
+        # the user's choice, not the plugin's: it is not undone with the plugin, and a
+        # plugin that renamed the slot otherwise is named in the error
+        token = current_plugin.set(None)
+        try:
+            rename_privateuse1_backend(name)
+        finally:
+            current_plugin.reset(token)
 
 
 # -- device modules ---------------------------------------------------------------------
@@ -177,14 +242,7 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
     ``oplib_core`` (a device module registered before, ``cuda``'s, ``tensor`` ...) raises
     ``DeviceModuleError`` as torch does.
     """
-    if not isinstance(device_type, str):
-        raise ArgumentTypeError(
-            f"register_device_module(): expected a device type (str), got "
-            f"{type(device_type).__name__}",
-            api="register_device_module",
-            argument="device_type",
-            value=device_type,
-        )
+    _expect_str(device_type, "register_device_module", "device_type", "a device type (str)")
     name = parse_device(device_type).type
     ensure()
     with _lock:
@@ -224,6 +282,7 @@ def register_device_module(device_type: str, module: Any) -> Callable[[], None]:
             )
         else:
             _bind(name, module)
+        _credit(current_plugin.get(), lambda: unregister(), f"device module oplib_core.{name}")
 
     def unregister() -> None:
         with _lock:
@@ -414,6 +473,15 @@ def _generate_tensor_methods_for_privateuse1_backend(
     setattr(Tensor, is_attr, property(wrap_tensor_backend))
     setattr(Tensor, custom_backend_name, wrap_tensor_to)
 
+    def remove() -> None:
+        with _lock:
+            for attr in (is_attr, custom_backend_name):
+                if attr in vars(Tensor):
+                    delattr(Tensor, attr)
+
+    # a plugin's generated methods go if it fails (a rename conflict, say)
+    _credit(current_plugin.get(), remove, f"Tensor.{custom_backend_name}/.{is_attr}")
+
 
 def generate_methods_for_privateuse1_backend(
     for_tensor: bool = True,
@@ -452,3 +520,30 @@ def generate_methods_for_privateuse1_backend(
     if for_tensor:
         with _lock:
             _generate_tensor_methods_for_privateuse1_backend(name, unsupported_dtype)
+
+
+def generate_methods_for_backend(
+    name: str, for_tensor: bool = True, unsupported_dtype: Iterable[Any] | None = None
+) -> None:
+    """Add ``Tensor.<name>(device=None)`` and the property ``Tensor.is_<name>`` for the
+    installed backend ``name``: what :func:`generate_methods_for_privateuse1_backend` does
+    for the private-use slot, for a backend with a name of its own (``BackendSpec(name=
+    "myaccel")``), so a vendor need not take the slot. Call it once the backend is
+    installed (from your plugin's ``oplib_impl`` hook, or after ``oplib.plugins.load()``);
+    called from a plugin's hook, the methods go if the plugin fails.
+
+    A name that is no installed backend raises :class:`~oplib_core.errors.BackendError`;
+    generating twice (or a name ``Tensor`` already uses, like ``cpu``) raises
+    :class:`~oplib_core.errors.RegistrationError`.
+    """
+    _expect_str(name, "generate_methods_for_backend", "name", "a backend name (str)")
+    backend = TABLE.find(name)
+    if backend is None:
+        raise BackendError(
+            f"generate_methods_for_backend(): no backend named {name!r} is installed "
+            f"(installed: {TABLE.names_text()}); call it once your plugin's backend is "
+            "registered, e.g. from its oplib_impl hook"
+        )
+    if for_tensor:
+        with _lock:
+            _generate_tensor_methods_for_privateuse1_backend(backend.name, unsupported_dtype)

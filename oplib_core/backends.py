@@ -23,6 +23,7 @@ from .errors import (
 )
 
 __all__ = [
+    "DISTRIBUTIONS",
     "Backend",
     "BackendSpec",
     "BackendTable",
@@ -31,10 +32,44 @@ __all__ = [
     "get",
     "list",
     "namespace_dtypes",
+    "not_installed",
     "register",
 ]
 
 _builtin_list = list  # ``list`` below is this module's function, also in annotations
+
+
+#: The project's own backends and the distributions that provide them (named when one is
+#: missing; the plugin host lets these distributions claim these names).
+DISTRIBUTIONS = {
+    "cpu": "oplib-cpu",
+    "cuda": "oplib-cuda",
+    "meta": "oplib-meta",
+    "privateuse1": "oplib-privateuse",
+    "dask": "oplib-dask",
+    "jax": "oplib-jax",
+}
+
+
+def not_installed(name: str, api: str) -> BackendError:
+    """The error for backend ``name`` missing, naming the distribution to install when it
+    is one of the project's (``cpu``: every accelerator plugin depends on ``oplib-cpu``)."""
+    dist = DISTRIBUTIONS.get(name)
+    if dist is not None:
+        return BackendError(
+            f"{api}(): the {name} backend ({dist}) is not installed; install it with "
+            f"`pip install {dist}` (installed: {TABLE.names_text()})"
+        )
+    return BackendError(
+        f"{api}(): no backend {name!r} is installed (installed: {TABLE.names_text()})"
+    )
+
+
+def host_missing(value: Any) -> bool:
+    """Whether ``value`` (an argument no overload took) is a numpy array, or a list of
+    them, that failed only because the cpu backend is not installed."""
+    items = value if isinstance(value, (_builtin_list, tuple)) else (value,)
+    return any(isinstance(v, np.ndarray) for v in items) and TABLE.find("cpu") is None
 
 
 def _always_available() -> str | None:
@@ -323,13 +358,14 @@ def _imported_class(name: str) -> type | None:
 
 
 #: Array libraries with a backend in an oplib distribution: library (module root) ->
-#: (backend name, distribution), for the error when that backend is not installed.
-KNOWN_LIBRARIES: dict[str, tuple[str, str]] = {
-    "numpy": ("cpu", "oplib-cpu"),
-    "cupy": ("cuda", "oplib-cuda"),
-    "dask": ("dask", "oplib-dask"),
-    "jax": ("jax", "oplib-jax"),
-    "jaxlib": ("jax", "oplib-jax"),
+#: backend name (its distribution is in ``DISTRIBUTIONS``), for the error when that backend
+#: is not installed.
+KNOWN_LIBRARIES: dict[str, str] = {
+    "numpy": "cpu",
+    "cupy": "cuda",
+    "dask": "dask",
+    "jax": "jax",
+    "jaxlib": "jax",
 }
 
 
@@ -418,6 +454,25 @@ class BackendTable:
                 for fn in self._listeners:
                     fn("renamed", backend)
 
+    def unrename(self, old: str, new: str) -> None:
+        """Undo ``rename(old, new)``: the backend called ``new`` through the rename is
+        ``old`` again (listeners see ``"removed"`` under the new name, then ``"added"``)."""
+        with self._lock:
+            if self._renames.get(old) != new:
+                return
+            del self._renames[old]
+            backend = self._backends.get(new)
+            if backend is None:
+                return
+            for fn in self._listeners:
+                fn("removed", backend)
+            del self._backends[new]
+            backend.spec = backend.spec._replace(name=old)
+            self._backends[old] = backend
+            self._by_type.clear()
+            for fn in self._listeners:
+                fn("added", backend)
+
     def get(self, name: str) -> Backend:
         ensure()
         name = self._renames.get(name, name)
@@ -457,8 +512,8 @@ class BackendTable:
         distribution serves, else ``None``. For error messages only."""
         for base in cls.__mro__:
             known = KNOWN_LIBRARIES.get(base.__module__.partition(".")[0])
-            if known is not None and self.find(known[0]) is None:
-                return f"the {known[0]} backend ({known[1]}) is not installed"
+            if known is not None and self.find(known) is None:
+                return f"the {known} backend ({DISTRIBUTIONS[known]}) is not installed"
         return None
 
     def for_type(self, cls: type) -> Backend | None:

@@ -80,7 +80,9 @@ def oplib_impl(registrar: Registrar) -> None:
     A kernel receives native arrays of its device (numpy for ``cpu``, cupy for ``cuda``),
     positional schema arguments positionally (defaults filled in) and keyword-only ones by
     keyword, and returns native arrays. A kernel for a device whose backend is not
-    installed is kept and shown as waiting until that backend registers. A kernel slot
+    installed is kept and shown as waiting until that backend registers; likewise a
+    kernel for an op no installed package defines (a namespace no defined op uses, named
+    as a string) waits for the op and goes live when it is defined. A kernel slot
     belongs to the op's definer (for ``oplib::`` ops on a backend, to that backend's
     distribution): registering one somebody else owns fails this plugin, whatever the load
     order; ``allow_override=True`` over it needs the user's ``OPLIB_ALLOW_OVERRIDE``.

@@ -23,14 +23,15 @@ from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import resolve
 from ._ownership import OverrideWarning
-from ._registry import REGISTRY, Handle, PluginContext, current_plugin
+from ._registry import REGISTRY, Handle, PluginContext, current_plugin, origin_of
 from ._schema import parse_schema, parse_signature
 from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
 from ._version import __version__
+from ._waiting import WAITING
 from .autograd._registration import register_autograd
-from .backends import TABLE, BackendSpec, _clash_of
-from .errors import InvalidNameError, PluginError, ReservedNamespaceError
+from .backends import DISTRIBUTIONS, TABLE, BackendSpec, _clash_of
+from .errors import InvalidNameError, PluginError, ReservedNamespaceError, UnknownOperatorError
 from .library import (
     _KernelT,
     _normalize_types,
@@ -133,6 +134,15 @@ class PluginRecord:
                 if k.overrides is not None and k.origin.plugin == self.name
             ]
 
+    @property
+    def waiting(self) -> _builtin_list[str]:
+        """The plugin's kernels for ops no installed package defines (they go live when
+        one does): ``"ns::op key"``, or ``"ns::op key (refused: why)"`` after a conflict."""
+        return [
+            f"{w.qualname} {w.key}" + (f" (refused: {w.error})" if w.error else "")
+            for w in WAITING.of_plugin(self.name)
+        ]
+
     def __repr__(self) -> str:
         return f"<PluginRecord {self.name!r} {self.status} ({self.distribution or 'in-process'})>"
 
@@ -149,6 +159,7 @@ class PluginRecord:
             "traceback": self.traceback,
             "load_ms": round(self.load_ms, 3),
             "overrides": self.overrides,
+            "waiting": self.waiting,
         }
 
 
@@ -223,7 +234,11 @@ class Registrar:
         keys = _normalize_types(types, "impl")
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            name = resolve(qualname, "impl").name()
+            try:
+                name = resolve(qualname, "impl").name()
+            except UnknownOperatorError as e:  # its package may not be installed: wait
+                self._wait(qualname, e, keys, fn, allow_override, "impl")
+                return fn
             _register_many(name, keys, fn, self, "impl", allow_override)  # type: ignore[arg-type]
             return fn
 
@@ -258,8 +273,38 @@ class Registrar:
         *,
         allow_override: bool = False,
     ) -> Any:
+        if isinstance(op, str):
+            try:
+                resolve(op, "register_kernel")
+            except UnknownOperatorError as e:  # its package may not be installed: wait
+                keys = _normalize_types(device_types, "register_kernel")
+                error = e
+
+                def wait(fn: Callable[..., Any]) -> Callable[..., Any]:
+                    self._wait(op, error, keys, fn, allow_override, "register_kernel")
+                    return fn
+
+                return wait if func is None else wait(func)
         # A Registrar stands in for a Library (it owns the handles); func may be None.
         return register_kernel(op, device_types, func, lib=self, allow_override=allow_override)  # type: ignore[call-overload]
+
+    def _wait(
+        self,
+        op: Any,
+        error: UnknownOperatorError,
+        keys: tuple[str, ...],
+        fn: Callable[..., Any],
+        allow_override: bool,
+        api: str,
+    ) -> None:
+        """Keep ``fn`` for the undefined ``op`` until a package defines it (``oplib ops
+        show`` and ``oplib plugins list`` say what waits); a typo raises ``error``."""
+        qualname = WAITING.waiting_name(op, error)
+        origin = origin_of(fn)
+        for key in keys:
+            self._handles.append(
+                WAITING.add(qualname, key, fn, origin, allow_override=allow_override, api=api)
+            )
 
     @overload
     def register_fake(self, op: Any, func: None = None, /) -> Callable[[_KernelT], _KernelT]: ...
@@ -371,13 +416,7 @@ def _last_line(e: BaseException) -> str:
 
 #: The backends of the project's own distributions: declared by them, whatever else an
 #: entry point or a backend claims.
-_KNOWN_BACKENDS = {
-    "cpu": "oplib-cpu",
-    "cuda": "oplib-cuda",
-    "meta": "oplib-meta",
-    "privateuse1": "oplib-privateuse",
-    "dask": "oplib-dask",
-}
+_KNOWN_BACKENDS = DISTRIBUTIONS
 #: The entry point names of the project's own distributions.
 _KNOWN_ENTRY_POINTS = {
     "cpu": "oplib-cpu",
@@ -624,6 +663,8 @@ class PluginHost:
             r.load_ms += (time.perf_counter() - start) * 1000
             if specs is not None:
                 claims.append((r, specs))
+        # a plugin asked earlier may have failed since (evicted by a later one's conflict)
+        claims = [(r, specs) for r, specs in claims if r.status == "loaded"]
         losers: dict[int, str] = {}
         for i, (r, specs) in enumerate(claims):
             for spec in specs:
@@ -650,6 +691,8 @@ class PluginHost:
                         )
         for i, (r, specs) in enumerate(claims):
             if i in losers:
+                if r.registrar is not None:  # what its hook did already (a rename)
+                    r.registrar._rollback()
                 self._fail(
                     r,
                     PluginError(f"{losers[i]}; {r.name!r} was refused", plugin=r.name),

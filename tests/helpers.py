@@ -10,6 +10,8 @@ import os
 import shutil
 import subprocess
 import threading
+import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,7 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core import library as _library
+from oplib_core import plugins
 from oplib_core._device import Device
 
 _counter = itertools.count()
@@ -129,3 +132,34 @@ def compile_library(sources: list[str] | str, where: Any, name: str = "lib") -> 
         capture_output=True,
     )
     return out
+
+
+def make_plugin(name: str, **hooks: Any) -> Any:
+    """An in-process plugin object named ``name`` with these hook implementations."""
+    ns = types.SimpleNamespace(__name__=name)
+    for hook, fn in hooks.items():
+        setattr(ns, hook, oplib.hookimpl(fn))
+    return ns
+
+
+def load_batch(*plugins_and_dists: Any, entry_points: bool = False) -> tuple[list[Any], list[Any]]:
+    """Load several in-process plugins in one pass (as entry points are), in this order;
+    with ``entry_points``, each as if found through an entry point named after it. Returns
+    their records and the warnings raised."""
+    oplib.plugins.load()
+    host = plugins.HOST
+    recs = []
+    for plugin, dist in plugins_and_dists:
+        rec = plugins.PluginRecord(
+            name=plugin.__name__,
+            distribution=dist,
+            version="1",
+            entry_point=f"{dist}:p" if entry_points else None,
+        )
+        host.records[rec.name] = rec
+        assert host._register_with_pluggy(rec, plugin)
+        recs.append(rec)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        host._run_phases(recs)
+    return recs, caught

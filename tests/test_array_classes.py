@@ -84,7 +84,8 @@ def test_arrays_of_a_known_library_without_its_backend(monkeypatch, teardown):
         shape = ()
 
     Thing.__module__ = "knownlib.core"
-    monkeypatch.setitem(backends.KNOWN_LIBRARIES, "knownlib", ("knownb", "oplib-knownb"))
+    monkeypatch.setitem(backends.KNOWN_LIBRARIES, "knownlib", "knownb")
+    monkeypatch.setitem(backends.DISTRIBUTIONS, "knownb", "oplib-knownb")
     wanted = r"the knownb backend \(oplib-knownb\) is not installed"
     with pytest.raises(TypeError, match=wanted):
         oplib.Tensor(Thing())

@@ -32,6 +32,12 @@ def scale_op(ns, *, kernel=None, fake=None, backward=None, autograd=True):
     return getattr(oplib.ops, ns).scale.default
 
 
+def cpu_only(result):
+    """An op with only a cpu kernel: every check succeeds on cpu, and ``test_backends``,
+    which had no other backend to compare, is SKIPPED, never a success."""
+    return dict(result) == {**{c: "SUCCESS" for c in CHECKS}, "test_backends": "SKIPPED"}
+
+
 def failure(op, args, kwargs=None, **kw):
     with pytest.raises(OpCheckError) as info:
         oplib.opcheck(op, args, kwargs, **kw)
@@ -42,7 +48,12 @@ def failure(op, args, kwargs=None, **kw):
 def test_correct_custom_op_passes_every_check(ns):
     op = scale_op(ns)
     result = oplib.opcheck(op, (x23(),))
-    assert dict(result) == {c: "SUCCESS" for c in CHECKS}
+    assert cpu_only(result)
+    assert result.checked
+    outcomes = result.backends
+    assert outcomes["cpu"].status == "PASS" and outcomes["meta"].status == "PASS"
+    npu = outcomes[oplib.backends.get("privateuse1").name]
+    assert (npu.status, npu.reason) == ("SKIP", f"no kernel for backend {npu.backend!r}")
     seen = {(r.check, r.backend, r.status) for r in result.details}
     assert ("test_faketensor", "meta", "PASS") in seen  # the meta device, against cpu
     assert ("test_gradcheck", "cpu", "PASS") in seen
@@ -61,13 +72,13 @@ def test_custom_op_def_is_accepted(ns):
 
     twice.register_fake(lambda x: oplib.empty_like(x))
     twice.register_autograd(lambda ctx, g: g * 2)
-    assert set(oplib.opcheck(twice, (x23(),)).values()) == {"SUCCESS"}
+    assert cpu_only(oplib.opcheck(twice, (x23(),)))
 
 
 def test_native_arrays_are_accepted(ns):
     op = scale_op(ns)
     result = oplib.opcheck(op, (np.ones((2, 2)),))
-    assert set(result.values()) == {"SUCCESS"}
+    assert cpu_only(result)
     assert any(r.reason == "no input requires grad" for r in result.details)
 
 
@@ -185,12 +196,12 @@ def test_autograd_registration_catches_a_missing_formula(ns):
 
 def test_autograd_registration_skips_without_grad_and_accepts_implicit_composites(ns, lib):
     result = oplib.opcheck(scale_op(ns, autograd=False), (x23(False),))
-    assert set(result.values()) == {"SUCCESS"}
+    assert cpu_only(result)
 
     lib.define("decomposed(Tensor x) -> Tensor")
     lib.impl("decomposed", lambda x: OPS.mul(x, x), "CompositeImplicitAutograd")
     op = getattr(oplib.ops, ns).decomposed.default
-    assert set(oplib.opcheck(op, (x23(),)).values()) == {"SUCCESS"}
+    assert set(oplib.opcheck(op, (x23(),)).values()) == {"SUCCESS"}  # runs on every backend
 
 
 # -- test_faketensor -----------------------------------------------------------------------------
@@ -227,7 +238,8 @@ def test_backends_catches_a_wrong_result(ns, toy):
 
 def test_backends_without_a_kernel_are_skipped_not_failed(ns, toy):
     result = oplib.opcheck(scale_op(ns), (x23(),))
-    assert result["test_backends"] == "SUCCESS"
+    assert result["test_backends"] == "SKIPPED"  # compared with no backend: not a success
+    assert result.backends["toy"].status == "SKIP"
     toy_row = next(r for r in result.details if r.backend == "toy")
     assert toy_row.status == "SKIP" and toy_row.reason == "no kernel for backend 'toy'"
 
@@ -287,7 +299,11 @@ def test_raise_exception_false_returns_the_errors(ns):
         scale_op(ns, backward=lambda ctx, g: g * 2), (x23(),), raise_exception=False
     )
     assert isinstance(result["test_gradcheck"], OpCheckError)
-    assert {k for k, v in result.items() if v == "SUCCESS"} == set(CHECKS) - {"test_gradcheck"}
+    assert {k for k, v in result.items() if v == "SUCCESS"} == set(CHECKS) - {
+        "test_gradcheck",
+        "test_backends",
+    }
+    assert result["test_backends"] == "SKIPPED"
 
 
 def test_unknown_test_util_and_op():

@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import types
 import warnings
 
 import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core import hookimpl, plugins
+from oplib_core import plugins
 from oplib_core._introspect import op_detail
 from oplib_core.errors import NoKernelError
 
-from helpers import ToyArray
+from helpers import ToyArray, load_batch, make_plugin
 from helpers import toy_spec as conftest_toy_spec
 
 
 def toy_spec(name: str = "toy") -> oplib.BackendSpec:
     return conftest_toy_spec(name=name, device_of=None, device_count=lambda: 1)
-
-
-def make_plugin(name: str, **hooks) -> types.SimpleNamespace:
-    ns = types.SimpleNamespace(__name__=name)
-    for hook, fn in hooks.items():
-        setattr(ns, hook, hookimpl(fn))
-    return ns
 
 
 @pytest.fixture
@@ -217,25 +209,7 @@ def test_plugin_cannot_define_in_reserved_namespace(registered):
 # -- ownership: conflicts never depend on the order plugins load in ------------------------
 
 
-def _batch(*plugins_and_dists, entry_points=False):
-    """Load several in-process plugins in one pass (as entry points are), in this order;
-    with ``entry_points``, each as if found through an entry point named after it."""
-    host = plugins.HOST
-    recs = []
-    for plugin, dist in plugins_and_dists:
-        rec = plugins.PluginRecord(
-            name=plugin.__name__,
-            distribution=dist,
-            version="1",
-            entry_point=f"{dist}:p" if entry_points else None,
-        )
-        host.records[rec.name] = rec
-        assert host._register_with_pluggy(rec, plugin)
-        recs.append(rec)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        host._run_phases(recs)
-    return recs, caught
+_batch = load_batch
 
 
 @pytest.fixture

@@ -154,3 +154,34 @@ def test_projects_not_using_oplib_do_not_import_it(pytester: pytest.Pytester):
         "test_user.py", "-p", "no:cacheprovider", "--oplib-backend", "cpu"
     )
     result.assert_outcomes(passed=1)
+
+
+def test_opcheck_on_a_backend_without_a_kernel_skips_the_test(pytester: pytest.Pytester):
+    """The documented pattern: opcheck over sample inputs on every backend. A backend the op
+    has no kernel for is SKIPPED with the reason, never PASSED."""
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+        import oplib_core as oplib
+
+        @pytest.fixture(scope="module")
+        def op():
+            lib = oplib.Library("pyskip", "DEF")
+            lib.define("twice(Tensor x) -> Tensor")
+            lib.impl("twice", lambda x: x * 2, "CPU")
+            oplib.register_fake("pyskip::twice", lambda x: oplib.empty_like(x), lib=lib)
+            yield oplib.ops.pyskip.twice.default
+            lib._destroy()
+
+        @pytest.mark.oplib_backends("cpu", "privateuse1")
+        def test_twice(op, oplib_device):
+            x = oplib.tensor(np.ones(3), device=oplib_device)
+            oplib.opcheck(op, (x,))
+        """
+    )
+    result = pytester.runpytest_subprocess("-v", "-rs", "-p", "no:cacheprovider")
+    found = outcomes(result)
+    npu = oplib.backends.get("privateuse1").name
+    assert found == {"test_twice[cpu]": "PASSED", f"test_twice[{npu}]": "SKIPPED"}
+    result.stdout.fnmatch_lines([f"*opcheck(pyskip::twice): no kernel for backend '{npu}'*"])

@@ -21,7 +21,7 @@ from .._native._classes import converter as class_converter
 from .._return_types import ReturnType
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
 from .._tensor import Tensor
-from ..backends import TABLE
+from ..backends import TABLE, host_missing, not_installed
 from ..backends import device as to_device
 from ..errors import CallArgumentError
 from ..fake._arrays import FakeArray
@@ -220,6 +220,8 @@ class Binder:
     def _convert(self, a: Argument, value: Any) -> Any:
         out = self._converters[a.name](value)
         if out is _INVALID:
+            if host_missing(value):  # a numpy array, and no cpu backend to take it
+                raise not_installed("cpu", self.qualname)
             missing = TABLE.missing_for(type(value))
             hint = f" ({missing})" if missing else ""
             raise self._error(f"argument {a.name!r} must be {a.type}, got {_describe(value)}{hint}")

@@ -20,8 +20,8 @@ from .._device import Device
 from .._registry import OpEntry
 from .._schema import OptionalType
 from .._tensor import Tensor
-from ..backends import TABLE, Backend
-from ..errors import BackendError, CallArgumentError, DeviceMismatchError, KernelResultError
+from ..backends import TABLE, Backend, not_installed
+from ..errors import CallArgumentError, DeviceMismatchError, KernelResultError
 from .binding import ReturnPlan, Signature
 
 __all__ = ["Found", "Placement", "as_tensors", "check_result", "checking", "place", "wrap"]
@@ -176,9 +176,7 @@ def _factory_backend(
     name = "cpu" if dev is None else dev.type
     backend = TABLE.find(name)
     if backend is None:
-        raise BackendError(
-            f"{qualname}(): no backend {name!r} is installed (installed: {TABLE.names_text()})"
-        )
+        raise not_installed(name, qualname)
     return backend
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..testing._checks import CHECKS, FAIL, PASS, SKIP
 from ..testing._runner import CheckRow, Progress, Report, UnknownName, check_ops
+from ._contract import run_contract
 from ._errors import CliError
 from ._names import backend, op_name
 from ._parsers import leaf
@@ -31,6 +32,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--verbose", "-v", action="store_true", help="a row per op x backend, not per op"
+    )
+    p.add_argument(
+        "--contract",
+        action="store_true",
+        help="report what the --backend lacks of the backend contract (array, spec, minimum "
+        "op set), without running ops",
     )
     p.add_argument(
         "--isolate",
@@ -184,6 +191,8 @@ def _details(report: Report, args: argparse.Namespace, out: Output) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    if args.contract:
+        return run_contract(args, out)
     report = run_checks(args.qualname, args.backend, out, isolate=args.isolate)
     if args.json:
         out.json(report.to_json())

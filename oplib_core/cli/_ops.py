@@ -78,7 +78,26 @@ def _override_mark(k: dict[str, Any]) -> str:
     return " (override)" if k["overrides"] else ""
 
 
+def _waiting_show(d: dict[str, Any], out: Output) -> None:
+    out.text(
+        f"{d['qualname']}\n  not defined: no installed package defines it; these kernels "
+        "wait for it and go live when it is defined"
+    )
+    rows = [
+        [k["key"], f"waiting for op{' (' + k['error'] + ')' if k['error'] else ''}", _origin(k)]
+        for k in d["kernels"]
+    ]
+    out.table(["key", "status", "source"], rows, wide=("status", "source"))
+
+
 def ops_show(args: argparse.Namespace, out: Output) -> int:
+    waiting = introspect.waiting_detail(args.qualname)
+    if waiting is not None:
+        if args.json:
+            out.json(waiting)
+        else:
+            _waiting_show(waiting, out)
+        return 0
     d = introspect.op_detail(op_name(args.qualname, "ops show"))
     if args.json:
         out.json(d)

@@ -49,7 +49,8 @@ def plugins_list(args: argparse.Namespace, out: Output) -> int:
                     dist_label(r["distribution"], r["version"]),
                     r["status"]
                     + (f": {r['error']}" if r["error"] else "")
-                    + "".join(f"; overrides {o}" for o in r.get("overrides") or ()),
+                    + "".join(f"; overrides {o}" for o in r.get("overrides") or ())
+                    + "".join(f"; waiting for op {w}" for w in r.get("waiting") or ()),
                     ", ".join(h.removeprefix("oplib_") for h in r["hooks"]) or "-",
                     f"{r['load_ms']:.1f}",
                     r["module"] or "-",

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
     from ._checks import (
         CHECKS,
         DEFAULT_TEST_UTILS,
+        SKIPPED,
+        BackendOutcome,
         CheckResult,
         OpCheckError,
         OpCheckResults,
@@ -29,6 +31,8 @@ _CHECKS_NAMES = frozenset(
     {
         "CHECKS",
         "DEFAULT_TEST_UTILS",
+        "SKIPPED",
+        "BackendOutcome",
         "CheckResult",
         "OpCheckError",
         "OpCheckResults",
@@ -49,6 +53,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CHECKS",
     "DEFAULT_TEST_UTILS",
+    "SKIPPED",
+    "BackendOutcome",
     "CheckResult",
     "OpCheckError",
     "OpCheckResults",

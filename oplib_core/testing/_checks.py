@@ -23,6 +23,7 @@ every result (``oplib check`` and the pytest plugin use it).
 
 from __future__ import annotations
 
+import contextvars
 import numbers
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -58,6 +59,8 @@ __all__ = [
     "FAIL",
     "PASS",
     "SKIP",
+    "SKIPPED",
+    "BackendOutcome",
     "CheckResult",
     "OpCheckError",
     "OpCheckResults",
@@ -97,6 +100,9 @@ class CheckResult:
     status: str
     reason: str = ""
     error: BaseException | None = None
+    #: False for a SKIP that means the backend was not checked at all (no kernel for the
+    #: op, backend not available), as opposed to a check with nothing to look at there.
+    covered: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,11 +114,57 @@ class CheckResult:
         }
 
 
+@dataclass(frozen=True)
+class BackendOutcome:
+    """What ``opcheck`` found on one backend: ``status`` is ``FAIL`` when a check failed
+    there, ``PASS`` when some check ran and none failed, ``SKIP`` when nothing was checked
+    there (``reason`` says why: no kernel for the op, backend not available ...);
+    ``results`` are its :class:`CheckResult` s."""
+
+    backend: str
+    status: str
+    reason: str
+    results: tuple[CheckResult, ...]
+
+
+#: The entry of a check in :class:`OpCheckResults` when it checked nothing anywhere.
+SKIPPED = "SKIPPED"
+
+
 class OpCheckResults(dict):  # type: ignore[type-arg]
-    """``opcheck``'s answer: check name → ``"SUCCESS"`` or the exception, as in torch.
-    ``details`` holds every :class:`CheckResult`, skips included."""
+    """``opcheck``'s answer: check name → ``"SUCCESS"`` or the exception, as in torch, or
+    ``"SKIPPED"`` when the check did not run on any backend (no kernel for the op, backend
+    not available): an unchecked op is never reported a success.
+
+    ``details`` holds every :class:`CheckResult`, skips included; ``backends`` maps each
+    backend looked at to its :class:`BackendOutcome`; ``checked`` is False when nothing
+    was checked anywhere.
+    """
 
     details: list[CheckResult]
+
+    @property
+    def backends(self) -> dict[str, BackendOutcome]:
+        by_backend: dict[str, list[CheckResult]] = {}
+        for r in self.details:
+            by_backend.setdefault(r.backend, []).append(r)
+        return {name: _outcome(name, rs) for name, rs in by_backend.items()}
+
+    @property
+    def checked(self) -> bool:
+        return any(r.status != SKIP or r.covered for r in self.details)
+
+
+def _outcome(backend: str, results: list[CheckResult]) -> BackendOutcome:
+    statuses = {r.status for r in results}
+    covered = any(r.covered for r in results if r.status == SKIP)
+    if FAIL in statuses:
+        status, reason = FAIL, next(r.reason for r in results if r.status == FAIL)
+    elif PASS in statuses or covered:
+        status, reason = PASS, ""
+    else:
+        status, reason = SKIP, results[0].reason
+    return BackendOutcome(backend, status, reason, tuple(results))
 
 
 # -- the call being checked -----------------------------------------------------------------
@@ -676,31 +728,32 @@ def _backend_results(
     rtol: float | None,
     atol: float | None,
     compare_values: bool,
-) -> Iterator[tuple[str, str, str, BaseException | None]]:
-    """(backend, status, reason, error) for each backend of ``scope``, against cpu."""
+) -> Iterator[tuple[str, str, str, BaseException | None, bool]]:
+    """(backend, status, reason, error, covered) for each backend of ``scope``, against
+    cpu; ``covered`` is False for a backend not checked at all (see ``CheckResult``)."""
     ref_values = case.copy(Device("cpu")) if case.device.type != "cpu" else case.copy()
     with no_grad():
         ref = case.outputs(case.call(ref_values))
     for name in scope:
         backend = TABLE.find(name)
         if backend is None:
-            yield name, SKIP, f"backend {name!r} is not installed", None
+            yield name, SKIP, f"backend {name!r} is not installed", None, False
             continue
         name = backend.name
         if name == "cpu":
-            yield name, SKIP, "cpu is the reference backend", None
+            yield name, SKIP, "cpu is the reference backend", None, True
             continue
         status = backend.status()
         if status is not None:
-            yield name, SKIP, f"backend not available: {status}", None
+            yield name, SKIP, f"backend not available: {status}", None, False
             continue
         if backend.spec.fake_kernels:
-            yield name, SKIP, "data-less backend (checked by test_faketensor)", None
+            yield name, SKIP, "data-less backend (checked by test_faketensor)", None, True
             continue
         try:
             case.op.resolve(backend)
         except NoKernelError:
-            yield name, SKIP, f"no kernel for backend {name!r}", None
+            yield name, SKIP, f"no kernel for backend {name!r}", None, False
             continue
         try:
             values = case.copy(Device(name))
@@ -721,19 +774,19 @@ def _backend_results(
         except _Failure as e:
             problem = dtype_failure(backend, e)
             if problem is not None:  # a reference dtype the backend cannot hold
-                yield name, SKIP, f"{problem} ({e})", None
+                yield name, SKIP, f"{problem} ({e})", None, False
             else:
-                yield name, FAIL, str(e), e
+                yield name, FAIL, str(e), e, True
         except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
-            yield name, SKIP, f"no kernel for these arguments on {name!r}: {e}", None
+            yield name, SKIP, f"no kernel for these arguments on {name!r}: {e}", None, False
         except Exception as e:
             problem = dtype_failure(backend, e)
             if problem is not None:
-                yield name, SKIP, problem, None
+                yield name, SKIP, problem, None, False
             else:
-                yield name, FAIL, f"raised {type(e).__name__}: {e}", e
+                yield name, FAIL, f"raised {type(e).__name__}: {e}", e, True
         else:
-            yield name, PASS, "", None
+            yield name, PASS, "", None, True
 
 
 def dtype_failure(backend: Backend, error: BaseException | None) -> str | None:
@@ -787,6 +840,15 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
         gradcheck(fn, inputs)
     except GradcheckError as e:
         raise _Failure(str(e).split("\nnumerical:")[0]) from e
+    except NoKernelError as e:
+        if e.op == case.qualname:
+            raise
+        # the formula (or the check itself) calls an op this backend has no kernel for:
+        # not the op's fault, and nothing was compared
+        return (
+            f"checking the gradients of {case.qualname} needs {e.op}, which has no kernel "
+            f"for backend {target.type!r}"
+        )
     except ValueError as e:
         if "requires grad" in str(e):
             return "no output is differentiable"
@@ -805,8 +867,9 @@ def results_for(op: str, backend: str) -> Callable[..., CheckResult]:
         reason: str = "",
         error: BaseException | None = None,
         where: str | None = None,
+        covered: bool = True,
     ) -> CheckResult:
-        return CheckResult(op, check, where or backend, status, reason, error)
+        return CheckResult(op, check, where or backend, status, reason, error, covered)
 
     return result
 
@@ -855,14 +918,14 @@ def run_checks(
     unavailable = target_backend.status()
     if unavailable is not None:
         for u in utils:
-            yield result(u, SKIP, f"backend not available: {unavailable}")
+            yield result(u, SKIP, f"backend not available: {unavailable}", covered=False)
         return
     try:
         opo.resolve(target_backend)
     except NoKernelError as e:
         reason = f"no kernel for backend {target_backend.name!r}"
         for u in utils:
-            yield result(u, SKIP, reason, e)
+            yield result(u, SKIP, reason, e, covered=False)
         return
     if target.type != case.device.type and _dataless_case(case):
         raise ValueError(
@@ -883,7 +946,9 @@ def run_checks(
                 try:
                     opo.resolve(b)
                 except NoKernelError:
-                    yield result(u, SKIP, f"no kernel for backend {b.name!r}", where=b.name)
+                    yield result(
+                        u, SKIP, f"no kernel for backend {b.name!r}", where=b.name, covered=False
+                    )
                     continue
                 yield from _run_one(checks[u], u, Device(b.name), result, where=b.name)
             continue
@@ -906,8 +971,8 @@ def run_checks(
             except Exception as e:  # the cpu reference itself failed
                 yield result(u, FAIL, f"the cpu reference raised {type(e).__name__}: {e}", e, "cpu")
                 continue
-            for name, status, reason, error in rows:
-                yield result(u, status, reason, error, name)
+            for name, status, reason, error, covered in rows:
+                yield result(u, status, reason, error, name, covered=covered)
             continue
         yield from _run_one(checks[u], u, target, result)
 
@@ -997,7 +1062,11 @@ def opcheck(
     ):
         results.details.append(r)
         if r.status != FAIL:
-            results.setdefault(r.check, "SUCCESS")
+            if r.status == PASS or r.covered:
+                if results.get(r.check) in (None, SKIPPED):
+                    results[r.check] = "SUCCESS"
+            else:
+                results.setdefault(r.check, SKIPPED)
             continue
         error = OpCheckError(
             f"opcheck({r.op}): {r.check} failed on backend {r.backend}: {r.reason}",
@@ -1010,4 +1079,16 @@ def opcheck(
         error.__cause__ = r.error
         if not isinstance(results.get(r.check), Exception):
             results[r.check] = error
+    handler = UNCHECKED.get()
+    if handler is not None and results.details and not results.checked:
+        first = results.details[0]  # the backend the inputs live on
+        handler(first.backend, f"opcheck({first.op}): {first.reason}")
     return results
+
+
+#: ``handler(backend, reason)``, called by :func:`opcheck` when nothing was checked on the
+#: backend its inputs live on (no kernel for the op there, backend not available). The
+#: pytest plugin sets it while a test using ``oplib_device`` runs, to skip that test.
+UNCHECKED: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
+    "oplib_opcheck_unchecked", default=None
+)

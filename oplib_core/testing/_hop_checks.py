@@ -159,7 +159,7 @@ def run_hop_checks(
             if u != own:
                 yield result(u, SKIP, "checked on cpu")
             elif not _handles(hop, target):
-                yield result(u, SKIP, f"no handler for backend {target.name!r}")
+                yield result(u, SKIP, f"no handler for backend {target.name!r}", covered=False)
             else:
                 yield from _with_reference(case, u, target, [target.name], rtol, atol, result)
         return
@@ -184,9 +184,13 @@ def run_hop_checks(
                     continue
                 why = b.status()
                 if why is not None:
-                    yield result(u, SKIP, f"backend not available: {why}", where=b.name)
+                    yield result(
+                        u, SKIP, f"backend not available: {why}", where=b.name, covered=False
+                    )
                 elif not _handles(hop, b):
-                    yield result(u, SKIP, f"no handler for backend {b.name!r}", where=b.name)
+                    yield result(
+                        u, SKIP, f"no handler for backend {b.name!r}", where=b.name, covered=False
+                    )
                 else:
                     yield from _with_reference(case, u, b, scope, rtol, atol, result)
 

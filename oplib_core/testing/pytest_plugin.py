@@ -23,6 +23,8 @@ marker and the fixture, and imports this module (and so oplib) only when a test 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,8 +33,26 @@ from _oplib_pytest import FIXTURE, MARKER
 from oplib_core import backends
 from oplib_core._device import Device
 from oplib_core.backend_registration import _get_privateuse1_backend_name
+from oplib_core.testing._checks import UNCHECKED
 
-__all__ = ["parametrize"]
+__all__ = ["parametrize", "skipping_unchecked"]
+
+
+@contextlib.contextmanager
+def skipping_unchecked(device: Device) -> Iterator[None]:
+    """While a test runs on ``device``: an ``opcheck`` that checked nothing on it (the op
+    has no kernel there) calls ``pytest.skip`` with the reason, so the test reports
+    SKIPPED for that backend instead of PASSED."""
+
+    def skip(backend: str, reason: str) -> None:
+        if backend == device.type:
+            pytest.skip(reason)
+
+    token = UNCHECKED.set(skip)
+    try:
+        yield
+    finally:
+        UNCHECKED.reset(token)
 
 
 def _params(names: tuple[str, ...] | None, only: list[str]) -> list[Any]:
