@@ -106,6 +106,28 @@ CORE_OPS: tuple[CoreOp, ...] = (
     CoreOp("oplib::clone(Tensor self) -> Tensor"),
     CoreOp("oplib::copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"),
     CoreOp("oplib::astype(Tensor self, ScalarType dtype) -> Tensor"),
+    # in-place ops (they write into ``self`` and return it) and their functional companions
+    CoreOp("oplib::add_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::add_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::sub_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::sub_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::zero_(Tensor(a!) self) -> Tensor(a!)"),
+    CoreOp("oplib::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"),
+    CoreOp("oplib::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"),
+    CoreOp("oplib::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", _P),
+    CoreOp("oplib::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"),
+    CoreOp(
+        "oplib::index_put(Tensor self, Tensor?[] indices, Tensor values, "
+        "bool accumulate=False) -> Tensor"
+    ),
+    CoreOp(
+        "oplib::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, "
+        "bool accumulate=False) -> Tensor(a!)"
+    ),
     # factories
     CoreOp(
         "oplib::empty(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor",

@@ -19,7 +19,7 @@ from typing import Any
 from .._device import Device
 from .._registry import OpEntry
 from .._schema import OptionalType
-from .._tensor import Tensor
+from .._tensor import Tensor, bump_version, share_version
 from ..backends import TABLE, Backend
 from ..errors import BackendError, CallArgumentError, DeviceMismatchError, KernelResultError
 from .binding import ReturnPlan, Signature
@@ -187,8 +187,14 @@ def _factory_backend(
 
 def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
     """A kernel's native results as the caller gets them when Tensors came in: Tensors
-    (a returned mutated input is that input's own Tensor)."""
+    (a returned mutated input is that input's own Tensor, its version bumped; a view of an
+    input shares that input's version counter)."""
     plan = sig.returns
+    if sig.writes:
+        for slot in sig.writes:
+            written = slot.get(bargs, bkwargs)
+            if type(written) is Tensor:
+                bump_version(written)
     if not plan:  # "-> ()": the kernel returns None
         return out
     if len(plan) == 1:
@@ -202,11 +208,18 @@ def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) ->
 
 
 def _wrap_one(plan: ReturnPlan, value: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
-    kind, alias = plan
+    kind, alias, written = plan
     if alias is not None:
         original = alias.get(bargs, bkwargs)
-        if type(original) is Tensor and original._data is value:
-            return original
+        if type(original) is Tensor:
+            if written:
+                if original._data is value:
+                    bump_version(original)
+                    return original
+            elif value is not None:
+                view = Tensor._wrap(value)
+                share_version(original, view)
+                return view
     if kind == "tensor":
         return value if value is None else Tensor._wrap(value)
     if kind == "list":

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._tensor import Tensor
+from .._tensor import version_counter
 from ._engine import _FREED, Node
 
 if TYPE_CHECKING:  # for annotations only: the registration module imports this one
@@ -21,13 +22,38 @@ __all__ = ["FunctionCtx"]
 
 class _SavedOutput:
     """An output of the ctx's own node, saved without a reference cycle (tensor → node →
-    tensor): rebuilt with ``grad_fn`` set when unpacked."""
+    tensor): rebuilt with ``grad_fn`` set when unpacked. Keeps the output's version counter
+    and its version when saved."""
 
-    __slots__ = ("data", "nr")
+    __slots__ = ("data", "nr", "vc", "version")
 
-    def __init__(self, data: Any, nr: int) -> None:
-        self.data = data
+    def __init__(self, t: Tensor, nr: int) -> None:
+        self.data = t._data
         self.nr = nr
+        self.vc = vc = version_counter(t)
+        self.version = vc[0]
+
+
+def _modified(data: Any, what: str, now: int, expected: int) -> RuntimeError:
+    """torch's error for a saved tensor that an in-place op changed after it was saved."""
+    shape = list(data.shape)
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [oplib.{data.dtype} {shape}]{what}, is at version {now}; "
+        f"expected version {expected} instead. Hint: the tensor was saved for backward and "
+        "then written in place (an in-place op, t[...] = v, or out=); clone() it before "
+        "the in-place op, or do the op out of place."
+    )
+
+
+def _check_versions(node: Node, saved: tuple[Any, ...], versions: tuple[int, ...]) -> None:
+    for t, v in zip(saved, versions, strict=True):
+        if t is not None:
+            vc = t._vc
+            if vc is not None and vc[0] != v:
+                fn = t.grad_fn
+                what = "" if fn is None else f", which is output {t._out_nr} of {fn.name()}"
+                raise _modified(t._data, what, vc[0], v)
 
 
 class FunctionCtx(Node):
@@ -38,7 +64,15 @@ class FunctionCtx(Node):
     attribute may be set freely.
     """
 
-    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_npassed", "_saved")
+    __slots__ = (
+        "__dict__",
+        "_formula",
+        "_materialize",
+        "_nondiff",
+        "_npassed",
+        "_saved",
+        "_versions",
+    )
 
     _formula: Formula
     # Output numbers marked non-differentiable (None: none).
@@ -50,6 +84,9 @@ class FunctionCtx(Node):
     # The saved values: a tuple of Tensors and None, or a list when it holds outputs of this
     # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
     _saved: tuple[Any, ...] | list[Any] | None
+    # The version of each saved input when saved (0 for a tensor without a counter), checked
+    # when backward unpacks them: set by save_for_backward with ``_saved``.
+    _versions: tuple[int, ...]
 
     if TYPE_CHECKING:  # formulas keep their own values on ctx (``ctx.beta = beta``)
 
@@ -63,35 +100,47 @@ class FunctionCtx(Node):
                 break
         else:  # inputs and None only: kept as they are
             self._saved = tensors
+            self._versions = tuple(
+                0 if t is None or t._vc is None else t._vc[0] for t in tensors
+            )
             return
         saved: list[Any] = []
+        versions: list[int] = []
         for i, t in enumerate(tensors):
             if t is None:
                 saved.append(None)
             elif type(t) is Tensor:
                 if t.grad_fn is self:
                     nr = 0 if self._nout == 1 else t._out_nr
-                    saved.append(_SavedOutput(t._data, nr))
-                else:
-                    saved.append(t)
+                    saved.append(_SavedOutput(t, nr))
+                    versions.append(0)  # _SavedOutput keeps its own
+                    continue
+                saved.append(t)
             else:
                 raise TypeError(
                     f"save_for_backward can only save tensors (oplib.Tensor) or None, but "
                     f"argument {i} is of type {type(t).__name__}; store other values as "
                     "attributes of ctx (ctx.name = value)"
                 )
+            versions.append(0 if t is None or t._vc is None else t._vc[0])
         self._saved = saved
+        self._versions = tuple(versions)
 
     @property
     def saved_tensors(self) -> tuple[Tensor, ...]:  # None where None was saved, as torch
         saved = self._saved
         if type(saved) is tuple:
+            if saved:
+                _check_versions(self, saved, self._versions)
             return saved
         if saved is None:
             raise RuntimeError(_FREED)
         out: list[Any] = []
         for s in saved:
             if type(s) is _SavedOutput:
+                if s.vc[0] != s.version:
+                    what = f", which is output {s.nr} of {self.name()}"
+                    raise _modified(s.data, what, s.vc[0], s.version)
                 t = Tensor._wrap(s.data)
                 nondiff = self._nondiff
                 if nondiff is None or s.nr not in nondiff:
@@ -101,6 +150,7 @@ class FunctionCtx(Node):
                         t._out_nr = s.nr
                 s = t
             out.append(s)
+        _check_versions(self, tuple(x if type(x) is Tensor else None for x in out), self._versions)
         return tuple(out)
 
     @property

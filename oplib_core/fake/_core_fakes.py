@@ -30,6 +30,7 @@ from ..kernels._array_kernels import check_kernels
 from ..plugins import Registrar
 from . import _shapes as S
 from ._arrays import FakeArray, check_shape, fake_array
+from ._inplace_fakes import inplace_fake_kernels
 
 __all__ = ["core_fake_kernels"]
 
@@ -341,6 +342,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
             (S.arange_length(start, end, step),), S.arange_dtype(start, end, step, dtype), device
         )
 
+    kernels.update(inplace_fake_kernels(kernels))
     check_kernels(kernels)
     return kernels
 

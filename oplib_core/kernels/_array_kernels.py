@@ -34,6 +34,7 @@ from oplib_core._dtypes import (
     scalar_dtype,
 )
 from oplib_core._opset import CORE_OPS, CoreOp
+from oplib_core.kernels._inplace_kernels import inplace_kernels
 
 __all__ = ["array_kernels", "check_kernels"]
 
@@ -422,4 +423,5 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         ``dtype=None`` gives int64 if all three are ints, else the default dtype."""
         return _arange(start, end, step, dtype)
 
+    kernels.update(inplace_kernels(xp, kernels))
     return kernels

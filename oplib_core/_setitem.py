@@ -1,0 +1,206 @@
+"""``Tensor.__setitem__``: a Python index translated into one in-place op.
+
+``t[...] = v`` and ``t[:] = v`` (every element) are ``fill_`` (a scalar) or ``copy_`` (a
+tensor). Everything else is ``oplib::index_put_(t, indices, values)`` with one index (or
+None, a whole dim) per dim of ``t``:
+
+- ints become 0-d index arrays (numpy and torch treat them as advanced indices of no dims,
+  which leaves the result's shape as basic indexing gives it);
+- when every other item is an index array or a whole-dim slice, the arrays go as they are
+  (bool masks included), so the numpy/torch placement rules apply unchanged;
+- otherwise (a partial slice or None among them) every dim gets an index array shaped to
+  its own block of the result (slices become ``arange`` runs, bool masks their
+  ``nonzero()``), which is the result basic and advanced indexing give together.
+
+The index arrays are built on the host and moved to the tensor's device.
+"""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._registry import REGISTRY
+
+if TYPE_CHECKING:  # the Tensor module imports this one
+    from ._tensor import Tensor
+
+__all__ = ["setitem"]
+
+_INT64 = np.dtype("int64")
+
+
+def _op(qualname: str) -> Any:
+    return REGISTRY.ops[qualname].overload
+
+
+def _native_item(t: Tensor, item: Any) -> Any:
+    """An index item with Tensors and Python sequences as arrays, checked."""
+    if item is None or item is Ellipsis or type(item) is slice:
+        return item
+    if isinstance(item, (bool, np.bool_)):
+        raise IndexError(
+            "Tensor.__setitem__: a Python bool as an index is not supported; use a bool "
+            "tensor (a mask)"
+        )
+    if isinstance(item, numbers.Integral):
+        return builtins.int(item)
+    if type(item) is type(t):
+        item = item._data
+    elif isinstance(item, (list, tuple)):
+        item = np.asarray(item)
+        if item.size == 0:
+            item = item.astype(_INT64)
+    if not hasattr(item, "dtype") or not hasattr(item, "shape"):
+        raise IndexError(
+            "Tensor.__setitem__: only integers, slices (`:`), ellipsis (`...`), None and "
+            f"integer or boolean tensors are valid indices (got {type(item).__name__})"
+        )
+    if item.dtype.kind not in "biu":
+        raise IndexError(
+            "Tensor.__setitem__: tensors used as indices must be long, int, byte or bool "
+            f"tensors (got {item.dtype})"
+        )
+    return item
+
+
+def _dims_of(item: Any) -> int:
+    if item is None or item is Ellipsis:
+        return 0
+    if hasattr(item, "dtype") and item.dtype.kind == "b":
+        return builtins.int(item.ndim)
+    return 1
+
+
+def _expand(t: Tensor, key: Any) -> list[Any]:
+    """The key as a list with ``...`` expanded and whole-dim slices appended: one item per
+    dim of ``t`` (plus the Nones)."""
+    items = [_native_item(t, k) for k in (key if type(key) is tuple else (key,))]
+    ndim = t._data.ndim
+    used = sum(_dims_of(k) for k in items)
+    if used > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    ellipses = [i for i, k in enumerate(items) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    fill = [slice(None)] * (ndim - used)
+    if ellipses:
+        i = ellipses[0]
+        return items[:i] + fill + items[i + 1 :]
+    return items + fill
+
+
+def _is_whole(item: Any) -> bool:
+    return type(item) is slice and item == slice(None)
+
+
+def _host(t: Tensor, array: Any) -> np.ndarray:
+    if type(array) is np.ndarray:
+        return array
+    return np.asarray(t.backend.to_host(array))
+
+
+def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
+    """One host index array per dim of ``t``, shaped so that they broadcast to the result
+    of indexing ``t`` with ``items`` (see the module docstring)."""
+    shape = tuple(t._data.shape)
+    # items as (kind, value): "slice" (an index run), "adv" (arrays, one per dim), "none"
+    parts: list[tuple[str, list[np.ndarray]]] = []
+    dim = 0
+    for item in items:
+        if item is None:
+            parts.append(("none", []))
+        elif type(item) is slice:
+            parts.append(("slice", [np.arange(*item.indices(shape[dim]))]))
+            dim += 1
+        elif type(item) is builtins.int:
+            parts.append(("adv", [np.asarray(item, dtype=_INT64)]))
+            dim += 1
+        else:
+            host = _host(t, item)
+            if host.dtype.kind == "b":
+                parts.append(("adv", list(np.nonzero(host))))
+                dim += host.ndim
+            else:
+                parts.append(("adv", [host]))
+                dim += 1
+    adv = [a for kind, arrays in parts if kind == "adv" for a in arrays]
+    block = np.broadcast_shapes(*(a.shape for a in adv)) if adv else ()
+    where = [i for i, (kind, _) in enumerate(parts) if kind == "adv"]
+    adjacent = not where or where == list(range(where[0], where[-1] + 1))
+    # the result's dims: a dim per slice or None, the advanced block once (at its place
+    # when the advanced items are adjacent, else first)
+    layout: list[tuple[str, int]] = []  # (kind, part index); "block" for the advanced one
+    if not adjacent:
+        layout.append(("block", -1))
+    for i, (kind, _) in enumerate(parts):
+        if kind == "adv":
+            if adjacent and i == where[0]:
+                layout.append(("block", -1))
+        else:
+            layout.append((kind, i))
+    ndim_out = sum(len(block) if kind == "block" else 1 for kind, _ in layout)
+    start: dict[Any, int] = {}
+    pos = 0
+    for kind, i in layout:
+        start["block" if kind == "block" else i] = pos
+        pos += len(block) if kind == "block" else 1
+    out: list[np.ndarray] = []
+    for i, (kind, arrays) in enumerate(parts):
+        if kind == "none":
+            continue
+        for a in arrays:
+            if kind == "slice":
+                shape_a = [1] * ndim_out
+                shape_a[start[i]] = a.shape[0]
+            else:
+                padded = (1,) * (len(block) - a.ndim) + a.shape
+                shape_a = [1] * ndim_out
+                s = start["block"]
+                shape_a[s : s + len(block)] = padded
+            out.append(a.reshape(shape_a))
+    return out
+
+
+def _values(t: Tensor, value: Any) -> Tensor:
+    """``value`` as a Tensor of ``t``'s dtype (torch casts what is assigned)."""
+    if type(value) is not type(t):
+        if isinstance(value, (numbers.Number, np.generic)):
+            return _op("oplib::full")([], value, dtype=t._data.dtype, device=t.device)  # type: ignore[no-any-return]
+        value = type(t)(value)
+    if value._data.dtype != t._data.dtype:
+        value = _op("oplib::astype")(value, t._data.dtype)
+    return value
+
+
+def setitem(t: Tensor, key: Any, value: Any) -> None:
+    """``t[key] = value`` through ``fill_``, ``copy_`` or ``index_put_``."""
+    items = _expand(t, key)
+    if all(_is_whole(k) for k in items):
+        if isinstance(value, (numbers.Number, np.generic)):
+            _op("oplib::fill_.Scalar")(t, value)
+        else:
+            _op("oplib::copy_")(t, value if type(value) is type(t) else type(t)(value))
+        return
+    wrap = type(t)._wrap
+    backend = t.backend
+    device = t.device
+    plain = all(k is not None and (type(k) is not slice or _is_whole(k)) for k in items)
+    indices: list[Any]
+    if plain:
+        indices = []
+        for k in items:
+            if type(k) is slice:
+                indices.append(None)
+            elif type(k) is builtins.int:
+                indices.append(wrap(backend.from_host(np.asarray(k, dtype=_INT64), device)))
+            elif type(k) is np.ndarray and backend.name != "cpu":
+                indices.append(wrap(backend.from_host(k, device)))
+            else:
+                indices.append(wrap(k))
+    else:
+        indices = [wrap(backend.from_host(a, device)) for a in _all_advanced(t, items)]
+    _op("oplib::index_put_")(t, indices, _values(t, value), False)

@@ -1,0 +1,209 @@
+"""Kernels of the in-place core ops (``add_``, ``mul_``, ``zero_``, ``fill_``, ``clamp_``,
+``index_put_`` …) and their functional companions (``clamp``, ``index_put``), written once
+against an array namespace like :func:`oplib_core.kernels.array_kernels`, which merges them.
+
+An in-place kernel computes the out-of-place result with the functional kernel, checks it
+against ``self`` as torch does (the result's dtype must cast to ``self``'s without leaving
+its category, its shape must be ``self``'s: no broadcasting of the written tensor) and
+writes it into ``self``'s memory. Arrays that cannot be written (immutable array types,
+read-only views) raise an error saying so: an in-place op never silently returns a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from oplib_core._dtypes import is_floating, scalar_dtype
+
+__all__ = ["check_inplace_result", "clamp_dtype", "inplace_kernels"]
+
+Kernel = Callable[..., Any]
+
+
+def _category(dtype: np.dtype) -> int:
+    """torch's dtype categories: bool < integer < floating < complex."""
+    if dtype.kind == "b":
+        return 0
+    if dtype.kind in "iu":
+        return 1
+    if dtype.kind == "c":
+        return 3
+    return 2 if is_floating(dtype) else 1
+
+
+def check_inplace_result(op: str, self: Any, dtype: np.dtype, shape: Sequence[Any]) -> None:
+    """Raise torch's errors when a result of ``dtype``/``shape`` cannot be written into
+    ``self`` (an in-place op's output or an ``out=`` tensor): a dtype of a higher category
+    (``float`` into ``int64``) or a shape other than ``self``'s."""
+    if _category(np.dtype(dtype)) > _category(np.dtype(self.dtype)):
+        raise RuntimeError(
+            f"{op}: result type {np.dtype(dtype).name} can't be cast to the desired output "
+            f"type {np.dtype(self.dtype).name}"
+        )
+    if tuple(shape) != tuple(self.shape):
+        raise RuntimeError(
+            f"{op}: output with shape {list(self.shape)} doesn't match the broadcast shape "
+            f"{list(shape)}"
+        )
+
+
+def _write(op: str, self: Any, key: Any, value: Any) -> None:
+    """``self[key] = value``, or an error naming the op when ``self`` cannot be written."""
+    try:
+        self[key] = value
+    except TypeError as e:  # immutable array types (jax) refuse item assignment
+        raise TypeError(
+            f"{op}: in-place ops need writable arrays, and {type(self).__module__}."
+            f"{type(self).__name__} arrays are immutable; use the out-of-place op instead"
+        ) from e
+    except ValueError as e:
+        if getattr(getattr(self, "flags", None), "writeable", True):
+            raise
+        raise RuntimeError(
+            f"{op}: the tensor written in place is a read-only view (e.g. of broadcast_to, "
+            "where several elements share one memory location); clone() it first"
+        ) from e
+
+
+def clamp_dtype(dtype: np.dtype, lo: Any, hi: Any) -> np.dtype:
+    """The dtype of ``clamp``'s result: ``self``'s promoted with the bounds as Python scalars
+    are (weakly: an int tensor clamped by a float gives the default float dtype, as torch)."""
+    out = np.dtype(dtype)
+    for v in (lo, hi):
+        if v is not None and _category(scalar_dtype(v)) > _category(out):
+            out = scalar_dtype(v)
+    return out
+
+
+def _check_clamp_bounds(lo: Any, hi: Any) -> None:
+    if lo is None and hi is None:
+        raise RuntimeError("oplib::clamp: At least one of 'min' or 'max' must not be None")
+
+
+def _index_key(op: str, indices: Sequence[Any]) -> tuple[Any, ...]:
+    """``index_put``'s ``Tensor?[]`` as an index for ``a[key]``: None means a whole dim."""
+    key: list[Any] = []
+    for i, ix in enumerate(indices):
+        if ix is None:
+            key.append(slice(None))
+            continue
+        if ix.dtype.kind not in "biu":
+            raise IndexError(
+                f"{op}: tensors used as indices must be long, int, byte or bool tensors; "
+                f"indices[{i}] is {ix.dtype.name}"
+            )
+        key.append(ix)
+    return tuple(key)
+
+
+def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]:
+    """The in-place kernels for ``xp`` (plus ``clamp`` and ``index_put``), built on the
+    functional kernels ``functional`` (``array_kernels``' dict) so that dtype handling
+    (bfloat16's opmath, promotion) is the functional op's."""
+    kernels: dict[str, Kernel] = {}
+
+    def kernel(name: str) -> Callable[[Kernel], Kernel]:
+        def register(fn: Kernel) -> Kernel:
+            fn.__qualname__ = fn.__name__ = name
+            kernels[name] = fn
+            return fn
+
+        return register
+
+    def store(op: str, self: Any, result: Any) -> Any:
+        check_inplace_result(op, self, result.dtype, result.shape)
+        _write(op, self, ..., result)
+        return self
+
+    def binary(name: str) -> None:
+        tensor_fn, scalar_fn = functional[name], functional[f"{name}.Scalar"]
+
+        def with_tensor(self: Any, other: Any) -> Any:
+            return store(f"oplib::{name}_", self, tensor_fn(self, other))
+
+        def with_scalar(self: Any, other: Any) -> Any:
+            return store(f"oplib::{name}_", self, scalar_fn(self, other))
+
+        with_tensor.__doc__ = f"``self = {name}(self, other)`` in place; returns ``self``."
+        with_scalar.__doc__ = with_tensor.__doc__
+        kernel(f"{name}_.Tensor")(with_tensor)
+        kernel(f"{name}_.Scalar")(with_scalar)
+
+    for name in ("add", "sub", "mul", "div"):
+        binary(name)
+
+    @kernel("zero_")
+    def zero_(self: Any) -> Any:
+        """Zeros into every element of ``self``; returns ``self``."""
+        _write("oplib::zero_", self, ..., 0)
+        return self
+
+    @kernel("fill_.Scalar")
+    def fill_scalar(self: Any, value: Any) -> Any:
+        """``value`` (converted to ``self``'s dtype, as torch) into every element."""
+        _write("oplib::fill_", self, ..., value)
+        return self
+
+    @kernel("fill_.Tensor")
+    def fill_tensor(self: Any, value: Any) -> Any:
+        """The one element of the 0-d ``value`` into every element of ``self``."""
+        if value.ndim:
+            raise RuntimeError(
+                "oplib::fill_: fill_ only supports 0-dimension value tensor but got tensor "
+                f"with {value.ndim} dimensions."
+            )
+        _write("oplib::fill_", self, ..., value)
+        return self
+
+    @kernel("clamp")
+    def clamp(self: Any, min: Any, max: Any) -> Any:
+        """``self`` limited to ``[min, max]`` (either may be None, not both); NaN stays NaN.
+        An int tensor clamped by a float bound gives a float result, as torch."""
+        _check_clamp_bounds(min, max)
+        dtype = clamp_dtype(self.dtype, min, max)
+        out = self if self.dtype == dtype else self.astype(dtype)
+        if min is not None:
+            out = xp.maximum(out, xp.asarray(min, dtype=dtype))
+        if max is not None:
+            out = xp.minimum(out, xp.asarray(max, dtype=dtype))
+        return xp.asarray(out)
+
+    @kernel("clamp_")
+    def clamp_(self: Any, min: Any, max: Any) -> Any:
+        """``clamp`` in place; an int tensor with a float bound is refused, as torch."""
+        _check_clamp_bounds(min, max)
+        check_inplace_result("oplib::clamp_", self, clamp_dtype(self.dtype, min, max), self.shape)
+        return store("oplib::clamp_", self, clamp(self, min, max))
+
+    @kernel("index_put_")
+    def index_put_(self: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> Any:
+        """``self[indices] = values`` (``+=`` with ``accumulate``, repeated indices adding
+        up); None in ``indices`` takes a whole dim; bool indices are masks."""
+        op = "oplib::index_put_"
+        if values.dtype != self.dtype:
+            raise RuntimeError(
+                f"{op}: Index put requires the source and destination dtypes match, got "
+                f"{self.dtype.name} for the destination and {values.dtype.name} for the source."
+            )
+        key = _index_key(op, indices)
+        if accumulate:
+            add_at = getattr(getattr(xp, "add", None), "at", None)
+            if add_at is None:
+                raise NotImplementedError(
+                    f"{op}: accumulate=True needs the array library's add.at (numpy, cupy); "
+                    f"{getattr(xp, '__name__', xp)!r} has none"
+                )
+            add_at(self, key, values)
+            return self
+        _write(op, self, key, values)
+        return self
+
+    @kernel("index_put")
+    def index_put(self: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> Any:
+        """``index_put_`` on a copy of ``self``."""
+        return index_put_(functional["clone"](self), indices, values, accumulate)
+
+    return kernels
