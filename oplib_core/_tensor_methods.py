@@ -28,6 +28,7 @@ NO_METHOD: dict[str, str] = {
     "rpow": "the reversed scalar form behind `2 ** t`",
     "_to_copy": "internal: Tensor.to() and its conveniences (float(), cpu() ...) call it",
     "_narrow": "internal: the slice gradients and iteration use it (no public narrow yet)",
+    "_index": "internal: the gradient of index_put uses it (t[idx] is Tensor.__getitem__)",
 }
 
 

@@ -9,6 +9,8 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS
+from oplib_core.autograd._inplace import FORMS
+from oplib_core.autograd._inplace import FORMULAS as INPLACE_FORMULAS
 from oplib_core._registry import AUTOGRAD, REGISTRY
 from oplib_core.autograd import GradcheckError, grad, gradcheck
 from oplib_core.autograd._formulas import FORMULAS, NON_DIFFERENTIABLE
@@ -173,17 +175,17 @@ def test_comparisons_produce_outputs_that_do_not_require_grad():
 
 def test_every_core_op_is_covered():
     """Each core op has a formula, falls through (comparisons), is a factory (no tensor
-    inputs) or mutates (copy_)."""
+    inputs) or mutates (an in-place op recorded on its functional form)."""
     for op in CORE_OPS:
         entry = REGISTRY.ops[f"oplib::{op.name}"]
         k = entry.kernel(AUTOGRAD)
         if op.name in NON_DIFFERENTIABLE:
             assert k is not None and k.is_fallthrough, op.name
-        elif op.name in FORMULAS:
+        elif op.name in FORMULAS or op.name in INPLACE_FORMULAS or op.name in FORMS:
             assert k is not None and not k.is_fallthrough, op.name
             assert k.origin.plugin == "core-autograd", op.name
         else:
-            assert "factory" in str(op.tags) or op.name == "copy_", op.name
+            assert "factory" in str(op.tags), op.name
 
 
 def test_second_derivative_of_core_ops():

@@ -226,6 +226,26 @@ def copy_cases() -> Iterator[Case]:
             yield (arr(s1, d1), arr(s2, d2)), {}
 
 
+def fill_cases() -> Iterator[Case]:
+    for shape, dtype in itertools.product(SHAPES[:3], DTYPES):
+        yield (arr(shape, dtype), 2), {}
+    for vshape in [(), (1,), (2,)]:
+        yield (arr((2, 3), f32), arr(vshape, f64)), {}
+
+
+def clamp_cases() -> Iterator[Case]:
+    for shape, dtype in itertools.product(SHAPES[:3], DTYPES):
+        for lo, hi in [(0, 1), (None, 0.5), (-1.5, None), (None, None)]:
+            yield (arr(shape, dtype), lo, hi), {}
+
+
+def index_put_cases() -> Iterator[Case]:
+    rows = np.array([0, 1], dtype=np.int64)
+    for vshape, vdtype in [((2, 3), f32), ((3,), f32), ((), f32), ((2, 3), f64)]:
+        yield (arr((2, 3), f32), [rows, None], arr(vshape, vdtype), False), {}
+    yield (arr((2, 3), f32), [np.array([0.5])], arr((), f32), False), {}
+
+
 def astype_cases() -> Iterator[Case]:
     for shape, dtype, to in itertools.product(SHAPES, [f32, i32, b], [f64, i8, b, c64]):
         yield (arr(shape, dtype), np.dtype(to)), {}
@@ -299,6 +319,16 @@ def cases_for(name: str) -> list[Case]:
         "clone": unary_cases,
         "copy_": copy_cases,
         "astype": astype_cases,
+        "add_": binary_cases,
+        "sub_": binary_cases,
+        "mul_": binary_cases,
+        "div_": binary_cases,
+        "zero_": unary_cases,
+        "fill_": fill_cases,
+        "clamp": clamp_cases,
+        "clamp_": clamp_cases,
+        "index_put": index_put_cases,
+        "index_put_": index_put_cases,
     }
     return list(table[base]())
 

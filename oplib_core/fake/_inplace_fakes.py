@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..kernels._inplace_kernels import check_inplace_result, clamp_dtype
+from ..kernels._inplace_kernels import (
+    check_fill_value,
+    check_inplace_result,
+    clamp_dtype,
+    index_key,
+)
 from ._arrays import FakeArray
 
 __all__ = ["inplace_fake_kernels"]
@@ -56,6 +61,7 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
 
     @kernel("fill_.Scalar")
     def fill_scalar(self: FakeArray, value: Any) -> FakeArray:
+        check_fill_value("oplib::fill_", self.dtype, value)
         return self
 
     @kernel("fill_.Tensor")
@@ -89,6 +95,7 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
                 f"match, got {self.dtype.name} for the destination and {values.dtype.name} "
                 "for the source."
             )
+        index_key("oplib::index_put_", indices)
         return self
 
     @kernel("index_put")

@@ -18,7 +18,7 @@ import numpy as np
 
 from oplib_core._dtypes import is_floating, scalar_dtype
 
-__all__ = ["check_inplace_result", "clamp_dtype", "inplace_kernels"]
+__all__ = ["check_fill_value", "check_inplace_result", "clamp_dtype", "index_key", "inplace_kernels"]
 
 Kernel = Callable[..., Any]
 
@@ -54,8 +54,10 @@ def _write(op: str, self: Any, key: Any, value: Any) -> None:
     """``self[key] = value``, or an error naming the op when ``self`` cannot be written."""
     try:
         self[key] = value
-    except TypeError as e:  # immutable array types (jax) refuse item assignment
-        raise TypeError(
+    except TypeError as e:
+        if "item assignment" not in str(e) and "immutable" not in str(e):
+            raise
+        raise TypeError(  # immutable array types (jax) refuse item assignment
             f"{op}: in-place ops need writable arrays, and {type(self).__module__}."
             f"{type(self).__name__} arrays are immutable; use the out-of-place op instead"
         ) from e
@@ -66,6 +68,25 @@ def _write(op: str, self: Any, key: Any, value: Any) -> None:
             f"{op}: the tensor written in place is a read-only view (e.g. of broadcast_to, "
             "where several elements share one memory location); clone() it first"
         ) from e
+
+
+def check_fill_value(op: str, dtype: np.dtype, value: Any) -> Any:
+    """A scalar written into every element of a tensor of ``dtype``, as torch converts it:
+    a complex into a real dtype or an int beyond a signed dtype's range is refused, a
+    negative int into an unsigned dtype wraps around, a float into an int truncates."""
+    dtype = np.dtype(dtype)
+    kind = scalar_dtype(value).kind
+    if kind == "c" and dtype.kind != "c":
+        raise RuntimeError(f"{op}: value cannot be converted to type {dtype.name} without overflow")
+    if dtype.kind in "iu" and kind in "iu":
+        info = np.iinfo(dtype)
+        if dtype.kind == "u" and info.min - info.max - 1 <= int(value) < 0:
+            return int(value) % (int(info.max) + 1)
+        if not info.min <= int(value) <= info.max:
+            raise RuntimeError(
+                f"{op}: value cannot be converted to type {dtype.name} without overflow"
+            )
+    return value
 
 
 def clamp_dtype(dtype: np.dtype, lo: Any, hi: Any) -> np.dtype:
@@ -83,7 +104,7 @@ def _check_clamp_bounds(lo: Any, hi: Any) -> None:
         raise RuntimeError("oplib::clamp: At least one of 'min' or 'max' must not be None")
 
 
-def _index_key(op: str, indices: Sequence[Any]) -> tuple[Any, ...]:
+def index_key(op: str, indices: Sequence[Any]) -> tuple[Any, ...]:
     """``index_put``'s ``Tensor?[]`` as an index for ``a[key]``: None means a whole dim."""
     key: list[Any] = []
     for i, ix in enumerate(indices):
@@ -144,7 +165,7 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     @kernel("fill_.Scalar")
     def fill_scalar(self: Any, value: Any) -> Any:
         """``value`` (converted to ``self``'s dtype, as torch) into every element."""
-        _write("oplib::fill_", self, ..., value)
+        _write("oplib::fill_", self, ..., check_fill_value("oplib::fill_", self.dtype, value))
         return self
 
     @kernel("fill_.Tensor")
@@ -188,7 +209,7 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
                 f"{op}: Index put requires the source and destination dtypes match, got "
                 f"{self.dtype.name} for the destination and {values.dtype.name} for the source."
             )
-        key = _index_key(op, indices)
+        key = index_key(op, indices)
         if accumulate:
             add_at = getattr(getattr(xp, "add", None), "at", None)
             if add_at is None:
