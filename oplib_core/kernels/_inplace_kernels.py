@@ -120,6 +120,76 @@ def index_key(op: str, indices: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(key)
 
 
+def _full_index(xp: Any, shape: tuple[int, ...], key: tuple[Any, ...]) -> list[Any]:
+    """``key`` (index arrays and whole-dim slices, one per dim) as one index array per dim,
+    shaped so that they broadcast to the result of ``a[key]`` (numpy's placement: adjacent
+    advanced indices stay in place, else they go first)."""
+    adv = [i for i, k in enumerate(key) if type(k) is not slice]
+    arrays = [key[i] for i in adv]
+    block = xp.broadcast_arrays(*arrays)[0].shape if arrays else ()
+    adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
+    layout: list[Any] = []  # per result dim group: "block" or the dim of a whole slice
+    if not adjacent:
+        layout.append("block")
+    for i in range(len(key)):
+        if i in adv:
+            if adjacent and i == adv[0]:
+                layout.append("block")
+        else:
+            layout.append(i)
+    ndim = sum(len(block) if g == "block" else 1 for g in layout)
+    start: dict[Any, int] = {}
+    pos = 0
+    for g in layout:
+        start[g] = pos
+        pos += len(block) if g == "block" else 1
+    out: list[Any] = []
+    for i, k in enumerate(key):
+        shape_i = [1] * ndim
+        if type(k) is slice:
+            shape_i[start[i]] = shape[i]
+            out.append(xp.reshape(xp.arange(shape[i]), tuple(shape_i)))
+        else:
+            s = start["block"]
+            shape_i[s : s + len(block)] = (1,) * (len(block) - k.ndim) + tuple(k.shape)
+            out.append(xp.reshape(xp.where(xp.less(k, 0), xp.add(k, shape[i]), k), tuple(shape_i)))
+    return out
+
+
+def _add_at(xp: Any, self: Any, key: tuple[Any, ...], values: Any) -> None:
+    """``self[key] += values`` with repeated positions adding up, for array libraries
+    without ``add.at``: sort the targets' linear positions, sum each run of equal ones
+    (differences of a cumulative sum) and add the sums at the distinct positions."""
+    shape = tuple(self.shape)
+    parts: list[Any] = []
+    for k in key:  # bool masks as the index arrays of their true elements
+        if type(k) is not slice and k.dtype.kind == "b":
+            parts.extend(xp.nonzero(k))
+        else:
+            parts.append(k)
+    key = tuple(parts) + (slice(None),) * (len(shape) - len(parts))
+    index = xp.broadcast_arrays(*_full_index(xp, shape, key))
+    linear = xp.zeros(index[0].shape, dtype=index[0].dtype) if index else None
+    for d, ix in enumerate(index):
+        linear = xp.add(xp.multiply(linear, shape[d]), ix)
+    linear = xp.reshape(linear, (-1,))
+    vals = xp.reshape(xp.broadcast_to(values, index[0].shape), (-1,))
+    order = xp.argsort(linear)
+    lin, vals = linear[order], vals[order]
+    if lin.shape[0] == 0:
+        return
+    last = xp.concatenate([xp.not_equal(lin[1:], lin[:-1]), xp.ones((1,), dtype=bool)])
+    totals = xp.cumsum(vals)[last]
+    sums = xp.subtract(totals, xp.concatenate([xp.zeros((1,), dtype=totals.dtype), totals[:-1]]))
+    targets = lin[last]
+    where = []
+    for n in reversed(shape):
+        where.append(xp.remainder(targets, n))
+        targets = xp.floor_divide(targets, n)
+    where_t = tuple(reversed(where))
+    self[where_t] = xp.add(self[where_t], sums)
+
+
 def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]:
     """The in-place kernels for ``xp`` (plus ``clamp`` and ``index_put``), built on the
     functional kernels ``functional`` (``array_kernels``' dict) so that dtype handling
@@ -213,11 +283,9 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         if accumulate:
             add_at = getattr(getattr(xp, "add", None), "at", None)
             if add_at is None:
-                raise NotImplementedError(
-                    f"{op}: accumulate=True needs the array library's add.at (numpy, cupy); "
-                    f"{getattr(xp, '__name__', xp)!r} has none"
-                )
-            add_at(self, key, values)
+                _add_at(xp, self, key, values)
+            else:
+                add_at(self, key, values)
             return self
         _write(op, self, key, values)
         return self
