@@ -46,9 +46,16 @@ def _modified(data: Any, what: str, now: int, expected: int) -> RuntimeError:
     )
 
 
-def _check_versions(node: Node, saved: tuple[Any, ...], versions: tuple[int, ...]) -> None:
-    for t, v in zip(saved, versions, strict=True):
+def _versions_of(tensors: tuple[Any, ...]) -> tuple[int, ...]:
+    return tuple(0 if t is None or t._vc is None else t._vc[0] for t in tensors)
+
+
+def _check_versions(
+    node: Node, saved: tuple[Any, ...], versions: tuple[int, ...] | None
+) -> None:
+    for i, t in enumerate(saved):
         if t is not None:
+            v = 0 if versions is None else versions[i]
             vc = t._vc
             if vc is not None and vc[0] != v:
                 fn = t.grad_fn
@@ -84,9 +91,9 @@ class FunctionCtx(Node):
     # The saved values: a tuple of Tensors and None, or a list when it holds outputs of this
     # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
     _saved: tuple[Any, ...] | list[Any] | None
-    # The version of each saved input when saved (0 for a tensor without a counter), checked
-    # when backward unpacks them: set by save_for_backward with ``_saved``.
-    _versions: tuple[int, ...]
+    # The version of each saved input when saved, checked when backward unpacks them; None
+    # when none had a counter then (all at version 0). Set by save_for_backward.
+    _versions: tuple[int, ...] | None
 
     if TYPE_CHECKING:  # formulas keep their own values on ctx (``ctx.beta = beta``)
 
@@ -95,14 +102,17 @@ class FunctionCtx(Node):
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Save tensors (inputs or outputs of the op, or None) for ``backward``."""
+        counted = False
         for t in tensors:
-            if t is not None and (type(t) is not Tensor or t.grad_fn is self):
-                break
+            if t is not None:
+                if type(t) is not Tensor or t.grad_fn is self:
+                    break
+                if t._vc is not None:
+                    counted = True
         else:  # inputs and None only: kept as they are
             self._saved = tensors
-            self._versions = tuple(
-                0 if t is None or t._vc is None else t._vc[0] for t in tensors
-            )
+            # (the common case, no counters, costs no tuple)
+            self._versions = _versions_of(tensors) if counted else None
             return
         saved: list[Any] = []
         versions: list[int] = []
@@ -130,8 +140,10 @@ class FunctionCtx(Node):
     def saved_tensors(self) -> tuple[Tensor, ...]:  # None where None was saved, as torch
         saved = self._saved
         if type(saved) is tuple:
-            if saved:
-                _check_versions(self, saved, self._versions)
+            for t in saved:  # a counter made or bumped since? (a scan is all it costs)
+                if t is not None and t._vc is not None:
+                    _check_versions(self, saved, self._versions)
+                    break
             return saved
         if saved is None:
             raise RuntimeError(_FREED)
