@@ -14,6 +14,7 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS
+from oplib_core.kernels._inplace_kernels import functional_name
 
 pytest.importorskip("oplib_meta")
 
@@ -291,8 +292,25 @@ BINARY = {
 FACTORIES = {"empty", "zeros", "ones", "full", "arange", "arange.start"}
 
 
+def out_cases(name: str) -> list[Case]:
+    """An out= overload's cases: its functional op's, with an ``out`` of the result's shape
+    and dtype where the functional op succeeds on the CPU."""
+    functional = functional_name(name)
+    cases: list[Case] = []
+    for args, kwargs in cases_for(functional):
+        try:
+            with np.errstate(all="ignore"):
+                out = overload(functional)(*args, **kwargs)
+        except Exception:
+            continue
+        cases.append((args, {**kwargs, "out": np.empty(out.shape, out.dtype)}))
+    return cases
+
+
 def cases_for(name: str) -> list[Case]:
     base = name.split(".")[0]
+    if name.endswith("out"):
+        return out_cases(name)
     if name in UNARY:
         return list(unary_cases())
     if name in BINARY:
@@ -378,7 +396,9 @@ def check_case(
         if name in FACTORIES:
             fake = run(lambda: op(*args, **kwargs, device=oplib.device("meta")))
         else:
-            fake = run(lambda: op(*to_meta(list(args)), **kwargs))
+            fake = run(
+                lambda: op(*to_meta(list(args)), **{k: to_meta(v) for k, v in kwargs.items()})
+            )
     else:
 
         def under_mode() -> Any:
@@ -391,7 +411,7 @@ def check_case(
                         return [conv(v) for v in x]
                     return x
 
-                out = op(*[conv(a) for a in args], **kwargs)
+                out = op(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
                 return out.native if isinstance(out, oplib.Tensor) else out
 
         fake = run(under_mode)

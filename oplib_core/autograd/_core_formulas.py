@@ -14,7 +14,8 @@ from typing import Any
 from .._registry import AUTOGRAD, REGISTRY, fallthrough_kernel
 from ..hookspecs import hookimpl
 from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
-from ._inplace import FORMS, INDEX, index_fake, index_kernel, inplace_kernel
+from .._opset import OUT_OPS
+from ._inplace import FORMS, INDEX, index_fake, index_kernel, inplace_kernel, out_kernel
 from ._inplace import FORMULAS as INPLACE_FORMULAS
 from ._registration import _register
 
@@ -49,6 +50,11 @@ def oplib_register_autograd(registrar: Any) -> None:
             REGISTRY.add_kernel(
                 qualname, AUTOGRAD, inplace_kernel(qualname, form), api="register_autograd"
             )
+        )
+    for op in OUT_OPS:  # out= overloads refuse autograd, as in torch
+        qualname = f"oplib::{op.name}"
+        registrar._register(
+            REGISTRY.add_kernel(qualname, AUTOGRAD, out_kernel(qualname), api="register_autograd")
         )
     for name in NON_DIFFERENTIABLE:
         registrar._register(

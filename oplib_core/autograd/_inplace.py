@@ -31,7 +31,15 @@ from .._tensor import Tensor
 from ._engine import sum_to
 from ._formulas import OPS
 
-__all__ = ["FORMS", "FORMULAS", "INDEX", "index_fake", "index_kernel", "inplace_kernel"]
+__all__ = [
+    "FORMS",
+    "FORMULAS",
+    "INDEX",
+    "index_fake",
+    "index_kernel",
+    "inplace_kernel",
+    "out_kernel",
+]
 
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -166,6 +174,21 @@ def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
             self._rg = True
             self._out_nr = out._out_nr
         return result
+
+    kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
+    return kernel
+
+
+def out_kernel(qualname: str) -> Callable[..., Any]:
+    """The Autograd kernel of an ``out=`` overload: refused as torch refuses it (it runs only
+    when grad mode is on and an argument requires grad)."""
+    base = qualname.partition("::")[2].partition(".")[0]
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"{base}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
 
     kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
     return kernel

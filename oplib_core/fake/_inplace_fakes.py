@@ -14,6 +14,7 @@ from ..kernels._inplace_kernels import (
     check_inplace_result,
     clamp_dtype,
     index_key,
+    out_kernels,
 )
 from ._arrays import FakeArray
 
@@ -105,4 +106,7 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
         index_put_(self, indices, values, accumulate)
         return self._new(self.shape, self.dtype)
 
+    kernels.update(out_kernels(functional | kernels))
+    for fn in kernels.values():
+        fn._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
     return kernels

@@ -11,14 +11,16 @@ read-only views) raise an error saying so: an in-place op never silently returns
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from oplib_core._dtypes import is_floating, scalar_dtype
+from oplib_core._opset import OUT_OPS
 
-__all__ = ["check_fill_value", "check_inplace_result", "clamp_dtype", "index_key", "inplace_kernels"]
+__all__ = ["check_fill_value", "check_inplace_result", "clamp_dtype", "index_key", "inplace_kernels", "out_kernels"]
 
 Kernel = Callable[..., Any]
 
@@ -295,4 +297,41 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         """``index_put_`` on a copy of ``self``."""
         return index_put_(functional["clone"](self), indices, values, accumulate)
 
+    kernels.update(out_kernels(functional | kernels, xp))
     return kernels
+
+
+def functional_name(out_name: str) -> str:
+    """The op an ``out=`` overload writes the result of: ``add.out`` → ``add``,
+    ``add.Scalar_out`` → ``add.Scalar``."""
+    base, _, overload = out_name.partition(".")
+    return base if overload == "out" else f"{base}.{overload.removesuffix('_out')}"
+
+
+def out_kernels(functional: dict[str, Kernel], xp: Any = None) -> dict[str, Kernel]:
+    """A kernel per ``out=`` overload (:data:`~oplib_core._opset.OUT_OPS`): the functional
+    kernel's result, checked against ``out`` as torch does (dtype category; shape: ``out``
+    must already have the result's shape) and written into it. ``xp`` None: fake kernels
+    (nothing is written)."""
+    kernels: dict[str, Kernel] = {}
+    for op in OUT_OPS:
+        kernels[op.name] = _out_kernel(op.name, functional[functional_name(op.name)], xp)
+    return kernels
+
+
+def _out_kernel(name: str, fn: Kernel, xp: Any) -> Kernel:
+    qualname = f"oplib::{name}"
+
+    def kernel(*args: Any, out: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        check_inplace_result(qualname, out, result.dtype, result.shape)
+        if xp is not None:
+            _write(qualname, out, ..., result)
+        return out
+
+    kernel.__name__ = kernel.__qualname__ = name
+    # the schema's parameters, as every kernel has them: the functional op's, then ``out``
+    sig = inspect.signature(fn)
+    params = [*sig.parameters.values(), inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY)]
+    kernel.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    return kernel

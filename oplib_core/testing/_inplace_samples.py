@@ -1,5 +1,6 @@
-"""Sample inputs of the in-place core ops and their functional companions (``clamp``,
-``index_put``), registered into ``_core_samples.CORE_SAMPLES`` (which imports this module).
+"""Sample inputs of the in-place core ops, their functional companions (``clamp``,
+``index_put``) and the ``out=`` overloads, registered into ``_core_samples.CORE_SAMPLES``
+(which imports this module).
 
 The tensors written in place do not require grad (a leaf that requires grad is refused by
 every in-place op, as in torch); the functional companions' samples do, for gradcheck.
@@ -7,12 +8,17 @@ every in-place op, as in torch); the functional companions' samples do, for grad
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from .._device import Device
-from ._core_samples import BF16, F32, F64, I64, SampleInput, _Data, _samples, _t
+from .._opset import OUT_OPS
+from .._registry import REGISTRY
+from .._tensor import Tensor
+from ..kernels._inplace_kernels import functional_name
+from ._core_samples import BF16, CORE_SAMPLES, F32, F64, I64, SampleInput, _Data, _samples, _t
 
 __all__: list[str] = []
 
@@ -119,3 +125,31 @@ def _index(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
         (_t(d.floats((3, 4)), dev, F64), [None, _t(np.array([3, 1], dtype=I64), dev)]),
         name="columns [3, 1]",
     )
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value.detach()
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    return value
+
+
+def _out_samples(functional: str) -> Callable[[Device], Iterator[SampleInput]]:
+    """An ``out=`` overload's samples: the functional op's, without grad (``out=`` refuses
+    autograd), each with an ``out`` of the functional result's shape and dtype."""
+
+    def make(device: Device) -> Iterator[SampleInput]:
+        op = REGISTRY.ops[f"oplib::{functional}"].overload  # plugins load on first use
+        for sample in CORE_SAMPLES[functional](device):
+            args = tuple(_detached(a) for a in sample.args)
+            kwargs = {k: _detached(v) for k, v in sample.kwargs.items()}
+            expected = op(*args, **kwargs)
+            out = expected.new_empty(tuple(expected.shape))
+            yield SampleInput(args, {**kwargs, "out": out}, name=f"{sample.name}, out=")
+
+    return make
+
+
+for _op in OUT_OPS:
+    CORE_SAMPLES[_op.name] = _out_samples(functional_name(_op.name))
