@@ -4,13 +4,14 @@
 tensor). Everything else is ``oplib::index_put_(t, indices, values)`` with one index (or
 None, a whole dim) per dim of ``t``:
 
-- ints become 0-d index arrays (numpy and torch treat them as advanced indices of no dims,
-  which leaves the result's shape as basic indexing gives it);
-- when every other item is an index array or a whole-dim slice, the arrays go as they are
-  (bool masks included), so the numpy/torch placement rules apply unchanged;
-- otherwise (a partial slice or None among them) every dim gets an index array shaped to
-  its own block of the result (slices become ``arange`` runs, bool masks their
-  ``nonzero()``), which is the result basic and advanced indexing give together.
+- with whole-dim slices and either ints or index arrays (not both), the items go as they
+  are (ints as 0-d index arrays, bool masks as masks): numpy's placement of the advanced
+  block is then torch's;
+- otherwise every dim gets an index array shaped to its own dims of the result (slices
+  become ``arange`` runs, bool masks their ``nonzero()``, ints 0-d arrays), laid out as
+  torch does: ints select first (they are not advanced indices in torch, unlike numpy),
+  None adds a dim, and the advanced indices' block stays in place when they are adjacent
+  in what remains, else goes first.
 
 The index arrays are built on the host and moved to the tensor's device.
 """
@@ -116,8 +117,8 @@ def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
         elif type(item) is slice:
             parts.append(("slice", [np.arange(*item.indices(shape[dim]))]))
             dim += 1
-        elif type(item) is builtins.int:
-            parts.append(("adv", [np.asarray(item, dtype=_INT64)]))
+        elif type(item) is builtins.int:  # torch selects first: no dim, not advanced
+            parts.append(("int", [np.asarray(item, dtype=_INT64)]))
             dim += 1
         else:
             host = _host(t, item)
@@ -129,8 +130,11 @@ def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
                 dim += 1
     adv = [a for kind, arrays in parts if kind == "adv" for a in arrays]
     block = np.broadcast_shapes(*(a.shape for a in adv)) if adv else ()
-    where = [i for i, (kind, _) in enumerate(parts) if kind == "adv"]
+    # adjacency of the advanced items in the view after the ints' selects (torch's order)
+    view = [kind for kind, _ in parts if kind != "int"]
+    where = [j for j, kind in enumerate(view) if kind == "adv"]
     adjacent = not where or where == list(range(where[0], where[-1] + 1))
+    first_adv = next((i for i, (kind, _) in enumerate(parts) if kind == "adv"), -1)
     # the result's dims: a dim per slice or None, the advanced block once (at its place
     # when the advanced items are adjacent, else first)
     layout: list[tuple[str, int]] = []  # (kind, part index); "block" for the advanced one
@@ -138,9 +142,9 @@ def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
         layout.append(("block", -1))
     for i, (kind, _) in enumerate(parts):
         if kind == "adv":
-            if adjacent and i == where[0]:
+            if adjacent and i == first_adv:
                 layout.append(("block", -1))
-        else:
+        elif kind != "int":
             layout.append((kind, i))
     ndim_out = sum(len(block) if kind == "block" else 1 for kind, _ in layout)
     start: dict[Any, int] = {}
@@ -153,6 +157,9 @@ def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
         if kind == "none":
             continue
         for a in arrays:
+            if kind == "int":  # as many dims as the result (its Nones included), all 1
+                out.append(a.reshape([1] * ndim_out))
+                continue
             if kind == "slice":
                 shape_a = [1] * ndim_out
                 shape_a[start[i]] = a.shape[0]
@@ -188,7 +195,11 @@ def setitem(t: Tensor, key: Any, value: Any) -> None:
     wrap = type(t)._wrap
     backend = t.backend
     device = t.device
-    plain = all(k is not None and (type(k) is not slice or _is_whole(k)) for k in items)
+    ints = any(type(k) is builtins.int for k in items)
+    arrays = any(hasattr(k, "dtype") for k in items)
+    plain = not (ints and arrays) and all(
+        k is not None and (type(k) is not slice or _is_whole(k)) for k in items
+    )
     indices: list[Any]
     if plain:
         indices = []

@@ -397,19 +397,47 @@ def _keys(draw: st.DrawFn) -> tuple[Any, ...]:
     return tuple(items)
 
 
+def _torch_index(array: np.ndarray, key: tuple[Any, ...]) -> tuple[np.ndarray, tuple[Any, ...]]:
+    """torch's indexing order in numpy: ``(view, rest)`` where ``view`` is ``array`` after
+    the ints, slices, None and ... (basic indexing: a view) and ``rest`` indexes it with the
+    index arrays. numpy alone treats ints as advanced indices, which places dims otherwise."""
+    if not any(k is Ellipsis for k in key):
+        key = (*key, Ellipsis)  # so that basic indexing gives a (0-d) view, never a scalar
+    basic = tuple(slice(None) if isinstance(k, np.ndarray) else k for k in key)
+    rest = tuple(
+        k if isinstance(k, np.ndarray) or k is Ellipsis else slice(None)
+        for k in key
+        if not isinstance(k, int)
+    )
+    return array[basic], rest
+
+
 @settings(max_examples=150, deadline=None)
 @given(_keys())
-def test_setitem_agrees_with_numpy(key):
-    expected = np.arange(60, dtype=F64).reshape(_SHAPE)
+def test_setitem_agrees_with_torchs_indexing(key):
+    start = np.arange(60, dtype=F64).reshape(_SHAPE)
+    expected = start.copy()
+    view, rest = _torch_index(expected, key)
     try:
-        target = expected[key]
+        shape = view[rest].shape
     except IndexError:
-        return  # numpy refuses the key itself (several arrays that do not broadcast)
-    value = -np.arange(target.size, dtype=F64).reshape(target.shape) - 1
-    expected[key] = value
-    t = oplib.tensor(np.arange(60, dtype=F64).reshape(_SHAPE))
+        return  # the key itself is refused (index arrays that do not broadcast)
+    value = -np.arange(int(np.prod(shape)), dtype=F64).reshape(shape) - 1
+    view[rest] = value
+    t = oplib.tensor(start.copy())
     t[tuple(oplib.tensor(k) if isinstance(k, np.ndarray) else k for k in key)] = oplib.tensor(value)
     np.testing.assert_array_equal(t.numpy(), expected)
+
+
+def test_setitem_places_dims_as_torch_where_numpy_differs():
+    """torch selects ints before advanced indexing; numpy treats them as advanced indices
+    (``a[0, :, [1, 2]]`` is (4, 2) in torch, (2, 4) in numpy)."""
+    t = oplib.zeros(3, 4, 5)
+    t[0, :, oplib.tensor([1, 2])] = oplib.ones(4, 2)
+    assert float(t.sum()) == 8.0
+    u = oplib.zeros(3, 4, 5)
+    u[:, oplib.tensor([0]), None, 0] = oplib.arange(3.0).reshape(3, 1, 1)
+    assert u.numpy()[:, 0, 0].tolist() == [0.0, 1.0, 2.0]
 
 
 @settings(max_examples=80, deadline=None)
