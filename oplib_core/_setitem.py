@@ -174,13 +174,14 @@ def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
 
 def _values(t: Tensor, value: Any) -> Tensor:
     """``value`` as a Tensor of ``t``'s dtype (torch casts what is assigned)."""
-    if type(value) is not type(t):
-        if isinstance(value, (numbers.Number, np.generic)):
-            return _op("oplib::full")([], value, dtype=t._data.dtype, device=t.device)  # type: ignore[no-any-return]
-        value = type(t)(value)
-    if value._data.dtype != t._data.dtype:
-        value = _op("oplib::astype")(value, t._data.dtype)
-    return value
+    out: Tensor
+    if isinstance(value, (numbers.Number, np.generic)):
+        out = _op("oplib::full")([], value, dtype=t._data.dtype, device=t.device)
+        return out
+    out = value if type(value) is type(t) else type(t)(value)
+    if out._data.dtype != t._data.dtype:
+        out = _op("oplib::astype")(out, t._data.dtype)
+    return out
 
 
 def setitem(t: Tensor, key: Any, value: Any) -> None:

@@ -9,11 +9,11 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS, OUT_OPS
-from oplib_core.autograd._inplace import FORMS
-from oplib_core.autograd._inplace import FORMULAS as INPLACE_FORMULAS
 from oplib_core._registry import AUTOGRAD, REGISTRY
 from oplib_core.autograd import GradcheckError, grad, gradcheck
 from oplib_core.autograd._formulas import FORMULAS, NON_DIFFERENTIABLE
+from oplib_core.autograd._inplace import FORMS
+from oplib_core.autograd._inplace import FORMULAS as INPLACE_FORMULAS
 
 OPS = oplib.ops.oplib
 rng = np.random.default_rng(0)

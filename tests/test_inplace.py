@@ -196,7 +196,7 @@ def test_mul_in_place_uses_the_old_values_for_the_other_gradient():
 def test_in_place_dtype_and_shape_rules(device):
     i = oplib.zeros(3, dtype=np.int64, device=device)
     with pytest.raises(
-        RuntimeError, match="result type float.* can't be cast to the desired output type int64"
+        RuntimeError, match=r"result type float.* can't be cast to the desired output type int64"
     ):
         i.add_(1.5)
     with pytest.raises(
@@ -243,7 +243,7 @@ def test_immutable_array_types_are_refused_not_copied():
             raise TypeError("'Frozen' object does not support item assignment")
 
     with pytest.raises(
-        TypeError, match="in-place ops need writable arrays.*Frozen arrays are immutable"
+        TypeError, match=r"in-place ops need writable arrays.*Frozen arrays are immutable"
     ):
         _write("oplib::zero_", Frozen(), ..., 0)
 
@@ -269,7 +269,7 @@ def test_out_overloads_are_generated_for_pointwise_ops_and_reductions():
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_out_rules(device):
     a = oplib.ones(3, device=device)
-    with pytest.raises(RuntimeError, match="add.Scalar_out: result type float32 can't be cast"):
+    with pytest.raises(RuntimeError, match=r"add\.Scalar_out: result type float32 can't be cast"):
         OPS.add(a, 1.5, out=oplib.empty(3, dtype=np.int64, device=device))
     with pytest.raises(
         RuntimeError, match=r"output with shape \[2\] doesn't match the broadcast shape \[3\]"
@@ -283,7 +283,8 @@ def test_out_refuses_autograd_as_torch():
     w = leaf([1.0, 2.0])
     with pytest.raises(
         RuntimeError,
-        match=r"exp\(\): functions with out=\.\.\. arguments don't support automatic differentiation",
+        match=r"exp\(\): functions with out=\.\.\. arguments don't support automatic "
+        "differentiation",
     ):
         OPS.exp(w, out=oplib.empty(2, dtype=F64))
     out = oplib.empty(2, dtype=F64)

@@ -326,13 +326,14 @@ def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
     for r in schema.returns:
         is_tensor, is_list = tensor_like(r.type)
         kind = "list" if is_list else ("tensor" if is_tensor else "other")
+        ann = r.annotation
         found = None
-        if r.annotation is not None and r.annotation.alias_set and not is_list:
-            found = aliases.get(frozenset(r.annotation.alias_set))
-        if found is None:
+        if ann is not None and ann.alias_set and not is_list:
+            found = aliases.get(frozenset(ann.alias_set))
+        if ann is None or found is None:
             plan.append((kind, None, False))
         else:
-            plan.append((kind, found[0], found[1] and r.annotation.is_write))
+            plan.append((kind, found[0], found[1] and ann.is_write))
     return tuple(plan)
 
 

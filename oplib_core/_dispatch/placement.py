@@ -212,19 +212,26 @@ def _wrap_one(plan: ReturnPlan, value: Any, bargs: list[Any], bkwargs: dict[str,
     if alias is not None:
         original = alias.get(bargs, bkwargs)
         if type(original) is Tensor:
-            if written:
-                if original._data is value:
-                    bump_version(original)
-                    return original
-            elif value is not None:
-                view = Tensor._wrap(value)
-                share_version(original, view)
-                return view
+            if not written:
+                return _view(original, value)
+            if original._data is value:
+                bump_version(original)
+                return original
     if kind == "tensor":
         return value if value is None else Tensor._wrap(value)
     if kind == "list":
         return [Tensor._wrap(v) for v in value]
     return value
+
+
+def _view(base: Tensor, value: Any) -> Tensor | None:
+    """The output of a ``Tensor(a)`` op (a view of ``base``): it shares the version
+    counter of ``base``'s storage."""
+    if value is None:
+        return None
+    view = Tensor._wrap(value)
+    share_version(base, view)
+    return view
 
 
 # -- checking results -------------------------------------------------------------------------

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._tensor import Tensor
-from .._tensor import version_counter
+from .._tensor import Tensor, version_counter
 from ._engine import _FREED, Node
 
 if TYPE_CHECKING:  # for annotations only: the registration module imports this one
@@ -50,9 +49,7 @@ def _versions_of(tensors: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(0 if t is None or t._vc is None else t._vc[0] for t in tensors)
 
 
-def _check_versions(
-    node: Node, saved: tuple[Any, ...], versions: tuple[int, ...] | None
-) -> None:
+def _check_versions(node: Node, saved: tuple[Any, ...], versions: tuple[int, ...] | None) -> None:
     for i, t in enumerate(saved):
         if t is not None:
             v = 0 if versions is None else versions[i]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._opset import OUT_OPS
 from .._registry import AUTOGRAD, REGISTRY, fallthrough_kernel
 from ..hookspecs import hookimpl
 from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
-from .._opset import OUT_OPS
 from ._inplace import FORMS, INDEX, index_fake, index_kernel, inplace_kernel, out_kernel
 from ._inplace import FORMULAS as INPLACE_FORMULAS
 from ._registration import _register

@@ -42,7 +42,9 @@ __all__ = [
 ]
 
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
-_VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+_VIEW_OF_LEAF = (
+    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
 
 #: The gather ``index_put``'s gradient needs: ``self[indices]`` (None: a whole dim).
 INDEX = "oplib::_index(Tensor self, Tensor?[] indices) -> Tensor"
@@ -196,7 +198,8 @@ def out_kernel(qualname: str) -> Callable[..., Any]:
 
 # -- formulas of the functional companions -------------------------------------------------
 def _save_clamp(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.bounds = (inputs[1] if len(inputs) > 1 else None, inputs[2] if len(inputs) > 2 else None)
+    bounds = [*inputs[1:3], None, None]
+    ctx.bounds = (bounds[0], bounds[1])
     ctx.save_for_backward(inputs[0])
 
 

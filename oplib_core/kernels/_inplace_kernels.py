@@ -20,7 +20,14 @@ import numpy as np
 from oplib_core._dtypes import is_floating, scalar_dtype
 from oplib_core._opset import OUT_OPS
 
-__all__ = ["check_fill_value", "check_inplace_result", "clamp_dtype", "index_key", "inplace_kernels", "out_kernels"]
+__all__ = [
+    "check_fill_value",
+    "check_inplace_result",
+    "clamp_dtype",
+    "index_key",
+    "inplace_kernels",
+    "out_kernels",
+]
 
 Kernel = Callable[..., Any]
 

@@ -18,7 +18,8 @@ from .._opset import OUT_OPS
 from .._registry import REGISTRY
 from .._tensor import Tensor
 from ..kernels._inplace_kernels import functional_name
-from ._core_samples import BF16, CORE_SAMPLES, F32, F64, I64, SampleInput, _Data, _samples, _t
+from ._core_samples import BF16, CORE_SAMPLES, F32, F64, I64, _Data, _samples, _t
+from ._samples import SampleInput
 
 __all__: list[str] = []
 
