@@ -73,7 +73,7 @@ def _write(op: str, self: Any, key: Any, value: Any) -> None:
     except ValueError as e:
         if getattr(getattr(self, "flags", None), "writeable", True):
             raise
-        raise RuntimeError(
+        raise ValueError(
             f"{op}: the tensor written in place is a read-only view (e.g. of broadcast_to, "
             "where several elements share one memory location); clone() it first"
         ) from e
