@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._registry import REGISTRY
+from .fake._arrays import FakeArray
 
 if TYPE_CHECKING:  # the Tensor module imports this one
     from ._tensor import Tensor
@@ -101,7 +102,21 @@ def _is_whole(item: Any) -> bool:
 def _host(t: Tensor, array: Any) -> np.ndarray:
     if type(array) is np.ndarray:
         return array
+    if isinstance(array, FakeArray):
+        raise RuntimeError(
+            "Tensor.__setitem__: a bool mask mixed with slices or None on a data-less (fake "
+            "or meta) tensor: the indexed positions depend on the mask's data"
+        )
     return np.asarray(t.backend.to_host(array))
+
+
+def _index_tensor(t: Tensor, host: np.ndarray) -> Tensor:
+    """``host`` (an index array) on ``t``'s device; a data-less one for a fake or meta
+    ``t`` (fake kernels read only its shape and dtype)."""
+    if isinstance(t._data, FakeArray):
+        out: Tensor = _op("oplib::empty")(list(host.shape), dtype=host.dtype, device=t.device)
+        return out
+    return type(t)._wrap(t.backend.from_host(host, t.device))
 
 
 def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
@@ -194,8 +209,6 @@ def setitem(t: Tensor, key: Any, value: Any) -> None:
             _op("oplib::copy_")(t, value if type(value) is type(t) else type(t)(value))
         return
     wrap = type(t)._wrap
-    backend = t.backend
-    device = t.device
     ints = any(type(k) is builtins.int for k in items)
     arrays = any(hasattr(k, "dtype") for k in items)
     plain = not (ints and arrays) and all(
@@ -208,11 +221,11 @@ def setitem(t: Tensor, key: Any, value: Any) -> None:
             if type(k) is slice:
                 indices.append(None)
             elif type(k) is builtins.int:
-                indices.append(wrap(backend.from_host(np.asarray(k, dtype=_INT64), device)))
-            elif type(k) is np.ndarray and backend.name != "cpu":
-                indices.append(wrap(backend.from_host(k, device)))
+                indices.append(_index_tensor(t, np.asarray(k, dtype=_INT64)))
+            elif type(k) is np.ndarray and type(t._data) is not np.ndarray:
+                indices.append(_index_tensor(t, k))
             else:
                 indices.append(wrap(k))
     else:
-        indices = [wrap(backend.from_host(a, device)) for a in _all_advanced(t, items)]
+        indices = [_index_tensor(t, a) for a in _all_advanced(t, items)]
     _op("oplib::index_put_")(t, indices, _values(t, value), False)

@@ -460,3 +460,21 @@ def test_accumulate_without_add_at_agrees_with_numpy(rows, how):
     np.add.at(a, key, values)
     _add_at(np, b, key, values)
     np.testing.assert_allclose(b, a)
+
+
+def test_setitem_on_data_less_tensors():
+    for make in (
+        lambda: oplib.empty(3, 4, device="meta"),
+        lambda: oplib.zeros(3, 4),  # under FakeTensorMode
+    ):
+        with oplib.FakeTensorMode():
+            t = make()
+            t[0] = 1.0
+            t[:, 1:3] = 2.0
+            t[1:, [0, 1]] = 3.0
+            t[t > 0] = 4.0
+            t += 1
+            assert t._version == 5 and t.shape == (3, 4)
+    m = oplib.empty(3, 4, device="meta")
+    with pytest.raises(RuntimeError, match="the indexed positions depend on the mask's data"):
+        m[oplib.empty(3, dtype=bool, device="meta"), 1:] = 1.0

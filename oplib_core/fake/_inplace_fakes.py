@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..kernels._inplace_kernels import (
+    binary_inplace,
+    check_fill_tensor,
     check_fill_value,
     check_inplace_result,
     clamp_dtype,
@@ -37,24 +39,12 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
 
         return register
 
-    def binary(name: str) -> None:
-        tensor_fn, scalar_fn = functional[name], functional[f"{name}.Scalar"]
+    def check(op: str, self: FakeArray, result: FakeArray) -> FakeArray:
+        check_inplace_result(op, self, result.dtype, result.shape)
+        return self
 
-        def with_tensor(self: FakeArray, other: FakeArray) -> FakeArray:
-            out = tensor_fn(self, other)
-            check_inplace_result(f"oplib::{name}_", self, out.dtype, out.shape)
-            return self
-
-        def with_scalar(self: FakeArray, other: Any) -> FakeArray:
-            out = scalar_fn(self, other)
-            check_inplace_result(f"oplib::{name}_", self, out.dtype, out.shape)
-            return self
-
-        kernel(f"{name}_.Tensor")(with_tensor)
-        kernel(f"{name}_.Scalar")(with_scalar)
-
-    for name in ("add", "sub", "mul", "div"):
-        binary(name)
+    for name, fn in binary_inplace(functional, check).items():
+        kernel(name)(fn)
 
     @kernel("zero_")
     def zero_(self: FakeArray) -> FakeArray:
@@ -67,11 +57,7 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
 
     @kernel("fill_.Tensor")
     def fill_tensor(self: FakeArray, value: FakeArray) -> FakeArray:
-        if value.ndim:
-            raise RuntimeError(
-                "oplib::fill_: fill_ only supports 0-dimension value tensor but got tensor "
-                f"with {value.ndim} dimensions."
-            )
+        check_fill_tensor(value)
         return self
 
     @kernel("clamp")

@@ -21,6 +21,8 @@ from oplib_core._dtypes import is_floating, scalar_dtype
 from oplib_core._opset import OUT_OPS
 
 __all__ = [
+    "binary_inplace",
+    "check_fill_tensor",
     "check_fill_value",
     "check_inplace_result",
     "clamp_dtype",
@@ -30,6 +32,8 @@ __all__ = [
 ]
 
 Kernel = Callable[..., Any]
+#: ``store(op, self, result)``: an in-place kernel's last step (write, or check for fakes).
+Store = Callable[[str, Any, Any], Any]
 
 
 def _category(dtype: np.dtype) -> int:
@@ -96,6 +100,15 @@ def check_fill_value(op: str, dtype: np.dtype, value: Any) -> Any:
                 f"{op}: value cannot be converted to type {dtype.name} without overflow"
             )
     return value
+
+
+def check_fill_tensor(value: Any) -> None:
+    """torch's check of ``fill_``'s Tensor value: 0-d."""
+    if value.ndim:
+        raise RuntimeError(
+            "oplib::fill_: fill_ only supports 0-dimension value tensor but got tensor "
+            f"with {value.ndim} dimensions."
+        )
 
 
 def clamp_dtype(dtype: np.dtype, lo: Any, hi: Any) -> np.dtype:
@@ -199,6 +212,34 @@ def _add_at(xp: Any, self: Any, key: tuple[Any, ...], values: Any) -> None:
     self[where_t] = xp.add(self[where_t], sums)
 
 
+def _binary_pair(name: str, functional: dict[str, Kernel], store: Store) -> list[Kernel]:
+    tensor_fn, scalar_fn = functional[name], functional[f"{name}.Scalar"]
+    op = f"oplib::{name}_"
+
+    def with_tensor(self: Any, other: Any) -> Any:
+        return store(op, self, tensor_fn(self, other))
+
+    def with_scalar(self: Any, other: Any) -> Any:
+        return store(op, self, scalar_fn(self, other))
+
+    with_tensor.__doc__ = f"``self = {name}(self, other)`` in place; returns ``self``."
+    with_scalar.__doc__ = with_tensor.__doc__
+    return [with_tensor, with_scalar]
+
+
+def binary_inplace(functional: dict[str, Kernel], store: Store) -> dict[str, Kernel]:
+    """``add_``, ``sub_``, ``mul_``, ``div_`` (``.Tensor`` and ``.Scalar``): the functional
+    kernel's result handed to ``store(op, self, result)``, which writes it (real kernels) or
+    only checks it (fakes) and returns ``self``."""
+    kernels: dict[str, Kernel] = {}
+    for name in ("add", "sub", "mul", "div"):
+        with_tensor, with_scalar = _binary_pair(name, functional, store)
+        for overload, fn in ((f"{name}_.Tensor", with_tensor), (f"{name}_.Scalar", with_scalar)):
+            fn.__qualname__ = fn.__name__ = overload
+            kernels[overload] = fn
+    return kernels
+
+
 def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]:
     """The in-place kernels for ``xp`` (plus ``clamp`` and ``index_put``), built on the
     functional kernels ``functional`` (``array_kernels``' dict) so that dtype handling
@@ -218,22 +259,7 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         _write(op, self, ..., result)
         return self
 
-    def binary(name: str) -> None:
-        tensor_fn, scalar_fn = functional[name], functional[f"{name}.Scalar"]
-
-        def with_tensor(self: Any, other: Any) -> Any:
-            return store(f"oplib::{name}_", self, tensor_fn(self, other))
-
-        def with_scalar(self: Any, other: Any) -> Any:
-            return store(f"oplib::{name}_", self, scalar_fn(self, other))
-
-        with_tensor.__doc__ = f"``self = {name}(self, other)`` in place; returns ``self``."
-        with_scalar.__doc__ = with_tensor.__doc__
-        kernel(f"{name}_.Tensor")(with_tensor)
-        kernel(f"{name}_.Scalar")(with_scalar)
-
-    for name in ("add", "sub", "mul", "div"):
-        binary(name)
+    kernels.update(binary_inplace(functional, store))
 
     @kernel("zero_")
     def zero_(self: Any) -> Any:
@@ -250,11 +276,7 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     @kernel("fill_.Tensor")
     def fill_tensor(self: Any, value: Any) -> Any:
         """The one element of the 0-d ``value`` into every element of ``self``."""
-        if value.ndim:
-            raise RuntimeError(
-                "oplib::fill_: fill_ only supports 0-dimension value tensor but got tensor "
-                f"with {value.ndim} dimensions."
-            )
+        check_fill_tensor(value)
         _write("oplib::fill_", self, ..., value)
         return self
 
