@@ -478,3 +478,16 @@ def test_setitem_on_data_less_tensors():
     m = oplib.empty(3, 4, device="meta")
     with pytest.raises(RuntimeError, match="the indexed positions depend on the mask's data"):
         m[oplib.empty(3, dtype=bool, device="meta"), 1:] = 1.0
+
+
+def test_an_out_overload_keeps_its_packet_on_the_fast_path():
+    """``exp`` beside ``exp.out``: calls without keywords can only mean ``exp``, so the
+    packet shares ``exp``'s fast path; ``out=`` calls pick ``exp.out``."""
+    from oplib_core.ops import OpOverloadPacket
+
+    assert type(OPS.exp) is OpOverloadPacket and OPS.exp._only is OPS.exp.default
+    assert type(OPS.add) is not OpOverloadPacket  # several positional overloads
+    x = oplib.ones(3)
+    out = oplib.empty(3)
+    assert OPS.exp(x, out=out) is out
+    assert OPS.sum(x, dtype=F64).dtype == F64  # keywords of the positional overload still work
