@@ -59,14 +59,6 @@ def share_version(base: Tensor, view: Tensor) -> None:
     view._vc = vc
 
 
-def version_counter(t: Tensor) -> list[int]:
-    """``t``'s version counter (a one-element list shared with its views), made if needed."""
-    vc = t._vc
-    if vc is None:
-        vc = t._vc = [0]
-    return vc
-
-
 def _op(qualname: str) -> Callable[..., Tensor]:
     # The one place that says what core ops give back for Tensor arguments: a Tensor.
     op: Callable[..., Tensor] = REGISTRY.ops[qualname].overload

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._tensor import Tensor, version_counter
+from .._tensor import Tensor
 from ._engine import _FREED, Node
 
 if TYPE_CHECKING:  # for annotations only: the registration module imports this one
@@ -29,7 +29,10 @@ class _SavedOutput:
     def __init__(self, t: Tensor, nr: int) -> None:
         self.data = t._data
         self.nr = nr
-        self.vc = vc = version_counter(t)
+        vc = t._vc
+        if vc is None:  # made here: the output shares it from now on
+            vc = t._vc = [0]
+        self.vc = vc
         self.version = vc[0]
 
 
@@ -113,6 +116,7 @@ class FunctionCtx(Node):
             return
         saved: list[Any] = []
         versions: list[int] = []
+        counted = False
         for i, t in enumerate(tensors):
             if t is None:
                 saved.append(None)
@@ -129,9 +133,13 @@ class FunctionCtx(Node):
                     f"argument {i} is of type {type(t).__name__}; store other values as "
                     "attributes of ctx (ctx.name = value)"
                 )
-            versions.append(0 if t is None or t._vc is None else t._vc[0])
+            if t is None or t._vc is None:
+                versions.append(0)
+            else:
+                versions.append(t._vc[0])
+                counted = True
         self._saved = saved
-        self._versions = tuple(versions)
+        self._versions = tuple(versions) if counted else None
 
     @property
     def saved_tensors(self) -> tuple[Tensor, ...]:  # None where None was saved, as torch
@@ -145,6 +153,7 @@ class FunctionCtx(Node):
         if saved is None:
             raise RuntimeError(_FREED)
         out: list[Any] = []
+        check = False
         for s in saved:
             if type(s) is _SavedOutput:
                 if s.vc[0] != s.version:
@@ -158,8 +167,12 @@ class FunctionCtx(Node):
                     if self._nout != 1:
                         t._out_nr = s.nr
                 s = t
+            elif s is not None and s._vc is not None:
+                check = True
             out.append(s)
-        _check_versions(self, tuple(x if type(x) is Tensor else None for x in out), self._versions)
+        if check:  # an input saved beside the outputs has a counter: compare its version
+            inputs = tuple(None if type(x) is _SavedOutput else x for x in saved)
+            _check_versions(self, inputs, self._versions)
         return tuple(out)
 
     @property
