@@ -10,7 +10,7 @@ from __future__ import annotations
 from oplib_core._records import Record
 from oplib_core._tags import Tag
 
-__all__ = ["CORE_OPS", "NAMESPACE", "CoreOp"]
+__all__ = ["CORE_OPS", "NAMESPACE", "OUT_OPS", "CoreOp", "out_variant"]
 
 #: The namespace every core op lives in.
 NAMESPACE = "oplib"
@@ -158,6 +158,28 @@ CORE_OPS: tuple[CoreOp, ...] = (
     CoreOp("oplib::clone(Tensor self) -> Tensor"),
     CoreOp("oplib::copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)"),
     CoreOp("oplib::astype(Tensor self, ScalarType dtype) -> Tensor"),
+    # in-place ops (they write into ``self`` and return it) and their functional companions
+    CoreOp("oplib::add_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::add_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::sub_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::sub_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"),
+    CoreOp("oplib::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"),
+    CoreOp("oplib::zero_(Tensor(a!) self) -> Tensor(a!)"),
+    CoreOp("oplib::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"),
+    CoreOp("oplib::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"),
+    CoreOp("oplib::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", _P),
+    CoreOp("oplib::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"),
+    CoreOp(
+        "oplib::index_put(Tensor self, Tensor?[] indices, Tensor values, "
+        "bool accumulate=False) -> Tensor"
+    ),
+    CoreOp(
+        "oplib::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, "
+        "bool accumulate=False) -> Tensor(a!)"
+    ),
     # factories
     CoreOp(
         "oplib::empty(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
@@ -186,3 +208,24 @@ CORE_OPS: tuple[CoreOp, ...] = (
         _F,
     ),
 )
+
+
+def out_variant(op: CoreOp) -> CoreOp:
+    """The ``out=`` overload of a core op returning one Tensor, from its schema as torch
+    names them: ``add(...)`` → ``add.out(..., *, Tensor(a!) out) -> Tensor(a!)``,
+    ``add.Scalar`` → ``add.Scalar_out``. No tags: the result is written into ``out``."""
+    head, _, rest = op.schema.partition("(")
+    args = rest.rpartition(") -> ")[0]
+    base, _, overload = head.partition(".")
+    name = f"{base}.{overload}_out" if overload else f"{base}.out"
+    extra = "Tensor(a!) out" if "*" in args.split(", ") else "*, Tensor(a!) out"
+    return CoreOp(f"{name}({args}, {extra}) -> Tensor(a!)")
+
+
+#: The ``out=`` overloads of the pointwise ops and the reductions, generated from their
+#: schemas (their kernels are the functional ones writing into ``out``).
+OUT_OPS: tuple[CoreOp, ...] = tuple(
+    out_variant(op) for op in CORE_OPS if Tag.pointwise in op.tags or Tag.reduction in op.tags
+)
+
+CORE_OPS += OUT_OPS

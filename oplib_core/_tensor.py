@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from . import _indexing, _numpy_interop
+from . import _indexing, _numpy_interop, _setitem
 from ._device import Device
 from ._dtypes import bfloat16, is_floating, to_dtype
 from ._registry import REGISTRY
@@ -37,6 +37,26 @@ def _init(t: Tensor, data: Any) -> None:
     t.grad = None
     t.grad_fn = None
     t._out_nr = 0
+    t._vc = None
+
+
+def bump_version(t: Tensor) -> None:
+    """An in-place op wrote into ``t``'s storage: one more on the version counter it shares
+    with its views (made on first use: a tensor never modified has none, version 0)."""
+    vc = t._vc
+    if vc is None:
+        t._vc = [1]
+    else:
+        vc[0] += 1
+
+
+def share_version(base: Tensor, view: Tensor) -> None:
+    """``view`` (the output of a ``Tensor(a)`` op on ``base``) shares ``base``'s storage, so
+    it shares its version counter."""
+    vc = base._vc
+    if vc is None:
+        vc = base._vc = [0]
+    view._vc = vc
 
 
 def _op(qualname: str) -> Callable[..., Tensor]:
@@ -74,6 +94,16 @@ def _reverse(name: str, rname: str, a: Tensor, b: Any) -> Tensor | NotImplemente
     if not _is_operand(b):
         return NotImplemented  # type: ignore[no-any-return]
     return _op(f"oplib::{name}")(b, a)
+
+
+def _inplace(name: str, a: Tensor, b: Any) -> Tensor:
+    """``a += b`` and friends: ``oplib::<name>`` (``add_``) with ``b`` a Tensor, a native array
+    or a scalar."""
+    if _is_scalar(b):
+        return _op(f"oplib::{name}.Scalar")(a, b)
+    if not _is_operand(b):
+        return NotImplemented  # type: ignore[no-any-return]
+    return _op(f"oplib::{name}.Tensor")(a, b)
 
 
 def _is_dtype(x: object) -> bool:
@@ -141,7 +171,9 @@ class Tensor:
     # Every slot is set in one place, ``_init``: by ``_wrap`` (how the core makes Tensors)
     # and by ``__init__`` (which checks its argument first). ``_out_nr`` is which output of
     # its ``grad_fn`` the tensor is (0 unless a multi-output autograd node made it).
-    __slots__ = ("__weakref__", "_data", "_out_nr", "_rg", "grad", "grad_fn")
+    # ``_vc`` is the version counter of its storage: None until an in-place op or a view
+    # needs one, then a one-element list shared with its views (``bump_version``).
+    __slots__ = ("__weakref__", "_data", "_out_nr", "_rg", "_vc", "grad", "grad_fn")
     # numpy calls __array_ufunc__ (below) for its operators; the priority is for array
     # libraries that still read it
     __array_priority__ = 1000
@@ -151,6 +183,7 @@ class Tensor:
     grad: Tensor | None
     grad_fn: Any
     _out_nr: int
+    _vc: list[int] | None
 
     if TYPE_CHECKING:
         # What ``_tensor_methods.install`` sets at import: a method per core op (generated
@@ -188,6 +221,16 @@ class Tensor:
         def squeeze(self, dim: Any = None) -> Tensor: ...
         def clone(self) -> Tensor: ...
         def copy_(self, src: Any) -> Tensor: ...
+        def add_(self, other: Any) -> Tensor: ...
+        def sub_(self, other: Any) -> Tensor: ...
+        def mul_(self, other: Any) -> Tensor: ...
+        def div_(self, other: Any) -> Tensor: ...
+        def zero_(self) -> Tensor: ...
+        def fill_(self, value: Any) -> Tensor: ...
+        def clamp(self, min: Any = None, max: Any = None) -> Tensor: ...
+        def clamp_(self, min: Any = None, max: Any = None) -> Tensor: ...
+        def index_put(self, indices: Any, values: Any, accumulate: bool = False) -> Tensor: ...
+        def index_put_(self, indices: Any, values: Any, accumulate: bool = False) -> Tensor: ...
         def astype(self, dtype: Any) -> Tensor: ...
         # indexing and views (issue 14)
         def select(self, dim: int, index: Any) -> Tensor: ...
@@ -231,6 +274,7 @@ class Tensor:
         t.grad = None
         t.grad_fn = None
         t._out_nr = 0
+        t._vc = None
         return t
 
     # -- metadata -------------------------------------------------------------------------
@@ -632,6 +676,32 @@ class Tensor:
 
     def __ge__(self, other: Any) -> Tensor:
         return _binary("ge", self, other)
+
+    # -- in-place operators and assignment (in-place ops bump the storage's version) ------
+    @property
+    def _version(self) -> builtins.int:
+        """How many times this tensor's storage (shared with its views) was written in place,
+        as torch's ``Tensor._version``."""
+        vc = self._vc
+        return 0 if vc is None else vc[0]
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return _inplace("add_", self, other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return _inplace("sub_", self, other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return _inplace("mul_", self, other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return _inplace("div_", self, other)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``t[key] = value`` as torch: ints, slices, ``...``, None, integer-array and bool-mask
+        indices; ``value`` a scalar or a tensor that broadcasts to the indexed shape (cast to
+        this tensor's dtype). An in-place op (``oplib::index_put_``) with autograd."""
+        _setitem.setitem(self, key, value)
 
     # -- common methods -------------------------------------------------------------------
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:

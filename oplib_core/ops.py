@@ -59,10 +59,11 @@ class OpOverloadPacket(FastCall):
         for name, op in ordered.items():
             self.__dict__[name] = op
             op.overloadpacket = self
-        only = next(iter(ordered.values())) if len(ordered) == 1 else None
+        only = next(iter(ordered.values())) if len(ordered) == 1 else _only_positional(ordered)
         self._only = only
-        # The class decides the call path: one overload shares its fast path; several go
-        # through the per-signature overload cache first.
+        # The class decides the call path: one overload (or one that calls without keywords
+        # can reach, beside ``out=`` overloads) shares its fast path; several go through the
+        # per-signature overload cache first.
         self.__class__ = OpOverloadPacket if only is not None else _OverloadedPacket
         # A single overload shares its fast path: same plan, same cache dict.
         self._follow(only)
@@ -76,8 +77,8 @@ class OpOverloadPacket(FastCall):
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         op = self._only
-        if op is not None:  # its fast path already said no
-            return op._call_slow(args, kwargs)
+        if op is not None and (not kwargs or len(self._overloads) == 1):
+            return op._call_slow(args, kwargs)  # its fast path already said no
         return self._pick(args, kwargs)(*args, **kwargs)
 
     def _pick(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload:
@@ -111,6 +112,17 @@ class OpOverloadPacket(FastCall):
 
     def __str__(self) -> str:
         return f"{self._ns}.{self._name}"
+
+
+def _only_positional(overloads: dict[str, OpOverload]) -> OpOverload | None:
+    """The one overload a call without keyword arguments can match, when every other one
+    has a keyword-only argument without a default (``exp`` beside ``exp.out``), else None."""
+    free = [
+        op
+        for op in overloads.values()
+        if not any(a.kwarg_only and not a.has_default for a in op.schema.arguments)
+    ]
+    return free[0] if len(free) == 1 else None
 
 
 # Matching depends on more than the type for these (see _match_key).

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core._opset import CORE_OPS
+from oplib_core._opset import CORE_OPS, OUT_OPS
 from oplib_core._registry import AUTOGRAD, REGISTRY
 from oplib_core.autograd import GradcheckError, grad, gradcheck
 from oplib_core.autograd._formulas import FORMULAS, NON_DIFFERENTIABLE
 from oplib_core.autograd._index_formulas import INDEX_FORMULAS
+from oplib_core.autograd._inplace import FORMS
+from oplib_core.autograd._inplace import FORMULAS as INPLACE_FORMULAS
 
 OPS = oplib.ops.oplib
 rng = np.random.default_rng(0)
@@ -174,17 +176,24 @@ def test_comparisons_produce_outputs_that_do_not_require_grad():
 
 def test_every_core_op_is_covered():
     """Each core op has a formula, falls through (comparisons), is a factory (no tensor
-    inputs) or mutates (copy_)."""
+    inputs), mutates (an in-place op recorded on its functional form) or writes ``out=``
+    (refused, as torch)."""
     for op in CORE_OPS:
         entry = REGISTRY.ops[f"oplib::{op.name}"]
         k = entry.kernel(AUTOGRAD)
         if op.name in NON_DIFFERENTIABLE:
             assert k is not None and k.is_fallthrough, op.name
-        elif op.name in FORMULAS or op.name in INDEX_FORMULAS:
+        elif (
+            op.name in FORMULAS
+            or op.name in INDEX_FORMULAS
+            or op.name in INPLACE_FORMULAS
+            or op.name in FORMS
+            or op in OUT_OPS
+        ):
             assert k is not None and not k.is_fallthrough, op.name
             assert k.origin.plugin == "core-autograd", op.name
         else:
-            assert "factory" in str(op.tags) or op.name == "copy_", op.name
+            assert "factory" in str(op.tags), op.name
 
 
 def test_second_derivative_of_core_ops():

@@ -14,6 +14,7 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS
+from oplib_core.kernels._inplace_kernels import functional_name
 
 pytest.importorskip("oplib_meta")
 
@@ -226,6 +227,26 @@ def copy_cases() -> Iterator[Case]:
             yield (arr(s1, d1), arr(s2, d2)), {}
 
 
+def fill_cases() -> Iterator[Case]:
+    for shape, dtype in itertools.product(SHAPES[:3], DTYPES):
+        yield (arr(shape, dtype), 2), {}
+    for vshape in [(), (1,), (2,)]:
+        yield (arr((2, 3), f32), arr(vshape, f64)), {}
+
+
+def clamp_cases() -> Iterator[Case]:
+    for shape, dtype in itertools.product(SHAPES[:3], DTYPES):
+        for lo, hi in [(0, 1), (None, 0.5), (-1.5, None), (None, None)]:
+            yield (arr(shape, dtype), lo, hi), {}
+
+
+def index_put_cases() -> Iterator[Case]:
+    rows = np.array([0, 1], dtype=np.int64)
+    for vshape, vdtype in [((2, 3), f32), ((3,), f32), ((), f32), ((2, 3), f64)]:
+        yield (arr((2, 3), f32), [rows, None], arr(vshape, vdtype), False), {}
+    yield (arr((2, 3), f32), [np.array([0.5])], arr((), f32), False), {}
+
+
 def astype_cases() -> Iterator[Case]:
     for shape, dtype, to in itertools.product(SHAPES, [f32, i32, b], [f64, i8, b, c64]):
         yield (arr(shape, dtype), np.dtype(to)), {}
@@ -379,8 +400,23 @@ INDEX_OPS = {
 }  # fmt: skip
 
 
+def out_cases(name: str) -> list[Case]:
+    """An out= overload's cases: its functional op's, with an ``out`` of the result's shape
+    and dtype where the functional op succeeds on the CPU."""
+    functional = functional_name(name)
+    cases: list[Case] = []
+    for args, kwargs in cases_for(functional):
+        status, out = run(lambda a=args, k=kwargs: overload(functional)(*a, **k))
+        if status == "error":
+            continue
+        cases.append((args, {**kwargs, "out": np.empty(out.shape, out.dtype)}))
+    return cases
+
+
 def cases_for(name: str) -> list[Case]:
     base = name.split(".")[0]
+    if name.endswith("out"):
+        return out_cases(name)
     if name in UNARY:
         return list(unary_cases())
     if name in BINARY:
@@ -409,6 +445,16 @@ def cases_for(name: str) -> list[Case]:
         "clone": unary_cases,
         "copy_": copy_cases,
         "astype": astype_cases,
+        "add_": binary_cases,
+        "sub_": binary_cases,
+        "mul_": binary_cases,
+        "div_": binary_cases,
+        "zero_": unary_cases,
+        "fill_": fill_cases,
+        "clamp": clamp_cases,
+        "clamp_": clamp_cases,
+        "index_put": index_put_cases,
+        "index_put_": index_put_cases,
     }
     return list(table[base]())
 
@@ -460,7 +506,9 @@ def check_case(
         if name in FACTORIES:
             fake = run(lambda: op(*args, **kwargs, device=oplib.device("meta")))
         else:
-            fake = run(lambda: op(*to_meta(list(args)), **kwargs))
+            fake = run(
+                lambda: op(*to_meta(list(args)), **{k: to_meta(v) for k, v in kwargs.items()})
+            )
     else:
 
         def under_mode() -> Any:
@@ -473,7 +521,7 @@ def check_case(
                         return [conv(v) for v in x]
                     return x
 
-                out = op(*[conv(a) for a in args], **kwargs)
+                out = op(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
                 if isinstance(out, (list, tuple)):
                     return [o.native if isinstance(o, oplib.Tensor) else o for o in out]
                 return out.native if isinstance(out, oplib.Tensor) else out

@@ -304,31 +304,65 @@ class Slot:
         return bkwargs[self.name] if self.kw else bargs[self.pos]
 
 
-#: A return: ``"tensor"``, ``"list"`` (Tensor[]) or ``"other"``, and for a return that
-#: aliases a mutated input (``Tensor(a!)``), where that input sits.
-ReturnPlan = tuple[str, "Slot | None"]
+#: A return: ``"tensor"``, ``"list"`` (Tensor[]) or ``"other"``, the input it aliases
+#: (``Tensor(a!)``: a mutated input; ``Tensor(a)``: a view of an input) or None, and whether
+#: that alias is written (``!``).
+ReturnPlan = tuple[str, "Slot | None", bool]
 
 
-def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
-    aliases: dict[frozenset[str], Slot] = {}
+def _alias_slots(schema: FunctionSchema) -> dict[frozenset[str], tuple[Slot, bool]]:
+    """Each named alias set of a plain ``Tensor`` argument: where it sits, whether written."""
+    aliases: dict[frozenset[str], tuple[Slot, bool]] = {}
     pos_i = 0
     for a in schema.arguments:
         # An anonymous ``Tensor!`` is an alias set of its own: no return can alias it.
-        if a.annotation is not None and a.annotation.is_write and a.annotation.alias_set:
-            aliases[frozenset(a.annotation.alias_set)] = Slot(
-                a.name, a.kwarg_only, -1 if a.kwarg_only else pos_i, False
-            )
+        if a.annotation is not None and a.annotation.alias_set and is_plain_tensor(a.type):
+            slot = Slot(a.name, a.kwarg_only, -1 if a.kwarg_only else pos_i, False)
+            aliases[frozenset(a.annotation.alias_set)] = (slot, a.annotation.is_write)
         if not a.kwarg_only:
             pos_i += 1
+    return aliases
+
+
+def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
+    aliases = _alias_slots(schema)
     plan: list[ReturnPlan] = []
     for r in schema.returns:
         is_tensor, is_list = tensor_like(r.type)
         kind = "list" if is_list else ("tensor" if is_tensor else "other")
-        alias = None
-        if r.annotation is not None and r.annotation.is_write and r.annotation.alias_set:
-            alias = aliases.get(frozenset(r.annotation.alias_set))
-        plan.append((kind, alias))
+        ann = r.annotation
+        found = None
+        if ann is not None and ann.alias_set and not is_list:
+            found = aliases.get(frozenset(ann.alias_set))
+        if ann is None or found is None:
+            plan.append((kind, None, False))
+        else:
+            plan.append((kind, found[0], found[1] and ann.is_write))
     return tuple(plan)
+
+
+def _unreturned_writes(schema: FunctionSchema) -> tuple[Slot, ...]:
+    """Mutated plain ``Tensor`` arguments (``Tensor(a!)``, ``Tensor!``) that no return aliases:
+    their version counters are bumped after the call without a return to do it."""
+    returned = {
+        frozenset(r.annotation.alias_set)
+        for r in schema.returns
+        if r.annotation is not None and r.annotation.is_write
+    }
+    out: list[Slot] = []
+    pos_i = 0
+    for a in schema.arguments:
+        ann = a.annotation
+        if (
+            ann is not None
+            and ann.is_write
+            and is_plain_tensor(a.type)
+            and (not ann.alias_set or frozenset(ann.alias_set) not in returned)
+        ):
+            out.append(Slot(a.name, a.kwarg_only, -1 if a.kwarg_only else pos_i, False))
+        if not a.kwarg_only:
+            pos_i += 1
+    return tuple(out)
 
 
 class Signature:
@@ -349,6 +383,7 @@ class Signature:
     - ``returns``: per return, its kind and the input it aliases (see ``ReturnPlan``);
       ``single_plain_return``: exactly one return, a plain ``Tensor``; ``tuple_return``:
       the one return comes as a 1-tuple (``-> ((Tensor))``, torch's ``Tuple[Tensor]``);
+      ``writes``: mutated tensor arguments no return aliases (their versions are bumped);
       ``arity``: the number of positional parameters; ``named``: the op's named result
       type when its schema names every return (set by the ``OpOverload``, which owns it).
     """
@@ -372,6 +407,7 @@ class Signature:
         "slots",
         "tails",
         "tuple_return",
+        "writes",
     )
 
     def __init__(self, schema: FunctionSchema, qualname: str) -> None:
@@ -438,6 +474,7 @@ class Signature:
         self.tails = tuple(defaults[max(0, n - first_default) :] for n in range(pos_i + 1))
         self.kwdefaults = kwdefaults
         self.returns = _return_plan(schema)
+        self.writes = _unreturned_writes(schema)
         self.named: type[ReturnType] | None = None
         rets = schema.returns
         self.tuple_return = schema.tuple_return

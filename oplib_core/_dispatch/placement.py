@@ -19,7 +19,7 @@ from typing import Any
 from .._device import Device
 from .._registry import OpEntry
 from .._schema import OptionalType
-from .._tensor import Tensor
+from .._tensor import Tensor, bump_version, share_version
 from ..backends import TABLE, Backend, not_installed
 from ..errors import CallArgumentError, DeviceMismatchError, KernelResultError
 from .binding import ReturnPlan, Signature
@@ -185,8 +185,14 @@ def _factory_backend(
 
 def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
     """A kernel's native results as the caller gets them when Tensors came in: Tensors
-    (a returned mutated input is that input's own Tensor)."""
+    (a returned mutated input is that input's own Tensor, its version bumped; a view of an
+    input shares that input's version counter)."""
     plan = sig.returns
+    if sig.writes:
+        for slot in sig.writes:
+            written = slot.get(bargs, bkwargs)
+            if type(written) is Tensor:
+                bump_version(written)
     if not plan:  # "-> ()": the kernel returns None
         return out
     if len(plan) == 1:
@@ -200,16 +206,30 @@ def wrap(sig: Signature, out: Any, bargs: list[Any], bkwargs: dict[str, Any]) ->
 
 
 def _wrap_one(plan: ReturnPlan, value: Any, bargs: list[Any], bkwargs: dict[str, Any]) -> Any:
-    kind, alias = plan
+    kind, alias, written = plan
     if alias is not None:
         original = alias.get(bargs, bkwargs)
-        if type(original) is Tensor and original._data is value:
-            return original
+        if type(original) is Tensor:
+            if not written:
+                return _view(original, value)
+            if original._data is value:
+                bump_version(original)
+                return original
     if kind == "tensor":
         return value if value is None else Tensor._wrap(value)
     if kind == "list":
         return [Tensor._wrap(v) for v in value]
     return value
+
+
+def _view(base: Tensor, value: Any) -> Tensor | None:
+    """The output of a ``Tensor(a)`` op (a view of ``base``): it shares the version
+    counter of ``base``'s storage."""
+    if value is None:
+        return None
+    view = Tensor._wrap(value)
+    share_version(base, view)
+    return view
 
 
 # -- checking results -------------------------------------------------------------------------

@@ -21,13 +21,46 @@ __all__ = ["FunctionCtx"]
 
 class _SavedOutput:
     """An output of the ctx's own node, saved without a reference cycle (tensor → node →
-    tensor): rebuilt with ``grad_fn`` set when unpacked."""
+    tensor): rebuilt with ``grad_fn`` set when unpacked. Keeps the output's version counter
+    and its version when saved."""
 
-    __slots__ = ("data", "nr")
+    __slots__ = ("data", "nr", "vc", "version")
 
-    def __init__(self, data: Any, nr: int) -> None:
-        self.data = data
+    def __init__(self, t: Tensor, nr: int) -> None:
+        self.data = t._data
         self.nr = nr
+        vc = t._vc
+        if vc is None:  # made here: the output shares it from now on
+            vc = t._vc = [0]
+        self.vc = vc
+        self.version = vc[0]
+
+
+def _modified(data: Any, what: str, now: int, expected: int) -> RuntimeError:
+    """torch's error for a saved tensor that an in-place op changed after it was saved."""
+    shape = list(data.shape)
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [oplib.{data.dtype} {shape}]{what}, is at version {now}; "
+        f"expected version {expected} instead. Hint: the tensor was saved for backward and "
+        "then written in place (an in-place op, t[...] = v, or out=); clone() it before "
+        "the in-place op, or do the op out of place."
+    )
+
+
+def _versions_of(tensors: tuple[Any, ...]) -> tuple[int, ...]:
+    return tuple(0 if t is None or t._vc is None else t._vc[0] for t in tensors)
+
+
+def _check_versions(node: Node, saved: tuple[Any, ...], versions: tuple[int, ...] | None) -> None:
+    for i, t in enumerate(saved):
+        if t is not None:
+            v = 0 if versions is None else versions[i]
+            vc = t._vc
+            if vc is not None and vc[0] != v:
+                fn = t.grad_fn
+                what = "" if fn is None else f", which is output {t._out_nr} of {fn.name()}"
+                raise _modified(t._data, what, vc[0], v)
 
 
 class FunctionCtx(Node):
@@ -38,7 +71,15 @@ class FunctionCtx(Node):
     attribute may be set freely.
     """
 
-    __slots__ = ("__dict__", "_formula", "_materialize", "_nondiff", "_npassed", "_saved")
+    __slots__ = (
+        "__dict__",
+        "_formula",
+        "_materialize",
+        "_nondiff",
+        "_npassed",
+        "_saved",
+        "_versions",
+    )
 
     _formula: Formula
     # Output numbers marked non-differentiable (None: none).
@@ -50,6 +91,9 @@ class FunctionCtx(Node):
     # The saved values: a tuple of Tensors and None, or a list when it holds outputs of this
     # node (``_SavedOutput``s, rebuilt by ``saved_tensors``); None once freed.
     _saved: tuple[Any, ...] | list[Any] | None
+    # The version of each saved input when saved, checked when backward unpacks them; None
+    # when none had a counter then (all at version 0). Set by save_for_backward.
+    _versions: tuple[int, ...] | None
 
     if TYPE_CHECKING:  # formulas keep their own values on ctx (``ctx.beta = beta``)
 
@@ -58,40 +102,63 @@ class FunctionCtx(Node):
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Save tensors (inputs or outputs of the op, or None) for ``backward``."""
+        counted = False
         for t in tensors:
-            if t is not None and (type(t) is not Tensor or t.grad_fn is self):
-                break
+            if t is not None:
+                if type(t) is not Tensor or t.grad_fn is self:
+                    break
+                if t._vc is not None:
+                    counted = True
         else:  # inputs and None only: kept as they are
             self._saved = tensors
+            # (the common case, no counters, costs no tuple)
+            self._versions = _versions_of(tensors) if counted else None
             return
         saved: list[Any] = []
+        versions: list[int] = []
+        counted = False
         for i, t in enumerate(tensors):
             if t is None:
                 saved.append(None)
             elif type(t) is Tensor:
                 if t.grad_fn is self:
                     nr = 0 if self._nout == 1 else t._out_nr
-                    saved.append(_SavedOutput(t._data, nr))
-                else:
-                    saved.append(t)
+                    saved.append(_SavedOutput(t, nr))
+                    versions.append(0)  # _SavedOutput keeps its own
+                    continue
+                saved.append(t)
             else:
                 raise TypeError(
                     f"save_for_backward can only save tensors (oplib.Tensor) or None, but "
                     f"argument {i} is of type {type(t).__name__}; store other values as "
                     "attributes of ctx (ctx.name = value)"
                 )
+            if t is None or t._vc is None:
+                versions.append(0)
+            else:
+                versions.append(t._vc[0])
+                counted = True
         self._saved = saved
+        self._versions = tuple(versions) if counted else None
 
     @property
     def saved_tensors(self) -> tuple[Tensor, ...]:  # None where None was saved, as torch
         saved = self._saved
         if type(saved) is tuple:
+            for t in saved:  # a counter made or bumped since? (a scan is all it costs)
+                if t is not None and t._vc is not None:
+                    _check_versions(self, saved, self._versions)
+                    break
             return saved
         if saved is None:
             raise RuntimeError(_FREED)
         out: list[Any] = []
+        check = False
         for s in saved:
             if type(s) is _SavedOutput:
+                if s.vc[0] != s.version:
+                    what = f", which is output {s.nr} of {self.name()}"
+                    raise _modified(s.data, what, s.vc[0], s.version)
                 t = Tensor._wrap(s.data)
                 nondiff = self._nondiff
                 if nondiff is None or s.nr not in nondiff:
@@ -100,7 +167,12 @@ class FunctionCtx(Node):
                     if self._nout != 1:
                         t._out_nr = s.nr
                 s = t
+            elif s is not None and s._vc is not None:
+                check = True
             out.append(s)
+        if check:  # an input saved beside the outputs has a counter: compare its version
+            inputs = tuple(None if type(x) is _SavedOutput else x for x in saved)
+            _check_versions(self, inputs, self._versions)
         return tuple(out)
 
     @property

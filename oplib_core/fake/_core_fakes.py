@@ -31,6 +31,7 @@ from ..plugins import Registrar
 from . import _shapes as S
 from ._arrays import FakeArray, check_shape, fake_array
 from ._index_fakes import index_fake_kernels
+from ._inplace_fakes import inplace_fake_kernels
 
 __all__ = ["core_fake_kernels"]
 
@@ -343,6 +344,7 @@ def core_fake_kernels() -> dict[str, Callable[..., Any]]:
         )
 
     kernels.update(index_fake_kernels())  # indexing and views (issue 14)
+    kernels.update(inplace_fake_kernels(kernels))
     check_kernels(kernels)
     return kernels
 

@@ -55,6 +55,7 @@ from oplib_core._dtypes import (
 from oplib_core._opset import CORE_OPS, NAMESPACE, CoreOp
 from oplib_core.errors import NamespaceUnsupportedError
 from oplib_core.kernels._index_kernels import index_kernels
+from oplib_core.kernels._inplace_kernels import inplace_kernels
 
 __all__ = ["array_kernels", "check_kernels"]
 
@@ -522,6 +523,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         return _arange(start, end, step, dtype)
 
     kernels.update(index_kernels(xp))  # indexing and views (issue 14)
+    kernels.update(inplace_kernels(xp, kernels))
     ns_name = namespace_name(ns)
     for name, (needs, has) in _NEEDS.items():
         if not has(ns):

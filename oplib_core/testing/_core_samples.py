@@ -347,3 +347,7 @@ def oplib_sample_inputs(op: OpOverload, device: Device) -> Any:
         return None
     maker = CORE_SAMPLES.get(name)
     return None if maker is None else list(maker(device))
+
+
+# The in-place ops' samples add themselves to CORE_SAMPLES (their module imports this one).
+from . import _inplace_samples  # noqa: E402,F401

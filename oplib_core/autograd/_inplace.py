@@ -1,0 +1,253 @@
+"""Autograd of the in-place core ops, and the formulas of their functional companions.
+
+An in-place op ``self.add_(other)`` on tensors that require grad is recorded as torch does:
+
+1. a leaf that requires grad is refused (``a leaf Variable that requires grad is being used
+   in an in-place operation.``), and so is a view of a tensor that requires grad (oplib
+   does not rebase a view's base, torch's ``CopySlices``);
+2. the op's functional form (``add(self, other)``) runs with autograd on ``old``, a Tensor
+   standing for ``self`` before the write (same data, same history): its node is the new
+   ``grad_fn`` of ``self``, so gradients flow to ``self``'s old history and to ``other``;
+   when that node saved ``old`` (``mul_``, ``div_``, ``clamp_`` need the old values), the
+   saved data is a copy taken before the write (torch's ``original_self``);
+3. the real in-place op then runs below autograd: it checks, writes, and bumps ``self``'s
+   version (so anything that saved ``self`` before raises at backward).
+
+``FORMS`` maps each in-place op to its functional form; ``FORMULAS`` holds the formulas of
+``clamp``, ``index_put`` and the private gather ``_index`` that ``index_put``'s gradient uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._grad_mode import STATE as GRAD
+from .._registry import REGISTRY
+from .._schema import FunctionSchema
+from .._tensor import Tensor
+from ._engine import sum_to
+from ._formulas import OPS
+
+__all__ = [
+    "FORMS",
+    "FORMULAS",
+    "INDEX",
+    "index_fake",
+    "index_kernel",
+    "inplace_kernel",
+    "out_kernel",
+]
+
+_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_VIEW_OF_LEAF = (
+    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
+
+#: The gather ``index_put``'s gradient needs: ``self[indices]`` (None: a whole dim).
+INDEX = "oplib::_index(Tensor self, Tensor?[] indices) -> Tensor"
+
+
+def _key(indices: list[Any]) -> tuple[Any, ...]:
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+def index_kernel(self: Any, indices: list[Any]) -> Any:
+    """``self[indices]`` on any array library with numpy's advanced indexing."""
+    return self[_key(indices)]
+
+
+def index_fake(self: Any, indices: list[Any]) -> Any:
+    """Fake ``_index``: the shape numpy's indexing gives, from index shapes (bool masks
+    have data-dependent sizes: refused)."""
+    dummies: list[Any] = []
+    for i, ix in enumerate(indices):
+        if ix is None:
+            dummies.append(slice(None))
+            continue
+        if ix.dtype.kind == "b":
+            raise RuntimeError(
+                f"oplib::_index: indices[{i}] is a bool mask, whose result size depends on "
+                "its data; a fake tensor has none"
+            )
+        dummies.append(np.zeros(tuple(ix.shape), dtype=np.int64))
+    probe = np.broadcast_to(np.empty((), dtype=np.int8), tuple(self.shape))
+    return self.new_empty(probe[tuple(dummies)].shape)
+
+
+index_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
+
+
+def _zero(g: Tensor) -> Tensor:
+    return Tensor._wrap(OPS.zeros([], dtype=g._data.dtype))
+
+
+# -- functional forms of the in-place ops (recorded on ``old``; values come from the op) ---
+def _times_zero(old: Tensor) -> Tensor:
+    out: Tensor = OPS.mul_Scalar(old, 0)
+    return out
+
+
+def _cast_to(t: Tensor, like: Tensor) -> Tensor:
+    if type(t) is not Tensor:
+        t = Tensor(t)
+    if t._data.dtype != like._data.dtype:
+        t = OPS.astype(t, like._data.dtype)
+    return t
+
+
+Form = Callable[..., Tensor]
+
+FORMS: dict[str, Form] = {
+    "add_.Tensor": lambda old, other: OPS.add(old, other),
+    "add_.Scalar": lambda old, other: OPS.add_Scalar(old, other),
+    "sub_.Tensor": lambda old, other: OPS.sub(old, other),
+    "sub_.Scalar": lambda old, other: OPS.sub_Scalar(old, other),
+    "mul_.Tensor": lambda old, other: OPS.mul(old, other),
+    "mul_.Scalar": lambda old, other: OPS.mul_Scalar(old, other),
+    "div_.Tensor": lambda old, other: OPS.div(old, other),
+    "div_.Scalar": lambda old, other: OPS.div_Scalar(old, other),
+    "zero_": _times_zero,
+    "fill_.Scalar": lambda old, value: _times_zero(old),
+    "fill_.Tensor": lambda old, value: OPS.add(_times_zero(old), _cast_to(value, old)),
+    "copy_": lambda old, src: OPS.add(_times_zero(old), _cast_to(src, old)),
+    "clamp_": lambda old, min=None, max=None: OPS.clamp(old, min, max),
+    "index_put_": lambda old, indices, values, accumulate=False: OPS.index_put(
+        old, indices, values, accumulate
+    ),
+}
+
+
+def _is_view_node(fn: Any) -> bool:
+    formula = getattr(fn, "_formula", None)
+    if formula is None:
+        return False
+    schema: FunctionSchema = formula.call.schema
+    return any(r.annotation is not None and not r.annotation.is_write for r in schema.returns)
+
+
+def _refuse(self: Tensor) -> None:
+    """torch's refusals of an in-place op recorded by autograd."""
+    fn = self.grad_fn
+    if self._rg and fn is None:
+        raise RuntimeError(_LEAF)
+    if fn is not None and _is_view_node(fn):
+        edge = fn._edges[0] if fn._edges else None
+        if edge is not None and type(edge[0]) is Tensor:
+            raise RuntimeError(_VIEW_OF_LEAF)
+        raise RuntimeError(
+            f"an in-place operation on a view ({fn.name()}) of a tensor that requires grad is "
+            "not supported: oplib does not rebase the history of the view's base (torch's "
+            "CopySlices); clone() the view and write into the clone, or write into the base"
+        )
+
+
+def _saves(node: Any, t: Tensor) -> bool:
+    saved = getattr(node, "_saved", None)
+    return bool(saved) and any(s is t for s in saved)  # type: ignore[union-attr]
+
+
+def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
+    """The Autograd kernel of the in-place op ``qualname`` with functional form ``form``."""
+    op = REGISTRY.ops[qualname].overload
+
+    def kernel(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(self) is not Tensor:
+            raise RuntimeError(
+                f"{qualname}: the tensor written in place must be an oplib.Tensor when an "
+                f"argument requires grad, got {type(self).__name__}"
+            )
+        _refuse(self)
+        old = Tensor._wrap(self._data)
+        old._rg, old.grad_fn, old._out_nr = self._rg, self.grad_fn, self._out_nr
+        out = form(old, *args, **kwargs)
+        node = out.grad_fn
+        if node is not None and _saves(node, old):
+            old._data = OPS.clone(Tensor._wrap(self._data))._data
+        GRAD.enabled = False
+        try:
+            result = op(self, *args, **kwargs)
+        finally:
+            GRAD.enabled = True
+        if node is not None:
+            self.grad_fn = node
+            self._rg = True
+            self._out_nr = out._out_nr
+        return result
+
+    kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
+    return kernel
+
+
+def out_kernel(qualname: str) -> Callable[..., Any]:
+    """The Autograd kernel of an ``out=`` overload: refused as torch refuses it (it runs only
+    when grad mode is on and an argument requires grad)."""
+    base = qualname.partition("::")[2].partition(".")[0]
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"{base}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
+
+    kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
+    return kernel
+
+
+# -- formulas of the functional companions -------------------------------------------------
+def _save_clamp(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    bounds = [*inputs[1:3], None, None]
+    ctx.bounds = (bounds[0], bounds[1])
+    ctx.save_for_backward(inputs[0])
+
+
+def _clamp(ctx: Any, g: Tensor) -> Any:
+    """The gradient passes where ``min <= x <= max`` (the bounds included, as torch)."""
+    (x,) = ctx.saved_tensors
+    lo, hi = ctx.bounds
+    zero = _zero(g)
+    if lo is not None:
+        g = OPS.where(OPS.ge_Scalar(x, lo), g, zero)
+    if hi is not None:
+        g = OPS.where(OPS.le_Scalar(x, hi), g, zero)
+    return g, None, None
+
+
+def _save_index_put(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    _, indices, values, *rest = inputs
+    ctx.indices = [None if i is None else (i if type(i) is Tensor else Tensor(i)) for i in indices]
+    ctx.values_shape = tuple(values._data.shape)
+    ctx.accumulate = bool(rest[0]) if rest else False
+
+
+def _index_put(ctx: Any, g: Tensor) -> Any:
+    need_self, _, need_values = ctx.needs_input_grad[:3]
+    gs = gv = None
+    if need_self:
+        gs = g if ctx.accumulate else OPS.index_put(g, ctx.indices, _zero(g), False)
+    if need_values:
+        gv = sum_to(OPS._index(g, ctx.indices), ctx.values_shape)
+    return gs, None, gv, None
+
+
+def _save_index(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    self, indices = inputs
+    ctx.indices = list(indices)
+    ctx.shape = tuple(self._data.shape)
+    ctx.dtype = self._data.dtype
+    ctx.device = self.device
+
+
+def _index(ctx: Any, g: Tensor) -> Any:
+    zeros = Tensor._wrap(OPS.zeros(list(ctx.shape), dtype=ctx.dtype, device=ctx.device))
+    return OPS.index_put(zeros, ctx.indices, g, True), None
+
+
+#: op name -> (setup_context, backward), as ``_formulas.FORMULAS``
+FORMULAS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "clamp": (_save_clamp, _clamp),
+    "index_put": (_save_index_put, _index_put),
+    "_index": (_save_index, _index),
+}
