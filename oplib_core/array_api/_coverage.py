@@ -1,0 +1,69 @@
+"""Which names of the array API standard (2023.12) this namespace does not have yet, and why.
+
+``tests/test_array_api_namespace.py`` checks that these are exactly the standard's names
+(read from ``array-api-strict``) minus ``oplib.array_api.__all__``, and that
+``docs/array-api.md`` lists each of them, so the list cannot go stale."""
+
+from __future__ import annotations
+
+__all__ = ["NOT_COVERED"]
+
+_VIEWS = "needs the indexing and view ops (issue 14, in progress)"
+_NO_OP = "no core op yet, and no accurate composition of the existing ones"
+_BITS = "no bitwise core ops yet"
+_COMPLEX = "no complex-part core ops (real, imag, conj) yet"
+_ROUNDING = "no rounding core ops (floor, ceil, trunc, round) yet"
+_SORT = "no sorting or searching core ops yet"
+_DATA_SHAPE = "data-dependent output shapes: no core op yet"
+
+#: standard name -> why it is not here yet.
+NOT_COVERED: dict[str, str] = {
+    "acos": _NO_OP,
+    "acosh": _NO_OP,
+    "argmax": _SORT,
+    "argmin": _SORT,
+    "argsort": _SORT,
+    "asin": _NO_OP,
+    "asinh": _NO_OP,
+    "atan": _NO_OP,
+    "atan2": _NO_OP,
+    "atanh": _NO_OP,
+    "bitwise_and": _BITS,
+    "bitwise_invert": _BITS,
+    "bitwise_left_shift": _BITS,
+    "bitwise_or": _BITS,
+    "bitwise_right_shift": _BITS,
+    "bitwise_xor": _BITS,
+    "ceil": _ROUNDING,
+    "conj": _COMPLEX,
+    "copysign": "needs the sign bit of zeros and NaNs: no core op yet",
+    "cosh": "exp-based compositions overflow before cosh does: no core op yet",
+    "cumulative_sum": "no cumulative core op yet",
+    "flip": _VIEWS,
+    "floor": _ROUNDING,
+    "floor_divide": _ROUNDING,
+    "hypot": "sqrt(x*x + y*y) overflows before hypot does: no core op yet",
+    "imag": _COMPLEX,
+    "log1p": _NO_OP,
+    "logaddexp": "the stable composition needs infinity special cases: no core op yet",
+    "nonzero": _DATA_SHAPE,
+    "prod": "no product reduction core op yet",
+    "real": _COMPLEX,
+    "remainder": _ROUNDING,
+    "repeat": _VIEWS,
+    "roll": _VIEWS,
+    "round": _ROUNDING,
+    "searchsorted": _SORT,
+    "signbit": "needs the sign bit of zeros and NaNs: no core op yet",
+    "sinh": "exp-based compositions overflow before sinh does: no core op yet",
+    "sort": _SORT,
+    "take": _VIEWS,
+    "tile": _VIEWS,
+    "tril": _VIEWS,
+    "triu": _VIEWS,
+    "trunc": _ROUNDING,
+    "unique_all": _DATA_SHAPE,
+    "unique_counts": _DATA_SHAPE,
+    "unique_inverse": _DATA_SHAPE,
+    "unique_values": _DATA_SHAPE,
+}

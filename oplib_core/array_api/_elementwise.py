@@ -1,0 +1,212 @@
+"""The standard's elementwise functions: a core op each, or a composition of core ops (so
+the result keeps its autograd graph and stays on its device).
+
+Binary functions take two Tensors, or a Tensor and a Python scalar (which takes the
+Tensor's dtype, the rule of the 2024.12 revision); the dtypes of two Tensors combine as the
+core ops combine them (numpy's promotion, torch's for bfloat16 and float8)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .._tensor import Tensor
+from ._common import call, check_tensor, operands, scalar_tensor
+
+__all__ = [
+    "abs",
+    "add",
+    "clip",
+    "cos",
+    "divide",
+    "equal",
+    "exp",
+    "expm1",
+    "greater",
+    "greater_equal",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "less",
+    "less_equal",
+    "log",
+    "log2",
+    "log10",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negative",
+    "not_equal",
+    "positive",
+    "pow",
+    "sign",
+    "sin",
+    "sqrt",
+    "square",
+    "subtract",
+    "tan",
+    "tanh",
+]
+
+
+def _unary(api: str, op: str) -> Callable[[Tensor], Tensor]:
+    def fn(x: Tensor, /) -> Tensor:
+        return call(op)(check_tensor(api, x))
+
+    fn.__name__ = fn.__qualname__ = api
+    fn.__doc__ = f"The standard's ``{api}``: ``oplib::{op}``."
+    return fn
+
+
+def _binary(api: str, op: str) -> Callable[[Any, Any], Tensor]:
+    def fn(x1: Any, x2: Any, /) -> Tensor:
+        return call(op)(*operands(api, x1, x2))
+
+    fn.__name__ = fn.__qualname__ = api
+    fn.__doc__ = (
+        f"The standard's ``{api}``: ``oplib::{op}`` (a Python scalar may stand for one array)."
+    )
+    return fn
+
+
+abs = _unary("abs", "abs")
+cos = _unary("cos", "cos")
+exp = _unary("exp", "exp")
+log = _unary("log", "log")
+negative = _unary("negative", "neg")
+sin = _unary("sin", "sin")
+sqrt = _unary("sqrt", "sqrt")
+tanh = _unary("tanh", "tanh")
+
+add = _binary("add", "add")
+subtract = _binary("subtract", "sub")
+multiply = _binary("multiply", "mul")
+divide = _binary("divide", "div")
+pow = _binary("pow", "pow")
+maximum = _binary("maximum", "maximum")
+minimum = _binary("minimum", "minimum")
+equal = _binary("equal", "eq")
+not_equal = _binary("not_equal", "ne")
+less = _binary("less", "lt")
+less_equal = _binary("less_equal", "le")
+greater = _binary("greater", "gt")
+greater_equal = _binary("greater_equal", "ge")
+
+
+def positive(x: Tensor, /) -> Tensor:
+    """``+x``: a copy (``oplib::clone``), in the graph."""
+    return call("clone")(check_tensor("positive", x))
+
+
+def square(x: Tensor, /) -> Tensor:
+    """``x * x``."""
+    x = check_tensor("square", x)
+    return call("mul")(x, x)
+
+
+def tan(x: Tensor, /) -> Tensor:
+    """``sin(x) / cos(x)``."""
+    x = check_tensor("tan", x)
+    return call("div")(call("sin")(x), call("cos")(x))
+
+
+def expm1(x: Tensor, /) -> Tensor:
+    """``exp(x) - 1`` without the cancellation near 0: ``tanh(x / 2) * (exp(x) + 1)``
+    (the same identity, exact in real arithmetic, accurate to a few ulp everywhere)."""
+    x = check_tensor("expm1", x)
+    half = call("tanh")(call("mul.Scalar")(x, 0.5))
+    return call("mul")(half, call("add.Scalar")(call("exp")(x), 1))
+
+
+def log2(x: Tensor, /) -> Tensor:
+    """``log(x) / log(2)``."""
+    return call("div.Scalar")(call("log")(check_tensor("log2", x)), math.log(2.0))
+
+
+def log10(x: Tensor, /) -> Tensor:
+    """``log(x) / log(10)``."""
+    return call("div.Scalar")(call("log")(check_tensor("log10", x)), math.log(10.0))
+
+
+def isnan(x: Tensor, /) -> Tensor:
+    """``x != x``: True exactly where ``x`` (or a complex ``x``'s real or imaginary part) is
+    NaN."""
+    x = check_tensor("isnan", x)
+    return call("ne")(x, x)
+
+
+def isinf(x: Tensor, /) -> Tensor:
+    """``|x| == inf`` (a complex ``x`` whose real or imaginary part is infinite)."""
+    return call("eq.Scalar")(call("abs")(check_tensor("isinf", x)), math.inf)
+
+
+def isfinite(x: Tensor, /) -> Tensor:
+    """``|x| < inf`` (False for NaN and for either infinity)."""
+    return call("lt.Scalar")(call("abs")(check_tensor("isfinite", x)), math.inf)
+
+
+def sign(x: Tensor, /) -> Tensor:
+    """-1, 0 or 1 by the sign of a real ``x`` (NaN stays NaN, zero stays as given);
+    ``x / |x|`` (0 at 0) for a complex ``x``."""
+    x = check_tensor("sign", x)
+    where = call("where")
+    if x.dtype.kind == "c":
+        zero = call("eq.Scalar")(x, 0)
+        safe = where(zero, scalar_tensor("sign", 1, x), x)
+        return where(zero, x, call("div")(safe, call("abs")(safe)))
+    one, minus_one = scalar_tensor("sign", 1, x), scalar_tensor("sign", -1, x)
+    if x.dtype.kind == "u":
+        return where(call("gt.Scalar")(x, 0), one, x)
+    return where(call("gt.Scalar")(x, 0), one, where(call("lt.Scalar")(x, 0), minus_one, x))
+
+
+def _bools(api: str, x: Tensor) -> Tensor:
+    x = check_tensor(api, x)
+    if x.dtype.kind != "b":
+        raise TypeError(f"oplib.array_api.{api}(): expected a bool array, got {x.dtype}")
+    return x
+
+
+def logical_not(x: Tensor, /) -> Tensor:
+    """``x == False`` of a bool array."""
+    return call("eq.Scalar")(_bools("logical_not", x), False)
+
+
+def logical_and(x1: Any, x2: Any, /) -> Tensor:
+    """The minimum of two bool arrays."""
+    a, b = operands("logical_and", x1, x2)
+    return call("minimum")(_bools("logical_and", a), _bools("logical_and", b))
+
+
+def logical_or(x1: Any, x2: Any, /) -> Tensor:
+    """The maximum of two bool arrays."""
+    a, b = operands("logical_or", x1, x2)
+    return call("maximum")(_bools("logical_or", a), _bools("logical_or", b))
+
+
+def logical_xor(x1: Any, x2: Any, /) -> Tensor:
+    """``x1 != x2`` of two bool arrays."""
+    a, b = operands("logical_xor", x1, x2)
+    return call("ne")(_bools("logical_xor", a), _bools("logical_xor", b))
+
+
+def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:
+    """``minimum(maximum(x, min), max)``; ``min``/``max`` are Python scalars or arrays, the
+    result has ``x``'s dtype (NaN propagates)."""
+    x = check_tensor("clip", x)
+    out = x
+    for bound, op in ((min, "maximum"), (max, "minimum")):
+        if bound is None:
+            continue
+        b = bound if isinstance(bound, Tensor) else scalar_tensor("clip", bound, x)
+        out = call(op)(out, b)
+    if out is x:
+        return call("clone")(x)
+    if out.dtype != x.dtype:
+        out = call("astype")(out, x.dtype)
+    return out
