@@ -117,7 +117,6 @@ newaxis = None
 del _math, _np
 
 __all__ = [
-    "NOT_COVERED",
     "__array_api_version__",
     "__array_namespace_info__",
     "abs",

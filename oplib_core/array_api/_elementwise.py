@@ -140,14 +140,21 @@ def isnan(x: Tensor, /) -> Tensor:
     return call("ne")(x, x)
 
 
-def isinf(x: Tensor, /) -> Tensor:
-    """``|x| == inf`` (a complex ``x`` whose real or imaginary part is infinite)."""
-    return call("eq.Scalar")(call("abs")(check_tensor("isinf", x)), math.inf)
-
-
 def isfinite(x: Tensor, /) -> Tensor:
-    """``|x| < inf`` (False for NaN and for either infinity)."""
-    return call("lt.Scalar")(call("abs")(check_tensor("isfinite", x)), math.inf)
+    """``x - x == 0``: False for NaN and either infinity (in either part of a complex
+    ``x``), True for every integer."""
+    x = check_tensor("isfinite", x)
+    return call("eq.Scalar")(call("sub")(x, x), 0)
+
+
+def isinf(x: Tensor, /) -> Tensor:
+    """``|x| == inf`` (a complex ``x`` with an infinite part, whatever the other one is);
+    for complex ``x`` also not finite, since ``|x|`` of huge finite parts overflows."""
+    x = check_tensor("isinf", x)
+    infinite = call("eq.Scalar")(call("abs")(x), math.inf)
+    if x.dtype.kind != "c":
+        return infinite
+    return call("minimum")(infinite, call("ne.Scalar")(call("sub")(x, x), 0))
 
 
 def sign(x: Tensor, /) -> Tensor:
@@ -159,10 +166,10 @@ def sign(x: Tensor, /) -> Tensor:
         zero = call("eq.Scalar")(x, 0)
         safe = where(zero, scalar_tensor("sign", 1, x), x)
         return where(zero, x, call("div")(safe, call("abs")(safe)))
-    one, minus_one = scalar_tensor("sign", 1, x), scalar_tensor("sign", -1, x)
+    positive = where(call("gt.Scalar")(x, 0), scalar_tensor("sign", 1, x), x)
     if x.dtype.kind == "u":
-        return where(call("gt.Scalar")(x, 0), one, x)
-    return where(call("gt.Scalar")(x, 0), one, where(call("lt.Scalar")(x, 0), minus_one, x))
+        return positive
+    return where(call("lt.Scalar")(x, 0), scalar_tensor("sign", -1, x), positive)
 
 
 def _bools(api: str, x: Tensor) -> Tensor:
