@@ -58,9 +58,11 @@ def elements(dtype: np.dtype, *, finite: bool = False, bound: float | None = Non
         )
     if dtype.kind == "c":
         part = np.dtype(f"float{dtype.itemsize * 4}")
-        return st.builds(complex, elements(part, finite=finite, bound=bound), elements(
-            part, finite=finite, bound=bound
-        ))
+        return st.builds(
+            complex,
+            elements(part, finite=finite, bound=bound),
+            elements(part, finite=finite, bound=bound),
+        )
     return None  # hypothesis's own strategy for bool and integers
 
 
@@ -68,7 +70,9 @@ def arrays(dtype: str, shape: Any = None, **kw: Any) -> Any:
     d = np.dtype(dtype)
     return hnp.arrays(
         d,
-        hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4) if shape is None else shape,
+        hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
+        if shape is None
+        else shape,
         elements=elements(d, **kw),
     )
 
@@ -232,7 +236,8 @@ def test_clip_agrees_with_array_api_strict(data: st.DataObject) -> None:
 # -- statistical and utility ------------------------------------------------------------------
 def axis_args(data: st.DataObject, ndim: int) -> Any:
     return data.draw(
-        st.none() | (st.integers(-ndim, ndim - 1) if ndim else st.nothing())
+        st.none()
+        | (st.integers(-ndim, ndim - 1) if ndim else st.nothing())
         | hnp.valid_tuple_axes(ndim),
         label="axis",
     )
@@ -322,7 +327,9 @@ def test_eye_agrees(rows: int, cols: int | None, k: int, dtype: str) -> None:
 )
 def test_linspace_agrees(start: float, stop: float, num: int, endpoint: bool, dtype: str) -> None:
     with standard():
-        expected = strict.linspace(start, stop, num, dtype=getattr(strict, dtype), endpoint=endpoint)
+        expected = strict.linspace(
+            start, stop, num, dtype=getattr(strict, dtype), endpoint=endpoint
+        )
     actual = xp.linspace(start, stop, num, dtype=getattr(xp, dtype), endpoint=endpoint)
     agree(actual, expected, atol=1e-4)
 
@@ -362,7 +369,9 @@ def test_full_agrees(shape: tuple[int, ...], fill: int, dtype: str) -> None:
 @given(data=st.data(), indexing=st.sampled_from(["xy", "ij"]), n=st.integers(1, 3))
 def test_meshgrid_agrees(data: st.DataObject, indexing: str, n: int) -> None:
     dtype = data.draw(st.sampled_from(REAL))
-    arrs = [data.draw(arrays(dtype, (data.draw(st.integers(0, 4)),), finite=True)) for _ in range(n)]
+    arrs = [
+        data.draw(arrays(dtype, (data.draw(st.integers(0, 4)),), finite=True)) for _ in range(n)
+    ]
     pairs = [both(a) for a in arrs]
     with standard():
         expected = strict.meshgrid(*(r for _, r in pairs), indexing=indexing)
@@ -429,7 +438,10 @@ def test_joining_agrees(data: st.DataObject) -> None:
     axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
     other = list(shape)
     other[axis] = data.draw(st.integers(0, 3), label="size")
-    (m1, r1), (m2, r2) = both(data.draw(arrays(d1, shape))), both(data.draw(arrays(d2, tuple(other))))
+    (m1, r1), (m2, r2) = (
+        both(data.draw(arrays(d1, shape))),
+        both(data.draw(arrays(d2, tuple(other)))),
+    )
     with standard():
         cat, flat = strict.concat([r1, r2], axis=axis), strict.concat([r1, r2], axis=None)
     agree(xp.concat([m1, m2], axis=axis), cat)
@@ -476,15 +488,18 @@ def test_linear_algebra_agrees(data: st.DataObject) -> None:
     assume(len(sa) >= k)
     tail = sa[len(sa) - k :]
     sb = tail + data.draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3))
-    (a, ra), (b, rb) = both(data.draw(arrays(d1, sa, bound=bound))), both(
-        data.draw(arrays(d2, sb, bound=bound))
+    (a, ra), (b, rb) = (
+        both(data.draw(arrays(d1, sa, bound=bound))),
+        both(data.draw(arrays(d2, sb, bound=bound))),
     )
     with standard():
         expected = quiet(lambda: strict.tensordot(ra, rb, axes=k))
     agree(quiet(lambda: xp.tensordot(a, b, axes=k)), expected, atol=1e-3)
 
     # vecdot over a shared last axis, with broadcasting
-    vs = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=3))
+    vs = data.draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=3)
+    )
     n = data.draw(st.integers(0, 4), label="n")
     (v1, rv1) = both(data.draw(arrays(d1, (*vs.input_shapes[0][:-1], n), bound=bound)))
     (v2, rv2) = both(data.draw(arrays(d2, (*vs.input_shapes[1][:-1], n), bound=bound)))
@@ -497,8 +512,12 @@ def test_linear_algebra_agrees(data: st.DataObject) -> None:
 @pytest.mark.parametrize("to", ALL)
 @pytest.mark.parametrize("from_", ALL)
 def test_dtype_functions_agree(from_: str, to: str) -> None:
-    s_from, s_to, o_from, o_to = (getattr(strict, from_), getattr(strict, to),
-                                  getattr(xp, from_), getattr(xp, to))
+    s_from, s_to, o_from, o_to = (
+        getattr(strict, from_),
+        getattr(strict, to),
+        getattr(xp, from_),
+        getattr(xp, to),
+    )
     with standard():
         assert xp.can_cast(o_from, o_to) == strict.can_cast(s_from, s_to)
         try:
@@ -513,8 +532,15 @@ def test_dtype_functions_agree(from_: str, to: str) -> None:
         agree(xp.astype(mine, o_to), strict.astype(ref, s_to))
 
 
-KINDS = ["bool", "signed integer", "unsigned integer", "integral", "real floating",
-         "complex floating", "numeric"]
+KINDS = [
+    "bool",
+    "signed integer",
+    "unsigned integer",
+    "integral",
+    "real floating",
+    "complex floating",
+    "numeric",
+]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -527,7 +553,11 @@ def test_isdtype_finfo_iinfo_agree(name: str) -> None:
         if name in FLOATS + COMPLEX:
             f, g = xp.finfo(mine), strict.finfo(ref)
             assert (f.bits, f.eps, f.max, f.min, f.smallest_normal) == (
-                g.bits, g.eps, g.max, g.min, g.smallest_normal
+                g.bits,
+                g.eps,
+                g.max,
+                g.min,
+                g.smallest_normal,
             )
             assert f.dtype == mine
         if name in INTS:
@@ -648,13 +678,13 @@ COMPOSITES: list[tuple[str, Callable[[Any], Any]]] = [
     ("positive", xp.positive),
     ("var", lambda x: xp.var(x, axis=0, correction=1)),
     ("std", lambda x: xp.std(x, axis=1)),
-    ("clip", lambda x: xp.clip(x, 0.2, 0.7)),
+    ("clip", lambda x: xp.clip(x, 0.25, 0.75)),
     ("tensordot", lambda x: xp.tensordot(x, x, axes=1)),
     ("vecdot", lambda x: xp.vecdot(x, x)),
     ("moveaxis", lambda x: xp.moveaxis(x, 0, 1)),
     ("concat", lambda x: xp.concat([x, x], axis=None)),
     ("unstack", lambda x: xp.unstack(x, axis=1)[1]),
-    ("where", lambda x: xp.where(x > 0.5, x, 2.0)),
+    ("where", lambda x: xp.where(x > 0.45, x, 2.0)),
 ]
 
 
@@ -682,7 +712,7 @@ def test_results_stay_on_the_inputs_device() -> None:
     ):
         assert out.device.type == "meta", out
     assert xp.var(x, axis=1).shape == (2,)
-    assert x.to_device("cpu").device.type == "cpu"
+    assert xp.zeros(2).to_device("meta").device.type == "meta"
 
 
 def test_under_fake_mode() -> None:
@@ -695,11 +725,15 @@ def test_under_fake_mode() -> None:
 # -- errors ------------------------------------------------------------------------------------
 def test_errors_name_the_function_and_the_problem() -> None:
     x = oplib.tensor([[1.0, 2.0]])
-    with pytest.raises(TypeError, match=r"array_api.exp\(\): expected an oplib Tensor for 'x', got list"):
+    with pytest.raises(
+        TypeError, match=r"array_api.exp\(\): expected an oplib Tensor for 'x', got list"
+    ):
         xp.exp([1.0])
     with pytest.raises(TypeError, match=r"array_api.add\(\): expected at least one oplib Tensor"):
         xp.add(1, 2)
-    with pytest.raises(TypeError, match=r"add\(\): expected an oplib Tensor or a Python scalar, got str"):
+    with pytest.raises(
+        TypeError, match=r"add\(\): expected an oplib Tensor or a Python scalar, got str"
+    ):
         xp.add(x, "a")
     with pytest.raises(TypeError, match="a bool scalar does not combine with a float32 array"):
         xp.add(x, True)
@@ -707,7 +741,9 @@ def test_errors_name_the_function_and_the_problem() -> None:
         xp.logical_and(x, x)
     with pytest.raises(ValueError, match=r"squeeze\(\): axis 1 has size 2, not 1"):
         xp.squeeze(x, axis=1)
-    with pytest.raises(IndexError, match=r"sum\(\): axis 2 is out of bounds for an array of dimension 2"):
+    with pytest.raises(
+        IndexError, match=r"sum\(\): axis 2 is out of bounds for an array of dimension 2"
+    ):
         xp.sum(x, axis=2)
     with pytest.raises(ValueError, match=r"sum\(\): repeated axis"):
         xp.sum(x, axis=(0, -2))
@@ -725,8 +761,10 @@ def test_errors_name_the_function_and_the_problem() -> None:
         xp.vecdot(xp.zeros(2, dtype=xp.complex64), xp.zeros(2, dtype=xp.complex64))
     with pytest.raises(ValueError, match="indexing must be 'xy' or 'ij'"):
         xp.meshgrid(xp.zeros(2), indexing="yx")
-    with pytest.raises(ValueError, match="kind tuples cannot be nested|unknown kind 'floats'"):
+    with pytest.raises(ValueError, match="unknown kind 'floats'"):
         xp.isdtype(xp.float32, "floats")
+    with pytest.raises(TypeError, match="kind tuples cannot be nested"):
+        xp.isdtype(xp.float32, (("bool",),))
     with pytest.raises(TypeError, match="expected a floating dtype, got int32"):
         xp.finfo(xp.int32)
     with pytest.raises(TypeError, match="expected an integer dtype, got float32"):
