@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import runpy
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -788,3 +789,8 @@ def test_python_data_takes_the_asked_dtype_directly() -> None:
     assert oplib.tensor(16777217.0, dtype=oplib.float64).item() == 16777217.0
     assert oplib.tensor([2**63 + 1], dtype=oplib.uint64).item() == 2**63 + 1
     assert oplib.tensor(16777217.0).dtype == oplib.float32
+
+
+def test_typing_example_runs() -> None:
+    # mypy and basedpyright check it with the project (pyproject.toml includes tests/typing)
+    runpy.run_path(str(ROOT / "tests" / "typing" / "array_api_examples.py"))

@@ -29,7 +29,7 @@ from .._dtypes import (
     uint32,
     uint64,
 )
-from ._coverage import NOT_COVERED
+from ._coverage import NOT_COVERED as NOT_COVERED  # public, outside __all__ (not a standard name)
 from ._creation import (
     arange,
     asarray,
