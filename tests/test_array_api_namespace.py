@@ -794,3 +794,46 @@ def test_python_data_takes_the_asked_dtype_directly() -> None:
 def test_typing_example_runs() -> None:
     # mypy and basedpyright check it with the project (pyproject.toml includes tests/typing)
     runpy.run_path(str(ROOT / "tests" / "typing" / "array_api_examples.py"))
+
+
+DEVICE_CASES: list[tuple[str, Callable[[Any], Any]]] = [
+    ("expm1", xp.expm1),
+    ("sign", xp.sign),
+    ("isfinite", xp.isfinite),
+    ("add scalar", lambda x: xp.add(2.0, x)),
+    ("clip", lambda x: xp.clip(x, -0.5, 0.5)),
+    ("sum", lambda x: xp.sum(x, axis=1)),
+    ("var", lambda x: xp.var(x, axis=0, correction=1)),
+    ("any", lambda x: xp.any(x > 0, axis=())),
+    ("max", lambda x: xp.max(x, keepdims=True)),
+    ("moveaxis", lambda x: xp.moveaxis(x, 0, -1)),
+    ("unstack", lambda x: xp.unstack(x)[1]),
+    ("concat", lambda x: xp.concat([x, x], axis=None)),
+    ("where", lambda x: xp.where(x > 0, x, 0.0)),
+    ("tensordot", lambda x: xp.tensordot(x, x, axes=([0], [0]))),
+    ("vecdot", lambda x: xp.vecdot(x, x, axis=0)),
+    ("zeros_like", xp.zeros_like),
+    ("eye", lambda x: xp.eye(3, dtype=x.dtype, device=x.device)),
+    ("linspace", lambda x: xp.linspace(0, 1, 4, dtype=x.dtype, device=x.device)),
+    ("astype", lambda x: xp.astype(x, xp.float64)),
+]
+
+
+# the cases whose ops all have Dask kernels today
+DASK_READY = {"expm1", "isfinite", "sum", "var", "any", "max", "astype"}
+
+
+@pytest.mark.parametrize(("name", "fn"), DEVICE_CASES, ids=[n for n, _ in DEVICE_CASES])
+def test_functions_run_on_every_backend(
+    oplib_device: Any, name: str, fn: Callable[[Any], Any]
+) -> None:
+    """The same results on every backend, on that backend (values: those that have data)."""
+    if oplib_device.type == "dask" and name not in DASK_READY:
+        pytest.skip("oplib-dask has no kernels for the factory and shape ops yet (issue 15)")
+    a = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    x = oplib.tensor(a, device=oplib_device)
+    out, expected = fn(x), fn(oplib.tensor(a))
+    assert out.device.type == oplib_device.type, name
+    assert (out.shape, out.dtype) == (expected.shape, expected.dtype), name
+    if oplib_device.type != "meta":
+        np.testing.assert_allclose(out.to("cpu").numpy(), expected.numpy(), rtol=1e-6)

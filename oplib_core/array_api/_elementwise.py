@@ -158,18 +158,19 @@ def isinf(x: Tensor, /) -> Tensor:
 
 
 def sign(x: Tensor, /) -> Tensor:
-    """-1, 0 or 1 by the sign of a real ``x`` (NaN stays NaN, zero stays as given);
-    ``x / |x|`` (0 at 0) for a complex ``x``."""
+    """-1, 0 or 1 by the sign of a real ``x`` (NaN stays NaN, a zero keeps its sign);
+    ``x / |x|`` (0 at 0) for a complex ``x``. Its gradient is 0 everywhere, as torch's."""
     x = check_tensor("sign", x)
     where = call("where")
+    zeros = call("mul.Scalar")(x, 0)  # 0 or -0 as x, NaN for NaN: no gradient flows
     if x.dtype.kind == "c":
         zero = call("eq.Scalar")(x, 0)
         safe = where(zero, scalar_tensor("sign", 1, x), x)
-        return where(zero, x, call("div")(safe, call("abs")(safe)))
-    positive = where(call("gt.Scalar")(x, 0), scalar_tensor("sign", 1, x), x)
+        return where(zero, zeros, call("div")(safe, call("abs")(safe)))
+    out = where(call("gt.Scalar")(x, 0), scalar_tensor("sign", 1, x), zeros)
     if x.dtype.kind == "u":
-        return positive
-    return where(call("lt.Scalar")(x, 0), scalar_tensor("sign", -1, x), positive)
+        return out
+    return where(call("lt.Scalar")(x, 0), scalar_tensor("sign", -1, x), out)
 
 
 def _bools(api: str, x: Tensor) -> Tensor:
