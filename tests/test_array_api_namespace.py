@@ -155,6 +155,37 @@ def test_unary_agrees_with_array_api_strict(name: str, data: st.DataObject) -> N
     agree(actual, expected, atol=1e-6 if dtype in ("float32", "complex64") else 1e-14)
 
 
+@pytest.mark.parametrize("name", ["trunc", "floor", "ceil", "round"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_rounding_agrees_with_array_api_strict(name: str, data: st.DataObject) -> None:
+    """Values, and the sign of every zero (``floor(-0.0)``, ``round(-0.4)`` are -0.0)."""
+    dtype = data.draw(st.sampled_from(REAL), label="dtype")
+    a = data.draw(arrays(dtype), label="x")
+    if dtype in FLOATS:  # halves and near-halves, where rounding goes wrong
+        a = a / 2 if data.draw(st.booleans(), label="halve") else a
+    mine, ref = both(a)
+    with standard():
+        expected = quiet(lambda: getattr(strict, name)(ref))
+    actual = getattr(xp, name)(mine)
+    agree(actual, expected, rtol=0.0)
+    np.testing.assert_array_equal(np.signbit(host(actual)), np.signbit(host(expected)))
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_argmax_argmin_agree_with_array_api_strict(name: str, data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from(REAL), label="dtype")
+    a = data.draw(arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=3, max_side=4)), label="x")
+    axis = data.draw(st.none() | st.integers(-a.ndim, a.ndim - 1) if a.ndim else st.none())
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    mine, ref = both(a)
+    with standard():
+        expected = getattr(strict, name)(ref, axis=axis, keepdims=keepdims)
+    agree(getattr(xp, name)(mine, axis=axis, keepdims=keepdims), expected)
+
+
 BINARY: dict[str, list[str]] = {
     "add": NUMERIC,
     "subtract": NUMERIC,
@@ -686,6 +717,7 @@ COMPOSITES: list[tuple[str, Callable[[Any], Any]]] = [
     ("concat", lambda x: xp.concat([x, x], axis=None)),
     ("unstack", lambda x: xp.unstack(x, axis=1)[1]),
     ("where", lambda x: xp.where(x > 0.45, x, 2.0)),
+    ("sign", xp.sign),
 ]
 
 
@@ -770,6 +802,10 @@ def test_errors_name_the_function_and_the_problem() -> None:
         xp.finfo(xp.int32)
     with pytest.raises(TypeError, match="expected an integer dtype, got float32"):
         xp.iinfo(xp.float32)
+    with pytest.raises(ValueError, match=r"argmax\(\): attempt to get argmax of an empty"):
+        xp.argmax(xp.zeros((2, 0)), axis=1)
+    with pytest.raises(TypeError, match=r"round\(\): expected a real array, got complex64"):
+        xp.round(xp.zeros(2, dtype=xp.complex64))
     with pytest.raises(ValueError, match="oplib has no streams"):
         x.to_device("cpu", stream=1)
 
@@ -816,6 +852,8 @@ DEVICE_CASES: list[tuple[str, Callable[[Any], Any]]] = [
     ("eye", lambda x: xp.eye(3, dtype=x.dtype, device=x.device)),
     ("linspace", lambda x: xp.linspace(0, 1, 4, dtype=x.dtype, device=x.device)),
     ("astype", lambda x: xp.astype(x, xp.float64)),
+    ("round", lambda x: xp.round(xp.multiply(x, 2.5))),
+    ("argmax", lambda x: xp.argmax(x, axis=1, keepdims=True)),
 ]
 
 

@@ -103,6 +103,8 @@ from ._manipulation import (
     vecdot,
     where,
 )
+from ._rounding import ceil, floor, round, trunc
+from ._searching import argmax, argmin
 from ._statistical import all, any, max, mean, min, std, sum, var
 
 #: The revision of the standard this namespace follows.
@@ -124,12 +126,15 @@ __all__ = [
     "all",
     "any",
     "arange",
+    "argmax",
+    "argmin",
     "asarray",
     "astype",
     "bool",
     "broadcast_arrays",
     "broadcast_to",
     "can_cast",
+    "ceil",
     "clip",
     "complex64",
     "complex128",
@@ -147,6 +152,7 @@ __all__ = [
     "finfo",
     "float32",
     "float64",
+    "floor",
     "from_dlpack",
     "full",
     "full_like",
@@ -194,6 +200,7 @@ __all__ = [
     "pow",
     "reshape",
     "result_type",
+    "round",
     "sign",
     "sin",
     "sqrt",
@@ -206,6 +213,7 @@ __all__ = [
     "tan",
     "tanh",
     "tensordot",
+    "trunc",
     "uint8",
     "uint16",
     "uint32",

@@ -12,16 +12,14 @@ _VIEWS = "needs the indexing and view ops (issue 14, in progress)"
 _NO_OP = "no core op yet, and no accurate composition of the existing ones"
 _BITS = "no bitwise core ops yet"
 _COMPLEX = "no complex-part core ops (real, imag, conj) yet"
-_ROUNDING = "no rounding core ops (floor, ceil, trunc, round) yet"
-_SORT = "no sorting or searching core ops yet"
+_DIVISION = "no integer division core op yet (a float composition loses int64 precision)"
+_SORT = "no sorting core op yet"
 _DATA_SHAPE = "data-dependent output shapes: no core op yet"
 
 #: standard name -> why it is not here yet.
 NOT_COVERED: dict[str, str] = {
     "acos": _NO_OP,
     "acosh": _NO_OP,
-    "argmax": _SORT,
-    "argmin": _SORT,
     "argsort": _SORT,
     "asin": _NO_OP,
     "asinh": _NO_OP,
@@ -34,14 +32,12 @@ NOT_COVERED: dict[str, str] = {
     "bitwise_or": _BITS,
     "bitwise_right_shift": _BITS,
     "bitwise_xor": _BITS,
-    "ceil": _ROUNDING,
     "conj": _COMPLEX,
     "copysign": "needs the sign bit of zeros and NaNs: no core op yet",
     "cosh": "exp-based compositions overflow before cosh does: no core op yet",
     "cumulative_sum": "no cumulative core op yet",
     "flip": _VIEWS,
-    "floor": _ROUNDING,
-    "floor_divide": _ROUNDING,
+    "floor_divide": _DIVISION,
     "hypot": "sqrt(x*x + y*y) overflows before hypot does: no core op yet",
     "imag": _COMPLEX,
     "log1p": _NO_OP,
@@ -49,10 +45,9 @@ NOT_COVERED: dict[str, str] = {
     "nonzero": _DATA_SHAPE,
     "prod": "no product reduction core op yet",
     "real": _COMPLEX,
-    "remainder": _ROUNDING,
+    "remainder": _DIVISION,
     "repeat": _VIEWS,
     "roll": _VIEWS,
-    "round": _ROUNDING,
     "searchsorted": _SORT,
     "signbit": "needs the sign bit of zeros and NaNs: no core op yet",
     "sinh": "exp-based compositions overflow before sinh does: no core op yet",
@@ -61,7 +56,6 @@ NOT_COVERED: dict[str, str] = {
     "tile": _VIEWS,
     "tril": _VIEWS,
     "triu": _VIEWS,
-    "trunc": _ROUNDING,
     "unique_all": _DATA_SHAPE,
     "unique_counts": _DATA_SHAPE,
     "unique_inverse": _DATA_SHAPE,
