@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import array_api_compat
 import array_api_strict as strict
 import numpy as np
 import pytest
@@ -875,3 +876,24 @@ def test_functions_run_on_every_backend(
     assert (out.shape, out.dtype) == (expected.shape, expected.dtype), name
     if oplib_device.type != "meta":
         np.testing.assert_allclose(out.to("cpu").numpy(), expected.numpy(), rtol=1e-6)
+
+
+def _standardize(x: Any) -> Any:
+    """Library-agnostic code, written against the standard only."""
+    xp_ = array_api_compat.array_namespace(x)
+    centred = xp_.subtract(x, xp_.mean(x, axis=-1, keepdims=True))
+    scale = xp_.sqrt(xp_.add(xp_.var(x, axis=-1, keepdims=True, correction=1), 1e-6))
+    clipped = xp_.clip(xp_.divide(centred, scale), -2.0, 2.0)
+    return xp_.sum(xp_.square(clipped), axis=-1)
+
+
+def test_array_api_compat_finds_the_namespace_and_generic_code_runs() -> None:
+    a = np.arange(12, dtype=np.float64).reshape(3, 4) ** 1.5
+    t = oplib.tensor(a, requires_grad=True)
+    assert array_api_compat.array_namespace(t) is xp
+    assert array_api_compat.array_namespace(t, t, api_version="2023.12") is xp
+    assert array_api_compat.is_array_api_obj(t)
+    mine, ref = _standardize(t), _standardize(strict.asarray(a))
+    agree(mine, ref)
+    mine.sum().backward()
+    assert t.grad is not None and t.grad.shape == (3, 4)
