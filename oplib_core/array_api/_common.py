@@ -12,7 +12,15 @@ from .._dtypes import get_default_dtype
 from .._registry import REGISTRY
 from .._tensor import Tensor
 
-__all__ = ["axes", "call", "check_tensor", "operands", "reduced_size", "scalar_tensor"]
+__all__ = [
+    "axes",
+    "call",
+    "check_tensor",
+    "operands",
+    "reduced_size",
+    "scalar_fits",
+    "scalar_tensor",
+]
 
 
 def call(name: str) -> Callable[..., Tensor]:
@@ -32,17 +40,22 @@ def check_tensor(api: str, x: object, argument: str = "x") -> Tensor:
     return x
 
 
-def _scalar_fits(dtype: np.dtype, value: object) -> bool:
+def scalar_fits(dtype: np.dtype, value: object) -> bool:
     """Whether a Python scalar ``value`` takes the array's dtype under the standard's rules
     (bool with bool, int with integer and floating, float with floating, complex with
-    complex)."""
+    complex); False for anything else."""
+    kind = type(value)  # the common cases first: isinstance with the ABCs below is slower
+    if kind is float:
+        return dtype.kind in "fcV"
+    if kind is int:
+        return dtype.kind in "iufcV"
     if isinstance(value, (bool, np.bool_)):
         return dtype.kind == "b"
     if isinstance(value, numbers.Integral):
         return dtype.kind in "iufcV"
     if isinstance(value, numbers.Real):
         return dtype.kind in "fcV"
-    return dtype.kind == "c"
+    return isinstance(value, numbers.Complex) and dtype.kind == "c"
 
 
 def scalar_tensor(api: str, value: object, like: Tensor) -> Tensor:
@@ -54,7 +67,7 @@ def scalar_tensor(api: str, value: object, like: Tensor) -> Tensor:
             f"{type(value).__name__}"
         )
     dtype = like.dtype
-    if not _scalar_fits(dtype, value):
+    if not scalar_fits(dtype, value):
         if isinstance(value, (bool, np.bool_)):
             raise TypeError(
                 f"oplib.array_api.{api}(): a bool scalar does not combine with a {dtype} array"
@@ -83,6 +96,8 @@ def axes(api: str, axis: int | Sequence[int] | None, ndim: int) -> list[int] | N
     normalised and checked (``()`` stays ``[]``: the callers treat it as no reduction)."""
     if axis is None:
         return None
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, checked as below
+        return [axis % ndim]
     given = [axis] if isinstance(axis, int) else list(axis)
     out = []
     for a in given:

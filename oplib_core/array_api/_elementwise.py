@@ -11,8 +11,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .._numpy_interop import UFUNCS, NumpyBinary
 from .._tensor import Tensor
-from ._common import call, check_tensor, operands, scalar_tensor
+from ._common import call, check_tensor, operands, scalar_fits, scalar_tensor
 
 __all__ = [
     "abs",
@@ -63,14 +64,25 @@ def _unary(api: str, op: str) -> Callable[[Tensor], Tensor]:
     return fn
 
 
-def _binary(api: str, op: str) -> Callable[[Any, Any], Tensor]:
+def _binary(api: str, ufunc: str) -> Callable[[Any, Any], Tensor]:
+    """The standard's binary function ``api`` through the core ops numpy's ``ufunc`` maps
+    to (``_numpy_interop.UFUNCS``, the one table of them): a Python scalar of the array's
+    kind goes to the op's ``.Scalar`` overload (or its reflection when on the left), any
+    other first becomes a 0-d Tensor."""
+    spec = UFUNCS[ufunc]
+    assert isinstance(spec, NumpyBinary), ufunc
+    op, scalar, reflected = spec.op, spec.scalar, spec.reflected
+
     def fn(x1: Any, x2: Any, /) -> Tensor:
+        if isinstance(x1, Tensor):
+            if scalar is not None and not isinstance(x2, Tensor) and scalar_fits(x1.dtype, x2):
+                return call(scalar)(x1, x2)
+        elif reflected is not None and isinstance(x2, Tensor) and scalar_fits(x2.dtype, x1):
+            return call(reflected)(x2, x1)
         return call(op)(*operands(api, x1, x2))
 
     fn.__name__ = fn.__qualname__ = api
-    fn.__doc__ = (
-        f"The standard's ``{api}``: ``oplib::{op}`` (a Python scalar may stand for one array)."
-    )
+    fn.__doc__ = f"The standard's ``{api}``: ``oplib::{op}`` (one side may be a Python scalar)."
     return fn
 
 
@@ -84,18 +96,18 @@ sqrt = _unary("sqrt", "sqrt")
 tanh = _unary("tanh", "tanh")
 
 add = _binary("add", "add")
-subtract = _binary("subtract", "sub")
-multiply = _binary("multiply", "mul")
-divide = _binary("divide", "div")
-pow = _binary("pow", "pow")
+subtract = _binary("subtract", "subtract")
+multiply = _binary("multiply", "multiply")
+divide = _binary("divide", "divide")
+pow = _binary("pow", "power")
 maximum = _binary("maximum", "maximum")
 minimum = _binary("minimum", "minimum")
-equal = _binary("equal", "eq")
-not_equal = _binary("not_equal", "ne")
-less = _binary("less", "lt")
-less_equal = _binary("less_equal", "le")
-greater = _binary("greater", "gt")
-greater_equal = _binary("greater_equal", "ge")
+equal = _binary("equal", "equal")
+not_equal = _binary("not_equal", "not_equal")
+less = _binary("less", "less")
+less_equal = _binary("less_equal", "less_equal")
+greater = _binary("greater", "greater")
+greater_equal = _binary("greater_equal", "greater_equal")
 
 
 def positive(x: Tensor, /) -> Tensor:
