@@ -26,6 +26,8 @@ from hypothesis.extra import numpy as hnp
 import oplib_core as oplib
 from oplib_core import array_api as xp
 
+from subproc import run_python
+
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = "2023.12"
 
@@ -901,3 +903,20 @@ def test_array_api_compat_finds_the_namespace_and_generic_code_runs() -> None:
     agree(mine, ref)
     mine.sum().backward()
     assert t.grad is not None and t.grad.shape == (3, 4)
+
+
+def test_oplib_array_api_is_there_before_and_after_the_plugins_load() -> None:
+    """``import oplib_core`` does not import the namespace; ``oplib.array_api`` imports it
+    when asked before the plugins load, and is an attribute once they have loaded."""
+    before = run_python(
+        "import sys, oplib_core as oplib\n"
+        "OUT['imported'] = 'oplib_core.array_api' in sys.modules\n"
+        "OUT['name'] = oplib.array_api.__name__"
+    )
+    assert before == {"imported": False, "name": "oplib_core.array_api"}
+    after = run_python(
+        "import oplib_core as oplib\n"
+        "oplib.plugins.load()\n"
+        "OUT['version'] = oplib.array_api.__array_api_version__"
+    )
+    assert after == {"version": "2023.12"}
