@@ -194,7 +194,7 @@ BINARY: dict[str, list[str]] = {
     "subtract": NUMERIC,
     "multiply": NUMERIC,
     "divide": FLOATS + COMPLEX,
-    "pow": FLOATS + COMPLEX,
+    "pow": FLOATS,  # complex: numpy's power of complex zeros and infinities is its own
     "maximum": REAL,
     "minimum": REAL,
     "equal": ALL,
@@ -231,8 +231,6 @@ def test_binary_agrees_with_array_api_strict(name: str, data: st.DataObject) -> 
     bound = 20.0 if name == "pow" else None
     a = data.draw(arrays(d1, shapes.input_shapes[0], bound=bound), label="x1")
     b = data.draw(arrays(d2, shapes.input_shapes[1], bound=bound), label="x2")
-    if name == "pow" and (d1 in COMPLEX or d2 in COMPLEX):
-        assume(False)  # numpy's complex power of zeros and infinities is its own business
     (m1, r1), (m2, r2) = both(a), both(b)
     with standard():
         expected = quiet(lambda: getattr(strict, name)(r1, r2))
@@ -524,7 +522,6 @@ def test_linear_algebra_agrees(data: st.DataObject) -> None:
     # tensordot: the last k axes of a with the first k of b
     k = data.draw(st.integers(0, 2), label="k")
     sa = data.draw(hnp.array_shapes(min_dims=k, max_dims=3, min_side=0, max_side=3))
-    assume(len(sa) >= k)
     tail = sa[len(sa) - k :]
     sb = tail + data.draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3))
     (a, ra), (b, rb) = (
@@ -920,3 +917,14 @@ def test_oplib_array_api_is_there_before_and_after_the_plugins_load() -> None:
         "OUT['version'] = oplib.array_api.__array_api_version__"
     )
     assert after == {"version": "2023.12"}
+
+
+def test_from_dlpack_shares_memory_unless_asked_to_copy() -> None:
+    a = np.arange(4.0)
+    shared, copied = xp.from_dlpack(a), xp.from_dlpack(a, copy=True)
+    moved = xp.from_dlpack(a, device="meta")
+    a[0] = 7.0
+    assert shared.numpy()[0] == 7.0 and copied.numpy()[0] == 0.0
+    assert moved.device.type == "meta" and moved.shape == (4,)
+    with standard():
+        agree(xp.from_dlpack(a), strict.from_dlpack(a))
