@@ -928,3 +928,14 @@ def test_from_dlpack_shares_memory_unless_asked_to_copy() -> None:
     assert moved.device.type == "meta" and moved.shape == (4,)
     with standard():
         agree(xp.from_dlpack(a), strict.from_dlpack(a))
+
+
+def test_a_scalar_of_another_kind_takes_its_default_dtype(default_dtype: Any) -> None:
+    """Outside the standard's rules (a float with an integer array): the default dtype of the
+    scalar's kind, then the ops' promotion."""
+    x = xp.asarray([1, 2], dtype=xp.int8)
+    assert xp.add(x, 2.5).dtype == xp.float32 == xp.maximum(1.5, x).dtype
+    assert xp.where(x > 1, x, 0.5).dtype == xp.float32
+    oplib.set_default_dtype(oplib.float64)
+    assert xp.multiply(x, 0.5).dtype == xp.float64
+    assert xp.add(x, 2).dtype == xp.int8  # an int fits: the array's dtype

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._dtypes import get_default_dtype
+from .._dtypes import scalar_dtype
 from .._registry import REGISTRY
 from .._tensor import Tensor
 
@@ -72,7 +72,7 @@ def scalar_tensor(api: str, value: object, like: Tensor) -> Tensor:
             raise TypeError(
                 f"oplib.array_api.{api}(): a bool scalar does not combine with a {dtype} array"
             )
-        dtype = np.result_type(dtype, get_default_dtype(), type(value))
+        dtype = scalar_dtype(value)
     return call("full")([], value, dtype=dtype, device=like.device)
 
 
