@@ -20,6 +20,7 @@ __all__ = [
     "reduced_size",
     "scalar_fits",
     "scalar_tensor",
+    "zero_gradient",
 ]
 
 
@@ -119,3 +120,13 @@ def reduced_size(shape: tuple[int, ...], dims: list[int] | None) -> int:
         if dims is None or i in dims:
             n *= s
     return n
+
+
+def zero_gradient(out: Tensor, x: Tensor) -> Tensor:
+    """``out`` (computed from ``x.detach()``) tied to ``x``'s graph with a zero gradient, as
+    torch's piecewise-constant functions (``sign``, ``floor`` …): ``where`` with an all-true
+    condition."""
+    if not x.requires_grad:
+        return out
+    true = call("ones")(list(x.shape), dtype=np.dtype(np.bool_), device=x.device)
+    return call("where")(true, out, x)

@@ -11,9 +11,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from .._dtypes import is_floating
 from .._numpy_interop import UFUNCS, NumpyBinary
 from .._tensor import Tensor
-from ._common import call, check_tensor, operands, scalar_fits, scalar_tensor
+from ._common import call, check_tensor, operands, scalar_fits, scalar_tensor, zero_gradient
 
 __all__ = [
     "abs",
@@ -26,6 +29,7 @@ __all__ = [
     "expm1",
     "greater",
     "greater_equal",
+    "hypot",
     "isfinite",
     "isinf",
     "isnan",
@@ -153,36 +157,64 @@ def isnan(x: Tensor, /) -> Tensor:
 
 
 def isfinite(x: Tensor, /) -> Tensor:
-    """``x - x == 0``: False for NaN and either infinity (in either part of a complex
-    ``x``), True for every integer."""
+    """``|x| < inf`` for a real ``x`` (False for NaN and either infinity, True for every
+    integer); ``x - x == 0`` for a complex one (``|x|`` of huge finite parts overflows)."""
     x = check_tensor("isfinite", x)
-    return call("eq.Scalar")(call("sub")(x, x), 0)
+    if x.dtype.kind != "c":
+        return call("lt.Scalar")(call("abs")(x), math.inf)
+    with np.errstate(invalid="ignore"):  # inf - inf is the NaN asked for (numpy arrays)
+        return call("eq.Scalar")(call("sub")(x, x), 0)
 
 
 def isinf(x: Tensor, /) -> Tensor:
-    """``|x| == inf`` (a complex ``x`` with an infinite part, whatever the other one is);
-    for complex ``x`` also not finite, since ``|x|`` of huge finite parts overflows."""
+    """``|x| == inf``: for a complex ``x``, an infinite part, whatever the other one is
+    (and not finite, since ``|x|`` of huge finite parts overflows)."""
     x = check_tensor("isinf", x)
-    infinite = call("eq.Scalar")(call("abs")(x), math.inf)
     if x.dtype.kind != "c":
-        return infinite
-    return call("minimum")(infinite, call("ne.Scalar")(call("sub")(x, x), 0))
+        return call("eq.Scalar")(call("abs")(x), math.inf)
+    with np.errstate(over="ignore", invalid="ignore"):
+        infinite = call("eq.Scalar")(call("abs")(x), math.inf)
+    return call("minimum")(infinite, call("eq.Scalar")(isfinite(x), False))
 
 
 def sign(x: Tensor, /) -> Tensor:
     """-1, 0 or 1 by the sign of a real ``x`` (NaN stays NaN, a zero keeps its sign);
     ``x / |x|`` (0 at 0) for a complex ``x``. Its gradient is 0 everywhere, as torch's."""
     x = check_tensor("sign", x)
+    d = x.detach()
     where = call("where")
-    zeros = call("mul.Scalar")(x, 0)  # 0 or -0 as x, NaN for NaN: no gradient flows
-    if x.dtype.kind == "c":
-        zero = call("eq.Scalar")(x, 0)
-        safe = where(zero, scalar_tensor("sign", 1, x), x)
-        return where(zero, zeros, call("div")(safe, call("abs")(safe)))
-    out = where(call("gt.Scalar")(x, 0), scalar_tensor("sign", 1, x), zeros)
-    if x.dtype.kind == "u":
-        return out
-    return where(call("lt.Scalar")(x, 0), scalar_tensor("sign", -1, x), out)
+    if d.dtype.kind == "c":
+        zero = call("eq.Scalar")(d, 0)
+        safe = where(zero, scalar_tensor("sign", 1, d), d)
+        return zero_gradient(where(zero, d, call("div")(safe, call("abs")(safe))), x)
+    out = where(call("gt.Scalar")(d, 0), scalar_tensor("sign", 1, d), d)
+    if d.dtype.kind != "u":
+        out = where(call("lt.Scalar")(d, 0), scalar_tensor("sign", -1, d), out)
+    return zero_gradient(out, x)
+
+
+def hypot(x1: Any, x2: Any, /) -> Tensor:
+    """``sqrt(x1**2 + x2**2)`` of real floating arrays without overflow or underflow in
+    between: ``m * sqrt(1 + (n / m)**2)`` with ``m, n`` the larger and smaller magnitude;
+    an infinite side gives ``inf`` even against NaN, as the standard says."""
+    a, b = operands("hypot", x1, x2)
+    for t in (a, b):
+        if not is_floating(t.dtype):
+            raise TypeError(
+                f"oplib.array_api.hypot(): expected real floating arrays, got {t.dtype}"
+            )
+    where, either = call("where"), call("maximum")
+    a, b = call("abs")(a), call("abs")(b)
+    big, small = either(a, b), call("minimum")(a, b)
+    # where big is 0, inf or NaN the result is big (or inf): no ratio there (no 0/0, inf/inf)
+    plain = either(
+        either(call("eq.Scalar")(big, 0), call("eq.Scalar")(big, math.inf)), call("ne")(big, big)
+    )
+    zero = call("full")([], 0, dtype=big.dtype, device=big.device)
+    ratio = where(plain, zero, call("div")(small, where(plain, call("add.Scalar")(zero, 1), big)))
+    out = call("mul")(big, call("sqrt")(call("add.Scalar")(call("mul")(ratio, ratio), 1)))
+    infinite = either(call("eq.Scalar")(a, math.inf), call("eq.Scalar")(b, math.inf))
+    return where(infinite, call("add.Scalar")(zero, math.inf), out)
 
 
 def _bools(api: str, x: Tensor) -> Tensor:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._dtype_info import finfo as _finfo
 from .._tensor import Tensor
-from ._common import call, check_tensor
+from ._common import call, check_tensor, zero_gradient
 
 __all__ = ["ceil", "floor", "round", "trunc"]
 
@@ -77,15 +77,6 @@ def _round(x: Tensor) -> Tensor:
     return p.finish(call("where")(up, call("add")(p.whole, step), p.whole))
 
 
-def _zero_gradient(out: Tensor, x: Tensor) -> Tensor:
-    """``out`` (computed without graph) tied to ``x``'s graph with a zero gradient, as
-    torch's rounding functions (``where`` with an all-true condition)."""
-    if not x.requires_grad:
-        return out
-    true = call("ones")(list(x.shape), dtype=np.dtype(np.bool_), device=x.device)
-    return call("where")(true, out, x)
-
-
 def _rounding(api: str, fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     def rounded(x: Tensor, /) -> Tensor:
         x = check_tensor(api, x)
@@ -96,7 +87,7 @@ def _rounding(api: str, fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Te
             )
         if x.dtype.kind in "biu":  # already integers: a copy, as the standard says
             return call("clone")(x)
-        return _zero_gradient(fn(x.detach()), x)
+        return zero_gradient(fn(x.detach()), x)
 
     rounded.__name__ = rounded.__qualname__ = api
     rounded.__doc__ = fn.__doc__
