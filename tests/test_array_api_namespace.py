@@ -121,6 +121,7 @@ def quiet(fn: Callable[[], Any]) -> Any:
 UNARY: dict[str, list[str]] = {
     "abs": NUMERIC,
     "cos": FLOATS + COMPLEX,
+    "cosh": FLOATS,
     "exp": FLOATS + COMPLEX,
     "expm1": FLOATS,
     "isfinite": NUMERIC,
@@ -134,6 +135,7 @@ UNARY: dict[str, list[str]] = {
     "positive": NUMERIC,
     "sign": NUMERIC,
     "sin": FLOATS + COMPLEX,
+    "sinh": FLOATS,
     "sqrt": FLOATS + COMPLEX,
     "square": NUMERIC,
     "tan": FLOATS,
@@ -710,6 +712,9 @@ def test_default_dtype_follows_set_default_dtype(default_dtype: Any) -> None:
 COMPOSITES: list[tuple[str, Callable[[Any], Any]]] = [
     ("expm1", xp.expm1),
     ("tan", xp.tan),
+    ("cosh", xp.cosh),
+    ("sinh", xp.sinh),
+    ("hypot", lambda x: xp.hypot(x, xp.matrix_transpose(x))),
     ("log2", xp.log2),
     ("square", xp.square),
     ("positive", xp.positive),
@@ -809,6 +814,10 @@ def test_errors_name_the_function_and_the_problem() -> None:
         xp.iinfo(xp.float32)
     with pytest.raises(ValueError, match=r"argmax\(\): attempt to get argmax of an empty"):
         xp.argmax(xp.zeros((2, 0)), axis=1)
+    with pytest.raises(TypeError, match=r"cosh\(\): expected a real floating array, got int8"):
+        xp.cosh(xp.zeros(2, dtype=xp.int8))
+    with pytest.raises(TypeError, match=r"hypot\(\): expected real floating arrays, got int64"):
+        xp.hypot(xp.zeros(2), xp.zeros(2, dtype=xp.int64))
     with pytest.raises(TypeError, match=r"round\(\): expected a real array, got complex64"):
         xp.round(xp.zeros(2, dtype=xp.complex64))
     with pytest.raises(ValueError, match="oplib has no streams"):

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtype_info import finfo as _finfo
 from .._dtypes import is_floating
 from .._numpy_interop import UFUNCS, NumpyBinary
 from .._tensor import Tensor
@@ -23,6 +24,7 @@ __all__ = [
     "add",
     "clip",
     "cos",
+    "cosh",
     "divide",
     "equal",
     "exp",
@@ -51,6 +53,7 @@ __all__ = [
     "pow",
     "sign",
     "sin",
+    "sinh",
     "sqrt",
     "square",
     "subtract",
@@ -137,6 +140,38 @@ def expm1(x: Tensor, /) -> Tensor:
     x = check_tensor("expm1", x)
     half = call("tanh")(call("mul.Scalar")(x, 0.5))
     return call("mul")(half, call("add.Scalar")(call("exp")(x), 1))
+
+
+def _real_floating(api: str, x: Tensor) -> Tensor:
+    x = check_tensor(api, x)
+    if not is_floating(x.dtype):
+        raise TypeError(
+            f"oplib.array_api.{api}(): expected a real floating array, got {x.dtype} (complex "
+            "arrays are not supported yet)"
+        )
+    return x
+
+
+def cosh(x: Tensor, /) -> Tensor:
+    """``(e**|x| + e**-|x|) / 2``, and ``e**(|x| - log 2)`` where ``e**|x|`` alone would
+    overflow but the result does not; real floating arrays."""
+    x = _real_floating("cosh", x)
+    where = call("where")
+    a = call("abs")(x)
+    limit = math.log(_finfo(x.dtype).max)  # e**limit is the largest finite value
+    moderate = call("lt.Scalar")(a, limit)  # False for inf and NaN
+    e = call("exp")(where(moderate, a, call("full")([], 0, dtype=x.dtype, device=x.device)))
+    near = call("add")(call("mul.Scalar")(e, 0.5), call("rdiv.Scalar")(e, 0.5))
+    beyond = where(moderate, call("full")([], limit, dtype=x.dtype, device=x.device), a)
+    return where(moderate, near, call("exp")(call("sub.Scalar")(beyond, math.log(2.0))))
+
+
+def sinh(x: Tensor, /) -> Tensor:
+    """``tanh(x / 2) * (cosh(x) + 1)``: the half-angle identity, accurate near 0 (no
+    ``e**x - e**-x`` cancellation) and as far as ``cosh`` goes; real floating arrays."""
+    x = _real_floating("sinh", x)
+    half = call("tanh")(call("mul.Scalar")(x, 0.5))
+    return call("mul")(half, call("add.Scalar")(cosh(x), 1))
 
 
 def log2(x: Tensor, /) -> Tensor:
