@@ -130,6 +130,7 @@ UNARY: dict[str, list[str]] = {
     "log": FLOATS + COMPLEX,
     "log2": FLOATS,
     "log10": FLOATS,
+    "log1p": FLOATS,
     "logical_not": BOOL,
     "negative": NUMERIC,
     "positive": NUMERIC,
@@ -209,6 +210,7 @@ BINARY: dict[str, list[str]] = {
     "logical_or": BOOL,
     "logical_xor": BOOL,
     "hypot": FLOATS,
+    "logaddexp": FLOATS,
 }
 
 
@@ -713,6 +715,8 @@ COMPOSITES: list[tuple[str, Callable[[Any], Any]]] = [
     ("expm1", xp.expm1),
     ("tan", xp.tan),
     ("cosh", xp.cosh),
+    ("log1p", xp.log1p),
+    ("logaddexp", lambda x: xp.logaddexp(x, xp.matrix_transpose(x))),
     ("sinh", xp.sinh),
     ("hypot", lambda x: xp.hypot(x, xp.matrix_transpose(x))),
     ("log2", xp.log2),
@@ -964,6 +968,7 @@ NO_WARNING_CASES: dict[str, list[str]] = {
     **{name: REAL for name in ("trunc", "floor", "ceil", "round", "argmax", "argmin")},
     **{name: REAL for name in ("max", "min", "sum", "all", "any")},
     "hypot": FLOATS,
+    "logaddexp": FLOATS,
     "maximum": REAL,
     "clip": REAL,
 }
@@ -979,7 +984,7 @@ def test_no_floating_point_warning_where_the_reference_gives_none(name: str) -> 
         mine, ref = both(np.array(values, dtype=dtype))
         args_mine: tuple[Any, ...] = (mine,)
         fn_mine, fn_ref = getattr(xp, name), getattr(strict, name)
-        if name in ("hypot", "maximum"):
+        if name in ("hypot", "logaddexp", "maximum"):
             flipped = np.array(values[::-1], dtype=dtype)
             args_mine, args_ref = (mine, oplib.tensor(flipped)), (ref, strict.asarray(flipped))
         elif name == "clip":
@@ -995,3 +1000,19 @@ def test_no_floating_point_warning_where_the_reference_gives_none(name: str) -> 
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)
             fn_mine(*args_mine)
+
+
+def test_log1p_and_logaddexp_gradients_are_accurate_at_their_edges() -> None:
+    """log1p's gradient is 1 / (1 + x) where 1 + x rounds (a naive composition's is off by
+    up to half); logaddexp's at equal arguments is a half to each."""
+    x = oplib.tensor([3e-16, -3e-16, 1e-300, 0.5, -0.5], dtype=oplib.float64, requires_grad=True)
+    xp.sum(xp.log1p(x)).backward()
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), 1 / (1 + x.detach().numpy()), rtol=1e-12)
+    a = oplib.tensor([1.0, -2.0], dtype=oplib.float64, requires_grad=True)
+    b = oplib.tensor([1.0, 3.0], dtype=oplib.float64, requires_grad=True)
+    xp.sum(xp.logaddexp(a, b)).backward()
+    assert a.grad is not None and b.grad is not None
+    expected = 1 / (1 + np.exp(np.array([0.0, 5.0])))  # sigmoid(a - b)
+    np.testing.assert_allclose(a.grad.numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), 1 - expected, rtol=1e-12)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._dtype_info import finfo as _finfo
-from .._dtypes import is_floating
+from .._dtypes import is_floating, result_type
 from .._numpy_interop import UFUNCS, NumpyBinary
 from .._tensor import Tensor
 from ._common import call, check_tensor, operands, scalar_fits, scalar_tensor, zero_gradient
@@ -38,8 +38,10 @@ __all__ = [
     "less",
     "less_equal",
     "log",
+    "log1p",
     "log2",
     "log10",
+    "logaddexp",
     "logical_and",
     "logical_not",
     "logical_or",
@@ -172,6 +174,47 @@ def sinh(x: Tensor, /) -> Tensor:
     x = _real_floating("sinh", x)
     half = call("tanh")(call("mul.Scalar")(x, 0.5))
     return call("mul")(half, call("add.Scalar")(cosh(x), 1))
+
+
+def _log1p(x: Tensor) -> Tensor:
+    """``log1p`` of a real floating ``x``: ``log(u) - ((u - 1) - x) / u`` with ``u = 1 + x``
+    (the rounding error of ``1 + x``, corrected to first order: accurate near 0, and so is
+    its gradient, ``1/u`` plus a term of the rounding error's size); -1, +inf and zeros are
+    exact."""
+    where = call("where")
+    u = call("add.Scalar")(x, 1)
+    minus_one = call("eq.Scalar")(u, 0)
+    exact = call("maximum")(
+        call("maximum")(minus_one, call("eq.Scalar")(x, math.inf)), call("eq.Scalar")(x, 0)
+    )
+    zero = call("full")([], 0, dtype=x.dtype, device=x.device)
+    us = where(exact, call("add.Scalar")(zero, 1), u)  # no 0/0 or inf - inf where exact
+    xs = where(exact, zero, x)
+    correction = call("div")(call("sub")(call("sub.Scalar")(us, 1), xs), us)
+    value = call("sub")(call("log")(us), correction)
+    return where(exact, where(minus_one, call("add.Scalar")(zero, -math.inf), x), value)
+
+
+def log1p(x: Tensor, /) -> Tensor:
+    """``log(1 + x)``, accurate for ``x`` near 0 (see ``_log1p``); real floating arrays."""
+    return _log1p(_real_floating("log1p", x))
+
+
+def logaddexp(x1: Any, x2: Any, /) -> Tensor:
+    """``log(exp(x1) + exp(x2))`` without overflow: ``max + log1p(exp(-|x1 - x2|))``;
+    where ``x1 == x2`` (infinities included), ``(x1 + x2) / 2 + log 2`` (half the gradient
+    to each); real floating arrays."""
+    a, b = operands("logaddexp", x1, x2)
+    a, b = _real_floating("logaddexp", a), _real_floating("logaddexp", b)
+    where = call("where")
+    tie = call("eq")(a, b)
+    zero = call("full")([], 0, dtype=result_type(a.dtype, b.dtype), device=a.device)
+    a_apart, b_apart = where(tie, zero, a), where(tie, zero, b)  # no inf - inf
+    a_tie, b_tie = where(tie, a, zero), where(tie, b, zero)
+    gap = call("exp")(call("neg")(call("abs")(call("sub")(a_apart, b_apart))))
+    apart = call("add")(call("maximum")(a, b), _log1p(gap))
+    mid = call("add")(call("mul.Scalar")(a_tie, 0.5), call("mul.Scalar")(b_tie, 0.5))
+    return where(tie, call("add.Scalar")(mid, math.log(2.0)), apart)
 
 
 def log2(x: Tensor, /) -> Tensor:
