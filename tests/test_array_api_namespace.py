@@ -119,6 +119,9 @@ def quiet(fn: Callable[[], Any]) -> Any:
 
 # -- elementwise --------------------------------------------------------------------------
 UNARY: dict[str, list[str]] = {
+    "acosh": FLOATS,
+    "asinh": FLOATS,
+    "atanh": FLOATS,
     "abs": NUMERIC,
     "cos": FLOATS + COMPLEX,
     "cosh": FLOATS,
@@ -715,6 +718,9 @@ COMPOSITES: list[tuple[str, Callable[[Any], Any]]] = [
     ("expm1", xp.expm1),
     ("tan", xp.tan),
     ("cosh", xp.cosh),
+    ("asinh", xp.asinh),
+    ("acosh", lambda x: xp.acosh(xp.add(x, 1.5))),
+    ("atanh", xp.atanh),
     ("log1p", xp.log1p),
     ("logaddexp", lambda x: xp.logaddexp(x, xp.matrix_transpose(x))),
     ("sinh", xp.sinh),
@@ -818,6 +824,8 @@ def test_errors_name_the_function_and_the_problem() -> None:
         xp.iinfo(xp.float32)
     with pytest.raises(ValueError, match=r"argmax\(\): attempt to get argmax of an empty"):
         xp.argmax(xp.zeros((2, 0)), axis=1)
+    with pytest.raises(TypeError, match=r"atanh\(\): expected a real floating array, got complex"):
+        xp.atanh(xp.zeros(2, dtype=xp.complex128))
     with pytest.raises(TypeError, match=r"cosh\(\): expected a real floating array, got int8"):
         xp.cosh(xp.zeros(2, dtype=xp.int8))
     with pytest.raises(TypeError, match=r"hypot\(\): expected real floating arrays, got int64"):

@@ -52,7 +52,6 @@ from ._elementwise import (
     add,
     clip,
     cos,
-    cosh,
     divide,
     equal,
     exp,
@@ -83,13 +82,13 @@ from ._elementwise import (
     pow,
     sign,
     sin,
-    sinh,
     sqrt,
     square,
     subtract,
     tan,
     tanh,
 )
+from ._hyperbolic import acosh, asinh, atanh, cosh, sinh
 from ._info import __array_namespace_info__
 from ._manipulation import (
     broadcast_arrays,
@@ -127,6 +126,7 @@ __all__ = [
     "__array_api_version__",
     "__array_namespace_info__",
     "abs",
+    "acosh",
     "add",
     "all",
     "any",
@@ -134,7 +134,9 @@ __all__ = [
     "argmax",
     "argmin",
     "asarray",
+    "asinh",
     "astype",
+    "atanh",
     "bool",
     "broadcast_arrays",
     "broadcast_to",

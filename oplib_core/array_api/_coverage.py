@@ -19,13 +19,10 @@ _DATA_SHAPE = "data-dependent output shapes: no core op yet"
 #: standard name -> why it is not here yet.
 NOT_COVERED: dict[str, str] = {
     "acos": _NO_OP,
-    "acosh": _NO_OP,
     "argsort": _SORT,
     "asin": _NO_OP,
-    "asinh": _NO_OP,
     "atan": _NO_OP,
     "atan2": _NO_OP,
-    "atanh": _NO_OP,
     "bitwise_and": _BITS,
     "bitwise_invert": _BITS,
     "bitwise_left_shift": _BITS,

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from .._dtype_info import finfo as _finfo
 from .._dtypes import is_floating, result_type
 from .._numpy_interop import UFUNCS, NumpyBinary
 from .._tensor import Tensor
@@ -24,7 +23,6 @@ __all__ = [
     "add",
     "clip",
     "cos",
-    "cosh",
     "divide",
     "equal",
     "exp",
@@ -55,7 +53,6 @@ __all__ = [
     "pow",
     "sign",
     "sin",
-    "sinh",
     "sqrt",
     "square",
     "subtract",
@@ -152,28 +149,6 @@ def _real_floating(api: str, x: Tensor) -> Tensor:
             "arrays are not supported yet)"
         )
     return x
-
-
-def cosh(x: Tensor, /) -> Tensor:
-    """``(e**|x| + e**-|x|) / 2``, and ``e**(|x| - log 2)`` where ``e**|x|`` alone would
-    overflow but the result does not; real floating arrays."""
-    x = _real_floating("cosh", x)
-    where = call("where")
-    a = call("abs")(x)
-    limit = math.log(_finfo(x.dtype).max)  # e**limit is the largest finite value
-    moderate = call("lt.Scalar")(a, limit)  # False for inf and NaN
-    e = call("exp")(where(moderate, a, call("full")([], 0, dtype=x.dtype, device=x.device)))
-    near = call("add")(call("mul.Scalar")(e, 0.5), call("rdiv.Scalar")(e, 0.5))
-    beyond = where(moderate, call("full")([], limit, dtype=x.dtype, device=x.device), a)
-    return where(moderate, near, call("exp")(call("sub.Scalar")(beyond, math.log(2.0))))
-
-
-def sinh(x: Tensor, /) -> Tensor:
-    """``tanh(x / 2) * (cosh(x) + 1)``: the half-angle identity, accurate near 0 (no
-    ``e**x - e**-x`` cancellation) and as far as ``cosh`` goes; real floating arrays."""
-    x = _real_floating("sinh", x)
-    half = call("tanh")(call("mul.Scalar")(x, 0.5))
-    return call("mul")(half, call("add.Scalar")(cosh(x), 1))
 
 
 def _log1p(x: Tensor) -> Tensor:
