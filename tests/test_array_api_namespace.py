@@ -1024,3 +1024,16 @@ def test_log1p_and_logaddexp_gradients_are_accurate_at_their_edges() -> None:
     expected = 1 / (1 + np.exp(np.array([0.0, 5.0])))  # sigmoid(a - b)
     np.testing.assert_allclose(a.grad.numpy(), expected, rtol=1e-12)
     np.testing.assert_allclose(b.grad.numpy(), 1 - expected, rtol=1e-12)
+
+
+def test_asarray_copy_of_a_native_array_and_complex_linspace() -> None:
+    a = np.zeros(3)
+    shared, copied = xp.asarray(a), xp.asarray(a, copy=True)
+    a[0] = 1.0
+    assert shared.numpy()[0] == 1.0 and copied.numpy()[0] == 0.0
+    with pytest.raises(ValueError, match="copy=False cannot wrap a list"):
+        xp.asarray([1.0], copy=False)
+    with standard():
+        expected = strict.linspace(1 + 2j, 3 - 1j, 5, dtype=strict.complex128)
+    agree(xp.linspace(1 + 2j, 3 - 1j, 5, dtype=xp.complex128), expected)
+    assert xp.linspace(0, 1j, 3).dtype == xp.complex64  # the default complex dtype

@@ -55,7 +55,9 @@ def asarray(
             f"oplib.array_api.asarray(): copy=False cannot wrap a {type(obj).__name__} "
             "without copying; pass copy=None"
         )
-    return _factories.tensor(obj, dtype=dtype, device=device)
+    out = _factories.tensor(obj, dtype=dtype, device=device)
+    # a native array may be wrapped as it is: copy=True promises a copy
+    return call("clone")(out) if copy else out
 
 
 def arange(
