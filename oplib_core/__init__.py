@@ -134,7 +134,7 @@ from .ops import OpOverloadPacket, ops
 from .profiler import profile
 
 if TYPE_CHECKING:  # at run time imported on first use (``__getattr__``, ``_LAZY``)
-    from . import legacy
+    from . import array_api, legacy
     from .hookspecs import hookimpl, hookspec
     from .testing._checks import OpCheckResults
 
@@ -196,6 +196,7 @@ __all__ = [
     "_check_type",
     "_check_value",
     "arange",
+    "array_api",
     "autograd",
     "backends",
     "bfloat16",
@@ -291,6 +292,7 @@ def opcheck(
 # Imported on first use, to keep ``import oplib_core`` light: name -> (module, attribute).
 _LAZY = {
     "legacy": ("legacy", None),
+    "array_api": ("array_api", None),
     # pluggy is imported when the plugins load, or when a plugin module asks for these
     "hookimpl": ("hookspecs", "hookimpl"),
     "hookspec": ("hookspecs", "hookspec"),
@@ -344,10 +346,11 @@ def _settle() -> None:
     not specialise attribute loads on a module with a ``__getattr__`` (each ``oplib.x``
     would cost about 30 ns more, on every op call written ``oplib.ops.ns.op(x)``). Device
     modules are package attributes from here on (``backend_registration`` binds them)."""
-    from . import hookspecs, legacy
+    from . import array_api, hookspecs, legacy
 
     g = globals()
     g["legacy"] = legacy
+    g["array_api"] = array_api
     g["hookimpl"] = hookspecs.hookimpl
     g["hookspec"] = hookspecs.hookspec
     g.pop("__getattr__", None)

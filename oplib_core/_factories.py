@@ -69,8 +69,12 @@ def tensor(
     if backend is None:
         arr = np.asarray(data)
         if not isinstance(data, (np.ndarray, np.generic)):
+            if dtype is not None and arr.dtype.kind in "biufcO":
+                # straight to the asked dtype, not through the default one or numpy's guess
+                # (float32 would round 16777217.0, float64 2**63 + 1, before the cast)
+                arr = np.asarray(data, dtype=to_dtype(dtype))
             # Python floats (and, as in torch, complex numbers) follow the default dtype
-            if arr.dtype == np.float64:
+            elif arr.dtype == np.float64:
                 arr = arr.astype(get_default_dtype())
             elif arr.dtype == np.complex128:
                 arr = arr.astype(np.result_type(get_default_dtype(), np.complex64))

@@ -7,6 +7,7 @@ Operators on tensors route through the core op set; a tensor carries autograd st
 from __future__ import annotations
 
 import builtins
+import importlib
 import numbers
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, overload
@@ -23,11 +24,15 @@ from .errors import BackendError
 from .fake._arrays import FakeArray
 
 if TYPE_CHECKING:
-    from types import NotImplementedType
+    from types import ModuleType, NotImplementedType
 
 __all__ = ["Tensor"]
 
 _new = object.__new__
+
+#: The revisions of the array API standard ``__array_namespace__`` accepts (the last is
+#: the one ``oplib.array_api`` follows; it also satisfies the earlier ones' functions).
+_ARRAY_API_VERSIONS = ("2021.12", "2022.12", "2023.12")
 
 
 def _init(t: Tensor, data: Any) -> None:
@@ -469,6 +474,26 @@ class Tensor:
         self, func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         return _numpy_interop.array_function(self, func, types, args, kwargs)
+
+    # -- the array API standard (oplib.array_api) ---------------------------------------------
+    def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
+        """``oplib.array_api``, the namespace of the array API standard (2023.12) whose
+        functions dispatch through oplib's ops."""
+        if api_version is not None and api_version not in _ARRAY_API_VERSIONS:
+            raise ValueError(
+                f"__array_namespace__(): oplib.array_api follows the array API standard "
+                f"{_ARRAY_API_VERSIONS[-1]}; api_version={api_version!r} is not supported "
+                f"(expected None or one of {', '.join(_ARRAY_API_VERSIONS)})"
+            )
+        # imported on first use: the namespace sits above Tensor in the module graph
+        return importlib.import_module("oplib_core.array_api")
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        """The array API standard's ``to_device``: ``self.to(device)`` (``stream`` must be
+        None: oplib has no streams)."""
+        if stream is not None:
+            raise ValueError("to_device(): oplib has no streams; pass stream=None")
+        return self.to(device)
 
     def tolist(self) -> Any:
         if isinstance(self._data, FakeArray):
