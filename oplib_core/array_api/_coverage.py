@@ -8,7 +8,6 @@ from __future__ import annotations
 
 __all__ = ["NOT_COVERED"]
 
-_VIEWS = "needs the indexing and view ops (issue 14, in progress)"
 _NO_OP = "no core op yet, and no accurate composition of the existing ones"
 _BITS = "no bitwise core ops yet"
 _COMPLEX = "no complex-part core ops (real, imag, conj) yet"
@@ -32,22 +31,15 @@ NOT_COVERED: dict[str, str] = {
     "conj": _COMPLEX,
     "copysign": "needs the sign bit of zeros and NaNs: no core op yet",
     "cumulative_sum": "no cumulative core op yet",
-    "flip": _VIEWS,
     "floor_divide": _DIVISION,
     "imag": _COMPLEX,
     "nonzero": _DATA_SHAPE,
     "prod": "no product reduction core op yet",
     "real": _COMPLEX,
     "remainder": _DIVISION,
-    "repeat": _VIEWS,
-    "roll": _VIEWS,
     "searchsorted": _SORT,
     "signbit": "needs the sign bit of zeros and NaNs: no core op yet",
     "sort": _SORT,
-    "take": _VIEWS,
-    "tile": _VIEWS,
-    "tril": _VIEWS,
-    "triu": _VIEWS,
     "unique_all": _DATA_SHAPE,
     "unique_counts": _DATA_SHAPE,
     "unique_inverse": _DATA_SHAPE,

@@ -24,6 +24,8 @@ __all__ = [
     "meshgrid",
     "ones",
     "ones_like",
+    "tril",
+    "triu",
     "zeros",
     "zeros_like",
 ]
@@ -206,3 +208,13 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     if device is not None or copy:
         return t.to(device=device, copy=bool(copy))
     return t
+
+
+def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """``oplib::tril``: the lower triangle of the last two axes (below diagonal ``k``)."""
+    return call("tril")(check_tensor("tril", x), k)
+
+
+def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """``oplib::triu``: the upper triangle of the last two axes (above diagonal ``k``)."""
+    return call("triu")(check_tensor("triu", x), k)

@@ -35,9 +35,9 @@ class Info:
     __slots__ = ()
 
     def capabilities(self) -> dict[str, Any]:
-        """No boolean-mask indexing and no data-dependent output shapes yet (the functions
-        that would need them are in ``NOT_COVERED``)."""
-        return {"boolean indexing": False, "data-dependent shapes": False}
+        """Boolean-mask indexing (``x[mask]``, ``oplib::index``); the functions with other
+        data-dependent output shapes (``nonzero``, ``unique_*``) are in ``NOT_COVERED``."""
+        return {"boolean indexing": True, "data-dependent shapes": False}
 
     def default_device(self) -> Device:
         """The device creation functions use without ``device=``: the CPU."""

@@ -7,6 +7,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from .. import _factories
 from .._tensor import Tensor
 from ..fake._shapes import broadcast_shapes
 from ._common import axes, call, check_tensor, operands
@@ -16,14 +19,19 @@ __all__ = [
     "broadcast_to",
     "concat",
     "expand_dims",
+    "flip",
     "matmul",
     "matrix_transpose",
     "moveaxis",
     "permute_dims",
+    "repeat",
     "reshape",
+    "roll",
     "squeeze",
     "stack",
+    "take",
     "tensordot",
+    "tile",
     "unstack",
     "vecdot",
     "where",
@@ -117,11 +125,89 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
 
 
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
-    """The slices of ``x`` along ``axis``, each without that axis."""
+    """The slices of ``x`` along ``axis``, each without that axis (``oplib::select``)."""
     x = check_tensor("unstack", x)
     (dim,) = axes("unstack", axis, x.ndim) or [0]
-    narrow, squeeze_ = call("_narrow"), call("squeeze")
-    return tuple(squeeze_(narrow(x, dim, i, 1), [dim]) for i in range(x.shape[dim]))
+    select = call("select.int")
+    return tuple(select(x, dim, i) for i in range(x.shape[dim]))
+
+
+def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
+    """``oplib::flip`` along ``axis`` (every axis when None)."""
+    x = check_tensor("flip", x)
+    dims = axes("flip", axis, x.ndim)
+    return call("flip")(x, list(range(x.ndim)) if dims is None else dims)
+
+
+def roll(
+    x: Tensor,
+    /,
+    shift: int | tuple[int, ...],
+    *,
+    axis: int | tuple[int, ...] | None = None,
+) -> Tensor:
+    """``oplib::roll``; ``axis=None`` rolls the flattened array and restores the shape."""
+    x = check_tensor("roll", x)
+    shifts = [shift] if isinstance(shift, int) else list(shift)
+    if axis is None:
+        flat = call("reshape")(x, [math.prod(x.shape)])
+        return call("reshape")(call("roll")(flat, shifts, [0]), list(x.shape))
+    dims = [axis] if isinstance(axis, int) else list(axis)
+    if len(shifts) != len(dims):
+        raise ValueError(
+            f"oplib.array_api.roll(): shift and axis must have the same length, got "
+            f"{len(shifts)} and {len(dims)}"
+        )
+    return call("roll")(x, shifts, dims)
+
+
+def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
+    """``oplib::tile``."""
+    return call("tile")(check_tensor("tile", x), list(repetitions))
+
+
+def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
+    """``oplib::index_select`` of the 1-d integer ``indices`` along ``axis`` (which the
+    standard requires when ``x`` has more than one dimension)."""
+    x = check_tensor("take", x)
+    indices = check_tensor("take", indices, "indices")
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"oplib.array_api.take(): axis is required for a {x.ndim}-d array")
+        axis = 0
+    (dim,) = axes("take", axis, x.ndim) or [0]
+    return call("index_select")(x, dim, indices)
+
+
+def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> Tensor:
+    """Each element repeated ``repeats`` times along ``axis`` (the flattened array when
+    None), as numpy's ``repeat`` (torch's ``repeat_interleave``, not ``Tensor.repeat``): an
+    int by ``unsqueeze``/``broadcast_to``/``reshape``; a Tensor of counts, one per element
+    along ``axis``, by ``index_select`` (its values are read, so not on data-less arrays)."""
+    x = check_tensor("repeat", x)
+    if axis is None:
+        x, dim = call("reshape")(x, [math.prod(x.shape)]), 0
+    else:
+        (dim,) = axes("repeat", axis, x.ndim) or [0]
+    n = x.shape[dim]
+    if isinstance(repeats, Tensor):
+        counts = [int(c) for c in repeats.to("cpu").tolist()]
+        if len(counts) == 1:
+            counts *= n
+        if len(counts) != n or any(c < 0 for c in counts):
+            raise ValueError(
+                f"oplib.array_api.repeat(): repeats must hold one non-negative count per "
+                f"element along axis {dim} ({n}), got {counts}"
+            )
+        index = [i for i, c in enumerate(counts) for _ in range(c)]
+        idx = _factories.tensor(index, dtype=np.int64, device=x.device)
+        return call("index_select")(x, dim, idx)
+    if not isinstance(repeats, int) or repeats < 0:
+        raise ValueError(f"oplib.array_api.repeat(): repeats must be >= 0, got {repeats!r}")
+    shape = list(x.shape)
+    wide = call("unsqueeze")(x, dim + 1)
+    wide = call("broadcast_to")(wide, [*shape[: dim + 1], repeats, *shape[dim + 1 :]])
+    return call("reshape")(wide, [*shape[:dim], n * repeats, *shape[dim + 1 :]])
 
 
 def where(condition: Tensor, x1: Any, x2: Any, /) -> Tensor:
