@@ -55,12 +55,16 @@ def bump_version(t: Tensor) -> None:
         vc[0] += 1
 
 
-def share_version(base: Tensor, view: Tensor) -> None:
-    """``view`` (the output of a ``Tensor(a)`` op on ``base``) shares ``base``'s storage, so
-    it shares its version counter."""
+def share_version(base: Tensor, view: Tensor, *, is_view: bool = True) -> None:
+    """``view`` (the output of a ``Tensor(a)`` op on ``base``, or ``base.detach()``) shares
+    ``base``'s storage, so it shares its version counter. A view also marks the counter
+    (a second element): autograd refuses to record an in-place op on storage that a view
+    shares, since oplib does not rebase a view's history (torch's ``CopySlices``)."""
     vc = base._vc
     if vc is None:
         vc = base._vc = [0]
+    if is_view and len(vc) == 1:
+        vc.append(1)
     view._vc = vc
 
 
@@ -411,8 +415,11 @@ class Tensor:
         return self._new_like("oplib::full", (size,), fill_value, dtype=dtype, device=device)
 
     def detach(self) -> Tensor:
-        """A new tensor sharing this one's data, outside the autograd graph."""
-        return Tensor._wrap(self._data)
+        """A new tensor sharing this one's data (and, as torch, its version counter: writing
+        into it in place invalidates what autograd saved of this one), outside the graph."""
+        out = Tensor._wrap(self._data)
+        share_version(self, out, is_view=False)
+        return out
 
     # -- conversions ----------------------------------------------------------------------
     def to(self, *args: Any, device: Any = None, dtype: Any = None, copy: bool = False) -> Tensor:

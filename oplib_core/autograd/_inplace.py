@@ -3,8 +3,9 @@
 An in-place op ``self.add_(other)`` on tensors that require grad is recorded as torch does:
 
 1. a leaf that requires grad is refused (``a leaf Variable that requires grad is being used
-   in an in-place operation.``), and so is a view of a tensor that requires grad (oplib
-   does not rebase a view's base, torch's ``CopySlices``);
+   in an in-place operation.``), and so is a view of a tensor that requires grad and any
+   tensor whose storage a view shares (oplib does not rebase a view's history, torch's
+   ``CopySlices``: the other tensor would keep a stale gradient);
 2. the op's functional form (``add(self, other)``) runs with autograd on ``old``, a Tensor
    standing for ``self`` before the write (same data, same history): its node is the new
    ``grad_fn`` of ``self``, so gradients flow to ``self``'s old history and to ``other``;
@@ -141,6 +142,15 @@ def _refuse(self: Tensor) -> None:
             f"an in-place operation on a view ({fn.name()}) of a tensor that requires grad is "
             "not supported: oplib does not rebase the history of the view's base (torch's "
             "CopySlices); clone() the view and write into the clone, or write into the base"
+        )
+    vc = self._vc
+    if vc is not None and len(vc) > 1:  # marked by share_version: a view shares the storage
+        raise RuntimeError(
+            "an in-place operation that autograd records is not supported on a tensor that "
+            "shares its storage with a view (a view taken of it, or it is a view of a tensor "
+            "that does not require grad): oplib does not rebase a view's history (torch's "
+            "CopySlices), so the other tensor would keep a stale gradient; clone() before "
+            "writing in place, or write before taking views"
         )
 
 
