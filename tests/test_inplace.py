@@ -149,7 +149,7 @@ def test_in_place_on_a_view_of_a_computed_tensor_is_refused():
 def test_in_place_on_a_base_after_a_view_was_taken_is_refused():
     y = leaf([[1.0, 2.0]]) * 2
     v = y.squeeze(0)  # would keep a stale grad_fn after y.mul_ (torch regenerates it)
-    with pytest.raises(RuntimeError, match="shares its storage with a view.*clone"):
+    with pytest.raises(RuntimeError, match=r"shares its storage with a view.*clone"):
         y.mul_(2)
     assert v._version == 0 and y._version == 0  # refused before writing
     z = leaf([[1.0, 2.0]]) * 2  # no view: recorded
