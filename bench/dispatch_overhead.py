@@ -159,13 +159,13 @@ def _jax_rows(env: dict) -> list[tuple[str, str]]:
     if oplib.backends.TABLE.find("jax") is None:
         return []
     xj = jnp.ones(1)
-    env.update(jnp=jnp, xj=xj, tj=oplib.tensor(xj), core_neg=oplib.ops.oplib.neg)
-    for stmt in ("jnp.negative(xj)", "core_neg(xj)", "core_neg(tj)"):
+    env.update(jnp=jnp, xj=xj, tj=oplib.tensor(xj), jax_neg=oplib.ops.oplib.neg)
+    for stmt in ("jnp.negative(xj)", "jax_neg(xj)", "jax_neg(tj)"):
         eval(stmt, env)
     return [
         ("(l) jnp.negative(xj) direct", "jnp.negative(xj)"),
-        ("(m) oplib.ops.oplib.neg(xj) jax", "core_neg(xj)"),
-        ("(m') oplib.ops.oplib.neg(tj) Tensor", "core_neg(tj)"),
+        ("(m) oplib.ops.oplib.neg(xj) jax", "jax_neg(xj)"),
+        ("(m') oplib.ops.oplib.neg(tj) Tensor", "jax_neg(tj)"),
     ]
 
 
