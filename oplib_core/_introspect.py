@@ -3,6 +3,7 @@ tests read it). Keys are stable: they are the ``--json`` output of ``oplib``."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from . import plugins
@@ -15,19 +16,28 @@ from .backends import TABLE, Backend
 __all__ = ["backend_rows", "hop_detail", "op_detail", "op_rows", "plugin_rows", "waiting_detail"]
 
 
-def backend_rows() -> list[dict[str, Any]]:
+def backend_rows(*, probe: bool = False) -> list[dict[str, Any]]:
+    """One row per installed backend. A backend whose ``BackendSpec.library`` is not
+    imported yet is not probed (``"available"`` and ``"device_count"`` are None, with the
+    reason) unless ``probe``: asking would import the library (JAX: about half a second)."""
     rows = []
     for b in TABLE.all():
-        reason = b.status()
+        lib = b.spec.library
+        if lib and not probe and lib not in sys.modules:
+            available, count = None, None
+            reason = f"not probed ({lib} is not imported yet; --probe imports it)"
+        else:
+            reason = b.status()
+            available, count = reason is None, b.device_count()
         rows.append(
             {
                 "name": b.name,
                 "key": b.key,
                 "distribution": b.distribution,
                 "version": b.version,
-                "available": reason is None,
+                "available": available,
                 "reason": reason,
-                "device_count": b.device_count(),
+                "device_count": count,
                 "ops": _servable_ops(b),
             }
         )

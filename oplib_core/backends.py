@@ -121,6 +121,9 @@ class BackendSpec(Record):
     ``accelerator=True`` marks a device backend that ``oplib.device(0)`` may refer to.
     ``dtype_hint`` says what to do about the dtypes ``dtypes()`` leaves out (JAX without its
     64-bit mode: how to switch it on); errors and ``oplib check``'s skips quote it.
+    ``library`` names the module ``status()`` and ``device_count()`` import (``"jax"``):
+    while it is not imported, ``oplib backends list`` shows the backend as not probed
+    instead of importing it (``--probe`` does), so listing stays fast.
     ``device_module`` is the backend's device module (``is_available``, ``device_count``,
     ``current_device``, ``manual_seed_all`` ...): it is ``oplib_core.<name>`` while the
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
@@ -150,6 +153,7 @@ class BackendSpec(Record):
     accelerator: bool = False
     description: str = ""
     device_module: Any = None
+    library: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():

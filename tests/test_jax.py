@@ -126,6 +126,21 @@ def test_loading_the_plugin_does_not_import_jax():
     assert out == {"listed": True, "imported": False}
 
 
+def test_backends_list_does_not_import_jax_unless_asked_to_probe():
+    out = run_python("""
+        import sys
+        from oplib_core import _introspect
+        row = next(r for r in _introspect.backend_rows() if r["name"] == "jax")
+        OUT["lazy"] = [row["available"], row["device_count"], "jax" in sys.modules]
+        OUT["reason"] = row["reason"]
+        row = next(r for r in _introspect.backend_rows(probe=True) if r["name"] == "jax")
+        OUT["probed"] = [row["available"], row["device_count"], "jax" in sys.modules]
+    """)
+    assert out["lazy"] == [None, None, False]
+    assert out["reason"] == "not probed (jax is not imported yet; --probe imports it)"
+    assert out["probed"][0] is True and out["probed"][1] >= 1 and out["probed"][2] is True
+
+
 def test_with_x64_on_every_dtype_works():
     out = run_python(
         """

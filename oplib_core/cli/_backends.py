@@ -13,13 +13,24 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
-    leaf(
+    p = leaf(
         group(sub, "backends", "installed device backends"), "list", "list backends", backends_list
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="also ask backends whose library is not imported yet (imports it: JAX takes ~0.5 s)",
     )
 
 
+def _available(r: dict[str, Any]) -> str:
+    if r["available"] is None:
+        return "not probed"
+    return "yes" if r["available"] else f"no: {r['reason']}"
+
+
 def backends_list(args: argparse.Namespace, out: Output) -> int:
-    rows = introspect.backend_rows()
+    rows = introspect.backend_rows(probe=args.probe)
     if args.json:
         out.json(rows)
         return 0
@@ -33,8 +44,8 @@ def backends_list(args: argparse.Namespace, out: Output) -> int:
                 r["name"],
                 r["key"],
                 dist_label(r["distribution"], r["version"]),
-                "yes" if r["available"] else f"no: {r['reason']}",
-                r["device_count"],
+                _available(r),
+                "?" if r["device_count"] is None else r["device_count"],
                 r["ops"],
             ]
             for r in rows

@@ -110,6 +110,7 @@ JAX = BackendSpec(
         "out-of-place op and keep its result"
     ),
     description="jax.Array on JAX's devices (cpu; gpu/tpu where JAX reports one)",
+    library="jax",
 )
 
 
