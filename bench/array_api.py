@@ -16,17 +16,14 @@ applies the standard's accumulation dtype; a composite costs the sum of its ops)
 from __future__ import annotations
 
 import argparse
-import timeit
+
+from _timing import interleaved_ns, print_ns
 
 import oplib_core as oplib
 from oplib_core import array_api as xp
 from oplib_core._dispatch import SLOW
 
 BUDGET_NS = {"exp": 300.0, "add": 300.0, "add scalar": 300.0, "sum": 1000.0}
-
-
-def best_ns(stmt: str, env: dict, number: int) -> float:
-    return min(timeit.repeat(stmt, globals=env, number=number, repeat=1)) / number * 1e9
 
 
 def main() -> None:
@@ -44,18 +41,10 @@ def main() -> None:
         ("sum", "oplib.ops.oplib.sum(t, [0], False, dtype=f32)", "xp.sum(t, axis=0)"),
         ("expm1 (3 ops)", "oplib.ops.oplib.exp(t)", "xp.expm1(t)"),
     ]
-    stmts = list(dict.fromkeys(s for _, op, fn in pairs for s in (op, fn)))
-    for stmt in stmts:  # warm the caches
-        eval(stmt, env)
-    best = dict.fromkeys(stmts, float("inf"))
-    for _ in range(args.repeat):
-        for stmt in stmts:
-            best[stmt] = min(best[stmt], best_ns(stmt, env, args.number))
-
-    print(f"{'call':34s} {'ns/call':>9s}")
-    for stmt in stmts:
-        print(f"{stmt:34s} {best[stmt]:9.0f}")
-    print()
+    best = interleaved_ns(
+        (s for _, op, fn in pairs for s in (op, fn)), env, args.number, args.repeat
+    )
+    print_ns(best)
     for name, op, fn in pairs:
         diff = best[fn] - best[op]
         budget = BUDGET_NS.get(name)

@@ -18,17 +18,12 @@ takes the slow path (the figures are then the slow path's, not held to the budge
 from __future__ import annotations
 
 import argparse
-import timeit
 
 import numpy as np
+from _timing import best_ns
 
 import oplib_core as oplib
 from oplib_core._dispatch import SLOW
-
-
-def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
-    times = timeit.repeat(stmt, globals=env, number=number, repeat=repeat)
-    return min(times) / number * 1e9
 
 
 def main() -> None:

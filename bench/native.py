@@ -36,10 +36,10 @@ import sys
 import tempfile
 import threading
 import time
-import timeit
 from pathlib import Path
 
 import numpy as np
+from _timing import best_ns
 
 import oplib_core as oplib
 from oplib_core._native import _abi, _fastcall, _marshal
@@ -56,10 +56,6 @@ def build(where: str, cflags: list[str]) -> str:
     cmd = [cc, *cflags, "-shared", "-fPIC", "-I", oplib.get_include(), str(SOURCE), "-o", out]
     subprocess.run(cmd, check=True)
     return out
-
-
-def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
-    return min(timeit.repeat(stmt, globals=env, number=number, repeat=repeat)) / number * 1e9
 
 
 def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray, *, raw: bool = False):

@@ -11,16 +11,11 @@ lookup plus the table lookup). The op itself is the same in every pair.
 from __future__ import annotations
 
 import argparse
-import timeit
 
 import numpy as np
+from _timing import best_ns
 
 import oplib_core as oplib
-
-
-def best_ns(stmt: str, env: dict, number: int, repeat: int) -> float:
-    times = timeit.repeat(stmt, globals=env, number=number, repeat=repeat)
-    return min(times) / number * 1e9
 
 
 def main() -> None:

@@ -14,17 +14,14 @@ against the op they call (``select``, ``slice``) and as a ratio to numpy's own `
 from __future__ import annotations
 
 import argparse
-import timeit
+
+from _timing import interleaved_ns, print_ns
 
 import oplib_core as oplib
 from oplib_core._dispatch import SLOW
 
 BUDGET_NS = 100.0
 INDEX_BUDGET_NS = 3000.0
-
-
-def best_ns(stmt: str, env: dict, number: int) -> float:
-    return min(timeit.repeat(stmt, globals=env, number=number, repeat=1)) / number * 1e9
 
 
 def main() -> None:
@@ -43,17 +40,8 @@ def main() -> None:
         ("t[0:1]", "oplib.ops.oplib.slice(t, 0, 0, 1)", "t[0:1]"),
     ]
     stmts = [s for _, op, method in pairs for s in (op, method)] + ["a[0, ...]"]
-    for stmt in stmts:  # warm the caches
-        eval(stmt, env)
-    best = dict.fromkeys(stmts, float("inf"))
-    for _ in range(args.repeat):
-        for stmt in stmts:
-            best[stmt] = min(best[stmt], best_ns(stmt, env, args.number))
-
-    print(f"{'call':34s} {'ns/call':>9s}")
-    for stmt in stmts:
-        print(f"{stmt:34s} {best[stmt]:9.0f}")
-    print()
+    best = interleaved_ns(stmts, env, args.number, args.repeat)
+    print_ns(best)
     for name, op, method in pairs:
         diff = best[method] - best[op]
         verdict = "" if name != "tanh" else ("  ok" if diff <= BUDGET_NS else "  OVER BUDGET")
