@@ -14,15 +14,13 @@ An in-place op ``self.add_(other)`` on tensors that require grad is recorded as 
    version (so anything that saved ``self`` before raises at backward).
 
 ``FORMS`` maps each in-place op to its functional form; ``FORMULAS`` holds the formulas of
-``clamp``, ``index_put`` and the private gather ``_index`` that ``index_put``'s gradient uses.
+``clamp`` and ``index_put`` (whose gradient for ``values`` gathers with ``oplib::index``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
@@ -34,9 +32,6 @@ from ._formulas import OPS
 __all__ = [
     "FORMS",
     "FORMULAS",
-    "INDEX",
-    "index_fake",
-    "index_kernel",
     "inplace_kernel",
     "out_kernel",
 ]
@@ -46,57 +41,20 @@ _VIEW_OF_LEAF = (
     "a view of a leaf Variable that requires grad is being used in an in-place operation."
 )
 
-#: The gather ``index_put``'s gradient needs: ``self[indices]`` (None: a whole dim).
-INDEX = "oplib::_index(Tensor self, Tensor?[] indices) -> Tensor"
-
-
-def _key(indices: list[Any]) -> tuple[Any, ...]:
-    return tuple(slice(None) if i is None else i for i in indices)
-
-
-def index_kernel(self: Any, indices: list[Any]) -> Any:
-    """``self[indices]`` on any array library with numpy's advanced indexing."""
-    return self[_key(indices)]
-
-
-def index_fake(self: Any, indices: list[Any]) -> Any:
-    """Fake ``_index``: the shape numpy's indexing gives, from index shapes (bool masks
-    have data-dependent sizes: refused)."""
-    dummies: list[Any] = []
-    for i, ix in enumerate(indices):
-        if ix is None:
-            dummies.append(slice(None))
-            continue
-        if ix.dtype.kind == "b":
-            raise RuntimeError(
-                f"oplib::_index: indices[{i}] is a bool mask, whose result size depends on "
-                "its data; a fake tensor has none"
-            )
-        dummies.append(np.zeros(tuple(ix.shape), dtype=np.int64))
-    probe = np.broadcast_to(np.empty((), dtype=np.int8), tuple(self.shape))
-    return self.new_empty(probe[tuple(dummies)].shape)
-
-
-index_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
-
-
 def _zero(g: Tensor) -> Tensor:
-    return Tensor._wrap(OPS.zeros([], dtype=g._data.dtype))
-
+    return Tensor._wrap(OPS.zeros([], dtype=g.dtype))
 
 # -- functional forms of the in-place ops (recorded on ``old``; values come from the op) ---
 def _times_zero(old: Tensor) -> Tensor:
     out: Tensor = OPS.mul_Scalar(old, 0)
     return out
 
-
 def _cast_to(t: Tensor, like: Tensor) -> Tensor:
     if type(t) is not Tensor:
         t = Tensor(t)
-    if t._data.dtype != like._data.dtype:
-        t = OPS.astype(t, like._data.dtype)
+    if t.dtype != like.dtype:
+        t = OPS.astype(t, like.dtype)
     return t
-
 
 Form = Callable[..., Tensor]
 
@@ -119,14 +77,12 @@ FORMS: dict[str, Form] = {
     ),
 }
 
-
 def _is_view_node(fn: Any) -> bool:
     formula = getattr(fn, "_formula", None)
     if formula is None:
         return False
     schema: FunctionSchema = formula.call.schema
     return any(r.annotation is not None and not r.annotation.is_write for r in schema.returns)
-
 
 def _refuse(self: Tensor) -> None:
     """torch's refusals of an in-place op recorded by autograd."""
@@ -143,11 +99,9 @@ def _refuse(self: Tensor) -> None:
             "CopySlices); clone() the view and write into the clone, or write into the base"
         )
 
-
 def _saves(node: Any, t: Tensor) -> bool:
     saved = getattr(node, "_saved", None)
     return bool(saved) and any(s is t for s in saved)  # type: ignore[union-attr]
-
 
 def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
     """The Autograd kernel of the in-place op ``qualname`` with functional form ``form``."""
@@ -180,7 +134,6 @@ def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
     kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
     return kernel
 
-
 def out_kernel(qualname: str) -> Callable[..., Any]:
     """The Autograd kernel of an ``out=`` overload: refused as torch refuses it (it runs only
     when grad mode is on and an argument requires grad)."""
@@ -195,13 +148,11 @@ def out_kernel(qualname: str) -> Callable[..., Any]:
     kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
     return kernel
 
-
 # -- formulas of the functional companions -------------------------------------------------
 def _save_clamp(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     bounds = [*inputs[1:3], None, None]
     ctx.bounds = (bounds[0], bounds[1])
     ctx.save_for_backward(inputs[0])
-
 
 def _clamp(ctx: Any, g: Tensor) -> Any:
     """The gradient passes where ``min <= x <= max`` (the bounds included, as torch)."""
@@ -214,13 +165,11 @@ def _clamp(ctx: Any, g: Tensor) -> Any:
         g = OPS.where(OPS.le_Scalar(x, hi), g, zero)
     return g, None, None
 
-
 def _save_index_put(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     _, indices, values, *rest = inputs
     ctx.indices = [None if i is None else (i if type(i) is Tensor else Tensor(i)) for i in indices]
     ctx.values_shape = tuple(values._data.shape)
     ctx.accumulate = bool(rest[0]) if rest else False
-
 
 def _index_put(ctx: Any, g: Tensor) -> Any:
     need_self, _, need_values = ctx.needs_input_grad[:3]
@@ -228,26 +177,11 @@ def _index_put(ctx: Any, g: Tensor) -> Any:
     if need_self:
         gs = g if ctx.accumulate else OPS.index_put(g, ctx.indices, _zero(g), False)
     if need_values:
-        gv = sum_to(OPS._index(g, ctx.indices), ctx.values_shape)
+        gv = sum_to(REGISTRY.ops["oplib::index.Tensor"].overload(g, ctx.indices), ctx.values_shape)
     return gs, None, gv, None
-
-
-def _save_index(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    self, indices = inputs
-    ctx.indices = list(indices)
-    ctx.shape = tuple(self._data.shape)
-    ctx.dtype = self._data.dtype
-    ctx.device = self.device
-
-
-def _index(ctx: Any, g: Tensor) -> Any:
-    zeros = Tensor._wrap(OPS.zeros(list(ctx.shape), dtype=ctx.dtype, device=ctx.device))
-    return OPS.index_put(zeros, ctx.indices, g, True), None
-
 
 #: op name -> (setup_context, backward), as ``_formulas.FORMULAS``
 FORMULAS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
     "clamp": (_save_clamp, _clamp),
     "index_put": (_save_index_put, _index_put),
-    "_index": (_save_index, _index),
 }
