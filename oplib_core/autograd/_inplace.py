@@ -41,13 +41,16 @@ _VIEW_OF_LEAF = (
     "a view of a leaf Variable that requires grad is being used in an in-place operation."
 )
 
+
 def _zero(g: Tensor) -> Tensor:
     return Tensor._wrap(OPS.zeros([], dtype=g.dtype))
+
 
 # -- functional forms of the in-place ops (recorded on ``old``; values come from the op) ---
 def _times_zero(old: Tensor) -> Tensor:
     out: Tensor = OPS.mul_Scalar(old, 0)
     return out
+
 
 def _cast_to(t: Tensor, like: Tensor) -> Tensor:
     if type(t) is not Tensor:
@@ -55,6 +58,7 @@ def _cast_to(t: Tensor, like: Tensor) -> Tensor:
     if t.dtype != like.dtype:
         t = OPS.astype(t, like.dtype)
     return t
+
 
 Form = Callable[..., Tensor]
 
@@ -77,12 +81,14 @@ FORMS: dict[str, Form] = {
     ),
 }
 
+
 def _is_view_node(fn: Any) -> bool:
     formula = getattr(fn, "_formula", None)
     if formula is None:
         return False
     schema: FunctionSchema = formula.call.schema
     return any(r.annotation is not None and not r.annotation.is_write for r in schema.returns)
+
 
 def _refuse(self: Tensor) -> None:
     """torch's refusals of an in-place op recorded by autograd."""
@@ -99,9 +105,11 @@ def _refuse(self: Tensor) -> None:
             "CopySlices); clone() the view and write into the clone, or write into the base"
         )
 
+
 def _saves(node: Any, t: Tensor) -> bool:
     saved = getattr(node, "_saved", None)
     return bool(saved) and any(s is t for s in saved)  # type: ignore[union-attr]
+
 
 def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
     """The Autograd kernel of the in-place op ``qualname`` with functional form ``form``."""
@@ -134,6 +142,7 @@ def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
     kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
     return kernel
 
+
 def out_kernel(qualname: str) -> Callable[..., Any]:
     """The Autograd kernel of an ``out=`` overload: refused as torch refuses it (it runs only
     when grad mode is on and an argument requires grad)."""
@@ -148,11 +157,13 @@ def out_kernel(qualname: str) -> Callable[..., Any]:
     kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
     return kernel
 
+
 # -- formulas of the functional companions -------------------------------------------------
 def _save_clamp(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     bounds = [*inputs[1:3], None, None]
     ctx.bounds = (bounds[0], bounds[1])
     ctx.save_for_backward(inputs[0])
+
 
 def _clamp(ctx: Any, g: Tensor) -> Any:
     """The gradient passes where ``min <= x <= max`` (the bounds included, as torch)."""
@@ -165,11 +176,13 @@ def _clamp(ctx: Any, g: Tensor) -> Any:
         g = OPS.where(OPS.le_Scalar(x, hi), g, zero)
     return g, None, None
 
+
 def _save_index_put(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     _, indices, values, *rest = inputs
     ctx.indices = [None if i is None else (i if type(i) is Tensor else Tensor(i)) for i in indices]
     ctx.values_shape = tuple(values._data.shape)
     ctx.accumulate = bool(rest[0]) if rest else False
+
 
 def _index_put(ctx: Any, g: Tensor) -> Any:
     need_self, _, need_values = ctx.needs_input_grad[:3]
@@ -179,6 +192,7 @@ def _index_put(ctx: Any, g: Tensor) -> Any:
     if need_values:
         gv = sum_to(REGISTRY.ops["oplib::index.Tensor"].overload(g, ctx.indices), ctx.values_shape)
     return gs, None, gv, None
+
 
 #: op name -> (setup_context, backward), as ``_formulas.FORMULAS``
 FORMULAS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
