@@ -77,19 +77,19 @@ def check_inplace_result(
         )
 
 
-def _indexed_writes(xp: Any) -> bool:
-    """Whether ``xp``'s arrays take writes at integer index arrays (``x[idx] = y``: numpy's,
-    not the standard's, whose ``__setitem__`` takes slices and bool masks); tried once, when
-    the kernels are bound. Immutable arrays (jax) answer yes: their write error is
-    :func:`_write`'s."""
+def _writes(xp: Any) -> str:
+    """What ``xp``'s arrays take as writes, tried once when the kernels are bound:
+    ``"indexed"`` (also at integer index arrays, ``x[idx] = y``: numpy's), ``"slices"``
+    (slices and bool masks only: the standard's ``__setitem__``) or ``"none"`` (immutable
+    arrays: jax)."""
     try:
         probe = xp.zeros((2,))
         probe[xp.asarray([1])] = 1
     except TypeError as e:
-        return "item assignment" in str(e) or "immutable" in str(e)
+        return "none" if "item assignment" in str(e) or "immutable" in str(e) else "slices"
     except (IndexError, ValueError, NotImplementedError):
-        return False
-    return True
+        return "slices"
+    return "indexed"
 
 
 def _write(op: str, self: Any, key: Any, value: Any) -> None:
@@ -240,7 +240,9 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         return type(k) is not slice and odtype(k) == np.bool_
 
     add_at = getattr(getattr(xp, "add", None), "at", None)  # numpy's ufunc.at (cupy's too)
-    indexed_writes = _indexed_writes(xp)
+    writes = _writes(xp)
+    # numpy's dtypes: its writes cast as torch's do; the standard's take one dtype only
+    cast_writes = not dmap.identity
 
     def kernel(name: str) -> Callable[[Kernel], Kernel]:
         def register(fn: Kernel) -> Kernel:
@@ -273,12 +275,9 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     def fill_tensor(self: Any, value: Any) -> Any:
         """The one element of the 0-d ``value`` into every element of ``self``."""
         check_fill_tensor(value)
-        _write(
-            "oplib::fill_",
-            self,
-            ...,
-            value if value.dtype == self.dtype else xp.astype(value, self.dtype),
-        )
+        if cast_writes and value.dtype != self.dtype:
+            value = xp.astype(value, self.dtype)
+        _write("oplib::fill_", self, ..., value)
         return self
 
     @kernel("clamp")
@@ -307,16 +306,10 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         """``self[indices] = values`` (``+=`` with ``accumulate``, repeated indices adding
         up); None in ``indices`` takes a whole dim; bool indices are masks."""
         op = "oplib::index_put_"
-        if values.dtype != self.dtype:
-            raise RuntimeError(
-                f"{op}: Index put requires the source and destination dtypes match, got "
-                f"{odtype(self).name} for the destination and {odtype(values).name} for the "
-                "source."
-            )
-        key = index_key(op, indices, odtype)
+        key = index_put_key(self, indices, values)
         if accumulate and add_at is not None:
             add_at(self, key, values)
-        elif accumulate or not indexed_writes:
+        elif accumulate or writes != "indexed":
             _write(op, self, ..., put_at(xp, self, key, values, is_mask, accumulate))
         else:
             _write(op, self, key, values)
@@ -324,8 +317,21 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
 
     @kernel("index_put")
     def index_put(self: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> Any:
-        """``index_put_`` on a copy of ``self``."""
+        """``index_put_`` on a copy of ``self`` (immutable arrays: computed without writes)."""
+        if writes == "none":
+            key = index_put_key(self, indices, values)
+            return put_at(xp, self, key, values, is_mask, accumulate)
         return index_put_(functional["clone"](self), indices, values, accumulate)
+
+    def index_put_key(self: Any, indices: Sequence[Any], values: Any) -> tuple[Any, ...]:
+        op = "oplib::index_put_"
+        if values.dtype != self.dtype:
+            raise RuntimeError(
+                f"{op}: Index put requires the source and destination dtypes match, got "
+                f"{odtype(self).name} for the destination and {odtype(values).name} for the "
+                "source."
+            )
+        return index_key(op, indices, odtype)
 
     kernels.update(out_kernels(functional | kernels, xp, odtype))
     return kernels
