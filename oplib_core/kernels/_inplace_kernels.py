@@ -12,7 +12,6 @@ read-only views) raise an error saying so: an in-place op never silently returns
 from __future__ import annotations
 
 import inspect
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +21,9 @@ from oplib_core._array_api import dtype_map, standard_namespace
 from oplib_core._dtypes import is_floating, scalar_dtype
 from oplib_core._opset import OUT_OPS
 from oplib_core.kernels._index_kernels import (
+    DtypeOf,
+    dtype_attr,
+    dtype_getter,
     full_index,
     masks_as_indices,
     scatter_flat,
@@ -42,9 +44,6 @@ __all__ = [
 Kernel = Callable[..., Any]
 #: ``store(op, self, result)``: an in-place kernel's last step (write, or check for fakes).
 Store = Callable[[str, Any, Any], Any]
-#: The oplib dtype of an array (``.dtype`` where arrays carry numpy dtypes, and for fakes).
-DtypeOf = Callable[[Any], np.dtype]
-_dtype_attr: DtypeOf = operator.attrgetter("dtype")
 
 
 def _category(dtype: np.dtype) -> int:
@@ -155,7 +154,7 @@ def _check_clamp_bounds(lo: Any, hi: Any) -> None:
         raise RuntimeError("oplib::clamp: At least one of 'min' or 'max' must not be None")
 
 
-def index_key(op: str, indices: Sequence[Any], dtype_of: DtypeOf = _dtype_attr) -> tuple[Any, ...]:
+def index_key(op: str, indices: Sequence[Any], dtype_of: DtypeOf = dtype_attr) -> tuple[Any, ...]:
     """``index_put``'s ``Tensor?[]`` as an index for ``a[key]``: None means a whole dim."""
     key: list[Any] = []
     for i, ix in enumerate(indices):
@@ -234,7 +233,7 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     xp = standard_namespace(xp)
     dmap = dtype_map(xp)
     native = dmap.native
-    odtype: DtypeOf = _dtype_attr if dmap.identity else lambda x: dmap.ours(x.dtype)
+    odtype = dtype_getter(dmap)
 
     def is_mask(k: Any) -> bool:
         return type(k) is not slice and odtype(k) == np.bool_
@@ -345,7 +344,7 @@ def functional_name(out_name: str) -> str:
 
 
 def out_kernels(
-    functional: dict[str, Kernel], xp: Any = None, dtype_of: DtypeOf = _dtype_attr
+    functional: dict[str, Kernel], xp: Any = None, dtype_of: DtypeOf = dtype_attr
 ) -> dict[str, Kernel]:
     """A kernel per ``out=`` overload (:data:`~oplib_core._opset.OUT_OPS`): the functional
     kernel's result, checked against ``out`` as torch does (dtype category; shape: ``out``
