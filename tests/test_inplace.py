@@ -410,7 +410,12 @@ def _torch_index(array: np.ndarray, key: tuple[Any, ...]) -> tuple[np.ndarray, t
         for k in key
         if not isinstance(k, int)
     )
-    return array[basic], rest
+    view = array[basic]
+    # torch expands ``...`` before placing the advanced block: index arrays with only a
+    # zero-dim ``...`` between them are adjacent (numpy would put their block first)
+    at = next(i for i, k in enumerate(rest) if k is Ellipsis)
+    whole = (slice(None),) * (view.ndim - len(rest) + 1)
+    return view, rest[:at] + whole + rest[at + 1 :]
 
 
 @settings(max_examples=150, deadline=None)

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import oplib_core as oplib
 from oplib_core.kernels import array_kernels
+from tests import strict_backend
 
 NP = array_kernels(np)
 XS = array_kernels(xs)
@@ -167,3 +169,20 @@ def test_reductions_with_indices_and_movedim_on_strict():
     assert indices.dtype == xs.int64
     np.testing.assert_array_equal(_host(indices), [0, 0, 0, 0])
     _agree("movedim.intlist", lambda a: (a(np.zeros((2, 3, 4))), [0, 2], [2, 0]))
+
+
+def test_tensor_setitem_and_getitem_on_strict_arrays():
+    uninstall = strict_backend.install()
+    try:
+        t = oplib.tensor(xs.asarray(np.zeros((3, 4))))
+        t[oplib.tensor(xs.asarray([2, 0, 2])), 1] = 5.0
+        t[:, oplib.tensor(xs.asarray([3]))] = oplib.tensor(xs.asarray([[1], [2], [3]]))
+        expected = np.zeros((3, 4))
+        expected[[2, 0], 1] = 5.0
+        expected[:, 3] = [1, 2, 3]
+        np.testing.assert_array_equal(_host(t._data), expected)
+        np.testing.assert_array_equal(
+            _host(t[:, oplib.tensor(xs.asarray([1, 3]))]._data), expected[:, [1, 3]]
+        )
+    finally:
+        uninstall()
