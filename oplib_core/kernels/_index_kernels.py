@@ -10,9 +10,9 @@ function names are the array API standard's (``take``, ``take_along_axis``, ``fl
 ``roll``, ``tile``, ``tril``, ``permute_dims``, ``astype``, ``asarray(copy=True)``). Where
 the standard has no function, a namespace's own is used when it has one, else the standard's
 spelling: ``pad`` (constant widths by ``concat``, the other modes by ``take``), indexing
-with slices and index arrays mixed (one broadcast index array per dim). ``scatter`` needs
-``put_along_axis``, ``scatter_add`` ``add.at`` or ``bincount``; on a namespace without them
-``array_kernels`` declares them unsupported (``_NEEDS``).
+with slices and index arrays mixed (one broadcast index array per dim), ``scatter`` without
+``put_along_axis`` and ``scatter_add`` without ``add.at`` or ``bincount``
+(:func:`scatter_flat`).
 
 Views (``Tensor(a)`` returns: ``select``, ``slice``, ``narrow``, the split family,
 ``expand``, ``movedim``, ``view``) return views of ``self``; every other op returns new
