@@ -61,18 +61,25 @@ def _native_item(t: Tensor, item: Any) -> Any:
             "Tensor.__setitem__: only integers, slices (`:`), ellipsis (`...`), None and "
             f"integer or boolean tensors are valid indices (got {type(item).__name__})"
         )
-    if item.dtype.kind not in "biu":
+    dtype = _dtype(t, item)
+    if dtype.kind not in "biu":
         raise IndexError(
             "Tensor.__setitem__: tensors used as indices must be long, int, byte or bool "
-            f"tensors (got {item.dtype})"
+            f"tensors (got {dtype})"
         )
     return item
 
 
-def _dims_of(item: Any) -> int:
+def _dtype(t: Tensor, array: Any) -> np.dtype:
+    """The oplib dtype of ``array`` (numpy's, or ``t``'s backend's name for its own)."""
+    d = array.dtype
+    return d if isinstance(d, np.dtype) else t.backend.dtype_of(array)
+
+
+def _dims_of(t: Tensor, item: Any) -> int:
     if item is None or item is Ellipsis:
         return 0
-    if hasattr(item, "dtype") and item.dtype.kind == "b":
+    if hasattr(item, "dtype") and _dtype(t, item).kind == "b":
         return builtins.int(item.ndim)
     return 1
 
@@ -82,7 +89,7 @@ def _expand(t: Tensor, key: Any) -> list[Any]:
     dim of ``t`` (plus the Nones)."""
     items = [_native_item(t, k) for k in (key if type(key) is tuple else (key,))]
     ndim = t._data.ndim
-    used = sum(_dims_of(k) for k in items)
+    used = sum(_dims_of(t, k) for k in items)
     if used > ndim:
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
     ellipses = [i for i, k in enumerate(items) if k is Ellipsis]
@@ -191,11 +198,11 @@ def _values(t: Tensor, value: Any) -> Tensor:
     """``value`` as a Tensor of ``t``'s dtype (torch casts what is assigned)."""
     out: Tensor
     if isinstance(value, (numbers.Number, np.generic)):
-        out = _op("oplib::full")([], value, dtype=t._data.dtype, device=t.device)
+        out = _op("oplib::full")([], value, dtype=t.dtype, device=t.device)
         return out
     out = value if type(value) is type(t) else type(t)(value)
     if out._data.dtype != t._data.dtype:
-        out = _op("oplib::astype")(out, t._data.dtype)
+        out = _op("oplib::astype")(out, t.dtype)
     return out
 
 

@@ -31,7 +31,6 @@ NO_METHOD: dict[str, str] = {
     "index": "t[idx] and t[mask] call it (torch has no Tensor.index either)",
     "slice": "t[a:b:c] calls it (torch has no Tensor.slice either)",
     "pad": "torch spells it as a function, torch.nn.functional.pad (here oplib.ops.oplib.pad)",
-    "_index": "internal: the gradient of index_put uses it (t[idx] is Tensor.__getitem__)",
 }
 
 

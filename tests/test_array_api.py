@@ -126,6 +126,17 @@ def test_immutable_namespace_gets_a_clear_no_kernel_error() -> None:
     k = array_kernels(jnp)["copy_"]
     with pytest.raises(NamespaceUnsupportedError, match=r"oplib::copy_.*jax.numpy.*in-place"):
         k(jnp.zeros(2), jnp.ones(2))
+    kernels = array_kernels(jnp)
+    for name, args in [("add_.Scalar", (1.0,)), ("index_put_", ([None], jnp.ones(()), False))]:
+        with pytest.raises(NamespaceUnsupportedError, match=r"jax.numpy.*in-place writes"):
+            kernels[name](jnp.zeros(2), *args)
+    with pytest.raises(NamespaceUnsupportedError, match=r"oplib::add: .*in-place writes"):
+        kernels["add.out"](jnp.zeros(2), jnp.ones(2), out=jnp.zeros(2))
+    # the functional index_put computes without writes on immutable arrays
+    assert kernels["index_put"](jnp.zeros(2), [None], jnp.ones(()), False).tolist() == [1, 1]
+    rows = [jnp.asarray([0, 0, 2])]
+    out = kernels["index_put"](jnp.zeros(3), rows, jnp.ones(()), True)
+    assert out.tolist() == [2.0, 0.0, 1.0]
 
 
 def test_namespace_unsupported_error_is_a_no_kernel_error() -> None:

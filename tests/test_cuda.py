@@ -70,9 +70,9 @@ def test_unavailable_without_cupy_says_why():
     assert cuda["available"] is False
     assert cuda["reason"].startswith("cupy not installed")
     assert cuda["device_count"] == 0
-    # every core op has a cuda kernel; _to_copy, _narrow and _index are served by "default"
+    # every core op has a cuda kernel; _to_copy and _narrow are served by "default"
     # kernels
-    assert cuda["ops"] == len(CORE_OPS) + 3
+    assert cuda["ops"] == len(CORE_OPS) + 2
 
 
 @needs_no_cupy

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import oplib_core as oplib
 from oplib_core.autograd import gradcheck
 from oplib_core.errors import NoKernelError
-from oplib_core.kernels._inplace_kernels import _add_at, _write
+from oplib_core.kernels._inplace_kernels import _write, put_at
 
 OPS = oplib.ops.oplib
 F64 = np.float64
@@ -442,7 +442,12 @@ def _torch_index(array: np.ndarray, key: tuple[Any, ...]) -> tuple[np.ndarray, t
         for k in key
         if not isinstance(k, int)
     )
-    return array[basic], rest
+    view = array[basic]
+    # torch expands ``...`` before placing the advanced block: index arrays with only a
+    # zero-dim ``...`` between them are adjacent (numpy would put their block first)
+    at = next(i for i, k in enumerate(rest) if k is Ellipsis)
+    whole = (slice(None),) * (view.ndim - len(rest) + 1)
+    return view, rest[:at] + whole + rest[at + 1 :]
 
 
 @settings(max_examples=150, deadline=None)
@@ -473,14 +478,20 @@ def test_setitem_places_dims_as_torch_where_numpy_differs():
     assert u.numpy()[:, 0, 0].tolist() == [0.0, 1.0, 2.0]
 
 
+def _is_mask(k: Any) -> bool:
+    return type(k) is not slice and k.dtype == np.bool_
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.integers(-3, 2), min_size=1, max_size=6),
     st.sampled_from(["rows", "cols", "mask"]),
+    st.booleans(),
 )
-def test_accumulate_without_add_at_agrees_with_numpy(rows, how):
+def test_writes_without_add_at_agree_with_numpy(rows, how, accumulate):
+    """The standard-only path of index_put (no add.at, no writes at index arrays): the
+    same result as numpy's add.at (accumulate) or setitem (the last repeated index wins)."""
     a = np.zeros((3, 4))
-    b = np.zeros((3, 4))
     key: tuple[Any, ...]
     if how == "rows":
         key = (np.array(rows),)
@@ -489,9 +500,17 @@ def test_accumulate_without_add_at_agrees_with_numpy(rows, how):
     else:
         key = (np.array([r % 2 == 0 for r in rows[:3]] + [True] * (3 - len(rows[:3]))),)
     values = np.arange(a[key].size, dtype=F64).reshape(a[key].shape) + 1
-    np.add.at(a, key, values)
-    _add_at(np, b, key, values)
+    if accumulate:
+        np.add.at(a, key, values)
+    else:
+        a[key] = values
+    b = put_at(np, np.zeros((3, 4)), key, values, _is_mask, accumulate)
     np.testing.assert_allclose(b, a)
+
+
+def test_writes_without_add_at_refuse_an_index_out_of_bounds():
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
+        put_at(np, np.zeros((3, 4)), (np.array([0, 3]),), np.ones(4), _is_mask, True)
 
 
 def test_setitem_on_data_less_tensors():

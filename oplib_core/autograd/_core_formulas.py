@@ -3,8 +3,7 @@
 Registered through the same plugin path as third-party formulas (``oplib_register_autograd``),
 so ``oplib plugins list`` shows it and every formula is credited to it. It also defines the
 view op ``oplib::_narrow`` (with a ``default`` kernel and a fake kernel) that the gradients
-of ``cat`` and ``stack`` need, the gather ``oplib::_index`` that ``index_put``'s needs, and
-the Autograd kernels of the in-place ops (``_inplace``).
+of ``cat`` and ``stack`` need, and the Autograd kernels of the in-place ops (``_inplace``).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from .._registry import AUTOGRAD, REGISTRY, fallthrough_kernel
 from ..hookspecs import hookimpl
 from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
 from ._index_formulas import INDEX_FORMULAS
-from ._inplace import FORMS, INDEX, index_fake, index_kernel, inplace_kernel, out_kernel
+from ._inplace import FORMS, inplace_kernel, out_kernel
 from ._inplace import FORMULAS as INPLACE_FORMULAS
 from ._registration import _register
 
@@ -24,19 +23,16 @@ from ._registration import _register
 @hookimpl
 def oplib_define(registrar: Any) -> None:
     registrar.define(NARROW)
-    registrar.define(INDEX)
 
 
 @hookimpl
 def oplib_impl(registrar: Any) -> None:
     registrar.impl("oplib::_narrow", "default", narrow_kernel)
-    registrar.impl("oplib::_index", "default", index_kernel)
 
 
 @hookimpl
 def oplib_register_fake(registrar: Any) -> None:
     registrar.register_fake("oplib::_narrow", narrow_fake)
-    registrar.register_fake("oplib::_index", index_fake)
 
 
 @hookimpl

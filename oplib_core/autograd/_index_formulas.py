@@ -36,7 +36,7 @@ def _shape(t: Tensor) -> tuple[int, ...]:
 
 
 def _zeros(shape: Sequence[int], like: Tensor) -> Tensor:
-    return Tensor._wrap(_op("zeros")(list(shape), dtype=like._data.dtype, device=like.device))
+    return Tensor._wrap(_op("zeros")(list(shape), dtype=like.dtype, device=like.device))
 
 
 # -- moved elements: the positions rule ---------------------------------------------------------
@@ -215,7 +215,7 @@ def _save_extreme(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
 def _extreme_back(ctx: Any, g: Tensor) -> Any:
     """Shared evenly between the elements equal to the extremum (torch's rule for max())."""
     x, out = ctx.saved_tensors
-    mask = _op("astype")(_op("eq")(x, out), g._data.dtype)
+    mask = _op("astype")(_op("eq")(x, out), g.dtype)
     return _op("mul")(mask, _op("div")(g, _op("sum")(mask, None, False)))
 
 

@@ -15,15 +15,13 @@ An in-place op ``self.add_(other)`` on tensors that require grad is recorded as 
    version (so anything that saved ``self`` before raises at backward).
 
 ``FORMS`` maps each in-place op to its functional form; ``FORMULAS`` holds the formulas of
-``clamp``, ``index_put`` and the private gather ``_index`` that ``index_put``'s gradient uses.
+``clamp`` and ``index_put`` (whose gradient for ``values`` gathers with ``oplib::index``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
@@ -35,9 +33,6 @@ from ._formulas import OPS
 __all__ = [
     "FORMS",
     "FORMULAS",
-    "INDEX",
-    "index_fake",
-    "index_kernel",
     "inplace_kernel",
     "out_kernel",
 ]
@@ -47,42 +42,9 @@ _VIEW_OF_LEAF = (
     "a view of a leaf Variable that requires grad is being used in an in-place operation."
 )
 
-#: The gather ``index_put``'s gradient needs: ``self[indices]`` (None: a whole dim).
-INDEX = "oplib::_index(Tensor self, Tensor?[] indices) -> Tensor"
-
-
-def _key(indices: list[Any]) -> tuple[Any, ...]:
-    return tuple(slice(None) if i is None else i for i in indices)
-
-
-def index_kernel(self: Any, indices: list[Any]) -> Any:
-    """``self[indices]`` on any array library with numpy's advanced indexing."""
-    return self[_key(indices)]
-
-
-def index_fake(self: Any, indices: list[Any]) -> Any:
-    """Fake ``_index``: the shape numpy's indexing gives, from index shapes (bool masks
-    have data-dependent sizes: refused)."""
-    dummies: list[Any] = []
-    for i, ix in enumerate(indices):
-        if ix is None:
-            dummies.append(slice(None))
-            continue
-        if ix.dtype.kind == "b":
-            raise RuntimeError(
-                f"oplib::_index: indices[{i}] is a bool mask, whose result size depends on "
-                "its data; a fake tensor has none"
-            )
-        dummies.append(np.zeros(tuple(ix.shape), dtype=np.int64))
-    probe = np.broadcast_to(np.empty((), dtype=np.int8), tuple(self.shape))
-    return self.new_empty(probe[tuple(dummies)].shape)
-
-
-index_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
-
 
 def _zero(g: Tensor) -> Tensor:
-    return Tensor._wrap(OPS.zeros([], dtype=g._data.dtype))
+    return Tensor._wrap(OPS.zeros([], dtype=g.dtype))
 
 
 # -- functional forms of the in-place ops (recorded on ``old``; values come from the op) ---
@@ -94,8 +56,8 @@ def _times_zero(old: Tensor) -> Tensor:
 def _cast_to(t: Tensor, like: Tensor) -> Tensor:
     if type(t) is not Tensor:
         t = Tensor(t)
-    if t._data.dtype != like._data.dtype:
-        t = OPS.astype(t, like._data.dtype)
+    if t.dtype != like.dtype:
+        t = OPS.astype(t, like.dtype)
     return t
 
 
@@ -238,26 +200,12 @@ def _index_put(ctx: Any, g: Tensor) -> Any:
     if need_self:
         gs = g if ctx.accumulate else OPS.index_put(g, ctx.indices, _zero(g), False)
     if need_values:
-        gv = sum_to(OPS._index(g, ctx.indices), ctx.values_shape)
+        gv = sum_to(REGISTRY.ops["oplib::index.Tensor"].overload(g, ctx.indices), ctx.values_shape)
     return gs, None, gv, None
-
-
-def _save_index(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    self, indices = inputs
-    ctx.indices = list(indices)
-    ctx.shape = tuple(self._data.shape)
-    ctx.dtype = self._data.dtype
-    ctx.device = self.device
-
-
-def _index(ctx: Any, g: Tensor) -> Any:
-    zeros = Tensor._wrap(OPS.zeros(list(ctx.shape), dtype=ctx.dtype, device=ctx.device))
-    return OPS.index_put(zeros, ctx.indices, g, True), None
 
 
 #: op name -> (setup_context, backward), as ``_formulas.FORMULAS``
 FORMULAS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
     "clamp": (_save_clamp, _clamp),
     "index_put": (_save_index_put, _index_put),
-    "_index": (_save_index, _index),
 }

@@ -40,7 +40,7 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
         return register
 
     def check(op: str, self: FakeArray, result: FakeArray) -> FakeArray:
-        check_inplace_result(op, self, result.dtype, result.shape)
+        check_inplace_result(op, self, result.dtype, result.shape, self.dtype)
         return self
 
     for name, fn in binary_inplace(functional, check).items():
@@ -69,7 +69,7 @@ def inplace_fake_kernels(functional: dict[str, Kernel]) -> dict[str, Kernel]:
     @kernel("clamp_")
     def clamp_(self: FakeArray, min: Any, max: Any) -> FakeArray:
         out = clamp(self, min, max)
-        check_inplace_result("oplib::clamp_", self, out.dtype, out.shape)
+        check_inplace_result("oplib::clamp_", self, out.dtype, out.shape, self.dtype)
         return self
 
     @kernel("index_put_")

@@ -68,10 +68,13 @@ def _mutable(ns: Any) -> bool:
     return not array_api_compat.is_jax_namespace(ns)
 
 
+_WRITES = ("in-place writes (x[...] = y; the namespace's arrays are immutable)", _mutable)
+
 #: Ops whose kernel needs more than the standard guarantees: op name → (what it needs, whether
-#: a namespace has it).
+#: a namespace has it). Every op that writes into an argument (``Tensor(a!)``: ``copy_``, the
+#: in-place ops, the ``out=`` overloads) needs mutable arrays.
 _NEEDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "copy_": ("in-place writes (x[...] = y; the namespace's arrays are immutable)", _mutable),
+    op.name: _WRITES for op in CORE_OPS if "!" in op.schema.partition("->")[0]
 }
 
 

@@ -4,10 +4,15 @@
 Same calling convention as :mod:`._array_kernels`, whose ``array_kernels(xp)`` merges this
 dict in, so every backend that binds the core kernels (cpu, cuda, privateuse1) gets these.
 Argument checks and output shapes come from :mod:`oplib_core._index_rules`, shared with the
-fake kernels. Function names are the array API standard's where it has the function
-(``take``, ``take_along_axis``, ``flip``, ``roll``, ``broadcast_to``, ``reshape(copy=False)``,
-``max``, ``argmax``); the rest are numpy's, which cupy and dask share (``tril``, ``pad``,
-``tile``, ``put_along_axis``, ``bincount``).
+fake kernels. ``xp`` goes through :func:`~oplib_core._array_api.standard_namespace` and
+dtypes through its :class:`~oplib_core._array_api.DtypeMap`, as in ``array_kernels``; the
+function names are the array API standard's (``take``, ``take_along_axis``, ``flip``,
+``roll``, ``tile``, ``tril``, ``permute_dims``, ``astype``, ``asarray(copy=True)``). Where
+the standard has no function, a namespace's own is used when it has one, else the standard's
+spelling: ``pad`` (constant widths by ``concat``, the other modes by ``take``), indexing
+with slices and index arrays mixed (one broadcast index array per dim), ``scatter`` without
+``put_along_axis`` and ``scatter_add`` without ``add.at`` or ``bincount``
+(:func:`scatter_flat`).
 
 Views (``Tensor(a)`` returns: ``select``, ``slice``, ``narrow``, the split family,
 ``expand``, ``movedim``, ``view``) return views of ``self``; every other op returns new
@@ -16,14 +21,25 @@ memory, as its schema promises.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import _index_rules as R
+from .._array_api import DtypeMap, dtype_map, standard_namespace
 
-__all__ = ["index_kernels"]
+__all__ = [
+    "DtypeOf",
+    "dtype_attr",
+    "dtype_getter",
+    "full_index",
+    "index_kernels",
+    "masks_as_indices",
+    "scatter_flat",
+    "wrap_checked",
+]
 
 _INT64 = np.dtype("int64")
 
@@ -37,6 +53,119 @@ def _crop(shape: Sequence[int], dim: int, like: Sequence[int]) -> tuple[slice, .
     """The key that cuts an array of ``shape`` down to ``like`` outside ``dim`` (torch's
     gather/scatter read only the index-shaped corner of ``self`` and ``src``)."""
     return tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(like))
+
+
+DtypeOf = Callable[[Any], np.dtype]
+#: ``x.dtype``: the oplib dtype of an array that carries numpy dtypes (and of a fake).
+dtype_attr: DtypeOf = operator.attrgetter("dtype")
+
+
+def dtype_getter(dmap: DtypeMap) -> DtypeOf:
+    """The function giving the oplib dtype of an array of ``dmap``'s namespace: ``x.dtype``
+    itself when the namespace's dtypes are numpy's (no per-call conversion)."""
+    if dmap.identity:
+        return dtype_attr
+    ours = dmap.ours
+    return lambda x: ours(x.dtype)
+
+
+def _pad_source(i: int, n: int, mode: str) -> int:
+    """The position of a dim of size ``n`` that position ``i`` (``-before <= i < n +
+    after``) of the padded dim copies: numpy's ``edge``, ``wrap`` and ``reflect``."""
+    if mode == "edge":
+        return min(max(i, 0), n - 1)
+    if mode == "wrap":
+        return i % n
+    period = 2 * (n - 1)  # reflect: mirrored without repeating the edge
+    j = abs(i) % period if period else 0
+    return j if j < n else period - j
+
+
+def masks_as_indices(xp: Any, key: Sequence[Any], is_mask: Callable[[Any], bool]) -> list[Any]:
+    """``key`` with each bool mask replaced by the index arrays of its true elements (one
+    per dim it covers), as numpy reads a mask."""
+    parts: list[Any] = []
+    for k in key:
+        if is_mask(k):
+            parts.extend(xp.nonzero(k))
+        else:
+            parts.append(k)
+    return parts
+
+
+def full_index(xp: Any, shape: tuple[int, ...], key: Sequence[Any]) -> list[Any]:
+    """``key`` (integer index arrays and whole-dim slices, at most one per dim; missing
+    trailing dims are whole) as one index array per dim, shaped so that they broadcast to
+    the result of ``a[key]`` (numpy's placement: adjacent advanced indices stay in place,
+    else they go first)."""
+    key = tuple(key) + (slice(None),) * (len(shape) - len(key))
+    adv = [i for i, k in enumerate(key) if type(k) is not slice]
+    arrays = [key[i] for i in adv]
+    block = xp.broadcast_arrays(*arrays)[0].shape if arrays else ()
+    adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
+    layout: list[Any] = []  # per result dim group: "block" or the dim of a whole slice
+    if not adjacent:
+        layout.append("block")
+    for i in range(len(key)):
+        if i in adv:
+            if adjacent and i == adv[0]:
+                layout.append("block")
+        else:
+            layout.append(i)
+    ndim = sum(len(block) if g == "block" else 1 for g in layout)
+    start: dict[Any, int] = {}
+    pos = 0
+    for g in layout:
+        start[g] = pos
+        pos += len(block) if g == "block" else 1
+    out: list[Any] = []
+    for i, k in enumerate(key):
+        shape_i = [1] * ndim
+        if type(k) is slice:
+            shape_i[start[i]] = shape[i]
+            out.append(xp.reshape(xp.arange(shape[i]), tuple(shape_i)))
+        else:
+            s = start["block"]
+            shape_i[s : s + len(block)] = (1,) * (len(block) - k.ndim) + tuple(k.shape)
+            out.append(xp.reshape(k, tuple(shape_i)))
+    return out
+
+
+def wrap_checked(xp: Any, index: Any, n: int, dim: int) -> Any:
+    """Integer ``index`` into a dim of size ``n`` with negative entries counted from the end;
+    numpy's ``IndexError`` when an entry is outside ``[-n, n)``."""
+    bad = xp.logical_or(xp.less(index, -n), xp.greater_equal(index, n))
+    try:
+        outside = bool(xp.any(bad))
+    except TypeError:  # a device that reads to the host only when asked: left unchecked
+        outside = False
+    if outside:
+        first = int(xp.reshape(index[bad], (-1,))[0])
+        raise IndexError(f"index {first} is out of bounds for axis {dim} with size {n}")
+    return xp.where(xp.less(index, 0), xp.add(index, n), index)
+
+
+def scatter_flat(xp: Any, flat: Any, positions: Any, values: Any, *, accumulate: bool) -> Any:
+    """A copy of the 1-d ``flat`` with ``values`` written at ``positions`` (1-d, in range;
+    repeated positions: the last value wins, or with ``accumulate`` they add up), in the
+    array API standard's functions only (no ``put_along_axis``, ``add.at`` or writes at
+    index arrays): the values sorted by position, and for every position the run of them
+    that targets it found by ``searchsorted``; sums are differences of a cumulative sum
+    (floats: rounding of the running total, not of each run)."""
+    if positions.shape[0] == 0:
+        return xp.asarray(flat, copy=True)
+    order = xp.argsort(positions, stable=True)
+    lin = xp.take(positions, order)
+    vals = xp.take(values, order)
+    targets = xp.arange(flat.shape[0], dtype=lin.dtype)
+    left = xp.searchsorted(lin, targets, side="left")
+    right = xp.searchsorted(lin, targets, side="right")
+    if accumulate:
+        sums = xp.cumulative_sum(vals, dtype=vals.dtype, include_initial=True)
+        added = xp.subtract(xp.take(sums, right), xp.take(sums, left))
+        return xp.astype(xp.add(flat, added), flat.dtype, copy=False)
+    last = xp.take(vals, xp.clip(xp.subtract(right, 1), min=0))
+    return xp.where(xp.greater(right, left), last, flat)
 
 
 Fn = Callable[..., Any]
@@ -67,9 +196,13 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     """Kernels of the indexing and view ops bound to ``xp``, keyed like
     :func:`oplib_core.kernels.array_kernels` (``"select.int"``, ``"max.dim"``)."""
     kernels, kernel = kernel_table()
+    xp = standard_namespace(xp)
+    dmap = dtype_map(xp)
+    int64 = dmap.native(_INT64)
+    odtype = dtype_getter(dmap)
 
     def copy(x: Any) -> Any:
-        return xp.array(x, copy=True)
+        return xp.asarray(x, copy=True)
 
     def along(dim: int, key: Any) -> tuple[Any, ...]:
         # the trailing Ellipsis keeps numpy from turning a 0-d result into a scalar
@@ -149,7 +282,7 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
     def movedim(self: Any, source: Sequence[int], destination: Sequence[int]) -> Any:
         perm = R.movedim_perm(self.ndim, source, destination)
-        return xp.transpose(self, tuple(perm)) if perm else self[...]
+        return xp.permute_dims(self, tuple(perm)) if perm else self[...]
 
     @kernel("movedim.int")
     def movedim_int(self: Any, source: int, destination: int) -> Any:
@@ -183,21 +316,35 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     def index(self: Any, indices: Sequence[Any]) -> Any:
         """numpy's advanced indexing: integer arrays (broadcast together) and bool masks;
         ``None`` entries take the whole dim. Always a copy."""
-        entries = [None if i is None else (tuple(i.shape), i.dtype) for i in indices]
+        entries = [None if i is None else (tuple(i.shape), odtype(i)) for i in indices]
         R.advanced_index_shape(tuple(self.shape), entries, [0] * len(entries))
         key = tuple(slice(None) if i is None else i for i in indices)
         try:
-            out = self[key]
+            try:
+                out = self[key]
+            except IndexError:  # (also out of bounds, which raises again below)
+                # the standard's integer array indexing takes one index array per dim
+                out = self[per_dim_index(tuple(self.shape), key)]
         except IndexError as e:
             raise _rename_axis(e) from None
         return copy(out) if all(i is None for i in indices) else out
+
+    def is_mask(k: Any) -> bool:
+        return type(k) is not slice and odtype(k) == np.bool_
+
+    def per_dim_index(shape: tuple[int, ...], key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``key`` (index arrays, bool masks, whole-dim slices) as one index array per dim
+        that select what numpy's advanced indexing would."""
+        return tuple(full_index(xp, shape, masks_as_indices(xp, key, is_mask)))
 
     @kernel("masked_select")
     def masked_select(self: Any, mask: Any) -> Any:
         """The elements of ``self`` where ``mask`` (broadcast with it) holds, as a 1-d
         array."""
-        if mask.dtype != np.bool_:
-            raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+        if odtype(mask) != np.bool_:
+            raise RuntimeError(
+                f"masked_select: expected BoolTensor for mask, got {odtype(mask).name}"
+            )
         s, m = xp.broadcast_arrays(self, mask)
         return xp.reshape(s[m], (-1,))
 
@@ -206,9 +353,10 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """The entries ``index`` (a 0-d or 1-d integer array) of ``dim``."""
         if index.ndim > 1:
             raise IndexError("index_select(): Index is supposed to be a vector")
-        if index.dtype.kind not in "iu":
+        if odtype(index).kind not in "iu":
             raise IndexError(
-                f"index_select(): Expected dtype int32/int64 for index but got: {index.dtype}"
+                "index_select(): Expected dtype int32/int64 for index but got: "
+                f"{odtype(index).name}"
             )
         dim = R.wrap_dim("index_select", dim, self.ndim)
         if not self.ndim:
@@ -219,8 +367,8 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             raise _rename_axis(e) from None
 
     def check_index(op: str, index: Any) -> None:
-        if index.dtype.kind not in "iu":
-            raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index.dtype}")
+        if odtype(index).kind not in "iu":
+            raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {odtype(index).name}")
 
     @kernel("gather")
     def gather(self: Any, dim: int, index: Any, *, sparse_grad: bool = False) -> Any:
@@ -235,6 +383,10 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         except IndexError as e:
             raise _rename_axis(e) from None
 
+    put_along_axis = getattr(xp, "put_along_axis", None)  # numpy's; not the standard's
+    add_at = getattr(getattr(xp, "add", None), "at", None)  # numpy's ufunc.at (cupy's too)
+    bincount = getattr(xp, "bincount", None)
+
     def scattered(op: str, self: Any, dim: int, index: Any, values: Any, add: bool) -> Any:
         check_index(op, index)
         dim = R.gather_check(op, tuple(self.shape), dim, tuple(index.shape), tuple(values.shape))
@@ -243,46 +395,57 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             out = xp.reshape(out, (1,))
             index = xp.reshape(index, (1,))
             values = xp.reshape(values, (1,))
-        vals = values[_crop(values.shape, -1, index.shape)].astype(self.dtype, copy=False)
+        vals = xp.astype(values[_crop(values.shape, -1, index.shape)], self.dtype, copy=False)
         target = out[_crop(out.shape, dim, index.shape)]
         try:
-            if not add:
-                xp.put_along_axis(target, index, vals, axis=dim)
+            if not add and put_along_axis is not None:
+                put_along_axis(target, index, vals, axis=dim)
+            elif add and add_at is not None:  # exact for every dtype
+                add_at(target, coords_along(dim, index), vals)
             else:
-                scatter_add_into(out, target, dim, index, vals)
+                out = scattered_flat(out, dim, index, vals, add)
         except IndexError as e:
             raise _rename_axis(e) from None
         return xp.reshape(out, self.shape)
 
-    def scatter_add_into(out: Any, target: Any, dim: int, index: Any, vals: Any) -> None:
+    def coords_along(dim: int, index: Any) -> tuple[Any, ...]:
+        """The position of every element of ``index`` in ``out``: ``index`` itself along
+        ``dim``, its own coordinates along the other dims (shaped to broadcast)."""
         ndim = index.ndim
-        coords = tuple(
+        return tuple(
             index
             if d == dim
-            else xp.reshape(xp.arange(index.shape[d]), [-1 if e == d else 1 for e in range(ndim)])
+            else xp.reshape(
+                xp.arange(index.shape[d]), tuple(-1 if e == d else 1 for e in range(ndim))
+            )
             for d in range(ndim)
         )
-        at = getattr(getattr(xp, "add", None), "at", None)
-        if at is not None:  # numpy, cupy: exact for every dtype
-            at(target, coords, vals)
-            return
-        # namespaces without ufunc.at: a weighted bincount over flat positions (float64 sums)
+
+    def scattered_flat(out: Any, dim: int, index: Any, vals: Any, add: bool) -> Any:
+        """``scatter``/``scatter_add`` on namespaces without ``put_along_axis``/``add.at``:
+        by the flat positions of the targets, summed by a weighted ``bincount`` (float64
+        sums) where the namespace has one, else by :func:`scatter_flat`."""
+        if not add or bincount is None:
+            index = wrap_checked(xp, index, out.shape[dim], dim)
+        coords = coords_along(dim, index)
         stride, pos = 1, None
-        for d in range(ndim - 1, -1, -1):
-            term = coords[d].astype(_INT64) * stride
+        for d in range(index.ndim - 1, -1, -1):
+            term = xp.astype(coords[d], int64) * stride
             pos = term if pos is None else pos + term
             stride *= out.shape[d]
         pos = xp.reshape(xp.broadcast_to(pos, index.shape), (-1,))
         flat = xp.reshape(out, (-1,))
         weights = xp.reshape(vals, (-1,))
+        if not add or bincount is None:
+            return scatter_flat(xp, flat, pos, weights, accumulate=add)
         n = flat.shape[0]
-        if out.dtype.kind == "c":  # bincount weighs with reals: the two parts apart
-            sums = xp.bincount(pos, weights=xp.real(weights), minlength=n) + 1j * xp.bincount(
+        if odtype(out).kind == "c":  # bincount weighs with reals: the two parts apart
+            sums = bincount(pos, weights=xp.real(weights), minlength=n) + 1j * bincount(
                 pos, weights=xp.imag(weights), minlength=n
             )
         else:
-            sums = xp.bincount(pos, weights=weights, minlength=n)
-        flat[...] = flat + sums.astype(out.dtype)
+            sums = bincount(pos, weights=weights, minlength=n)
+        return flat + xp.astype(sums, out.dtype)
 
     @kernel("scatter.src")
     def scatter_src(self: Any, dim: int, index: Any, src: Any) -> Any:
@@ -314,9 +477,35 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         x = self[crop] if any(b < 0 or a < 0 for b, a in widths) else self
         grow = [(max(b, 0), max(a, 0)) for b, a in widths]
         np_mode = R.PAD_MODES[mode]
+        fill = 0 if value is None else value
+        if native_pad is None:
+            return standard_pad(x, grow, np_mode, fill)
         if np_mode == "constant":
-            return xp.pad(x, grow, mode="constant", constant_values=0 if value is None else value)
-        return xp.pad(x, grow, mode=np_mode)
+            return native_pad(x, grow, mode="constant", constant_values=fill)
+        return native_pad(x, grow, mode=np_mode)
+
+    native_pad = getattr(xp, "pad", None)  # numpy's (cupy, dask, jax have it too)
+
+    def standard_pad(x: Any, grow: Sequence[tuple[int, int]], mode: str, fill: Any) -> Any:
+        """``pad`` in the standard's functions: constant borders joined by ``concat``, the
+        other modes as a ``take`` of the positions they copy, one dim at a time."""
+        kind = odtype(x).kind
+        fill = bool(fill) if kind == "b" else int(fill) if kind in "iu" else fill
+        out = x
+        for d, (b, a) in enumerate(grow):
+            if not b and not a:
+                continue
+            n = out.shape[d]
+            if mode == "constant":
+                parts = [
+                    xp.full((*out.shape[:d], w, *out.shape[d + 1 :]), fill, dtype=out.dtype)
+                    for w in (b, a)
+                ]
+                out = xp.concat([parts[0], out, parts[1]], axis=d)
+                continue
+            positions = [_pad_source(i, n, mode) for i in range(-b, n + a)]
+            out = xp.take(out, xp.asarray(positions, dtype=int64), axis=d)
+        return copy(out) if out is x else out  # new memory, as the schema promises
 
     @kernel("flip")
     def flip(self: Any, dims: Sequence[int]) -> Any:
@@ -376,10 +565,10 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         def fn(self: Any, dim: int, keepdim: bool) -> tuple[Any, Any]:
             dim, _ = R.max_dim_shape(op, tuple(self.shape), dim, keepdim)
             if not self.ndim:
-                return copy(self), xp.zeros((), dtype=_INT64)
+                return copy(self), xp.zeros((), dtype=int64)
             values = pick(self, axis=dim, keepdims=keepdim)
             indices = arg(self, axis=dim, keepdims=keepdim)
-            return xp.asarray(values), xp.asarray(indices).astype(_INT64, copy=False)
+            return xp.asarray(values), xp.astype(xp.asarray(indices), int64, copy=False)
 
         return fn
 

@@ -17,8 +17,18 @@ from typing import Any
 
 import numpy as np
 
+from oplib_core._array_api import dtype_map, standard_namespace
 from oplib_core._dtypes import is_floating, scalar_dtype
 from oplib_core._opset import OUT_OPS
+from oplib_core.kernels._index_kernels import (
+    DtypeOf,
+    dtype_attr,
+    dtype_getter,
+    full_index,
+    masks_as_indices,
+    scatter_flat,
+    wrap_checked,
+)
 
 __all__ = [
     "binary_inplace",
@@ -47,20 +57,38 @@ def _category(dtype: np.dtype) -> int:
     return 2 if is_floating(dtype) else 1
 
 
-def check_inplace_result(op: str, self: Any, dtype: np.dtype, shape: Sequence[Any]) -> None:
+def check_inplace_result(
+    op: str, self: Any, dtype: np.dtype, shape: Sequence[Any], self_dtype: np.dtype
+) -> None:
     """Raise torch's errors when a result of ``dtype``/``shape`` cannot be written into
-    ``self`` (an in-place op's output or an ``out=`` tensor): a dtype of a higher category
-    (``float`` into ``int64``) or a shape other than ``self``'s."""
-    if _category(np.dtype(dtype)) > _category(np.dtype(self.dtype)):
+    ``self`` of ``self_dtype`` (an in-place op's output or an ``out=`` tensor; oplib dtypes):
+    a dtype of a higher category (``float`` into ``int64``) or a shape other than
+    ``self``'s."""
+    if _category(np.dtype(dtype)) > _category(np.dtype(self_dtype)):
         raise RuntimeError(
             f"{op}: result type {np.dtype(dtype).name} can't be cast to the desired output "
-            f"type {np.dtype(self.dtype).name}"
+            f"type {np.dtype(self_dtype).name}"
         )
     if tuple(shape) != tuple(self.shape):
         raise RuntimeError(
             f"{op}: output with shape {list(self.shape)} doesn't match the broadcast shape "
             f"{list(shape)}"
         )
+
+
+def _writes(xp: Any) -> str:
+    """What ``xp``'s arrays take as writes, tried once when the kernels are bound:
+    ``"indexed"`` (also at integer index arrays, ``x[idx] = y``: numpy's), ``"slices"``
+    (slices and bool masks only: the standard's ``__setitem__``) or ``"none"`` (immutable
+    arrays: jax)."""
+    try:
+        probe = xp.zeros((2,))
+        probe[xp.asarray([1])] = 1
+    except TypeError as e:
+        return "none" if "item assignment" in str(e) or "immutable" in str(e) else "slices"
+    except Exception:  # whatever a namespace raises for it: no writes at index arrays
+        return "slices"
+    return "indexed"
 
 
 def _write(op: str, self: Any, key: Any, value: Any) -> None:
@@ -126,90 +154,47 @@ def _check_clamp_bounds(lo: Any, hi: Any) -> None:
         raise RuntimeError("oplib::clamp: At least one of 'min' or 'max' must not be None")
 
 
-def index_key(op: str, indices: Sequence[Any]) -> tuple[Any, ...]:
+def index_key(op: str, indices: Sequence[Any], dtype_of: DtypeOf = dtype_attr) -> tuple[Any, ...]:
     """``index_put``'s ``Tensor?[]`` as an index for ``a[key]``: None means a whole dim."""
     key: list[Any] = []
     for i, ix in enumerate(indices):
         if ix is None:
             key.append(slice(None))
             continue
-        if ix.dtype.kind not in "biu":
+        if dtype_of(ix).kind not in "biu":
             raise IndexError(
                 f"{op}: tensors used as indices must be long, int, byte or bool tensors; "
-                f"indices[{i}] is {ix.dtype.name}"
+                f"indices[{i}] is {dtype_of(ix).name}"
             )
         key.append(ix)
     return tuple(key)
 
 
-def _full_index(xp: Any, shape: tuple[int, ...], key: tuple[Any, ...]) -> list[Any]:
-    """``key`` (index arrays and whole-dim slices, one per dim) as one index array per dim,
-    shaped so that they broadcast to the result of ``a[key]`` (numpy's placement: adjacent
-    advanced indices stay in place, else they go first)."""
-    adv = [i for i, k in enumerate(key) if type(k) is not slice]
-    arrays = [key[i] for i in adv]
-    block = xp.broadcast_arrays(*arrays)[0].shape if arrays else ()
-    adjacent = not adv or adv == list(range(adv[0], adv[-1] + 1))
-    layout: list[Any] = []  # per result dim group: "block" or the dim of a whole slice
-    if not adjacent:
-        layout.append("block")
-    for i in range(len(key)):
-        if i in adv:
-            if adjacent and i == adv[0]:
-                layout.append("block")
-        else:
-            layout.append(i)
-    ndim = sum(len(block) if g == "block" else 1 for g in layout)
-    start: dict[Any, int] = {}
-    pos = 0
-    for g in layout:
-        start[g] = pos
-        pos += len(block) if g == "block" else 1
-    out: list[Any] = []
-    for i, k in enumerate(key):
-        shape_i = [1] * ndim
-        if type(k) is slice:
-            shape_i[start[i]] = shape[i]
-            out.append(xp.reshape(xp.arange(shape[i]), tuple(shape_i)))
-        else:
-            s = start["block"]
-            shape_i[s : s + len(block)] = (1,) * (len(block) - k.ndim) + tuple(k.shape)
-            out.append(xp.reshape(xp.where(xp.less(k, 0), xp.add(k, shape[i]), k), tuple(shape_i)))
-    return out
-
-
-def _add_at(xp: Any, self: Any, key: tuple[Any, ...], values: Any) -> None:
-    """``self[key] += values`` with repeated positions adding up, for array libraries
-    without ``add.at``: sort the targets' linear positions, sum each run of equal ones
-    (differences of a cumulative sum) and add the sums at the distinct positions."""
+def put_at(
+    xp: Any,
+    self: Any,
+    key: tuple[Any, ...],
+    values: Any,
+    is_mask: Callable[[Any], bool],
+    accumulate: bool,
+) -> Any:
+    """A copy of ``self`` with ``self[key] = values`` (``+=`` with ``accumulate``, repeated
+    positions adding up) for namespaces without writes at index arrays or ``add.at`` (the
+    array API standard): by the flat positions of the targets (:func:`scatter_flat`)."""
     shape = tuple(self.shape)
-    parts: list[Any] = []
-    for k in key:  # bool masks as the index arrays of their true elements
-        if type(k) is not slice and k.dtype.kind == "b":
-            parts.extend(xp.nonzero(k))
-        else:
-            parts.append(k)
-    key = tuple(parts) + (slice(None),) * (len(shape) - len(parts))
-    index = xp.broadcast_arrays(*_full_index(xp, shape, key))
-    linear = xp.zeros(index[0].shape, dtype=index[0].dtype) if index else None
+    index = xp.broadcast_arrays(
+        *(
+            wrap_checked(xp, ix, shape[d], d)
+            for d, ix in enumerate(full_index(xp, shape, masks_as_indices(xp, key, is_mask)))
+        )
+    )
+    linear = xp.zeros(index[0].shape, dtype=index[0].dtype)
     for d, ix in enumerate(index):
         linear = xp.add(xp.multiply(linear, shape[d]), ix)
-    linear = xp.reshape(linear, (-1,))
     vals = xp.reshape(xp.broadcast_to(values, index[0].shape), (-1,))
-    order = xp.argsort(linear)
-    lin, vals = linear[order], vals[order]
-    if lin.shape[0] == 0:
-        return
-    last = xp.concatenate([xp.not_equal(lin[1:], lin[:-1]), xp.ones((1,), dtype=bool)])
-    totals = xp.cumsum(vals)[last]
-    sums = xp.subtract(totals, xp.concatenate([xp.zeros((1,), dtype=totals.dtype), totals[:-1]]))
-    targets = lin[last]
-    where = []
-    for n in reversed(shape):
-        where.append(xp.remainder(targets, n))
-        targets = xp.floor_divide(targets, n)
-    where_t = tuple(reversed(where))
-    self[where_t] = xp.add(self[where_t], sums)
+    flat = xp.reshape(self, (-1,))
+    out = scatter_flat(xp, flat, xp.reshape(linear, (-1,)), vals, accumulate=accumulate)
+    return xp.reshape(out, shape)
 
 
 def _binary_pair(name: str, functional: dict[str, Kernel], store: Store) -> list[Kernel]:
@@ -245,6 +230,18 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     functional kernels ``functional`` (``array_kernels``' dict) so that dtype handling
     (bfloat16's opmath, promotion) is the functional op's."""
     kernels: dict[str, Kernel] = {}
+    xp = standard_namespace(xp)
+    dmap = dtype_map(xp)
+    native = dmap.native
+    odtype = dtype_getter(dmap)
+
+    def is_mask(k: Any) -> bool:
+        return type(k) is not slice and odtype(k) == np.bool_
+
+    add_at = getattr(getattr(xp, "add", None), "at", None)  # numpy's ufunc.at (cupy's too)
+    writes = _writes(xp)
+    # numpy's dtypes: its writes cast as torch's do; the standard's take one dtype only
+    cast_writes = not dmap.identity
 
     def kernel(name: str) -> Callable[[Kernel], Kernel]:
         def register(fn: Kernel) -> Kernel:
@@ -255,7 +252,7 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         return register
 
     def store(op: str, self: Any, result: Any) -> Any:
-        check_inplace_result(op, self, result.dtype, result.shape)
+        check_inplace_result(op, self, odtype(result), result.shape, odtype(self))
         _write(op, self, ..., result)
         return self
 
@@ -270,13 +267,15 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     @kernel("fill_.Scalar")
     def fill_scalar(self: Any, value: Any) -> Any:
         """``value`` (converted to ``self``'s dtype, as torch) into every element."""
-        _write("oplib::fill_", self, ..., check_fill_value("oplib::fill_", self.dtype, value))
+        _write("oplib::fill_", self, ..., check_fill_value("oplib::fill_", odtype(self), value))
         return self
 
     @kernel("fill_.Tensor")
     def fill_tensor(self: Any, value: Any) -> Any:
         """The one element of the 0-d ``value`` into every element of ``self``."""
         check_fill_tensor(value)
+        if cast_writes and value.dtype != self.dtype:
+            value = xp.astype(value, self.dtype)
         _write("oplib::fill_", self, ..., value)
         return self
 
@@ -285,8 +284,8 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         """``self`` limited to ``[min, max]`` (either may be None, not both); NaN stays NaN.
         An int tensor clamped by a float bound gives a float result, as torch."""
         _check_clamp_bounds(min, max)
-        dtype = clamp_dtype(self.dtype, min, max)
-        out = self if self.dtype == dtype else self.astype(dtype)
+        dtype = native(clamp_dtype(odtype(self), min, max))
+        out = self if self.dtype == dtype else xp.astype(self, dtype)
         if min is not None:
             out = xp.maximum(out, xp.asarray(min, dtype=dtype))
         if max is not None:
@@ -297,7 +296,8 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
     def clamp_(self: Any, min: Any, max: Any) -> Any:
         """``clamp`` in place; an int tensor with a float bound is refused, as torch."""
         _check_clamp_bounds(min, max)
-        check_inplace_result("oplib::clamp_", self, clamp_dtype(self.dtype, min, max), self.shape)
+        own = odtype(self)
+        check_inplace_result("oplib::clamp_", self, clamp_dtype(own, min, max), self.shape, own)
         return store("oplib::clamp_", self, clamp(self, min, max))
 
     @kernel("index_put_")
@@ -305,28 +305,34 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         """``self[indices] = values`` (``+=`` with ``accumulate``, repeated indices adding
         up); None in ``indices`` takes a whole dim; bool indices are masks."""
         op = "oplib::index_put_"
-        if values.dtype != self.dtype:
-            raise RuntimeError(
-                f"{op}: Index put requires the source and destination dtypes match, got "
-                f"{self.dtype.name} for the destination and {values.dtype.name} for the source."
-            )
-        key = index_key(op, indices)
-        if accumulate:
-            add_at = getattr(getattr(xp, "add", None), "at", None)
-            if add_at is None:
-                _add_at(xp, self, key, values)
-            else:
-                add_at(self, key, values)
-            return self
-        _write(op, self, key, values)
+        key = index_put_key(self, indices, values)
+        if accumulate and add_at is not None:
+            add_at(self, key, values)
+        elif accumulate or writes != "indexed":
+            _write(op, self, ..., put_at(xp, self, key, values, is_mask, accumulate))
+        else:
+            _write(op, self, key, values)
         return self
 
     @kernel("index_put")
     def index_put(self: Any, indices: Sequence[Any], values: Any, accumulate: bool) -> Any:
-        """``index_put_`` on a copy of ``self``."""
+        """``index_put_`` on a copy of ``self`` (immutable arrays: computed without writes)."""
+        if writes == "none":
+            key = index_put_key(self, indices, values)
+            return put_at(xp, self, key, values, is_mask, accumulate)
         return index_put_(functional["clone"](self), indices, values, accumulate)
 
-    kernels.update(out_kernels(functional | kernels, xp))
+    def index_put_key(self: Any, indices: Sequence[Any], values: Any) -> tuple[Any, ...]:
+        op = "oplib::index_put_"
+        if values.dtype != self.dtype:
+            raise RuntimeError(
+                f"{op}: Index put requires the source and destination dtypes match, got "
+                f"{odtype(self).name} for the destination and {odtype(values).name} for the "
+                "source."
+            )
+        return index_key(op, indices, odtype)
+
+    kernels.update(out_kernels(functional | kernels, xp, odtype))
     return kernels
 
 
@@ -337,23 +343,25 @@ def functional_name(out_name: str) -> str:
     return base if overload == "out" else f"{base}.{overload.removesuffix('_out')}"
 
 
-def out_kernels(functional: dict[str, Kernel], xp: Any = None) -> dict[str, Kernel]:
+def out_kernels(
+    functional: dict[str, Kernel], xp: Any = None, dtype_of: DtypeOf = dtype_attr
+) -> dict[str, Kernel]:
     """A kernel per ``out=`` overload (:data:`~oplib_core._opset.OUT_OPS`): the functional
     kernel's result, checked against ``out`` as torch does (dtype category; shape: ``out``
     must already have the result's shape) and written into it. ``xp`` None: fake kernels
     (nothing is written)."""
     kernels: dict[str, Kernel] = {}
     for op in OUT_OPS:
-        kernels[op.name] = _out_kernel(op.name, functional[functional_name(op.name)], xp)
+        kernels[op.name] = _out_kernel(op.name, functional[functional_name(op.name)], xp, dtype_of)
     return kernels
 
 
-def _out_kernel(name: str, fn: Kernel, xp: Any) -> Kernel:
+def _out_kernel(name: str, fn: Kernel, xp: Any, dtype_of: DtypeOf) -> Kernel:
     qualname = f"oplib::{name}"
 
     def kernel(*args: Any, out: Any, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
-        check_inplace_result(qualname, out, result.dtype, result.shape)
+        check_inplace_result(qualname, out, dtype_of(result), result.shape, dtype_of(out))
         if xp is not None:
             _write(qualname, out, ..., result)
         return out

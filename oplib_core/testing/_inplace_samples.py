@@ -118,16 +118,6 @@ def _index_put_(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     return _index_args(d, dev, grad=False)
 
 
-@_samples("_index")
-def _index(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
-    rows = _t(np.array([2, 0, 2], dtype=I64), dev)
-    yield SampleInput((_t(d.floats((3, 4)), dev, F64), [rows, None]), name="rows [2, 0, 2]")
-    yield SampleInput(
-        (_t(d.floats((3, 4)), dev, F64), [None, _t(np.array([3, 1], dtype=I64), dev)]),
-        name="columns [3, 1]",
-    )
-
-
 def _detached(value: Any) -> Any:
     if isinstance(value, Tensor):
         return value.detach()

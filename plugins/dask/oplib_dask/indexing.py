@@ -52,24 +52,33 @@ DASK_INDEX_OPS = (
 
 
 class _Namespace:
-    """``dask.array`` as the shared kernels use it: dask arrays are immutable, so the copy a
-    kernel makes to avoid aliasing (``array(x, copy=True)``) is ``x`` itself."""
+    """``dask.array`` as the shared kernels use it: dask's own functions, and the array API
+    standard's names dask lacks (``permute_dims``, ``astype``) from array-api-compat's
+    ``dask.array`` wrapper. Dask arrays are immutable, so the copy a kernel makes to avoid
+    aliasing (``asarray(x, copy=True)``) is ``x`` itself."""
 
-    def __init__(self, da: Any) -> None:
+    def __init__(self, da: Any, standard: Any) -> None:
         self._da = da
+        self._standard = standard
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._da, name)
+        try:
+            return getattr(self._da, name)
+        except AttributeError:
+            return getattr(self._standard, name)
 
-    def array(self, x: Any, copy: bool = True) -> Any:
-        return x if is_dask(x) else self._da.asarray(x)
+    def asarray(self, x: Any, dtype: Any = None, copy: bool | None = None) -> Any:
+        if is_dask(x) and dtype is None:
+            return x
+        return self._da.asarray(x, dtype=dtype)
 
 
 @functools.cache
 def _kernels() -> dict[str, Callable[..., Any]]:
+    import array_api_compat.dask.array as standard
     import dask.array as da
 
-    return index_kernels(_Namespace(da))
+    return index_kernels(_Namespace(da, standard))
 
 
 def _check_index(indices: list[Any]) -> None:
