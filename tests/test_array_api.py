@@ -227,3 +227,24 @@ def test_copying_a_dtype_the_backend_lacks_says_what_to_do(strict: None) -> None
     with pytest.raises(oplib.errors.ArgumentTypeError, match="has no float16 dtype") as e:
         b.from_host(np.ones(2, dtype=np.float16), oplib.device("strict"))
     assert e.value.value == oplib.float16
+
+
+class _Pair(oplib.autograd.Function):
+    """Two outputs; a loss that uses only the first leaves the second's gradient to the
+    engine's zeros, made from the dtype the Function recorded for it."""
+
+    @staticmethod
+    def forward(ctx: Any, x: oplib.Tensor) -> tuple[oplib.Tensor, oplib.Tensor]:
+        return x * 2.0, x * 3.0
+
+    @staticmethod
+    def backward(ctx: Any, g1: oplib.Tensor, g2: oplib.Tensor) -> oplib.Tensor:
+        return g1 * 2.0 + g2 * 3.0
+
+
+def test_a_function_on_a_backend_with_its_own_dtypes_records_oplib_dtypes(strict: None) -> None:
+    x = oplib.tensor(np.array([1.0, 2.0], dtype=np.float32), device="strict", requires_grad=True)
+    first, _ = _Pair.apply(x)
+    first.sum().backward()
+    assert x.grad is not None and x.grad.dtype == oplib.float32
+    np.testing.assert_array_equal(x.grad.to("cpu").numpy(), [2.0, 2.0])

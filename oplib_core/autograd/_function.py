@@ -260,7 +260,7 @@ def _wire(ctx: _FunctionBackward, args: tuple[Any, ...], out: Any, record: bool)
         positions.append(k)
     nout = len(flat)
     ctx._nout = nout
-    ctx._meta = tuple((t._data.shape, t._data.dtype) for t in flat)
+    ctx._meta = tuple((t._data.shape, t.dtype) for t in flat)
     if nout != 1:
         ctx._outs = tuple(t._data for t in flat)
     if nout != len(outs):
