@@ -224,14 +224,27 @@ def test_bool_masks_and_index_tensors():
     np.testing.assert_array_equal(t[oplib.tensor(1)].numpy(), a[1])
 
 
+@pytest.mark.parametrize("device", ["cpu", "privateuse1"])
+def test_a_mask_broadcasts_with_index_arrays_by_its_true_count_as_torch(device):
+    # torch 2.13: t[m, :, i] with one true element in m and two indices in i: shape (2, 2)
+    a = np.arange(12.0).reshape(2, 2, 3)
+    t = oplib.tensor(a, device=device)
+    m, i = np.array([True, False]), np.array([2, 0])
+    got = t[oplib.tensor(m, device=device), :, oplib.tensor(i, device=device)]
+    np.testing.assert_array_equal(got.to("cpu").numpy(), a[m, :, i])
+    assert got.shape == (2, 2)
+    both = oplib.tensor([True, True], device=device)
+    with pytest.raises(IndexError, match="indexing tensors could not be broadcast together"):
+        t[both, :, oplib.tensor([0, 1, 2], device=device)]
+
+
 @pytest.mark.parametrize("device", ["meta", "privateuse1", "dask"])
 def test_getitem_on_other_devices(device):
     _installed(device)
     a = np.arange(24.0).reshape(2, 3, 4)
     t = oplib.tensor(a).to(device)
     keys = [1, (slice(None), -1), (0, [2, 0]), (slice(1, None, 2), 1), Ellipsis]
-    if device != "dask":  # None is oplib::unsqueeze, which has no dask kernel (yet)
-        keys.append((Ellipsis, None))
+    keys.append((Ellipsis, None))
     for key in keys:
         got = t[key]
         assert got.device.type == device and got.shape == a[key].shape

@@ -317,14 +317,21 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """numpy's advanced indexing: integer arrays (broadcast together) and bool masks;
         ``None`` entries take the whole dim. Always a copy."""
         entries = [None if i is None else (tuple(i.shape), odtype(i)) for i in indices]
-        R.advanced_index_shape(tuple(self.shape), entries, [0] * len(entries))
+        # (checks only: a mask counts as size 1, which broadcasts with any index array; its
+        # true count is data, and a real mismatch raises when indexing below)
+        R.advanced_index_shape(tuple(self.shape), entries, [1] * len(entries))
         key = tuple(slice(None) if i is None else i for i in indices)
         try:
             try:
                 out = self[key]
             except IndexError:  # (also out of bounds, which raises again below)
                 # the standard's integer array indexing takes one index array per dim
-                out = self[per_dim_index(tuple(self.shape), key)]
+                try:
+                    out = self[per_dim_index(tuple(self.shape), key)]
+                except ValueError as e:  # index arrays (a mask's true count) do not broadcast
+                    raise IndexError(
+                        f"shape mismatch: indexing tensors could not be broadcast together ({e})"
+                    ) from None
         except IndexError as e:
             raise _rename_axis(e) from None
         return copy(out) if all(i is None for i in indices) else out
