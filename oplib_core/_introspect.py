@@ -23,6 +23,9 @@ def backend_rows(*, probe: bool = False) -> list[dict[str, Any]]:
     rows = []
     for b in TABLE.all():
         lib = b.spec.library
+        reason: str | None
+        available: bool | None
+        count: int | None
         if lib and not probe and lib not in sys.modules:
             available, count = None, None
             reason = f"not probed ({lib} is not imported yet; --probe imports it)"
