@@ -771,22 +771,23 @@ def _backend_results(
                     "cpu",
                     expect_device=Device(name, 0 if backend.multi_device else None),
                 )
-        except _Failure as e:
-            problem = dtype_failure(backend, e)
-            if problem is not None:  # a reference dtype the backend cannot hold
-                yield name, SKIP, f"{problem} ({e})", None, False
-            else:
-                yield name, FAIL, str(e), e, True
         except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
             yield name, SKIP, f"no kernel for these arguments on {name!r}: {e}", None, False
         except Exception as e:
-            problem = dtype_failure(backend, e)
-            if problem is not None:
-                yield name, SKIP, problem, None, False
-            else:
-                yield name, FAIL, f"raised {type(e).__name__}: {e}", e, True
+            status, reason, error = _verdict(backend, e)
+            yield name, status, reason, error, status == FAIL
         else:
             yield name, PASS, "", None, True
+
+
+def _verdict(backend: Backend | None, e: Exception) -> tuple[str, str, Exception | None]:
+    """(status, reason, error) of a check that raised ``e``: a FAIL saying what went wrong,
+    or a SKIP when ``e`` comes from a dtype ``backend`` declares it cannot hold."""
+    what = str(e) if isinstance(e, _Failure) else f"raised {type(e).__name__}: {e}"
+    problem = None if backend is None else dtype_failure(backend, e)
+    if problem is None:
+        return FAIL, what, e
+    return SKIP, f"{problem} ({e})" if isinstance(e, _Failure) else problem, None
 
 
 def dtype_failure(backend: Backend, error: BaseException | None) -> str | None:
@@ -990,22 +991,11 @@ def _run_one(
         yield result(name, SKIP, str(e), where=where)
     except NamespaceUnsupportedError as e:  # a shared kernel its namespace cannot run
         yield result(name, SKIP, str(e), e, where=where)
-    except _Failure as e:
-        backend = TABLE.find(where or target.type)
-        problem = None if backend is None else dtype_failure(backend, e)
-        if problem is not None:  # a dtype mismatch in a dtype the backend cannot hold
-            yield result(name, SKIP, f"{problem} ({e})", where=where)
-        else:
-            yield result(name, FAIL, str(e), e, where=where)
     except NoKernelError as e:  # a kernel that refuses these arguments (dask and masks)
         yield result(name, SKIP, f"no kernel for these arguments: {e}", where=where)
     except Exception as e:
-        backend = TABLE.find(where or target.type)
-        problem = None if backend is None else dtype_failure(backend, e)
-        if problem is not None:
-            yield result(name, SKIP, problem, where=where)
-        else:
-            yield result(name, FAIL, f"raised {type(e).__name__}: {e}", e, where=where)
+        status, reason, error = _verdict(TABLE.find(where or target.type), e)
+        yield result(name, status, reason, error, where=where)
     else:
         yield (
             result(name, SKIP, skipped, where=where) if skipped else result(name, PASS, where=where)
