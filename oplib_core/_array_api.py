@@ -14,7 +14,8 @@ kernels bound to them skip the conversion entirely.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -23,7 +24,16 @@ import numpy as np
 
 from . import _dtypes
 
-__all__ = ["DtypeMap", "dtype_map", "namespace_dtypes", "namespace_name", "standard_namespace"]
+__all__ = [
+    "DtypeMap",
+    "DtypeOf",
+    "dtype_attr",
+    "dtype_getter",
+    "dtype_map",
+    "namespace_dtypes",
+    "namespace_name",
+    "standard_namespace",
+]
 
 #: oplib's dtypes, by the name the array API standard (and ml_dtypes) gives them.
 OPLIB_DTYPES: tuple[np.dtype, ...] = tuple(
@@ -145,6 +155,20 @@ class DtypeMap:
             return self._ours[n]
         except KeyError:
             raise TypeError(f"{self.name} gave dtype {n!r}, which oplib has no name for") from None
+
+
+DtypeOf = Callable[[Any], np.dtype]
+#: ``x.dtype``: the oplib dtype of an array that carries numpy dtypes (and of a fake).
+dtype_attr: DtypeOf = operator.attrgetter("dtype")
+
+
+def dtype_getter(dmap: DtypeMap) -> DtypeOf:
+    """The function giving the oplib dtype of an array of ``dmap``'s namespace: ``x.dtype``
+    itself when the namespace's dtypes are numpy's (no per-call conversion)."""
+    if dmap.identity:
+        return dtype_attr
+    ours = dmap.ours
+    return lambda x: ours(x.dtype)
 
 
 @functools.cache

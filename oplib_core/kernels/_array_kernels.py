@@ -41,7 +41,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from oplib_core._array_api import dtype_map, namespace_name, standard_namespace
+from oplib_core._array_api import dtype_getter, dtype_map, namespace_name, standard_namespace
 from oplib_core._device import Device
 from oplib_core._dtypes import (
     EXTENSION_FLOATS,
@@ -164,10 +164,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
         return register
 
-    def odtype(x: Any) -> np.dtype:
-        """The oplib dtype of array ``x``."""
-        d: np.dtype = x.dtype if same else ours(x.dtype)
-        return d
+    odtype = dtype_getter(dmap)  # the oplib dtype of an array
 
     def promoted(a: Any, b: Any) -> tuple[Any, Any]:
         """``a`` and ``b`` (one of them bfloat16/float8, dtypes differ) cast to torch's

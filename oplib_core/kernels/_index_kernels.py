@@ -21,19 +21,15 @@ memory, as its schema promises.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import _index_rules as R
-from .._array_api import DtypeMap, dtype_map, standard_namespace
+from .._array_api import dtype_getter, dtype_map, standard_namespace
 
 __all__ = [
-    "DtypeOf",
-    "dtype_attr",
-    "dtype_getter",
     "full_index",
     "index_kernels",
     "masks_as_indices",
@@ -53,20 +49,6 @@ def _crop(shape: Sequence[int], dim: int, like: Sequence[int]) -> tuple[slice, .
     """The key that cuts an array of ``shape`` down to ``like`` outside ``dim`` (torch's
     gather/scatter read only the index-shaped corner of ``self`` and ``src``)."""
     return tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(like))
-
-
-DtypeOf = Callable[[Any], np.dtype]
-#: ``x.dtype``: the oplib dtype of an array that carries numpy dtypes (and of a fake).
-dtype_attr: DtypeOf = operator.attrgetter("dtype")
-
-
-def dtype_getter(dmap: DtypeMap) -> DtypeOf:
-    """The function giving the oplib dtype of an array of ``dmap``'s namespace: ``x.dtype``
-    itself when the namespace's dtypes are numpy's (no per-call conversion)."""
-    if dmap.identity:
-        return dtype_attr
-    ours = dmap.ours
-    return lambda x: ours(x.dtype)
 
 
 def _pad_source(i: int, n: int, mode: str) -> int:

@@ -17,13 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core._array_api import dtype_map, standard_namespace
+from oplib_core._array_api import DtypeOf, dtype_attr, dtype_getter, dtype_map, standard_namespace
 from oplib_core._dtypes import is_floating, scalar_dtype
 from oplib_core._opset import OUT_OPS
 from oplib_core.kernels._index_kernels import (
-    DtypeOf,
-    dtype_attr,
-    dtype_getter,
     full_index,
     masks_as_indices,
     scatter_flat,
