@@ -29,6 +29,12 @@ class CoreOp(Record):
         of this op's kernel in :func:`oplib_core.kernels.array_kernels`."""
         return self.schema.split("::", 1)[1].split("(", 1)[0]
 
+    @property
+    def writes(self) -> bool:
+        """Whether the op writes into an argument (an annotation like ``Tensor(a!)``: the
+        in-place ops, ``copy_`` and the ``out=`` overloads)."""
+        return "!" in self.schema.partition("->")[0]
+
 
 _P = (Tag.pointwise,)
 _R = (Tag.reduction,)

@@ -408,3 +408,10 @@ def test_arange():
     out = K["arange.start"](0, 1, 0.25, dtype=None, device=None)
     assert out.dtype == F32 and out.tolist() == [0.0, 0.25, 0.5, 0.75]
     assert K["arange.start"](0, 4, 1, dtype=np.dtype(np.int32), device=None).dtype == np.int32
+
+
+def test_core_op_writes_names_the_ops_that_write_into_an_argument():
+    writes = {op.name for op in CORE_OPS if op.writes}
+    assert {"copy_", "add_.Tensor", "zero_", "index_put_", "add.out"} <= writes
+    assert not writes & {"add", "index_put", "clamp", "reshape", "select.int"}
+    assert all(op.name.endswith(("_", "out")) or "_." in op.name for op in CORE_OPS if op.writes)

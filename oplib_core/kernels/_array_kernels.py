@@ -74,7 +74,7 @@ _WRITES = ("in-place writes (x[...] = y; the namespace's arrays are immutable)",
 #: a namespace has it). Every op that writes into an argument (``Tensor(a!)``: ``copy_``, the
 #: in-place ops, the ``out=`` overloads) needs mutable arrays.
 _NEEDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    op.name: _WRITES for op in CORE_OPS if "!" in op.schema.partition("->")[0]
+    op.name: _WRITES for op in CORE_OPS if op.writes
 }
 
 

@@ -191,11 +191,6 @@ def _bound(name: str) -> Callable[..., Any]:
     return checked
 
 
-def _writes(schema: str) -> bool:
-    """Whether a core op's schema writes to an argument (``Tensor(a!)``)."""
-    return "!" in schema.split("->", 1)[0]
-
-
 @hookimpl
 def oplib_backends() -> list[BackendSpec]:
     return [JAX]
@@ -204,7 +199,7 @@ def oplib_backends() -> list[BackendSpec]:
 @hookimpl
 def oplib_impl(registrar: Registrar) -> None:
     for op in CORE_OPS:
-        if not _writes(op.schema):  # JAX arrays are immutable (see ``no_kernel_hint``)
+        if not op.writes:  # JAX arrays are immutable (see ``no_kernel_hint``)
             kernel = _bound(op.name)
             kernel.__name__ = kernel.__qualname__ = f"jax_{op.name.replace('.', '_')}"
             registrar.impl(f"oplib::{op.name}", KEY, kernel)
