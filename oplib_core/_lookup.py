@@ -26,7 +26,7 @@ from ._startup import ensure
 from .errors import AmbiguousOperatorError, NotAnOperatorError, UnknownOperatorError
 from .ops import OpOverloadPacket
 
-__all__ = ["lookup", "lookup_for_call", "registered_ops", "resolve"]
+__all__ = ["lookup", "lookup_for_call", "qualname_of", "registered_ops", "resolve"]
 
 _DEFAULT = ".default"
 
@@ -61,6 +61,17 @@ def resolve(op: Any, api: str) -> OpOverload:
         api=api,
         value=op,
     )
+
+
+def qualname_of(op: Any, api: str) -> str:
+    """``resolve(op, api).name()``, without building a pending core op (``_op_table``) for
+    a name: registering a kernel for it only needs to know that it exists."""
+    if isinstance(op, str):
+        ensure()
+        key = op[: -len(_DEFAULT)] if op.endswith(_DEFAULT) else op
+        if key in REGISTRY.ops.pending:
+            return key
+    return resolve(op, api).name()
 
 
 def lookup_for_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], api: str) -> OpOverload:

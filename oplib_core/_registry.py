@@ -11,12 +11,14 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterable
-from types import FrameType
+from types import FrameType, FunctionType
 from typing import Any, Protocol
 
+from ._handle import Handle
+from ._op_table import OpTable, PendingOp, QueuedKernel, lazy_ops_enabled, pending_qualname
 from ._ownership import OverrideWarning, override_allowed, owner_of, party
 from ._records import Record
-from ._schema import FunctionSchema
+from ._schema import FunctionSchema, parse_schema
 from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
 from .backends import TABLE, Backend, BackendTable
@@ -221,30 +223,20 @@ class OpEntry:
         return bool(self.kernels.get(key))
 
 
-class Handle:
-    """Undoes one registration. Calling ``destroy()`` twice is harmless."""
-
-    __slots__ = ("_undo", "description")
-
-    def __init__(self, undo: Callable[[], None], description: str) -> None:
-        self._undo: Callable[[], None] | None = undo
-        self.description = description
-
-    def destroy(self) -> None:
-        undo, self._undo = self._undo, None
-        if undo is not None:
-            undo()
-
-    @property
-    def active(self) -> bool:
-        return self._undo is not None
-
-    def __repr__(self) -> str:
-        state = "active" if self.active else "destroyed"
-        return f"<Handle {self.description} ({state})>"
-
-
 Listener = Callable[[str, OpEntry], None]
+
+
+def _checked_tags(tags: Iterable[Tag]) -> tuple[Tag, ...]:
+    tags_t = tuple(tags)
+    for t in tags_t:
+        if not isinstance(t, Tag):
+            raise ArgumentTypeError(
+                f"define(): tags must be oplib.Tag members, got {t!r}",
+                api="define",
+                argument="tags",
+                value=t,
+            )
+    return tags_t
 
 
 class Registry:
@@ -271,7 +263,7 @@ class Registry:
         backends.add_listener(self._on_backend_change)
 
     def _init_state(self) -> None:
-        self.ops: dict[str, OpEntry] = {}
+        self.ops = OpTable(self._build)
         self._renames: dict[str, str] = {}
 
     # -- listeners ------------------------------------------------------------------------
@@ -285,7 +277,7 @@ class Registry:
 
     def _on_backend_change(self, event: str, backend: Backend) -> None:
         with self.lock:
-            for entry in self.ops.values():
+            for entry in self.ops.built():  # a pending op has nothing cached
                 entry.invalidate()
 
     # -- keys -----------------------------------------------------------------------------
@@ -393,15 +385,7 @@ class Registry:
     def define(
         self, schema: FunctionSchema, tags: Iterable[Tag] = (), *, origin: Origin | None = None
     ) -> tuple[OpEntry, Handle]:
-        tags_t = tuple(tags)
-        for t in tags_t:
-            if not isinstance(t, Tag):
-                raise ArgumentTypeError(
-                    f"define(): tags must be oplib.Tag members, got {t!r}",
-                    api="define",
-                    argument="tags",
-                    value=t,
-                )
+        tags_t = _checked_tags(tags)
         origin = origin or origin_of()
         ns = schema.qualname.partition("::")[0]
         if ns in self.RESERVED_NAMESPACES:
@@ -470,9 +454,12 @@ class Registry:
                 argument="func",
                 value=fn,
             )
-        origin = origin or origin_of(fn)
         ensure()  # before the lock: never wait for the plugins to load while holding it
         with self.lock:
+            queued = self._queue(qualname, key, fn, None, origin, with_keyset, allow_override, api)
+            if queued is not None:
+                return queued
+            origin = origin or origin_of(fn)
             entry = self.entry(qualname)
             slot = self.renamed(key)
             key = self.normalize_key(key, api=api)
@@ -494,6 +481,9 @@ class Registry:
             entry.invalidate()
             self._notify("changed", entry)
 
+        return Handle(self._kernel_undo(entry, kernel), f"{key} kernel of {qualname}")
+
+    def _kernel_undo(self, entry: OpEntry, kernel: Kernel) -> Callable[[], None]:
         def undo() -> None:
             with self.lock:
                 self._slot_kernels.discard(kernel)
@@ -507,7 +497,122 @@ class Registry:
                         self._notify("changed", entry)
                         break
 
-        return Handle(undo, f"{key} kernel of {qualname}")
+        return undo
+
+    def add_kernel_built(
+        self,
+        qualname: str,
+        key: str,
+        build: Callable[[OpEntry], Callable[..., Any]],
+        *,
+        origin: Origin | None = None,
+        api: str = "impl",
+    ) -> Handle:
+        """``add_kernel`` of the kernel ``build(entry)`` makes from the op's entry: made
+        when a pending op is built (see ``_op_table``), else now. Without ``origin``, the
+        kernel's own definition is its origin."""
+        ensure()
+        with self.lock:
+            queued = self._queue(qualname, key, None, build, origin, False, False, api)
+            if queued is not None:
+                return queued
+            fn = build(self.entry(qualname))
+        return self.add_kernel(qualname, key, fn, origin=origin, api=api)
+
+    # -- pending ops (``_op_table``) ------------------------------------------------------
+    def define_pending(self, text: str, tags: tuple[Tag, ...]) -> tuple[str, Handle]:
+        """Define the op of the full schema ``text`` for a privileged plugin (the core's),
+        built on first use (``_op_table``); at once when lazy ops are off, the name is not
+        plainly spelled or already taken (the usual checks then speak)."""
+        qualname = pending_qualname(text) if lazy_ops_enabled() else None
+        ensure()
+        with self.lock:
+            if qualname is None or qualname in self.ops:
+                entry, handle = self.define(parse_schema(text), tags)
+                return entry.qualname, handle
+            _checked_tags(tags)
+            pending = PendingOp(self.ops, qualname, text, tags, origin_of(), current_plugin.get())
+            self.ops.pending[qualname] = pending
+        return qualname, pending
+
+    def _queue(
+        self,
+        qualname: str,
+        key: str,
+        fn: Callable[..., Any] | None,
+        build: Callable[[OpEntry], Callable[..., Any]] | None,
+        origin: Origin | None,
+        with_keyset: bool,
+        allow_override: bool,
+        api: str,
+    ) -> Handle | None:
+        """Keep a plugin's kernel for a pending op when it is the first for its slot and no
+        override (placing it later cannot differ from placing it now); else None. The
+        origin of a plain function is worked out when it is placed (it only needs the
+        function and the plugin)."""
+        pending = self.ops.pending.get(qualname)
+        if pending is None or allow_override:
+            return None
+        ctx = current_plugin.get()
+        if origin is None:
+            if ctx is None:
+                return None
+            if fn is not None and type(fn) is not FunctionType:
+                origin = origin_of(fn)
+        elif party(origin) is None:
+            return None
+        slot = self.renamed(key)
+        key = self.normalize_key(key, api=api)
+        if key in pending.kernels:
+            return None  # a second claim: built now, the usual checks decide
+        queued = QueuedKernel(pending, key, fn, build, origin, ctx, with_keyset, slot, api)
+        pending.kernels[key] = queued
+        return queued
+
+    def _build(self, pending: PendingOp) -> OpEntry | None:
+        """Build a pending op: parse and define it as its plugin, then place its kept
+        kernels in registration order. None when it was undone meanwhile."""
+        with self.lock:
+            qualname = pending.qualname
+            if self.ops.pending.get(qualname) is not pending:
+                return dict.get(self.ops, qualname)  # built by another thread, or undone
+            del self.ops.pending[qualname]
+            token = current_plugin.set(pending.ctx)
+            try:
+                entry, pending.handle = self.define(
+                    parse_schema(pending.text), pending.tags, origin=pending.origin
+                )
+                if entry.qualname != qualname:
+                    raise RegistrationError(
+                        f"oplib internal error: schema {pending.text!r} was kept as "
+                        f"{qualname!r} but defines {entry.qualname!r}",
+                        op=qualname,
+                    )
+                for queued in pending.kernels.values():
+                    current_plugin.set(queued.ctx)  # the kernel's plugin, while it is made
+                    fn = queued.kernel_fn(entry)
+                    origin = queued.origin or origin_of(fn)
+                    kernel = Kernel(fn, queued.key, origin, queued.with_keyset)
+                    entry.kernels[queued.key] = [kernel]
+                    if queued.slot:
+                        self._slot_kernels.add(kernel)
+                    queued.real = Handle(self._kernel_undo(entry, kernel), "")
+            except BaseException:
+                for queued in pending.kernels.values():
+                    if queued.real is not None:
+                        queued.real.destroy()
+                        queued.real = None
+                if pending.handle is not None:
+                    pending.handle.destroy()
+                    pending.handle = None
+                self.ops.pending[qualname] = pending
+                raise
+            finally:
+                current_plugin.reset(token)
+            if pending.kernels:
+                entry.invalidate()
+                self._notify("changed", entry)
+            return entry
 
     def _settle_definitions(self, old: OpEntry, new: OpEntry) -> None:
         """Two plugins define one operator: the one whose entry point is named after the
@@ -682,7 +787,8 @@ class Registry:
     def ops_with_kernels_for(self, backend: str) -> int:
         ensure()
         with self.lock:
-            return sum(1 for e in self.ops.values() if e.has_kernel(backend))
+            built = sum(1 for e in self.ops.built() if e.has_kernel(backend))
+            return built + sum(1 for p in self.ops.pending.values() if backend in p.kernels)
 
 
 REGISTRY = deferred(Registry)()

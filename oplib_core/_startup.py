@@ -71,6 +71,8 @@ def ensure() -> None:
     if _done:
         return
     me = threading.get_ident()
+    if _loader == me:  # the loaders' own registrations (only this thread sets it to me)
+        return
     with _cond:
         while True:
             if _done or _loader == me:

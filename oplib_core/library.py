@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
 from ._dispatch import DispatchMode, OpOverload
-from ._lookup import resolve
+from ._lookup import qualname_of, resolve
 from ._registry import (
     _WELL_KNOWN_KEYS,
     FAKE,
@@ -443,7 +443,7 @@ def impl(
         )
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        name = resolve(qualname, "impl").name()
+        name = qualname_of(qualname, "impl")
         _register_many(name, keys, fn, lib, "impl", allow_override)
         return fn
 
@@ -486,7 +486,7 @@ def register_kernel(
     keys = _normalize_types(device_types, "register_kernel")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        name = resolve(op, "register_kernel").name()
+        name = qualname_of(op, "register_kernel")
         _register_many(name, keys, fn, lib, "register_kernel", allow_override)
         return fn
 
@@ -521,7 +521,7 @@ def register_fake(
         return op.register_fake(func)
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        name = resolve(op, "register_fake").name()
+        name = qualname_of(op, "register_fake")
         _register_many(name, (FAKE,), fn, lib, "register_fake", allow_override)
         return fn
 

@@ -178,7 +178,11 @@ def _op_names(ns: str) -> list[str]:
     prefix = f"{ns}::"
     with REGISTRY.lock:
         return sorted(
-            {q[len(prefix) :].partition(".")[0] for q in REGISTRY.ops if q.startswith(prefix)}
+            {
+                q[len(prefix) :].partition(".")[0]
+                for q in REGISTRY.ops.names()
+                if q.startswith(prefix)
+            }
         )
 
 
@@ -203,14 +207,10 @@ def _packet_of(ns: str, namespace: _OpNamespace, op_name: str) -> OpOverloadPack
 
 
 def _overloads_of(ns: str, name: str) -> dict[str, OpOverload]:
-    prefix = f"{ns}::{name}"
-    out: dict[str, OpOverload] = {}
-    for qualname, entry in REGISTRY.ops.items():
-        if (qualname == prefix or qualname.startswith(prefix + ".")) and (
-            entry.schema.qualname == prefix
-        ):
-            out[entry.schema.overload_name or "default"] = entry.overload
-    return out
+    return {
+        entry.schema.overload_name or "default": entry.overload
+        for entry in REGISTRY.ops.named(f"{ns}::{name}")
+    }
 
 
 class _Ops(ModuleType):
@@ -256,7 +256,7 @@ class _Ops(ModuleType):
 
     def __iter__(self) -> Iterator[str]:
         """The namespaces that have operators."""
-        return iter(sorted({q.partition("::")[0] for q in REGISTRY.ops}))
+        return iter(sorted({q.partition("::")[0] for q in REGISTRY.ops.names()}))
 
 
 ops = _Ops()

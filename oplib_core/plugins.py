@@ -21,7 +21,7 @@ from . import backend_registration
 from ._discovery import CORE_DISTRIBUTION
 from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
-from ._lookup import resolve
+from ._lookup import qualname_of
 from ._ownership import OverrideWarning
 from ._registry import REGISTRY, Handle, PluginContext, current_plugin, origin_of
 from ._schema import parse_schema, parse_signature
@@ -76,7 +76,7 @@ _CORE_PLUGIN_MODULES = (
     "oplib_core._core_plugin",
     "oplib_core.autograd._core_formulas",
     "oplib_core.fake._core_fakes",
-    "oplib_core.testing._core_samples",
+    "oplib_core.testing._samples_plugin",
 )
 
 
@@ -184,6 +184,11 @@ class Registrar:
     ) -> str:
         """``define("ns::op", "(Tensor x) -> Tensor")``, or one full schema string
         ``define("ns::op(Tensor x) -> Tensor")``."""
+        if schema is None and self._allow_reserved:  # the core's ops: built on first use
+            tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
+            name, handle = REGISTRY.define_pending(qualname, tag_tuple)
+            self._handles.append(handle)
+            return name
         if schema is None:
             parsed = parse_schema(qualname)
         else:
@@ -235,7 +240,7 @@ class Registrar:
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             try:
-                name = resolve(qualname, "impl").name()
+                name = qualname_of(qualname, "impl")
             except UnknownOperatorError as e:  # its package may not be installed: wait
                 self._wait(qualname, e, keys, fn, allow_override, "impl")
                 return fn
@@ -275,7 +280,7 @@ class Registrar:
     ) -> Any:
         if isinstance(op, str):
             try:
-                resolve(op, "register_kernel")
+                qualname_of(op, "register_kernel")
             except UnknownOperatorError as e:  # its package may not be installed: wait
                 keys = _normalize_types(device_types, "register_kernel")
                 error = e

@@ -8,16 +8,28 @@ of ``cat`` and ``stack`` need, and the Autograd kernels of the in-place ops (``_
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from .._opset import OUT_OPS
-from .._registry import AUTOGRAD, REGISTRY, fallthrough_kernel
+from .._registry import AUTOGRAD, REGISTRY, OpEntry, fallthrough_kernel, origin_of
 from ..hookspecs import hookimpl
 from ._formulas import FORMULAS, NARROW, NON_DIFFERENTIABLE, narrow_fake, narrow_kernel
 from ._index_formulas import INDEX_FORMULAS
-from ._inplace import FORMS, inplace_kernel, out_kernel
+from ._inplace import FORMS, Form, inplace_kernel, out_kernel
 from ._inplace import FORMULAS as INPLACE_FORMULAS
-from ._registration import _register
+from ._registration import formula_kernel
+
+
+def _formula(
+    entry: OpEntry, backward: Callable[..., Any], setup_context: Callable[..., Any] | None
+) -> Callable[..., Any]:
+    return formula_kernel(entry.overload, backward, setup_context)
+
+
+def _inplace(entry: OpEntry, form: Form) -> Callable[..., Any]:
+    return inplace_kernel(entry.qualname, form)
 
 
 @hookimpl
@@ -37,15 +49,26 @@ def oplib_register_fake(registrar: Any) -> None:
 
 @hookimpl
 def oplib_register_autograd(registrar: Any) -> None:
+    # Made from each op's schema when the op is built (core ops are built on first use).
     for name, (setup_context, backward) in (FORMULAS | INDEX_FORMULAS | INPLACE_FORMULAS).items():
         # Core shape ops return views (``Tensor(a)``), which the public register_autograd
         # refuses; core registers their formulas directly, as torch does for its views.
-        _register(REGISTRY.ops[f"oplib::{name}"].overload, backward, setup_context, registrar)
-    for name, form in FORMS.items():  # in-place ops: recorded on their functional form
-        qualname = f"oplib::{name}"
         registrar._register(
-            REGISTRY.add_kernel(
-                qualname, AUTOGRAD, inplace_kernel(qualname, form), api="register_autograd"
+            REGISTRY.add_kernel_built(
+                f"oplib::{name}",
+                AUTOGRAD,
+                functools.partial(_formula, backward=backward, setup_context=setup_context),
+                origin=origin_of(backward),
+                api="register_autograd",
+            )
+        )
+    for name, form in FORMS.items():  # in-place ops: recorded on their functional form
+        registrar._register(
+            REGISTRY.add_kernel_built(
+                f"oplib::{name}",
+                AUTOGRAD,
+                functools.partial(_inplace, form=form),
+                api="register_autograd",
             )
         )
     for op in OUT_OPS:  # out= overloads refuse autograd, as in torch

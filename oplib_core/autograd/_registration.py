@@ -418,6 +418,22 @@ def _register(
     lib: Any,
 ) -> Handle:
     """Register without the functional-schema check (core views' formulas use it)."""
+    kernel = formula_kernel(overload, backward, setup_context)
+    handle = REGISTRY.add_kernel(
+        overload.name(), AUTOGRAD, kernel, origin=origin_of(backward), api="register_autograd"
+    )
+    target = lib if lib is not None else _lib_for(overload.name(), None)
+    target._register(handle)
+    return handle
+
+
+def formula_kernel(
+    overload: OpOverload,
+    backward: Callable[..., Any],
+    setup_context: Callable[..., Any] | None,
+) -> Callable[..., Any]:
+    """The Autograd kernel of ``overload`` running ``backward`` (and ``setup_context``),
+    after checking that they fit its schema."""
     schema = overload.schema
     qualname = overload.name()
     if any(_kind(a.type) != _OTHER for a in schema.kwarg_only):
@@ -446,16 +462,7 @@ def _register(
             )
     formula = Formula(overload, backward, setup_context)
     fast = formula.unary_simple and not formula.kw_form and len(schema.arguments) == 1
-    handle = REGISTRY.add_kernel(
-        qualname,
-        AUTOGRAD,
-        formula.kernel_unary if fast else formula.kernel,
-        origin=origin_of(backward),
-        api="register_autograd",
-    )
-    target = lib if lib is not None else _lib_for(qualname, None)
-    target._register(handle)
-    return handle
+    return formula.kernel_unary if fast else formula.kernel
 
 
 def _equal(value: Any, default: Any) -> bool:

@@ -354,18 +354,36 @@ def out_kernels(
 
 
 def _out_kernel(name: str, fn: Kernel, xp: Any, dtype_of: DtypeOf) -> Kernel:
-    qualname = f"oplib::{name}"
+    return _OutKernel(name, fn, xp, dtype_of)
 
-    def kernel(*args: Any, out: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        check_inplace_result(qualname, out, dtype_of(result), result.shape, dtype_of(out))
-        if xp is not None:
-            _write(qualname, out, ..., result)
+
+class _OutKernel:
+    """The kernel of the ``out=`` overload ``name`` over the functional kernel ``fn``. Its
+    signature (the functional op's parameters, then ``out``, as every kernel has the
+    schema's) is made when asked: the 43 overloads on each backend would otherwise cost a
+    few milliseconds of ``inspect.signature`` at start-up. (No ``__slots__``: kernels take
+    attributes, as functions do.)"""
+
+    def __init__(self, name: str, fn: Kernel, xp: Any, dtype_of: DtypeOf) -> None:
+        self.__name__ = self.__qualname__ = name
+        self._op = f"oplib::{name}"
+        self._fn = fn
+        self._xp = xp
+        self._dtype_of = dtype_of
+
+    def __call__(self, *args: Any, out: Any, **kwargs: Any) -> Any:
+        result = self._fn(*args, **kwargs)
+        dtype_of = self._dtype_of
+        check_inplace_result(self._op, out, dtype_of(result), result.shape, dtype_of(out))
+        if self._xp is not None:
+            _write(self._op, out, ..., result)
         return out
 
-    kernel.__name__ = kernel.__qualname__ = name
-    # the schema's parameters, as every kernel has them: the functional op's, then ``out``
-    sig = inspect.signature(fn)
-    params = [*sig.parameters.values(), inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY)]
-    kernel.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    return kernel
+    @property
+    def __signature__(self) -> inspect.Signature:
+        sig = inspect.signature(self._fn)
+        out = inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY)
+        return sig.replace(parameters=[*sig.parameters.values(), out])
+
+    def __repr__(self) -> str:
+        return f"<out= kernel {self._op}>"

@@ -1,7 +1,8 @@
-"""The built-in plugin ``core-samples``: sample inputs for every op of the core op set
+"""Sample inputs for every op of the core op set
 (``kernels.CORE_OPS``) and for ``oplib::_to_copy``.
 
-Registered through the same ``oplib_sample_inputs`` hook as third-party samples. Data is
+Served by the built-in plugin ``core-samples`` (:mod:`._samples_plugin`) through the same
+``oplib_sample_inputs`` hook as third-party samples. Data is
 made on the host from a fixed seed, then copied to the requested device, so every device
 gets the same values (data of a dtype the device's backend declares it cannot hold stays on
 the host, and ``oplib check`` skips that sample). Values keep clear of the points where an
@@ -22,7 +23,6 @@ from .._dtypes import bfloat16
 from .._factories import tensor
 from .._tensor import Tensor
 from ..backends import TABLE
-from ..hookspecs import hookimpl
 from ._index_samples import INDEX_MAKERS
 from ._samples import SampleInput
 
@@ -340,8 +340,9 @@ def _arange_start(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((0.0, 1.0, 0.25), {"device": dev}, name="0.0, 1.0, 0.25")
 
 
-@hookimpl
-def oplib_sample_inputs(op: OpOverload, device: Device) -> Any:
+def core_sample_inputs(op: OpOverload, device: Device) -> Any:
+    """The samples of a core op on ``device`` (None for other ops): what the built-in
+    plugin ``core-samples`` (:mod:`._samples_plugin`) answers."""
     ns, _, name = op.name().partition("::")
     if ns != "oplib":
         return None

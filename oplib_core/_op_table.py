@@ -1,0 +1,241 @@
+"""The registry's table of operators, in which the core op set is built on first use.
+
+Defining an operator parses its schema and builds its dispatcher; placing a kernel checks
+ownership and tells every cache above. For the ~190 core ops and the ~900 kernels the
+installed backends give them, that was most of the first op call of a program, which uses a
+handful of them. So the core plugin's definitions are kept as their schema text
+(:class:`PendingOp`), the kernels plugins register for such an op are kept in registration
+order (:class:`QueuedKernel`), and the op is built (parsed, defined, its kernels placed)
+the first time anything reads it:
+
+* a lookup by name (``table[q]``, ``table.get(q)``) builds that op;
+* reading the table as a whole (iterating it, ``len``, ``values()``) builds them all.
+
+Nothing observable differs from defining them at once: a kernel is only kept while its
+(op, key) slot holds no other kernel and it is not an override, so placing it later gives
+the same stack as placing it now would have; any other registration for the op builds it
+first and goes the usual way (with its conflict checks). Only the core's own definitions
+wait (their schemas are tested; a third party's bad schema must fail its plugin at load).
+``OPLIB_LAZY_OPS=0`` builds every op at definition.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
+from typing import TYPE_CHECKING, Any
+
+from ._handle import Handle
+from ._startup import LOCK
+
+if TYPE_CHECKING:
+    from ._registry import OpEntry, Origin, PluginContext
+    from ._tags import Tag
+
+__all__ = ["OpTable", "PendingOp", "QueuedKernel", "lazy_ops_enabled", "pending_qualname"]
+
+
+def lazy_ops_enabled() -> bool:
+    """Whether the core ops wait to be built until first use (``OPLIB_LAZY_OPS``, default
+    on)."""
+    value = os.environ.get("OPLIB_LAZY_OPS", "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+def pending_qualname(text: str) -> str | None:
+    """The registry name (``ns::name`` or ``ns::name.overload``) of the full schema
+    ``text``, read without parsing it; None when it is not plainly spelled (the schema is
+    then parsed at once, and the parser says what is wrong)."""
+    head = text.partition("(")[0].strip()
+    ns, sep, rest = head.partition("::")
+    name, dot, overload = rest.partition(".")
+    if not (sep and ns.isidentifier() and name.isidentifier()):
+        return None
+    if dot and (not overload.isidentifier() or overload == "default"):
+        return None
+    if ns.startswith("__") or name.startswith("__") or overload.startswith("__"):
+        return None
+    return head
+
+
+def _live() -> None:
+    """The ``_undo`` of an active pending handle (they undo through ``destroy``)."""
+
+
+class QueuedKernel(Handle):
+    """A plugin's kernel for a pending op, placed when the op is built; also the handle
+    of its registration. ``build`` makes the kernel from the built op's entry (an
+    autograd formula needs the op's schema)."""
+
+    __slots__ = (
+        "api",
+        "build",
+        "ctx",
+        "fn",
+        "key",
+        "origin",
+        "pending",
+        "real",
+        "slot",
+        "with_keyset",
+    )
+
+    def __init__(
+        self,
+        pending: PendingOp,
+        key: str,
+        fn: Callable[..., Any] | None,
+        build: Callable[[OpEntry], Callable[..., Any]] | None,
+        origin: Origin | None,
+        ctx: PluginContext | None,
+        with_keyset: bool,
+        slot: bool,
+        api: str,
+    ) -> None:
+        super().__init__(_live, f"{key} kernel of {pending.qualname}")
+        self.pending = pending
+        self.key = key
+        self.fn = fn
+        self.build = build
+        #: None: the kernel's definition, with ``ctx``'s plugin (worked out when placed).
+        self.origin = origin
+        self.ctx = ctx
+        self.with_keyset = with_keyset
+        self.slot = slot
+        self.api = api
+        #: The registry's handle of the placed kernel, once the op is built.
+        self.real: Handle | None = None
+
+    def kernel_fn(self, entry: OpEntry) -> Callable[..., Any]:
+        """The kernel to place in the built op ``entry``."""
+        if self.build is not None:
+            return self.build(entry)
+        assert self.fn is not None, "a kept kernel has a function or a builder"
+        return self.fn
+
+    def destroy(self) -> None:
+        with LOCK:
+            if self._undo is None:
+                return
+            self._undo = None
+            if self.real is not None:
+                self.real.destroy()
+            elif self.pending.kernels.get(self.key) is self:
+                del self.pending.kernels[self.key]
+
+
+class PendingOp(Handle):
+    """A core op defined but not built yet: its schema text, tags, where it was defined
+    and by which plugin, and the kernels registered for it meanwhile; also the handle of
+    its definition."""
+
+    __slots__ = (
+        "base",
+        "ctx",
+        "handle",
+        "kernels",
+        "origin",
+        "qualname",
+        "table",
+        "tags",
+        "text",
+    )
+
+    def __init__(
+        self,
+        table: OpTable,
+        qualname: str,
+        text: str,
+        tags: tuple[Tag, ...],
+        origin: Origin,
+        ctx: PluginContext | None,
+    ) -> None:
+        super().__init__(_live, f"define {qualname}")
+        self.table = table
+        self.qualname = qualname
+        self.base = qualname.partition(".")[0]  # the packet's name, "ns::name"
+        self.text = text
+        self.tags = tags
+        self.origin = origin
+        self.ctx = ctx
+        #: Keyed by dispatch key: a slot holds one kept kernel at most.
+        self.kernels: dict[str, QueuedKernel] = {}
+        #: The registry's handle of the definition, once built.
+        self.handle: Handle | None = None
+
+    def destroy(self) -> None:
+        with LOCK:
+            if self._undo is None:
+                return
+            self._undo = None
+            if self.table.pending.get(self.qualname) is self:
+                del self.table.pending[self.qualname]
+            elif self.handle is not None:
+                self.handle.destroy()
+
+
+class OpTable(dict[str, "OpEntry"]):
+    """``qualname -> OpEntry`` of the built ops, plus the pending ones (``pending``), which
+    any read builds (see the module docstring). ``build(pending)`` is the registry's."""
+
+    def __init__(self, build: Callable[[PendingOp], OpEntry | None]) -> None:
+        super().__init__()
+        self.pending: dict[str, PendingOp] = {}
+        self._build = build
+
+    # -- one op -----------------------------------------------------------------------
+    def __missing__(self, qualname: str) -> OpEntry:
+        pending = self.pending.get(qualname)
+        entry = None if pending is None else self._build(pending)
+        if entry is None:  # (or undone by another thread meanwhile)
+            raise KeyError(qualname)
+        return entry
+
+    def get(self, qualname: str, default: Any = None) -> Any:
+        entry = dict.get(self, qualname)
+        if entry is not None:
+            return entry
+        pending = self.pending.get(qualname)
+        entry = None if pending is None else self._build(pending)
+        return default if entry is None else entry
+
+    def __contains__(self, qualname: object) -> bool:
+        return dict.__contains__(self, qualname) or qualname in self.pending
+
+    def named(self, base: str) -> list[OpEntry]:
+        """The overloads of ``ns::name`` (its packet), built."""
+        for pending in [p for p in self.pending.values() if p.base == base]:
+            self.get(pending.qualname)
+        return [e for e in dict.values(self) if e.schema.qualname == base]
+
+    # -- the whole table ----------------------------------------------------------------
+    def names(self) -> set[str]:
+        """Every op's qualname, built or not (nothing is built)."""
+        return set(dict.keys(self)) | set(self.pending)
+
+    def built(self) -> ValuesView[OpEntry]:
+        """The ops built so far (caches only exist for these)."""
+        return dict.values(self)
+
+    def build_all(self) -> None:
+        while self.pending:
+            self.get(next(iter(self.pending)))
+
+    def __iter__(self) -> Iterator[str]:
+        self.build_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + len(self.pending)
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        self.build_all()
+        return dict.keys(self)
+
+    def values(self) -> ValuesView[OpEntry]:  # type: ignore[override]
+        self.build_all()
+        return dict.values(self)
+
+    def items(self) -> ItemsView[str, OpEntry]:  # type: ignore[override]
+        self.build_all()
+        return dict.items(self)
