@@ -7,10 +7,11 @@ loads it, and prints, all measured in this run:
    on numpy arrays (dispatch, the fast path's metadata lookup, ``np.empty`` for the output,
    the packed call) versus the same C function called directly through ctypes on the same
    arrays, three ways: (a) the kernel's declared prototype, argument structs and output
-   built once; (b) the ``c_void_p`` prototype oplib uses, structs and output built once (the
-   bare C call); (c) as (b) with the output allocated per call by ``np.empty`` and its data
-   pointer written, as oplib does. Then oplib's cost split into dispatch and the kernel's
-   generated fast call around the C call (budget: <= 1 us);
+   built once; (b) as oplib's fast path calls it (no prototype, ready ``c_void_p``
+   arguments), structs and output built once (the bare C call); (c) as (b) with the output
+   allocated per call by ``np.empty`` and its data pointer written, as oplib does. Then
+   oplib's cost split into dispatch and the kernel's generated fast call around the C call
+   (budget: <= 1 us);
 2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``, both
    allocating their output (budget: within 10%);
 3. 2 threads versus 1 calling ``apply_affine`` on 2000x2000 float32 arrays (budget: >=
@@ -60,9 +61,9 @@ def build(where: str, cflags: list[str]) -> str:
 
 def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray, *, raw: bool = False):
     """The C kernel through ctypes with its argument structs built once, writing into
-    ``out``. ``raw``: through the prototype oplib's fast path uses (every argument a
-    ``c_void_p`` address, the cheapest ctypes conversion) instead of the kernel's declared
-    one (``KernelFn``: pointers to the structs, ``byref`` for the error)."""
+    ``out``. ``raw``: as oplib's fast path calls it (no prototype; every argument a ready
+    ``c_void_p``, so ctypes converts nothing) instead of through the kernel's declared
+    prototype (``KernelFn``: pointers to the structs, ``byref`` for the error)."""
     keep = []
 
     def dl(arr):
@@ -81,11 +82,12 @@ def direct_call(kernel_fn, a: np.ndarray, b: np.ndarray, out: np.ndarray, *, raw
     outs = (_abi.DLTensor * 1)(dl(out))
     err = _abi.Error()
     if raw:
-        fn = _fastcall.RawKernel(ctypes.cast(kernel_fn, ctypes.c_void_p).value)
-        pa, po, pe = ctypes.addressof(args), ctypes.addressof(outs), ctypes.addressof(err)
+        fn = _fastcall._untyped(ctypes.cast(kernel_fn, ctypes.c_void_p).value)
+        pa, po, pe = (ctypes.c_void_p(ctypes.addressof(x)) for x in (args, outs, err))
+        na, no = _fastcall._COUNT(3), _fastcall._COUNT(1)
 
         def call():
-            return fn(pa, 3, po, 1, pe)
+            return fn(pa, na, po, no, pe)
 
     else:
         ref = ctypes.byref(err)
@@ -176,8 +178,8 @@ def main() -> None:
         print("one float32 element, ns per call (best of the repeats):")
         for name, what in (
             ("declared", "ctypes direct, declared prototype, structs and output built once"),
-            ("raw", "ctypes direct, c_void_p prototype, structs and output built once"),
-            ("alloc", "ctypes direct, c_void_p prototype, np.empty output per call"),
+            ("raw", "ctypes direct, ready c_void_p args, structs and output built once"),
+            ("alloc", "ctypes direct, ready c_void_p args, np.empty output per call"),
             ("oplib", "oplib.ops.native_ops.scaled_add(a, b, 1.0)"),
         ):
             print(f"  {what:66} {t[name]:6.0f}")

@@ -327,3 +327,24 @@ def test_the_fast_path_gives_the_plain_paths_answers(lib, fakes, data, shape, a)
     x64 = x.astype(np.float64)[(*(slice(None, None, -1) for _ in shape), ...)]
     for g, w in zip(_op(lib, "pair")(x64), _plain(lib, "pair", x64), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(10.0)[3:],
+        lambda: np.ones((4, 4), np.float32)[:, 1],
+        lambda: np.empty((0, 3)),
+        lambda: np.array(2.5),
+        lambda: np.zeros(7, np.int8)[::-2],
+    ],
+    ids=["offset view", "strided column", "empty", "0-d", "negative stride"],
+)
+def test_fast_path_reads_numpys_data_pointer(make: Any) -> None:
+    from oplib_core._native._marshal import DATA_OFFSET, WORD_SHIFT, WORDS, numpy_data
+
+    if WORDS is None or DATA_OFFSET is None:
+        pytest.skip("this interpreter's ndarray layout is not the one the fast path reads")
+    arr = make()
+    expected = arr.__array_interface__["data"][0]
+    assert WORDS[(id(arr) + DATA_OFFSET) >> WORD_SHIFT] == expected == numpy_data(arr)

@@ -34,7 +34,16 @@ import numpy as np
 from .._dispatch import SLOW
 from .._schema import BaseType
 from . import _abi as A
-from ._marshal import DATA_OFFSET, CallPlan, Layout, layout, meta_of, numpy_data
+from ._marshal import (
+    DATA_OFFSET,
+    WORD_SHIFT,
+    WORDS,
+    CallPlan,
+    Layout,
+    layout,
+    meta_of,
+    numpy_data,
+)
 
 __all__ = ["FastCall", "NoFastCall", "fast_call_for"]
 
@@ -51,13 +60,36 @@ _CACHE_SIZE = 256
 assert struct.calcsize("=" + _ARG["t"]) == _ARG_SIZE and struct.calcsize("=" + _DL) == _DL_SIZE
 assert _META.size == _META_SIZE and _DL_TAIL.size == _DL_SIZE - 8
 
-# Kernels and shape functions through a prototype of plain addresses. Where pointers are 64
-# bits, the two int64_t counts go as pointers too: the same registers by every 64-bit C
-# calling convention, and ctypes converts an int to c_void_p faster than to c_int64.
+# Kernels and shape functions are called with ready ctypes objects (see _untyped). Where
+# pointers are 64 bits, the two int64_t counts go as pointers: the same registers by every
+# 64-bit C calling convention.
 _COUNT = C.c_void_p if C.sizeof(C.c_void_p) == 8 else C.c_int64
-RawKernel = C.CFUNCTYPE(C.c_int, C.c_void_p, _COUNT, C.c_void_p, _COUNT, C.c_void_p)
 
 Meta = tuple[tuple[int, ...], np.dtype]
+
+
+def _untyped(address: int) -> Any:
+    """The C function at ``address`` (``int f(void *, int64_t, void *, int64_t, void *)``)
+    called with ready ctypes objects and no conversion: the fast call passes the buffer's
+    addresses as ``c_void_p`` and the counts as ``_COUNT`` objects made once, which saves
+    converting five Python ints on every call."""
+    fn: Any = C.CFUNCTYPE(C.c_int)(address)
+    fn.argtypes = None
+    return fn
+
+
+def _slot_maker(size: int, outs_at: int, metas_at: int, err_at: int) -> Callable[[], Any]:
+    """Makes a call's buffer with its base address and the ``c_void_p`` pointers into it
+    that the kernel and shape function get (args, outputs, metas, error)."""
+    buffer_type = C.c_char * size
+
+    def new_slot() -> tuple[Any, ...]:
+        buf = buffer_type()
+        base = C.addressof(buf)
+        pointers = (C.c_void_p(base + at) for at in (0, outs_at, metas_at, err_at))
+        return (buf, base, *pointers)
+
+    return new_slot
 
 
 class Owner(Protocol):
@@ -164,15 +196,19 @@ class FastCall:
             "        if hit is None: return slow(args)",
             f"    {''.join(h + ', ' for h in hit)}_ = hit",
             "    try:",
-            "        buf, base = free.pop()",
+            "        slot = free.pop()",
             "    except IndexError:",
-            "        buf = Buffer()",
-            "        base = addressof(buf)",
+            "        slot = new_slot()",
+            "    buf, base, p_args, p_outs, p_metas, p_err = slot",
         ]
         head = [f"base + {ins_at + _DL_SIZE * tensors.index(i)}" if k == "t" else f"v{i}"
                 for i, k in enumerate(kinds)]  # fmt: skip
         # numpy's data pointer, read where PyArray_DATA reads it (see _marshal.numpy_data)
-        data = "data({})" if DATA_OFFSET is None else f"at(id({{}}) + {DATA_OFFSET}).value"
+        data = (
+            "data({})"
+            if DATA_OFFSET is None or WORDS is None
+            else f"words[(id({{}}) + {DATA_OFFSET}) >> {WORD_SHIFT}]"
+        )
         head += [f"{data.format(f'v{i}')}, c{j}" for j, i in enumerate(tensors)]
         tail = [f"{data.format(f'o{j}')}, oc{j}" for j in range(nouts)]
         fmt_head = "=" + "".join(_ARG[k] for k in kinds) + _DL * len(tensors)
@@ -181,7 +217,7 @@ class FastCall:
                 "    try:",
                 f"        pack_head(buf, 0, {', '.join(head)})",
                 "    except (StructError, OverflowError): return slow(args)",
-                f"    status = shape_fn(base, {nargs}, base + {metas_at}, {nouts}, base + {err_at})",  # noqa: E501
+                "    status = shape_fn(p_args, n_args, p_metas, n_outs, p_err)",
                 f"    if status: fail(status, buf, {err_at}, ' shape function')",
             ]
             for j in range(nouts):
@@ -203,9 +239,9 @@ class FastCall:
             fmt_head += _DL * nouts
         fmt_head += "x"  # and the error message is empty (the buffer may be reused)
         lines += [
-            f"    status = fn(base, {nargs}, base + {outs_at}, {nouts}, base + {err_at})",
+            "    status = fn(p_args, n_args, p_outs, n_outs, p_err)",
             f"    if status: fail(status, buf, {err_at}, '')",
-            "    free.append((buf, base))",
+            "    free.append(slot)",
             "    return "
             + (outs[0] if nouts == 1 else f"({', '.join(outs)},)" if outs else "None"),
         ]
@@ -218,16 +254,17 @@ class FastCall:
             "cache": self.cache,
             "miss": self._miss_for(tensors, by_fake),
             "free": [],  # buffers of finished calls (each call takes its own)
-            "Buffer": C.c_char * (err_at + C.sizeof(A.Error)),
-            "addressof": C.addressof,
+            "new_slot": _slot_maker(err_at + C.sizeof(A.Error), outs_at, metas_at, err_at),
+            "n_args": _COUNT(nargs),
+            "n_outs": _COUNT(nouts),
             "data": numpy_data,
-            "at": C.c_void_p.from_address,
+            "words": WORDS,
             "empty": np.empty,
             "pack_head": struct.Struct(fmt_head).pack_into,
             "pack_tail": struct.Struct("=" + _DL * nouts).pack_into,
             "StructError": struct.error,
-            "fn": RawKernel(self.address),
-            "shape_fn": RawKernel(C.cast(shape_fn, C.c_void_p).value or 0) if shape_fn else None,
+            "fn": _untyped(self.address),
+            "shape_fn": _untyped(C.cast(shape_fn, C.c_void_p).value or 0) if shape_fn else None,
             "fail": self._fail,
             "out_meta": self._out_meta,
         }
