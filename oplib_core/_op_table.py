@@ -1,7 +1,7 @@
 """The registry's table of operators, in which the core op set is built on first use.
 
 Defining an operator parses its schema and builds its dispatcher; placing a kernel checks
-ownership and tells every cache above. For the ~190 core ops and the ~900 kernels the
+ownership and tells every cache above. For the ~150 core ops and the ~900 kernels the
 installed backends give them, that was most of the first op call of a program, which uses a
 handful of them. So the core plugin's definitions are kept as their schema text
 (:class:`PendingOp`), the kernels plugins register for such an op are kept in registration
@@ -9,7 +9,8 @@ order (:class:`QueuedKernel`), and the op is built (parsed, defined, its kernels
 the first time anything reads it:
 
 * a lookup by name (``table[q]``, ``table.get(q)``) builds that op;
-* reading the table as a whole (iterating it, ``len``, ``values()``) builds them all.
+* reading the table as a whole (iterating it, ``keys()``, ``values()``, ``items()``)
+  builds them all; ``len`` and ``in`` count pending ops without building them.
 
 Nothing observable differs from defining them at once: a kernel is only kept while its
 (op, key) slot holds no other kernel and it is not an override, so placing it later gives
@@ -59,10 +60,31 @@ def pending_qualname(text: str) -> str | None:
 
 
 def _live() -> None:
-    """The ``_undo`` of an active pending handle (they undo through ``destroy``)."""
+    """The ``_undo`` of an active pending handle (they undo through ``_drop``)."""
 
 
-class QueuedKernel(Handle):
+class _PendingHandle(Handle):
+    """A pending record that is also the handle of its registration: ``destroy`` runs
+    ``_drop`` once, under the registration lock (no undo closure per record: there are
+    about a thousand of them, freed at exit)."""
+
+    __slots__ = ()
+
+    def __init__(self, description: str) -> None:
+        super().__init__(_live, description)
+
+    def destroy(self) -> None:
+        with LOCK:
+            if self._undo is None:
+                return
+            self._undo = None
+            self._drop()
+
+    def _drop(self) -> None:
+        raise NotImplementedError
+
+
+class QueuedKernel(_PendingHandle):
     """A plugin's kernel for a pending op, placed when the op is built; also the handle
     of its registration. ``build`` makes the kernel from the built op's entry (an
     autograd formula needs the op's schema)."""
@@ -92,7 +114,7 @@ class QueuedKernel(Handle):
         slot: bool,
         api: str,
     ) -> None:
-        super().__init__(_live, f"{key} kernel of {pending.qualname}")
+        super().__init__(f"{key} kernel of {pending.qualname}")
         self.pending = pending
         self.key = key
         self.fn = fn
@@ -113,18 +135,14 @@ class QueuedKernel(Handle):
         assert self.fn is not None, "a kept kernel has a function or a builder"
         return self.fn
 
-    def destroy(self) -> None:
-        with LOCK:
-            if self._undo is None:
-                return
-            self._undo = None
-            if self.real is not None:
-                self.real.destroy()
-            elif self.pending.kernels.get(self.key) is self:
-                del self.pending.kernels[self.key]
+    def _drop(self) -> None:
+        if self.real is not None:
+            self.real.destroy()
+        elif self.pending.kernels.get(self.key) is self:
+            del self.pending.kernels[self.key]
 
 
-class PendingOp(Handle):
+class PendingOp(_PendingHandle):
     """A core op defined but not built yet: its schema text, tags, where it was defined
     and by which plugin, and the kernels registered for it meanwhile; also the handle of
     its definition."""
@@ -150,7 +168,7 @@ class PendingOp(Handle):
         origin: Origin,
         ctx: PluginContext | None,
     ) -> None:
-        super().__init__(_live, f"define {qualname}")
+        super().__init__(f"define {qualname}")
         self.table = table
         self.qualname = qualname
         self.base = qualname.partition(".")[0]  # the packet's name, "ns::name"
@@ -163,15 +181,11 @@ class PendingOp(Handle):
         #: The registry's handle of the definition, once built.
         self.handle: Handle | None = None
 
-    def destroy(self) -> None:
-        with LOCK:
-            if self._undo is None:
-                return
-            self._undo = None
-            if self.table.pending.get(self.qualname) is self:
-                del self.table.pending[self.qualname]
-            elif self.handle is not None:
-                self.handle.destroy()
+    def _drop(self) -> None:
+        if self.table.pending.get(self.qualname) is self:
+            del self.table.pending[self.qualname]
+        elif self.handle is not None:
+            self.handle.destroy()
 
 
 class OpTable(dict[str, "OpEntry"]):

@@ -184,8 +184,8 @@ class Registrar:
     ) -> str:
         """``define("ns::op", "(Tensor x) -> Tensor")``, or one full schema string
         ``define("ns::op(Tensor x) -> Tensor")``."""
+        tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
         if schema is None and self._allow_reserved:  # the core's ops: built on first use
-            tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
             name, handle = REGISTRY.define_pending(qualname, tag_tuple)
             self._handles.append(handle)
             return name
@@ -205,7 +205,6 @@ class Registrar:
             raise ReservedNamespaceError(
                 f"define(): {ns!r} is a reserved namespace; use your own namespace", ns
             )
-        tag_tuple = (tags,) if isinstance(tags, Tag) else tuple(tags)
         entry, handle = REGISTRY.define(parsed, tag_tuple)
         self._handles.append(handle)
         return entry.qualname
