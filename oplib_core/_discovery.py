@@ -24,11 +24,19 @@ from typing import Any
 
 from ._records import Record
 
-__all__ = ["EntryPointInfo", "find_entry_points", "load"]
+__all__ = [
+    "EntryPointInfo",
+    "cache_enabled",
+    "find_entry_points",
+    "load",
+    "read_cache",
+    "write_cache",
+]
 
 GROUP = "oplib"
 CORE_DISTRIBUTION = "oplib-core"
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
+_KIND = "entry-points"
 
 
 class EntryPointInfo(Record):
@@ -82,7 +90,7 @@ def _fnv1a(data: bytes) -> int:
     return h
 
 
-def _cache_file(fingerprint: dict[str, Any]) -> str:
+def _cache_file(fingerprint: dict[str, Any], kind: str) -> str:
     base = os.environ.get("OPLIB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "oplib",
@@ -90,7 +98,43 @@ def _cache_file(fingerprint: dict[str, Any]) -> str:
     text = f"{fingerprint['python']}|{_search_path()}"
     key = f"{_fnv1a(text.encode()):016x}"
     py = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    return os.path.join(base, f"entry-points-{key}.{py}.marshal")
+    return os.path.join(base, f"{kind}-{key}.{py}.marshal")
+
+
+def cache_enabled(variable: str) -> bool:
+    """Whether the cache switched by environment variable ``variable`` is on (default)."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def read_cache(kind: str, core_version: str) -> Any:
+    """What :func:`write_cache` stored under ``kind`` for the installed distributions as they
+    are now; None when there is nothing, it is stale or it is unreadable (corrupt, written
+    by another Python)."""
+    fingerprint = _fingerprint(core_version)
+    try:
+        with open(_cache_file(fingerprint, kind), "rb") as f:
+            cached = marshal.load(f)
+        if cached.get("fingerprint") == fingerprint:
+            return cached["data"]
+    except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return None
+
+
+def write_cache(kind: str, core_version: str, data: Any) -> None:
+    """Store ``data`` (plain values only) under ``kind``, valid until a distribution is
+    installed or removed, ``sys.path`` changes or core's version does. Written atomically; a
+    read-only cache directory only costs the next start-up the work again."""
+    fingerprint = _fingerprint(core_version)
+    path = _cache_file(fingerprint, kind)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            marshal.dump({"fingerprint": fingerprint, "data": data}, f)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass
 
 
 def _normalize(name: str) -> str:
@@ -135,26 +179,15 @@ def _check_requirement(requires: Any, core_version: str) -> tuple[str | None, bo
 
 def find_entry_points(core_version: str) -> list[EntryPointInfo]:
     """The ``oplib`` entry points of installed distributions (cached; see module doc)."""
-    use_cache = os.environ.get("OPLIB_ENTRY_POINT_CACHE", "1") not in ("0", "false", "no")
-    fingerprint = _fingerprint(core_version)
-    path = _cache_file(fingerprint)
+    use_cache = cache_enabled("OPLIB_ENTRY_POINT_CACHE")
     if use_cache:
-        try:
-            with open(path, "rb") as f:
-                cached = marshal.load(f)
-            if cached.get("fingerprint") == fingerprint:
-                return [EntryPointInfo(*e) for e in cached["entry_points"]]
-        except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
-            pass  # no cache, or a stale/corrupt one: scan again
+        cached = read_cache(_KIND, core_version)
+        if cached is not None:
+            try:
+                return [EntryPointInfo(*e) for e in cached]
+            except TypeError:
+                pass  # written by another version of this file: scan again
     found = _scan(core_version)
     if use_cache:
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            entries = [tuple(e._asdict().values()) for e in found]
-            with open(tmp, "wb") as f:
-                marshal.dump({"fingerprint": fingerprint, "entry_points": entries}, f)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only home directory only costs the next start-up a scan
+        write_cache(_KIND, core_version, [tuple(e._asdict().values()) for e in found])
     return found

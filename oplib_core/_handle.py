@@ -8,13 +8,15 @@ __all__ = ["Handle"]
 
 
 class Handle:
-    """Undoes one registration. Calling ``destroy()`` twice is harmless."""
+    """Undoes one registration. Calling ``destroy()`` twice is harmless. ``key``: the
+    dispatch key a kernel was placed under (None for anything else)."""
 
-    __slots__ = ("_undo", "description")
+    __slots__ = ("_undo", "description", "key")
 
-    def __init__(self, undo: Callable[[], None], description: str) -> None:
+    def __init__(self, undo: Callable[[], None], description: str, key: str | None = None) -> None:
         self._undo: Callable[[], None] | None = undo
         self.description = description
+        self.key = key
 
     def destroy(self) -> None:
         undo, self._undo = self._undo, None

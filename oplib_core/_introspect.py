@@ -124,6 +124,7 @@ def _handler_json(key: object, k: Kernel) -> dict[str, Any]:
 def hop_detail(hop: HigherOrderOperator) -> dict[str, Any]:
     """``op_detail`` for a higher-order operator: its handlers per key (modes' under the
     mode class's name) with where each came from."""
+    TABLE.all()  # every backend's plugin in: their handlers too
     handlers = hop.handlers()
     fake = hop.handler(FAKE)
     autograd = hop.handler(AUTOGRAD)
@@ -179,6 +180,7 @@ def op_detail(qualname: str) -> dict[str, Any]:
         hop = HOPS.get(qualname)
         if hop is not None:
             return hop_detail(hop)
+    TABLE.all()  # every backend's plugin in: their kernels too
     with REGISTRY.lock:
         e = find_entry(qualname)
         kernels = [

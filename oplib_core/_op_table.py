@@ -10,7 +10,8 @@ the first time anything reads it:
 
 * a lookup by name (``table[q]``, ``table.get(q)``) builds that op;
 * reading the table as a whole (iterating it, ``keys()``, ``values()``, ``items()``)
-  builds them all; ``len`` and ``in`` count pending ops without building them.
+  builds them all (and loads the plugins still waiting for their backends, see
+  ``_backend_cache``); ``len`` and ``in`` count pending ops without building them.
 
 Nothing observable differs from defining them at once: a kernel is only kept while its
 (op, key) slot holds no other kernel and it is not an override, so placing it later gives
@@ -70,8 +71,8 @@ class _PendingHandle(Handle):
 
     __slots__ = ()
 
-    def __init__(self, description: str) -> None:
-        super().__init__(_live, description)
+    def __init__(self, description: str, key: str | None = None) -> None:
+        super().__init__(_live, description, key)
 
     def destroy(self) -> None:
         with LOCK:
@@ -94,7 +95,6 @@ class QueuedKernel(_PendingHandle):
         "build",
         "ctx",
         "fn",
-        "key",
         "origin",
         "pending",
         "real",
@@ -114,9 +114,9 @@ class QueuedKernel(_PendingHandle):
         slot: bool,
         api: str,
     ) -> None:
-        super().__init__(f"{key} kernel of {pending.qualname}")
+        super().__init__(f"{key} kernel of {pending.qualname}", key)
         self.pending = pending
-        self.key = key
+        self.key: str = key
         self.fn = fn
         self.build = build
         #: None: the kernel's definition, with ``ctx``'s plugin (worked out when placed).
@@ -196,6 +196,9 @@ class OpTable(dict[str, "OpEntry"]):
         super().__init__()
         self.pending: dict[str, PendingOp] = {}
         self._build = build
+        #: Called before the table is read whole: loads the plugins still waiting for
+        #: their backends (``_backend_cache``), whose kernels a whole read must show.
+        self.complete: Callable[[], object] = lambda: None
 
     # -- one op -----------------------------------------------------------------------
     def __missing__(self, qualname: str) -> OpEntry:
@@ -232,6 +235,7 @@ class OpTable(dict[str, "OpEntry"]):
         return dict.values(self)
 
     def build_all(self) -> None:
+        self.complete()
         while self.pending:
             self.get(next(iter(self.pending)))
 

@@ -264,6 +264,7 @@ class Registry:
 
     def _init_state(self) -> None:
         self.ops = OpTable(self._build)
+        self.ops.complete = self.backends.all
         self._renames: dict[str, str] = {}
 
     # -- listeners ------------------------------------------------------------------------
@@ -361,6 +362,8 @@ class Registry:
             backend = self.backends.by_key(key)
             name = backend.name if backend is not None else key
         name = self._renames.get(name, name)
+        if name in self.backends._pending:  # its plugin may own the slot: load it first
+            self.backends.find(name)
         if not name.isidentifier() or name != name.lower():
             raise UnknownDispatchKeyError(
                 f"{api}(): unknown dispatch key {key!r}; expected a device type such as 'cpu' "
@@ -481,7 +484,7 @@ class Registry:
             entry.invalidate()
             self._notify("changed", entry)
 
-        return Handle(self._kernel_undo(entry, kernel), f"{key} kernel of {qualname}")
+        return Handle(self._kernel_undo(entry, kernel), f"{key} kernel of {qualname}", key)
 
     def _kernel_undo(self, entry: OpEntry, kernel: Kernel) -> Callable[[], None]:
         def undo() -> None:

@@ -18,6 +18,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -307,8 +308,41 @@ _bound: dict[str, Any] = {}  # name -> the module this file bound on the package
 
 def _bind(name: str, module: Any) -> None:
     pkg = vars(_package())
-    if module is not None and name not in pkg:
+    if module is not None and (name not in pkg or isinstance(pkg[name], _PendingModule)):
         pkg[name] = _bound[name] = module
+
+
+class _PendingModule(ModuleType):
+    """``oplib_core.<name>`` while the plugin of backend ``name`` waits to be loaded
+    (``_backend_cache``): reading an attribute loads it and answers from its device module,
+    which then takes this one's place."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(f"{_PACKAGE}.{backend}")
+        self._oplib_backend = backend
+
+    def __getattr__(self, attr: str) -> Any:
+        real = device_module(self._oplib_backend)  # loads the plugin
+        if real is None or real is self:
+            raise AttributeError(
+                f"the device module oplib_core.{self._oplib_backend} has no attribute {attr!r}: "
+                f"its backend's plugin did not load (see `oplib plugins list`)"
+            )
+        return getattr(real, attr)
+
+
+def bind_deferred(name: str) -> None:
+    """Bind ``oplib_core.<name>`` to a stand-in until backend ``name``'s plugin loads."""
+    with _lock:
+        pkg = vars(_package())
+        if name not in pkg:
+            pkg[name] = _bound[name] = _PendingModule(name)
+
+
+def unbind_deferred(name: str) -> None:
+    """Drop the stand-in of :func:`bind_deferred` if the backend did not replace it."""
+    with _lock:
+        _unbind(name, _bound.get(name) if isinstance(_bound.get(name), _PendingModule) else None)
 
 
 def _unbind(name: str, module: Any) -> None:

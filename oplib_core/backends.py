@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ._array_api import DtypeMap, namespace_dtypes
+from ._backend_cache import DeferredBackend
 from ._device import Device, parse_device
 from ._records import Record
 from ._startup import LOCK, deferred, ensure
@@ -253,16 +254,7 @@ class Backend:
         ``cls``'s MRO matches it by module root and class name. Asked at cache-miss time."""
         if self.spec.array_types and issubclass(cls, self.spec.array_types):
             return True
-        for name in self._names:
-            found = _imported_class(name)
-            if found is not None and issubclass(cls, found):
-                return True
-        if self._names:
-            for base in cls.__mro__:
-                root = base.__module__.partition(".")[0]
-                if f"{root}.{base.__name__}" in self._names:
-                    return True
-        return False
+        return bool(self._names) and _named(cls, self._names)
 
     def dtype_problem(self, dtype: Any) -> str | None:
         """``None`` when this backend's arrays can hold ``dtype`` (see ``BackendSpec.dtypes``),
@@ -361,6 +353,25 @@ def _imported_class(name: str) -> type | None:
     return None
 
 
+def _named(cls: type, names: frozenset[str]) -> bool:
+    """Whether ``cls`` is a subclass of a class ``names`` names (``BackendSpec.
+    array_type_names``): resolved in its library if that is imported, else matched by module
+    root and class name along ``cls``'s MRO."""
+    for name in names:
+        found = _imported_class(name)
+        if found is not None and issubclass(cls, found):
+            return True
+    for base in cls.__mro__:
+        if f"{base.__module__.partition('.')[0]}.{base.__name__}" in names:
+            return True
+    return False
+
+
+def _root_name(dotted: str) -> str:
+    """``"pkg.mod.Name"`` → ``"pkg.Name"``, the form array classes are compared in."""
+    return f"{dotted.partition('.')[0]}.{dotted.rpartition('.')[2]}"
+
+
 #: Array libraries with a backend in an oplib distribution: library (module root) ->
 #: backend name (its distribution is in ``DISTRIBUTIONS``), for the error when that backend
 #: is not installed.
@@ -376,9 +387,12 @@ KNOWN_LIBRARIES: dict[str, str] = {
 class BackendTable:
     """The installed backends, and the (cached) map from array class to backend.
 
-    Filled on first use: reading the table loads the plugins (see ``startup``)."""
+    Filled on first use: reading the table loads the plugins (see ``startup``). A backend
+    whose plugin is deferred (``_backend_cache``) is *pending*: its plugin loads when
+    something names it, its dispatch key or one of its array classes, or reads the table as
+    a whole (``all``)."""
 
-    _deferred = frozenset({"_backends", "_by_type", "_renames"})
+    _deferred = frozenset({"_backends", "_by_type", "_renames", "_pending"})
 
     def __init__(self) -> None:
         self._lock = LOCK
@@ -388,6 +402,41 @@ class BackendTable:
         self._backends: dict[str, Backend] = {}
         self._by_type: dict[type, Backend | None] = {}
         self._renames: dict[str, str] = {}
+        self._pending: dict[str, tuple[DeferredBackend, Callable[[], None]]] = {}
+
+    # -- pending backends -----------------------------------------------------------------
+    def defer(self, backend: DeferredBackend, load: Callable[[], None]) -> None:
+        """Note a backend whose plugin ``load()`` installs it (and calls :meth:`undefer`)."""
+        with self._lock:
+            self._pending[backend.name] = (backend, load)
+            self._by_type.clear()
+
+    def undefer(self, name: str) -> None:
+        with self._lock:
+            self._pending.pop(name, None)
+
+    def pending(self) -> _builtin_list[DeferredBackend]:
+        """The backends whose plugins have not loaded yet."""
+        ensure()
+        return [b for b, _ in self._pending.values()]
+
+    def _load(self, match: Callable[[DeferredBackend], bool]) -> None:
+        for backend, load in _builtin_list(self._pending.values()):
+            if match(backend):
+                load()
+
+    def _load_clashing(self, spec: BackendSpec) -> None:
+        """Load the pending backends claiming what ``spec`` does (the clash is then
+        settled, and reported, as between installed backends)."""
+        if self._pending:
+            mine = {_root_name(n) for n in _type_names(spec)}
+            self._load(
+                lambda b: (
+                    b.name == spec.name
+                    or b.key == spec.dispatch_key
+                    or not mine.isdisjoint(_root_name(n) for n in b.type_names)
+                )
+            )
 
     def add_listener(self, fn: Callable[[str, Backend], None]) -> None:
         """``fn(event, backend)`` is called with ``"added"``/``"removed"`` under the lock."""
@@ -403,6 +452,7 @@ class BackendTable:
     ) -> Callable[[], None]:
         """Add a backend; returns a function that removes it again."""
         ensure()
+        self._load_clashing(spec)
         with self._lock:
             if spec.name in self._renames:
                 spec = spec._replace(name=self._renames[spec.name])
@@ -441,6 +491,7 @@ class BackendTable:
         called ``old`` registered later; ``old`` stays an alias in ``get``/``find``. Listeners
         see ``"renamed"``."""
         ensure()
+        self._load(lambda b: True)
         with self._lock:
             taken = self._backends.get(new)
             if taken is not None:
@@ -480,6 +531,8 @@ class BackendTable:
     def get(self, name: str) -> Backend:
         ensure()
         name = self._renames.get(name, name)
+        if name in self._pending:
+            self._load(lambda b: b.name == name)
         try:
             return self._backends[name]
         except KeyError:
@@ -489,7 +542,10 @@ class BackendTable:
 
     def find(self, name: str) -> Backend | None:
         ensure()
-        return self._backends.get(self._renames.get(name, name))
+        name = self._renames.get(name, name)
+        if name in self._pending:
+            self._load(lambda b: b.name == name)
+        return self._backends.get(name)
 
     def aliases_of(self, name: str) -> _builtin_list[str]:
         """The old names that ``get``/``find`` map to backend ``name``."""
@@ -497,15 +553,36 @@ class BackendTable:
 
     def by_key(self, key: str) -> Backend | None:
         ensure()
+        if self._pending:
+            self._load(lambda b: b.key == key)
         for b in self._backends.values():
             if b.key == key:
                 return b
         return None
 
     def all(self) -> _builtin_list[Backend]:
-        """Backends, highest priority first, then by name."""
+        """Backends, highest priority first, then by name (the pending ones load)."""
         ensure()
+        if self._pending:
+            self._load(lambda b: True)
+        return self.loaded()
+
+    def names(self) -> set[str]:
+        """The names of the installed backends, pending ones included (none loads)."""
+        ensure()
+        return {*self._backends, *self._pending}
+
+    def loaded(self) -> _builtin_list[Backend]:
+        """``all()`` without loading the pending backends."""
         return sorted(self._backends.values(), key=lambda b: (-b.spec.priority, b.name))
+
+    def clashing(self, spec: BackendSpec) -> _builtin_list[tuple[Backend, str]]:
+        """The installed backends claiming something ``spec`` claims, with what
+        (``_clash_of``); pending ones that do are loaded first."""
+        ensure()
+        self._load_clashing(spec)
+        found = [(b, _clash_of(spec, b.spec)) for b in self.loaded()]
+        return [(b, clash) for b, clash in found if clash]
 
     def names_text(self) -> str:
         return ", ".join(b.name for b in self.all()) or "(none)"
@@ -527,9 +604,11 @@ class BackendTable:
         except KeyError:
             pass
         ensure()  # a miss while another thread loads the plugins must wait for them
+        if self._pending:
+            self._load(lambda b: _named(cls, frozenset(b.type_names)))
         with self._lock:
             found = None
-            for b in self.all():
+            for b in self.loaded():
                 if b.recognises(cls):
                     found = b
                     break

@@ -322,8 +322,10 @@ def _warn_if_misspelled(key: str, api: str) -> None:
     design); a name close to an installed backend's is more likely a typo: warn once."""
     if key in _checked_device_types or not key.isidentifier() or key != key.lower():
         return
-    installed = {b.name for b in REGISTRY.backends.all()}
-    if key in installed or key in _WELL_KNOWN_DEVICE_TYPES or key == "default":
+    if key in _WELL_KNOWN_DEVICE_TYPES or key == "default":
+        return
+    installed = REGISTRY.backends.names()
+    if key in installed:
         return
     # Asked once per name (plugin loading registers hundreds of kernels): a name checked
     # while no close backend was installed is not checked again.

@@ -8,16 +8,18 @@ plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, overload
 
-from . import backend_registration
+from . import _backend_cache, backend_registration
 from ._discovery import CORE_DISTRIBUTION
 from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
@@ -120,6 +122,7 @@ class PluginRecord:
         self.plugin: Any = None
         self.hook_target: Any = None  # what pluggy holds: the plugin, or its hooks' view
         self.registrar: Registrar | None = None
+        self.backends: _builtin_list[BackendSpec] = []  # the backends it installed
 
     @property
     def overrides(self) -> _builtin_list[str]:
@@ -469,6 +472,9 @@ class PluginHost:
         self.lock = LOCK
         self.autoload = True
         self.disabled: frozenset[str] = frozenset()
+        #: Entry points loaded on first use of their backends (``_backend_cache``).
+        self.deferred: dict[str, tuple[EntryPointInfo, _backend_cache.DeferredPlugin]] = {}
+        self._loading: dict[str, int] = {}  # plugin -> the thread loading it
 
     def _init_state(self) -> None:
         # pluggy and the entry-point scan are imported here, when the plugins load, not at
@@ -532,15 +538,132 @@ class PluginHost:
             return
         from ._discovery import find_entry_points
 
+        lazy = _backend_cache.enabled()
+        deferrable = _backend_cache.read(__version__) if lazy else None
         loaded: _builtin_list[PluginRecord] = []
         for ep, rivals in _by_entry_point_name(find_entry_points(__version__)):
             if rivals:
                 self._refuse_entry_point(ep, rivals)
                 continue
+            later = deferrable.get(ep.name) if deferrable else None
+            if (
+                later is not None
+                and later.value == ep.value
+                and ep.compatible
+                and ep.name not in self.disabled
+            ):
+                self._defer(ep, later)
+                continue
             record = self._load_entry_point(ep)
             if record is not None:
                 loaded.append(record)
         self._run_phases(loaded)
+        if lazy and deferrable is None:  # everything loaded: record what may wait next time
+            _backend_cache.write(__version__, self._deferrable())
+
+    # -- plugins loaded on first use of their backends ------------------------------------
+    def _defer(self, ep: EntryPointInfo, later: _backend_cache.DeferredPlugin) -> None:
+        record = PluginRecord(
+            name=ep.name,
+            distribution=ep.distribution,
+            version=ep.version,
+            entry_point=ep.value,
+            status="deferred",
+        )
+        load = functools.partial(self.load_deferred, ep.name)
+        with self.lock:
+            self.records[ep.name] = record
+            self.deferred[ep.name] = (ep, later)
+            for backend in later.backends:
+                TABLE.defer(backend, load)
+                if backend.device_module:
+                    backend_registration.bind_deferred(backend.name)
+
+    def load_deferred(self, name: str | None = None) -> None:
+        """Load the deferred plugin ``name`` (every one when None) now, as it would have
+        loaded at start-up: its failure is reported the same way. Other threads asking
+        meanwhile wait for it; the loading thread's own asks go on."""
+        me = threading.get_ident()
+        for plugin in [name] if name is not None else _builtin_list(self.deferred):
+            if self._loading.get(plugin) == me:
+                continue  # its own registrations name its backends
+            with self.lock:  # held throughout: other threads wait for the backends
+                found = self.deferred.get(plugin)
+                if found is None:
+                    continue  # loaded already
+                ep, later = found
+                record = self.records[plugin]
+                record.status = "loaded"
+                self._loading[plugin] = me
+                try:
+                    loaded = self._load_entry_point(ep, record)
+                    if loaded is not None:
+                        self._run_phases([loaded])
+                except BaseException:  # Ctrl-C: undone, deferred again
+                    self._forget(record)
+                    record.status = "deferred"
+                    self.records[plugin] = record
+                    raise
+                else:
+                    del self.deferred[plugin]
+                    for backend in later.backends:
+                        TABLE.undefer(backend.name)
+                        if backend.device_module:
+                            backend_registration.unbind_deferred(backend.name)
+                finally:
+                    del self._loading[plugin]
+
+    def _deferrable(self) -> _builtin_list[_backend_cache.DeferredPlugin]:
+        """The loaded entry points whose plugin may wait for its backends next time: its
+        hooks are ``oplib_backends`` and ``oplib_impl`` only, and everything it registered
+        is its backends and kernels for them, which no other plugin gave kernels."""
+        keys_of: dict[str, set[str]] = {}  # plugin -> dispatch keys it registered under
+        for r in self.records.values():
+            if r.registrar is not None:
+                keys_of[r.name] = {h.key for h in r.registrar._handles if h.key is not None}
+        found = []
+        for r in self.records.values():
+            specs = r.backends
+            if (
+                r.status != "loaded"
+                or r.entry_point is None
+                or not specs
+                or not set(r.hooks) <= {"oplib_backends", "oplib_impl"}
+                or r.registrar is None
+                or r.waiting
+                or any(s.name == backend_registration.PRIVATEUSE1 for s in specs)
+            ):
+                continue
+            own = {s.name for s in specs}
+            mine = {f"backend {n}" for n in own}
+            if any(
+                (h.key not in own) if h.key is not None else (h.description not in mine)
+                for h in r.registrar._handles
+            ) or any(own & keys for other, keys in keys_of.items() if other != r.name):
+                continue
+            module = sys.modules.get(r.entry_point.partition(":")[0].strip())
+            if module is None:
+                continue
+            found.append(
+                _backend_cache.DeferredPlugin(
+                    r.name,
+                    r.entry_point,
+                    _backend_cache.package_files(module),
+                    tuple(
+                        _backend_cache.DeferredBackend(
+                            s.name,
+                            s.dispatch_key,
+                            (
+                                *s.array_type_names,
+                                *(f"{t.__module__}.{t.__qualname__}" for t in s.array_types),
+                            ),
+                            s.device_module is not None,
+                        )
+                        for s in specs
+                    ),
+                )
+            )
+        return found
 
     def _refuse_entry_point(self, ep: EntryPointInfo, rivals: _builtin_list[str]) -> None:
         record = PluginRecord(
@@ -557,15 +680,18 @@ class PluginHost:
             self.records[f"{ep.name} ({ep.distribution})"] = record
         self._warn(record)
 
-    def _load_entry_point(self, ep: EntryPointInfo) -> PluginRecord | None:
-        record = PluginRecord(
-            name=ep.name,
-            distribution=ep.distribution,
-            version=ep.version,
-            entry_point=ep.value,
-        )
+    def _load_entry_point(
+        self, ep: EntryPointInfo, record: PluginRecord | None = None
+    ) -> PluginRecord | None:
+        if record is None:
+            record = PluginRecord(
+                name=ep.name,
+                distribution=ep.distribution,
+                version=ep.version,
+                entry_point=ep.value,
+            )
         with self.lock:
-            if ep.name in self.records:
+            if self.records.get(ep.name, record) is not record:
                 other = self.records[ep.name]
                 record.status = "failed"
                 record.error = (
@@ -672,14 +798,12 @@ class PluginHost:
         losers: dict[int, str] = {}
         for i, (r, specs) in enumerate(claims):
             for spec in specs:
-                for installed in TABLE.all():
-                    clash = _clash_of(spec, installed.spec)
-                    if clash:
-                        losers.setdefault(
-                            i,
-                            f"backend {spec.name!r} claims {clash} of the installed backend "
-                            f"{installed.name!r} ({installed.distribution or installed.plugin})",
-                        )
+                for installed, clash in TABLE.clashing(spec):
+                    losers.setdefault(
+                        i,
+                        f"backend {spec.name!r} claims {clash} of the installed backend "
+                        f"{installed.name!r} ({installed.distribution or installed.plugin})",
+                    )
                 for j, (other, other_specs) in enumerate(claims):
                     if j == i:
                         continue
@@ -732,6 +856,7 @@ class PluginHost:
                     version=record.version,
                 )
                 registrar._register(Handle(undo, f"backend {spec.name}"))
+                record.backends.append(spec)
                 if spec.name == backend_registration.PRIVATEUSE1:
                     # OPLIB_PRIVATEUSE1_NAME; a bad name fails this plugin (rolled back)
                     backend_registration._rename_from_env()
@@ -791,6 +916,8 @@ class PluginHost:
     def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
         name = name or str(getattr(plugin, "__name__", None) or type(plugin).__name__)
         ensure()
+        if name in self.deferred:
+            self.load_deferred(name)
         with self.lock, self.transaction():
             if name in self.records and self.records[name].status == "loaded":
                 raise PluginError(f"a plugin named {name!r} is already registered", plugin=name)
@@ -809,6 +936,8 @@ class PluginHost:
 
     def unregister(self, plugin_or_name: Any) -> None:
         ensure()
+        if self.deferred:  # loaded, then undone the usual way
+            self.load_deferred(plugin_or_name if isinstance(plugin_or_name, str) else None)
         with self.lock:
             record = self._find(plugin_or_name)
             if record.registrar is not None:
@@ -828,10 +957,12 @@ HOST = deferred(PluginHost)()
 
 
 def load() -> None:
-    """Load the installed plugins now. They otherwise load on first use of the dispatch
-    table (an op lookup, a registration, a device or backend query), not on
-    ``import oplib_core``; call this to pay that cost (and see plugin warnings) up front."""
+    """Load the installed plugins now, all of them. They otherwise load on first use of the
+    dispatch table (an op lookup, a registration, a device or backend query), not on
+    ``import oplib_core``, and a backend-only plugin on first use of its backend; call this
+    to pay that cost (and see plugin warnings) up front."""
     ensure()
+    HOST.load_deferred()
 
 
 def register(plugin: Any, name: str | None = None) -> PluginRecord:
@@ -846,6 +977,8 @@ def unregister(plugin_or_name: Any) -> None:
 
 
 def list() -> _builtin_list[PluginRecord]:
-    """Every plugin oplib knows of, loaded or not, in load order."""
+    """Every plugin oplib knows of, loaded or not, in load order (the ones waiting for
+    their backends load first, to report how that went)."""
     ensure()
+    HOST.load_deferred()
     return _builtin_list(HOST.records.values())

@@ -63,11 +63,13 @@ def test_import_defers_the_plugins_to_first_use():
         "before = (oplib._startup.is_loaded(), 'oplib_cpu' in sys.modules,\n"
         "          'oplib_core._core_plugin' in sys.modules)\n"
         "sin = oplib.ops.oplib.sin\n"
-        "OUT.update({'before': before, 'after': (oplib._startup.is_loaded(),\n"
-        "            'oplib_cpu' in sys.modules)})"
+        "after = (oplib._startup.is_loaded(), 'oplib_core._core_plugin' in sys.modules)\n"
+        "import numpy as np; sin(np.ones(1))\n"
+        "OUT.update({'before': before, 'after': after, 'cpu': 'oplib_cpu' in sys.modules})"
     )
     assert data["before"] == [False, False, False]
     assert data["after"] == [True, True]
+    assert data["cpu"] is True  # a plugin whose backend is used is loaded by then
 
 
 def test_plugins_load_loads_them_now_and_once():

@@ -497,7 +497,8 @@ def test_reserved_namespaces_are_refused_by_every_route(teardown):
 def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads():
     from subproc import run_python
 
-    out = run_python("""
+    out = run_python(
+        """
         import numpy as np
         import oplib_core as oplib
         from oplib_core import _startup, plugins
@@ -521,7 +522,9 @@ def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads(
         OUT["add"] = oplib.ops.oplib.add(np.ones(2), np.ones(2)).tolist()
         OUT["statuses"] = sorted({r.status for r in plugins.list()})
         OUT["cpu"] = oplib.backends.get("cpu").distribution
-    """)
+    """,
+        env={"OPLIB_LAZY_BACKENDS": "0"},
+    )  # the start-up's loading (see test_lazy_backends)
     assert out["first"][0] == "KeyboardInterrupt"
     assert out["loaded_after_interrupt"] is False
     assert (out["ops_left"], out["records_left"], out["backends_left"]) == (0, 0, 0)

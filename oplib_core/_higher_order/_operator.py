@@ -160,7 +160,11 @@ class HigherOrderOperator:
                     del self._handlers[key]
                     self._chosen.clear()
 
-        return Handle(undo, f"{self.qualname} handler for {_key_name(key)}")
+        return Handle(
+            undo,
+            f"{self.qualname} handler for {_key_name(key)}",
+            key if isinstance(key, str) else None,
+        )
 
     def _destroy(self) -> None:
         """Remove the operator (its definition's undo; tests and plugin rollback)."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._samples import SampleInput, sample_inputs
-
 if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below imports them
     from ._checks import (
         CHECKS,
@@ -24,27 +22,29 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below impo
         opcheck,
         run_checks,
     )
+    from ._samples import SampleInput, sample_inputs
 
-# Names of .checks, imported on first use: the built-in sample-input plugin imports this
-# package at start-up, and checking is not needed then.
-_CHECKS_NAMES = frozenset(
-    {
-        "CHECKS",
-        "DEFAULT_TEST_UTILS",
-        "SKIPPED",
-        "BackendOutcome",
-        "CheckResult",
-        "OpCheckError",
-        "OpCheckResults",
-        "opcheck",
-        "run_checks",
-    }
-)
+# Names imported on first use, by module: the built-in sample-input plugin imports this
+# package at start-up, and neither checking nor samples are needed then.
+_LAZY = {
+    "CHECKS": "_checks",
+    "DEFAULT_TEST_UTILS": "_checks",
+    "SKIPPED": "_checks",
+    "BackendOutcome": "_checks",
+    "CheckResult": "_checks",
+    "OpCheckError": "_checks",
+    "OpCheckResults": "_checks",
+    "opcheck": "_checks",
+    "run_checks": "_checks",
+    "SampleInput": "_samples",
+    "sample_inputs": "_samples",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CHECKS_NAMES:
-        value = getattr(importlib.import_module(f"{__name__}._checks"), name)
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
