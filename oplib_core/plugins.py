@@ -2,7 +2,9 @@
 phases (backends → define → impl → fake → autograd), each plugin isolated from the others.
 
 ``register(obj)`` adds a plugin in-process (tests, notebooks); ``list()`` reports every
-plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``).
+plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``). A
+backend-only plugin may wait for its backend's first use (``_backend_cache``): its record
+says ``deferred`` meanwhile, and ``list()`` and ``load()`` load it first.
 """
 
 from __future__ import annotations

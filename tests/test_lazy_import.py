@@ -115,3 +115,22 @@ def test_importing_a_submodule_does_not_load_the_plugins():
         "OUT['loaded'] = oplib._startup.is_loaded()"
     )
     assert data == {"loaded": False}
+
+
+def test_the_first_call_imports_neither_the_array_namespace_nor_the_samples():
+    data = run_python(
+        "import sys, numpy as np, oplib_core as oplib\n"
+        "oplib.ops.oplib.sin(np.ones(2))\n"
+        "def have(*names): return [n for n in names if n in sys.modules]\n"
+        "OUT['first'] = have('oplib_core.array_api._creation', 'oplib_core.testing._samples')\n"
+        "xp = oplib.array_api\n"
+        "OUT['listed'] = 'sum' in dir(xp) and 'sum' in xp.__all__\n"
+        "OUT['sum'] = float(xp.sum(xp.asarray([1.0, 2.0])).item())\n"
+        "OUT['missing'] = catch(getattr, xp, 'no_such_name')\n"
+        "from oplib_core.testing import SampleInput\n"
+        "OUT['later'] = have('oplib_core.array_api._creation', 'oplib_core.testing._samples')\n"
+    )
+    assert data["first"] == []
+    assert data["listed"] is True and data["sum"] == 3.0
+    assert data["missing"][0] == "AttributeError" and "no_such_name" in data["missing"][1]
+    assert data["later"] == ["oplib_core.array_api._creation", "oplib_core.testing._samples"]

@@ -10,9 +10,9 @@ are the keys of ``NOT_COVERED`` (with the reason); asking for one raises an
 
 from __future__ import annotations
 
+import importlib as _importlib
 import math as _math
-
-import numpy as _np
+from typing import TYPE_CHECKING
 
 from .._dtypes import bool_ as bool
 from .._dtypes import (
@@ -30,93 +30,122 @@ from .._dtypes import (
     uint64,
 )
 from ._coverage import NOT_COVERED as NOT_COVERED  # public, outside __all__ (not a standard name)
-from ._creation import (
-    arange,
-    asarray,
-    empty,
-    empty_like,
-    eye,
-    from_dlpack,
-    full,
-    full_like,
-    linspace,
-    meshgrid,
-    ones,
-    ones_like,
-    tril,
-    triu,
-    zeros,
-    zeros_like,
+
+if TYPE_CHECKING:  # at run time, the first name read imports them all (see __getattr__)
+    from ._creation import (
+        arange,
+        asarray,
+        empty,
+        empty_like,
+        eye,
+        from_dlpack,
+        full,
+        full_like,
+        linspace,
+        meshgrid,
+        ones,
+        ones_like,
+        tril,
+        triu,
+        zeros,
+        zeros_like,
+    )
+    from ._dtype_functions import astype, can_cast, finfo, iinfo, isdtype, result_type
+    from ._elementwise import (
+        abs,
+        add,
+        clip,
+        cos,
+        divide,
+        equal,
+        exp,
+        expm1,
+        greater,
+        greater_equal,
+        hypot,
+        isfinite,
+        isinf,
+        isnan,
+        less,
+        less_equal,
+        log,
+        log1p,
+        log2,
+        log10,
+        logaddexp,
+        logical_and,
+        logical_not,
+        logical_or,
+        logical_xor,
+        maximum,
+        minimum,
+        multiply,
+        negative,
+        not_equal,
+        positive,
+        pow,
+        sign,
+        sin,
+        sqrt,
+        square,
+        subtract,
+        tan,
+        tanh,
+    )
+    from ._hyperbolic import acosh, asinh, atanh, cosh, sinh
+    from ._info import __array_namespace_info__
+    from ._manipulation import (
+        broadcast_arrays,
+        broadcast_to,
+        concat,
+        expand_dims,
+        flip,
+        matmul,
+        matrix_transpose,
+        moveaxis,
+        permute_dims,
+        repeat,
+        reshape,
+        roll,
+        squeeze,
+        stack,
+        take,
+        tensordot,
+        tile,
+        unstack,
+        vecdot,
+        where,
+    )
+    from ._rounding import ceil, floor, round, trunc
+    from ._searching import argmax, argmin
+    from ._statistical import all, any, max, mean, min, std, sum, var
+
+#: The modules defining the functions, imported when one of their names is first read:
+#: ``import oplib_core`` binds this namespace, and a program may never use it.
+_MODULES = (
+    "_creation",
+    "_dtype_functions",
+    "_elementwise",
+    "_hyperbolic",
+    "_info",
+    "_manipulation",
+    "_rounding",
+    "_searching",
+    "_statistical",
 )
-from ._dtype_functions import astype, can_cast, finfo, iinfo, isdtype, result_type
-from ._elementwise import (
-    abs,
-    add,
-    clip,
-    cos,
-    divide,
-    equal,
-    exp,
-    expm1,
-    greater,
-    greater_equal,
-    hypot,
-    isfinite,
-    isinf,
-    isnan,
-    less,
-    less_equal,
-    log,
-    log1p,
-    log2,
-    log10,
-    logaddexp,
-    logical_and,
-    logical_not,
-    logical_or,
-    logical_xor,
-    maximum,
-    minimum,
-    multiply,
-    negative,
-    not_equal,
-    positive,
-    pow,
-    sign,
-    sin,
-    sqrt,
-    square,
-    subtract,
-    tan,
-    tanh,
-)
-from ._hyperbolic import acosh, asinh, atanh, cosh, sinh
-from ._info import __array_namespace_info__
-from ._manipulation import (
-    broadcast_arrays,
-    broadcast_to,
-    concat,
-    expand_dims,
-    flip,
-    matmul,
-    matrix_transpose,
-    moveaxis,
-    permute_dims,
-    repeat,
-    reshape,
-    roll,
-    squeeze,
-    stack,
-    take,
-    tensordot,
-    tile,
-    unstack,
-    vecdot,
-    where,
-)
-from ._rounding import ceil, floor, round, trunc
-from ._searching import argmax, argmin
-from ._statistical import all, any, max, mean, min, std, sum, var
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    g = globals()
+    for sub in _MODULES:
+        module = _importlib.import_module(f"{__name__}.{sub}")
+        for name in __all__:
+            if name not in g and hasattr(module, name):
+                g[name] = getattr(module, name)
+    _loaded = True
+
 
 #: The revision of the standard this namespace follows.
 __array_api_version__ = "2023.12"
@@ -127,7 +156,7 @@ nan = _math.nan
 pi = _math.pi
 newaxis = None
 
-del _math, _np
+del _math
 
 __all__ = [
     "__array_api_version__",
@@ -254,10 +283,19 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """A standard name this namespace lacks says so, and why."""
+    """The namespace's functions, imported on first read; a standard name this namespace
+    lacks says so, and why."""
+    if not _loaded:
+        _load()
+        if name in globals():
+            return globals()[name]
     reason = NOT_COVERED.get(name)
     if reason is not None:
         raise AttributeError(
             f"oplib.array_api has no {name!r} yet ({reason}); see NOT_COVERED and docs/array-api.md"
         )
     raise AttributeError(f"module 'oplib_core.array_api' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
