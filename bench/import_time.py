@@ -2,7 +2,8 @@
 
 Runs each command N times in fresh interpreters (same venv, taking turns) and prints the
 medians and the difference (budget: +40 ms). Plugins load on first use, so it also prints
-what the first op call adds: what a program that uses oplib pays in all. ``--venv PATH``
+what the first op call adds: what a program that uses oplib pays in all (and the same
+with every plugin loaded at start-up, ``OPLIB_LAZY_BACKENDS=0``, for comparison). ``--venv PATH``
 measures another environment's python, e.g. one with ~100 extra distributions installed
 (see ``--make-crowded``). Last, ``oplib backends list`` (the ``oplib`` console script's
 function, run by that python): every CLI command pays the same start-up (budget 200 ms).
@@ -115,6 +116,11 @@ def main() -> None:
             "import + first op call": (
                 "import numpy as np, oplib_core as oplib; oplib.ops.oplib.sin(np.ones(1))"
             ),
+            # the same with every plugin loaded at start-up (see oplib_core/_backend_cache.py)
+            "first call, eager plugins": (
+                "import os; os.environ['OPLIB_LAZY_BACKENDS'] = '0'; "
+                "import numpy as np, oplib_core as oplib; oplib.ops.oplib.sin(np.ones(1))"
+            ),
             "oplib backends list": cli_code(python, env, ["backends", "list"]),
         },
         args.n,
@@ -128,6 +134,8 @@ def main() -> None:
     print(f"import oplib_core over numpy: {over:+.1f} ms (budget +40 ms)")
     first = ms["import + first op call"] - numpy
     print(f"first op call over numpy:     {first:+.1f} ms (budget +35 ms)")
+    eager = ms["first call, eager plugins"] - numpy
+    print(f"  (every plugin at start-up:  {eager:+.1f} ms, OPLIB_LAZY_BACKENDS=0)")
     print(f"oplib backends list:          {ms['oplib backends list']:.1f} ms (budget 200 ms)")
 
 

@@ -196,6 +196,8 @@ class OpTable(dict[str, "OpEntry"]):
         super().__init__()
         self.pending: dict[str, PendingOp] = {}
         self._build = build
+        #: ``OPLIB_LAZY_OPS``, read when the table is made (as the plugins load).
+        self.lazy = lazy_ops_enabled()
         #: Called before the table is read whole: loads the plugins still waiting for
         #: their backends (``_backend_cache``), whose kernels a whole read must show.
         self.complete: Callable[[], object] = lambda: None

@@ -15,7 +15,7 @@ from types import FrameType, FunctionType
 from typing import Any, Protocol
 
 from ._handle import Handle
-from ._op_table import OpTable, PendingOp, QueuedKernel, lazy_ops_enabled, pending_qualname
+from ._op_table import OpTable, PendingOp, QueuedKernel, pending_qualname
 from ._ownership import OverrideWarning, override_allowed, owner_of, party
 from ._records import Record
 from ._schema import FunctionSchema, parse_schema
@@ -527,7 +527,7 @@ class Registry:
         """Define the op of the full schema ``text`` for a privileged plugin (the core's),
         built on first use (``_op_table``); at once when lazy ops are off, the name is not
         plainly spelled or already taken (the usual checks then speak)."""
-        qualname = pending_qualname(text) if lazy_ops_enabled() else None
+        qualname = pending_qualname(text) if self.ops.lazy else None
         ensure()
         with self.lock:
             if qualname is None or qualname in self.ops:

@@ -403,13 +403,19 @@ class BackendTable:
         self._by_type: dict[type, Backend | None] = {}
         self._renames: dict[str, str] = {}
         self._pending: dict[str, tuple[DeferredBackend, Callable[[], None]]] = {}
+        self._by_key: dict[str, Backend] | None = None
+
+    def _changed(self) -> None:
+        """Forget what is worked out from the backends (under the lock)."""
+        self._by_type.clear()
+        self._by_key = None
 
     # -- pending backends -----------------------------------------------------------------
     def defer(self, backend: DeferredBackend, load: Callable[[], None]) -> None:
         """Note a backend whose plugin ``load()`` installs it (and calls :meth:`undefer`)."""
         with self._lock:
             self._pending[backend.name] = (backend, load)
-            self._by_type.clear()
+            self._changed()
 
     def undefer(self, name: str) -> None:
         with self._lock:
@@ -472,7 +478,7 @@ class BackendTable:
                     )
             backend = Backend(spec, plugin, distribution, version)
             self._backends[spec.name] = backend
-            self._by_type.clear()
+            self._changed()
             for fn in self._listeners:
                 fn("added", backend)
 
@@ -480,7 +486,7 @@ class BackendTable:
             with self._lock:
                 if self._backends.get(backend.name) is backend:
                     del self._backends[backend.name]
-                    self._by_type.clear()
+                    self._changed()
                     for fn in self._listeners:
                         fn("removed", backend)
 
@@ -505,7 +511,7 @@ class BackendTable:
             if backend is not None:
                 backend.spec = backend.spec._replace(name=new)
                 self._backends[new] = backend
-                self._by_type.clear()
+                self._changed()
                 for fn in self._listeners:
                     fn("renamed", backend)
 
@@ -524,7 +530,7 @@ class BackendTable:
             del self._backends[new]
             backend.spec = backend.spec._replace(name=old)
             self._backends[old] = backend
-            self._by_type.clear()
+            self._changed()
             for fn in self._listeners:
                 fn("added", backend)
 
@@ -555,10 +561,11 @@ class BackendTable:
         ensure()
         if self._pending:
             self._load(lambda b: b.key == key)
-        for b in self._backends.values():
-            if b.key == key:
-                return b
-        return None
+        index = self._by_key
+        if index is None:  # (asked for every kernel a plugin registers)
+            with self._lock:
+                index = self._by_key = {b.key: b for b in self._backends.values()}
+        return index.get(key)
 
     def all(self) -> _builtin_list[Backend]:
         """Backends, highest priority first, then by name (the pending ones load)."""
