@@ -202,7 +202,7 @@ from oplib_core import BackendSpec, hookimpl
 class AcmeArray(np.ndarray):
     """The acme device's arrays (host memory, for the test)."""
 
-SPEC = BackendSpec(name="acme", array_types=(AcmeArray,), key="Acme",
+SPEC = BackendSpec(name="acme", array_types=(AcmeArray,), key="Acme", priority=1,
                    to_host=lambda a: np.asarray(a).view(np.ndarray),
                    from_host=lambda a, d: a.view(AcmeArray))
 

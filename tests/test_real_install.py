@@ -184,3 +184,53 @@ def test_entry_point_cache_sees_a_new_install(venv: Path, tmp_path: Path) -> Non
     subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "late-plugin"], check=True)
     gone = _run(venv, py, "-W", "ignore", "-c", code).stdout
     assert "late_plugin" not in gone
+
+
+TILE_PLUGIN = """
+import numpy as np
+from oplib_core import BackendSpec, hookimpl
+
+class TileArray(np.ndarray):
+    \"\"\"The tile device's arrays (host memory, for the test).\"\"\"
+
+SPEC = BackendSpec(
+    name="tile",
+    array_types=(TileArray,),
+    priority=1,  # over cpu, whose numpy arrays these are too
+    to_host=lambda a: np.asarray(a).view(np.ndarray),
+    from_host=lambda a, d: a.view(TileArray),
+)
+
+@hookimpl
+def oplib_backends():
+    return [SPEC]
+
+@hookimpl
+def oplib_impl(registrar):
+    registrar.impl("oplib::neg", "tile", lambda x: np.negative(x.view(np.ndarray)).view(TileArray))
+"""
+
+
+def test_an_installed_backend_only_plugin_waits_for_its_backend(venv: Path, tmp_path: Path) -> None:
+    py = str(venv / "bin" / "python")
+    tile = _write_dist(tmp_path / "tile", "tile-backend", "oplib-core", TILE_PLUGIN)
+    pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, str(tile)], check=True)
+    code = textwrap.dedent("""
+        import sys, json, numpy as np, oplib_core as oplib
+        oplib.ops.oplib.neg(np.ones(1))
+        before = "tile_backend.plugin" in sys.modules
+        from tile_backend.plugin import TileArray
+        y = oplib.ops.oplib.neg(np.ones(2).view(TileArray))
+        print(json.dumps([before, type(y).__name__, y.tolist()]))
+    """)
+    env = {"OPLIB_CACHE_DIR": str(tmp_path / "cache")}
+    try:
+        runs = [_run(venv, py, "-W", "ignore", "-c", code, env=env) for _ in range(2)]
+        for r in runs:
+            assert r.returncode == 0, r.stderr
+        cold, warm = (json.loads(r.stdout) for r in runs)
+        assert cold == [True, "TileArray", [-1.0, -1.0]]  # first start-up: everything loads
+        assert warm == [False, "TileArray", [-1.0, -1.0]]  # then it waits for a tile array
+    finally:
+        subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "tile-backend"], check=True)
