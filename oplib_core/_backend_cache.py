@@ -1,17 +1,19 @@
 """Backend plugins loaded on first use of their backend, from what their last load showed.
 
 Most installed backends are not used by a given program: one that computes with numpy
-still paid for importing the jax, dask, cuda and meta plugins and registering their few
-hundred kernels. A plugin whose whole contribution is backends of its own and kernels
-for those backends (hooks ``oplib_backends`` and ``oplib_impl`` only, nothing another
-plugin registers for its backends, no override, nothing waiting) changes nothing until
-one of its backends is asked for. After a start-up that loaded every plugin, oplib
+still paid for importing the jax, dask, cuda, meta and private-use plugins and registering
+their few hundred kernels. A plugin whose whole contribution is backends of its own,
+kernels for those backends and operators of its own (hooks ``oplib_backends``,
+``oplib_define`` and ``oplib_impl`` only; nothing another plugin registers for its
+backends or its operators, no override, nothing waiting) changes nothing until one of its
+backends or operators is asked for. After a start-up that loaded every plugin, oplib
 records those plugins here (their backends' names, dispatch keys and array class names,
-and the files of their packages with their modification times), next to the entry-point
-cache and keyed the same way; later start-ups only note their backends, and the plugin
-is loaded (imported, its hooks run) the first time anything needs one of them: an array
-of its class reaches an op, its device or backend is named, its dispatch key gets a
-kernel, or something reads the backends or plugins as a whole (``oplib backends list``).
+the operators they define, and the files of their packages with their modification
+times), next to the entry-point cache and keyed the same way; later start-ups only note
+their backends and operator names, and the plugin is loaded (imported, its hooks run) the
+first time anything needs one of them: an array of its class reaches an op, its device or
+backend is named, its dispatch key gets a kernel, one of its operators is looked up, or
+something reads the backends, operators or plugins as a whole (``oplib backends list``).
 
 The record is dropped, and everything loaded, when a distribution is installed or
 removed, ``sys.path`` or core's version changes, a recorded file changes, or an
@@ -32,7 +34,7 @@ __all__ = ["DeferredBackend", "DeferredPlugin", "enabled", "read", "write"]
 
 ENV = "OPLIB_LAZY_BACKENDS"
 _KIND = "backends"
-_FORMAT = 1
+_FORMAT = 2
 
 
 class DeferredBackend(Record):
@@ -47,13 +49,15 @@ class DeferredBackend(Record):
 
 
 class DeferredPlugin(Record):
-    """An entry point loaded on first use of one of its ``backends``. ``files``: the
-    ``(path, st_mtime_ns)`` of its package's modules when it was recorded."""
+    """An entry point loaded on first use of one of its ``backends`` or of the operators it
+    defines (``ops``, qualified names). ``files``: the ``(path, st_mtime_ns)`` of its
+    package's modules when it was recorded."""
 
     name: str
     value: str
     files: tuple[tuple[str, int], ...]
     backends: tuple[DeferredBackend, ...]
+    ops: tuple[str, ...] = ()
 
 
 def enabled() -> bool:
@@ -91,12 +95,16 @@ def read(core_version: str) -> dict[str, DeferredPlugin] | None:
         if data is None or data["format"] != _FORMAT or data["env"] != env:
             return None
         found = {}
-        for name, value, files, backends in data["plugins"]:
+        for name, value, files, backends, ops in data["plugins"]:
             files = tuple((str(p), int(m)) for p, m in files)
             if not _unchanged(files):
                 return None
             found[name] = DeferredPlugin(
-                name, value, files, tuple(DeferredBackend(*b) for b in backends)
+                name,
+                value,
+                files,
+                tuple(DeferredBackend(*b) for b in backends),
+                tuple(str(q) for q in ops),
             )
         return found
     except (KeyError, TypeError, ValueError):
@@ -130,7 +138,13 @@ def write(core_version: str, plugins: list[DeferredPlugin]) -> None:
             "format": _FORMAT,
             "env": env,
             "plugins": [
-                (p.name, p.value, p.files, [tuple(b._asdict().values()) for b in p.backends])
+                (
+                    p.name,
+                    p.value,
+                    p.files,
+                    [tuple(b._asdict().values()) for b in p.backends],
+                    p.ops,
+                )
                 for p in plugins
             ],
         },

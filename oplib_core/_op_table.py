@@ -198,14 +198,16 @@ class OpTable(dict[str, "OpEntry"]):
         self._build = build
         #: ``OPLIB_LAZY_OPS``, read when the table is made (as the plugins load).
         self.lazy = lazy_ops_enabled()
+        #: Operators of plugins that wait for first use (``_backend_cache``): name ->
+        #: the function loading the plugin, which defines it.
+        self.waiting: dict[str, Callable[[], object]] = {}
         #: Called before the table is read whole: loads the plugins still waiting for
         #: their backends (``_backend_cache``), whose kernels a whole read must show.
         self.complete: Callable[[], object] = lambda: None
 
     # -- one op -----------------------------------------------------------------------
     def __missing__(self, qualname: str) -> OpEntry:
-        pending = self.pending.get(qualname)
-        entry = None if pending is None else self._build(pending)
+        entry = self._made(qualname)
         if entry is None:  # (or undone by another thread meanwhile)
             raise KeyError(qualname)
         return entry
@@ -214,30 +216,48 @@ class OpTable(dict[str, "OpEntry"]):
         entry = dict.get(self, qualname)
         if entry is not None:
             return entry
-        pending = self.pending.get(qualname)
-        entry = None if pending is None else self._build(pending)
+        entry = self._made(qualname)
         return default if entry is None else entry
 
+    def _made(self, qualname: str) -> OpEntry | None:
+        """The op ``qualname`` once built, or defined by its waiting plugin; None if none."""
+        pending = self.pending.get(qualname)
+        if pending is not None:
+            return self._build(pending)
+        load = self.waiting.get(qualname)
+        if load is None:
+            return None
+        load()  # (a no-op in the thread loading it: its own definition asks)
+        return dict.get(self, qualname)
+
     def __contains__(self, qualname: object) -> bool:
-        return dict.__contains__(self, qualname) or qualname in self.pending
+        return (
+            dict.__contains__(self, qualname)
+            or qualname in self.pending
+            or qualname in self.waiting
+        )
 
     def named(self, base: str) -> list[OpEntry]:
         """The overloads of ``ns::name`` (its packet), built."""
         for pending in [p for p in self.pending.values() if p.base == base]:
             self.get(pending.qualname)
+        for qualname in [q for q in self.waiting if q.partition(".")[0] == base]:
+            self.get(qualname)
         return [e for e in dict.values(self) if e.schema.qualname == base]
 
     # -- the whole table ----------------------------------------------------------------
     def names(self) -> set[str]:
-        """Every op's qualname, built or not (nothing is built)."""
-        return set(dict.keys(self)) | set(self.pending)
+        """Every op's qualname, built or not (nothing is built, no plugin loads)."""
+        return set(dict.keys(self)) | set(self.pending) | set(self.waiting)
 
     def built(self) -> ValuesView[OpEntry]:
         """The ops built so far (caches only exist for these)."""
         return dict.values(self)
 
-    def build_all(self) -> None:
-        self.complete()
+    def build_all(self, *, complete: bool = True) -> None:
+        """Build every pending op; with ``complete``, load the waiting plugins first."""
+        if complete:
+            self.complete()
         while self.pending:
             self.get(next(iter(self.pending)))
 
@@ -246,7 +266,7 @@ class OpTable(dict[str, "OpEntry"]):
         return dict.__iter__(self)
 
     def __len__(self) -> int:
-        return dict.__len__(self) + len(self.pending)
+        return dict.__len__(self) + len(self.pending) + len(self.waiting)
 
     def keys(self) -> KeysView[str]:  # type: ignore[override]
         self.build_all()

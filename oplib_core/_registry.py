@@ -290,7 +290,7 @@ class Registry:
         nothing is renamed."""
         ensure()
         with self.lock:
-            for entry in self.ops.values():
+            for entry in self._keyed(old, new):
                 moved, there = entry.kernels.get(old), entry.kernels.get(new)
                 if moved and there and not there[0].allow_override:
                     raise RegistrationError(
@@ -302,7 +302,7 @@ class Registry:
                         existing=str(moved[-1].origin),
                     )
             self._renames[old] = new
-            for entry in self.ops.values():
+            for entry in self._keyed(old, new):
                 stack = entry.kernels.pop(old, None)
                 if stack:
                     self._slot_kernels.update(stack)
@@ -313,6 +313,14 @@ class Registry:
                 if stack:
                     self._notify("changed", entry)
 
+    def _keyed(self, *keys: str) -> list[OpEntry]:
+        """Every op, built, to move kernels under ``keys``: the plugins still waiting load
+        only if a backend of theirs is one of ``keys`` (they hold kernels under no other)."""
+        for key in keys:
+            self.backends.find(key)
+        self.ops.build_all(complete=False)
+        return list(self.ops.built())
+
     def unrename_key(self, old: str, new: str) -> None:
         """Undo ``rename_key(old, new)``: the slot's kernels (moved by the rename or
         registered for ``old`` since) go back under ``old``; kernels registered for ``new``
@@ -321,7 +329,7 @@ class Registry:
             if self._renames.get(old) != new:
                 return
             del self._renames[old]
-            for entry in self.ops.values():
+            for entry in self._keyed(old, new):
                 stack = entry.kernels.get(new)
                 if not stack:
                     continue

@@ -497,7 +497,7 @@ class BackendTable:
         called ``old`` registered later; ``old`` stays an alias in ``get``/``find``. Listeners
         see ``"renamed"``."""
         ensure()
-        self._load(lambda b: True)
+        self._load(lambda b: b.name in (old, new))
         with self._lock:
             taken = self._backends.get(new)
             if taken is not None:

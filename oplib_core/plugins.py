@@ -580,6 +580,8 @@ class PluginHost:
                 TABLE.defer(backend, load)
                 if backend.device_module:
                     backend_registration.bind_deferred(backend.name)
+            for qualname in later.ops:
+                REGISTRY.ops.waiting[qualname] = load
 
     def load_deferred(self, name: str | None = None) -> None:
         """Load the deferred plugin ``name`` (every one when None) now, as it would have
@@ -612,17 +614,25 @@ class PluginHost:
                         TABLE.undefer(backend.name)
                         if backend.device_module:
                             backend_registration.unbind_deferred(backend.name)
+                    for qualname in later.ops:
+                        REGISTRY.ops.waiting.pop(qualname, None)
                 finally:
                     del self._loading[plugin]
 
     def _deferrable(self) -> _builtin_list[_backend_cache.DeferredPlugin]:
-        """The loaded entry points whose plugin may wait for its backends next time: its
-        hooks are ``oplib_backends`` and ``oplib_impl`` only, and everything it registered
-        is its backends and kernels for them, which no other plugin gave kernels."""
-        keys_of: dict[str, set[str]] = {}  # plugin -> dispatch keys it registered under
+        """The loaded entry points whose plugin may wait for first use next time: its hooks
+        are ``oplib_backends``, ``oplib_define`` and ``oplib_impl`` only, and everything it
+        registered is its backends, its operators and kernels under its backends' keys, to
+        none of which any other plugin gave kernels."""
+        touched: dict[str, set[str]] = {}  # plugin -> the keys and ops it gave kernels
         for r in self.records.values():
             if r.registrar is not None:
-                keys_of[r.name] = {h.key for h in r.registrar._handles if h.key is not None}
+                touched[r.name] = {
+                    name
+                    for h in r.registrar._handles
+                    if h.key is not None
+                    for name in (h.key, h.description.partition(" kernel of ")[2])
+                }
         found = []
         for r in self.records.values():
             specs = r.backends
@@ -630,18 +640,30 @@ class PluginHost:
                 r.status != "loaded"
                 or r.entry_point is None
                 or not specs
-                or not set(r.hooks) <= {"oplib_backends", "oplib_impl"}
+                or not set(r.hooks) <= {"oplib_backends", "oplib_define", "oplib_impl"}
                 or r.registrar is None
                 or r.waiting
-                or any(s.name == backend_registration.PRIVATEUSE1 for s in specs)
+                # the private-use slot renamed: its names move when it loads
+                or any(spec.name in TABLE._renames for spec in specs)
             ):
                 continue
             own = {s.name for s in specs}
             mine = {f"backend {n}" for n in own}
-            if any(
-                (h.key not in own) if h.key is not None else (h.description not in mine)
+            ops = tuple(
+                h.description.removeprefix("define ")
                 for h in r.registrar._handles
-            ) or any(own & keys for other, keys in keys_of.items() if other != r.name):
+                if h.key is None and h.description.startswith("define ")
+            )
+            if any(
+                (h.key not in own)
+                if h.key is not None
+                else (h.description not in mine and not h.description.startswith("define "))
+                for h in r.registrar._handles
+            ) or any(
+                not (own | set(ops)).isdisjoint(names)
+                for other, names in touched.items()
+                if other != r.name
+            ):
                 continue
             module = sys.modules.get(r.entry_point.partition(":")[0].strip())
             if module is None:
@@ -663,6 +685,7 @@ class PluginHost:
                         )
                         for s in specs
                     ),
+                    ops,
                 )
             )
         return found

@@ -1,7 +1,7 @@
-"""Backend-only plugins load on first use of their backend (``oplib_core/_backend_cache.py``):
-after a start-up that loaded everything, the jax, dask, cuda and meta plugins wait until
-something needs their backend, and nothing observable differs from loading them at once
-(``OPLIB_LAZY_BACKENDS=0``)."""
+"""Backend plugins load on first use (``oplib_core/_backend_cache.py``): after a start-up
+that loaded everything, the jax, dask, cuda, meta and private-use plugins wait until
+something needs their backend or their operators, and nothing observable differs from
+loading them at once (``OPLIB_LAZY_BACKENDS=0``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from oplib_core._version import __version__
 
 from subproc import run_python
 
-WAITING = ["cuda", "dask", "jax", "meta"]  # the installed plugins that may wait
+WAITING = ["cuda", "dask", "jax", "meta", "privateuse"]  # the installed plugins that may wait
 
 STATE = """
 import sys
@@ -63,8 +63,8 @@ def test_backend_only_plugins_wait_for_their_backend(cache: dict[str, str]) -> N
     assert out["before"] == sorted([*WAITING, "cpu"])
     assert out["sin"] == [0.0, 0.0]
     assert out["after_call"] == WAITING
-    assert out["imported"] == ["cpu", "privateuse"]  # privateuse defines ops: never waits
-    assert out["statuses"]["jax"] == "deferred" and out["statuses"]["privateuse"] == "loaded"
+    assert out["imported"] == ["cpu"]
+    assert out["statuses"]["jax"] == "deferred" and out["statuses"]["cpu"] == "loaded"
 
 
 @pytest.mark.parametrize(
@@ -83,6 +83,9 @@ def test_backend_only_plugins_wait_for_their_backend(cache: dict[str, str]) -> N
         ("plugin list", "oplib.plugins.list()", WAITING),
         ("plugins.load", "oplib.plugins.load()", WAITING),
         ("ops whole", "oplib.registered_ops('oplib')", WAITING),
+        ("its operator", "oplib.ops.privateuse.randn([2], device='privateuse1')", ["privateuse"]),
+        ("its op by name", "oplib.lookup('privateuse::rand')", ["privateuse"]),
+        ("its op listed", "OUT['dir'] = dir(oplib.ops.privateuse)", []),
     ],
 )
 def test_each_way_of_asking_for_a_backend_loads_its_plugin(
@@ -131,7 +134,9 @@ def dump():
         "ops": ops,
         "backends": [[b.name, b.key, b.plugin, b.distribution] for b in TABLE.all()],
         "plugins": [[r.name, r.status, r.hooks, r.error] for r in plugins.list()],
-        "modules": sorted(n for n in dir(oplib) if n in ("cuda", "meta", "jax", "dask")),
+        "modules": sorted(
+            n for n in dir(oplib) if n in ("cuda", "meta", "jax", "dask", "privateuse1")
+        ),
     }
 """
 
@@ -172,7 +177,7 @@ def test_another_environment_keeps_its_own_record(cache: dict[str, str]) -> None
     other = {**cache, "OPLIB_DISABLE_PLUGINS": "dask"}
     code = "oplib.ops.oplib.sin(np.ones(1))\nOUT['waiting'] = waiting()\n"
     assert run(code, other)["waiting"] == []  # first start-up with this setting
-    assert run(code, other)["waiting"] == ["cuda", "jax", "meta"]
+    assert run(code, other)["waiting"] == ["cuda", "jax", "meta", "privateuse"]
     assert run(code, cache)["waiting"] == WAITING  # the first one's record is still there
 
 
@@ -356,3 +361,16 @@ def test_threads_asking_at_once_load_the_plugin_once(cache: dict[str, str]) -> N
     )
     assert out["seen"] == ["JAX"] * 8
     assert out["loads"] == ["jax"]
+
+
+def test_a_renamed_private_use_backend_does_not_wait(tmp_path: Path) -> None:
+    env = {"OPLIB_CACHE_DIR": str(tmp_path), "OPLIB_PRIVATEUSE1_NAME": "npu"}
+    code = """
+    oplib.ops.oplib.sin(np.ones(1))
+    OUT["waiting"] = waiting()
+    OUT["npu"] = oplib.backends.get("npu").distribution
+    """
+    run(code, env)
+    out = run(code, env)
+    assert out["waiting"] == ["cuda", "dask", "jax", "meta"]
+    assert out["npu"] == "oplib-privateuse"

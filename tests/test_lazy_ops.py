@@ -47,6 +47,7 @@ oplib.ops.oplib.sin(np.ones(1))
 OUT["built"] = sorted(e.qualname for e in REGISTRY.ops.built())
 OUT["pending"] = pending()
 OUT["len"] = len(REGISTRY.ops)
+OUT["waiting"] = sorted(REGISTRY.ops.waiting)  # a waiting plugin's ops (_backend_cache)
 OUT["dir_has_cos"] = "cos" in dir(oplib.ops.oplib)
 OUT["still_pending"] = "oplib::cos" in REGISTRY.ops.pending
 """,
@@ -55,7 +56,7 @@ OUT["still_pending"] = "oplib::cos" in REGISTRY.ops.pending
     assert "oplib::sin" in out["built"] and "oplib::sin.out" in out["built"]
     assert not [q for q in out["built"] if q.startswith("oplib::") and "sin" not in q]
     assert "oplib::cos" in out["pending"] and "oplib::add" in out["pending"]
-    assert out["len"] == len(out["built"]) + len(out["pending"])
+    assert out["len"] == len(out["built"]) + len(out["pending"]) + len(out["waiting"])
     # dir() lists every op without building any
     assert out["dir_has_cos"] and out["still_pending"]
 
