@@ -21,9 +21,9 @@ arguments as the top-level functions of ``oplib_core`` (without ``lib=``). Every
 registered through it is credited to the plugin (``oplib ops show`` prints the plugin,
 distribution, version and ``file:line``).
 
-A plugin whose only hooks are ``oplib_backends`` and ``oplib_impl``, and which registers
-only its backends and kernels for them, is loaded on first use of one of its backends from
-the second start-up on (``OPLIB_LAZY_BACKENDS=0``: always at once; see
+A plugin whose only hooks are ``oplib_backends``, ``oplib_define`` and ``oplib_impl``, and
+which registers only its backends, its own operators and kernels under its backends' keys,
+is loaded on first use of one of those from the second start-up on (``OPLIB_LAZY_BACKENDS=0``: always at once; see
 ``docs/writing-a-plugin.md``).
 
 Loading a plugin module must be cheap: do not import heavy array libraries (cupy, dask) at
