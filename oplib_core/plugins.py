@@ -2,9 +2,10 @@
 phases (backends → define → impl → fake → autograd), each plugin isolated from the others.
 
 ``register(obj)`` adds a plugin in-process (tests, notebooks); ``list()`` reports every
-plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``). A
-backend-only plugin may wait for its backend's first use (``_backend_cache``): its record
-says ``deferred`` meanwhile, and ``list()`` and ``load()`` load it first.
+plugin with its status (``loaded``, ``blocked``, ``failed``, ``incompatible``). A plugin
+that only brings backends (and operators) of its own may wait for their first use
+(``_backend_cache``): its record says ``deferred`` meanwhile, and ``list()`` and ``load()``
+load it first.
 """
 
 from __future__ import annotations
@@ -474,7 +475,7 @@ class PluginHost:
         self.lock = LOCK
         self.autoload = True
         self.disabled: frozenset[str] = frozenset()
-        #: Entry points loaded on first use of their backends (``_backend_cache``).
+        #: Entry points loaded on first use of their backends or ops (``_backend_cache``).
         self.deferred: dict[str, tuple[EntryPointInfo, _backend_cache.DeferredPlugin]] = {}
         self._loading: dict[str, int] = {}  # plugin -> the thread loading it
 
@@ -563,7 +564,7 @@ class PluginHost:
         if lazy and deferrable is None:  # everything loaded: record what may wait next time
             _backend_cache.write(__version__, self._deferrable())
 
-    # -- plugins loaded on first use of their backends ------------------------------------
+    # -- plugins loaded on first use of their backends or operators ----------------------
     def _defer(self, ep: EntryPointInfo, later: _backend_cache.DeferredPlugin) -> None:
         record = PluginRecord(
             name=ep.name,
