@@ -23,8 +23,8 @@ distribution, version and ``file:line``).
 
 A plugin whose only hooks are ``oplib_backends``, ``oplib_define`` and ``oplib_impl``, and
 which registers only its backends, its own operators and kernels under its backends' keys,
-is loaded on first use of one of those from the second start-up on (``OPLIB_LAZY_BACKENDS=0``: always at once; see
-``docs/writing-a-plugin.md``).
+is loaded on first use of one of those from the second start-up on
+(``OPLIB_LAZY_BACKENDS=0``: always at once; see ``docs/writing-a-plugin.md``).
 
 Loading a plugin module must be cheap: do not import heavy array libraries (cupy, dask) at
 module level; import them inside the callables of your ``BackendSpec`` and your kernels.
