@@ -374,3 +374,23 @@ def test_a_renamed_private_use_backend_does_not_wait(tmp_path: Path) -> None:
     out = run(code, env)
     assert out["waiting"] == ["cuda", "dask", "jax", "meta"]
     assert out["npu"] == "oplib-privateuse"
+
+
+def test_unregistering_a_waiting_plugin_removes_what_it_would_have_registered(
+    cache: dict[str, str],
+) -> None:
+    out = run(
+        """
+        oplib.ops.oplib.sin(np.ones(1))
+        oplib.plugins.unregister("meta")
+        OUT["waiting"] = waiting()
+        OUT["meta"] = oplib.backends.TABLE.find("meta") is None
+        OUT["records"] = sorted(r.name for r in plugins.HOST.records.values())
+        OUT["op"] = catch(oplib.lookup, "privateuse::rand")
+        """,
+        cache,
+    )
+    assert "meta" not in out["waiting"]
+    assert out["meta"] is True
+    assert "meta" not in out["records"]
+    assert out["op"] is None  # the other waiting plugins are untouched and still load
