@@ -27,7 +27,7 @@ import os
 import sys
 from typing import Any
 
-from ._discovery import _fnv1a, cache_enabled, read_cache, write_cache
+from ._discovery import _fnv1a, read_cache, switched_on, write_cache
 from ._records import Record
 
 __all__ = ["DeferredBackend", "DeferredPlugin", "enabled", "read", "write"]
@@ -62,7 +62,7 @@ class DeferredPlugin(Record):
 
 def enabled() -> bool:
     """``OPLIB_LAZY_BACKENDS`` (default on)."""
-    return cache_enabled(ENV)
+    return switched_on(ENV)
 
 
 def _environment() -> list[tuple[str, str]]:

@@ -26,10 +26,10 @@ from ._records import Record
 
 __all__ = [
     "EntryPointInfo",
-    "cache_enabled",
     "find_entry_points",
     "load",
     "read_cache",
+    "switched_on",
     "write_cache",
 ]
 
@@ -101,8 +101,9 @@ def _cache_file(fingerprint: dict[str, Any], kind: str) -> str:
     return os.path.join(base, f"{kind}-{key}.{py}.marshal")
 
 
-def cache_enabled(variable: str) -> bool:
-    """Whether the cache switched by environment variable ``variable`` is on (default)."""
+def switched_on(variable: str) -> bool:
+    """Whether the switch ``variable`` (an ``OPLIB_*`` environment variable, default on) is
+    on: off for ``0``, ``false``, ``no`` or ``off``, in any case."""
     return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
@@ -179,7 +180,7 @@ def _check_requirement(requires: Any, core_version: str) -> tuple[str | None, bo
 
 def find_entry_points(core_version: str) -> list[EntryPointInfo]:
     """The ``oplib`` entry points of installed distributions (cached; see module doc)."""
-    use_cache = cache_enabled("OPLIB_ENTRY_POINT_CACHE")
+    use_cache = switched_on("OPLIB_ENTRY_POINT_CACHE")
     if use_cache:
         cached = read_cache(_KIND, core_version)
         if cached is not None:

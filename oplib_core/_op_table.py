@@ -23,10 +23,10 @@ wait (their schemas are tested; a third party's bad schema must fail its plugin 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
 from typing import TYPE_CHECKING, Any
 
+from ._discovery import switched_on
 from ._handle import Handle
 from ._startup import LOCK
 
@@ -40,8 +40,7 @@ __all__ = ["OpTable", "PendingOp", "QueuedKernel", "lazy_ops_enabled", "pending_
 def lazy_ops_enabled() -> bool:
     """Whether the core ops wait to be built until first use (``OPLIB_LAZY_OPS``, default
     on)."""
-    value = os.environ.get("OPLIB_LAZY_OPS", "1").strip().lower()
-    return value not in ("0", "false", "no", "off")
+    return switched_on("OPLIB_LAZY_OPS")
 
 
 def pending_qualname(text: str) -> str | None:

@@ -342,7 +342,9 @@ def bind_deferred(name: str) -> None:
 def unbind_deferred(name: str) -> None:
     """Drop the stand-in of :func:`bind_deferred` if the backend did not replace it."""
     with _lock:
-        _unbind(name, _bound.get(name) if isinstance(_bound.get(name), _PendingModule) else None)
+        stand_in = _bound.get(name)
+        if isinstance(stand_in, _PendingModule):
+            _unbind(name, stand_in)
 
 
 def _unbind(name: str, module: Any) -> None:

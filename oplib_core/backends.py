@@ -353,7 +353,7 @@ def _imported_class(name: str) -> type | None:
     return None
 
 
-def _named(cls: type, names: frozenset[str]) -> bool:
+def _named(cls: type, names: Collection[str]) -> bool:
     """Whether ``cls`` is a subclass of a class ``names`` names (``BackendSpec.
     array_type_names``): resolved in its library if that is imported, else matched by module
     root and class name along ``cls``'s MRO."""
@@ -420,11 +420,6 @@ class BackendTable:
     def undefer(self, name: str) -> None:
         with self._lock:
             self._pending.pop(name, None)
-
-    def pending(self) -> _builtin_list[DeferredBackend]:
-        """The backends whose plugins have not loaded yet."""
-        ensure()
-        return [b for b, _ in self._pending.values()]
 
     def _load(self, match: Callable[[DeferredBackend], bool]) -> None:
         for backend, load in _builtin_list(self._pending.values()):
@@ -535,16 +530,13 @@ class BackendTable:
                 fn("added", backend)
 
     def get(self, name: str) -> Backend:
-        ensure()
-        name = self._renames.get(name, name)
-        if name in self._pending:
-            self._load(lambda b: b.name == name)
-        try:
-            return self._backends[name]
-        except KeyError:
+        backend = self.find(name)
+        if backend is None:
             raise BackendError(
-                f"no backend named {name!r} is installed; installed: {self.names_text()}"
-            ) from None
+                f"no backend named {self._renames.get(name, name)!r} is installed; "
+                f"installed: {self.names_text()}"
+            )
+        return backend
 
     def find(self, name: str) -> Backend | None:
         ensure()
@@ -612,7 +604,7 @@ class BackendTable:
             pass
         ensure()  # a miss while another thread loads the plugins must wait for them
         if self._pending:
-            self._load(lambda b: _named(cls, frozenset(b.type_names)))
+            self._load(lambda b: _named(cls, b.type_names))
         with self._lock:
             found = None
             for b in self.loaded():

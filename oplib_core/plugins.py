@@ -23,7 +23,7 @@ from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, overload
 
 from . import _backend_cache, backend_registration
-from ._discovery import CORE_DISTRIBUTION
+from ._discovery import CORE_DISTRIBUTION, switched_on
 from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import qualname_of
@@ -528,12 +528,7 @@ class PluginHost:
     def load_entry_points(self) -> None:
         """Load every ``oplib`` entry point (unless ``OPLIB_PLUGINS_AUTOLOAD=0``), honouring
         ``OPLIB_DISABLE_PLUGINS``, then run the phases over all of them."""
-        self.autoload = os.environ.get("OPLIB_PLUGINS_AUTOLOAD", "1").strip().lower() not in (
-            "0",
-            "false",
-            "no",
-            "off",
-        )
+        self.autoload = switched_on("OPLIB_PLUGINS_AUTOLOAD")
         self.disabled = frozenset(
             n.strip() for n in os.environ.get("OPLIB_DISABLE_PLUGINS", "").split(",") if n.strip()
         )
