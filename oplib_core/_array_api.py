@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-import array_api_compat
 import numpy as np
 
 from . import _dtypes
@@ -30,6 +29,7 @@ __all__ = [
     "dtype_attr",
     "dtype_getter",
     "dtype_map",
+    "is_namespace",
     "namespace_dtypes",
     "namespace_name",
     "standard_namespace",
@@ -53,6 +53,8 @@ def standard_namespace(xp: Any) -> Any:
     # array_api_compat.numpy costs tens of milliseconds).
     if getattr(xp, "__array_api_version__", None) and hasattr(xp, "astype"):
         return xp
+    import array_api_compat
+
     if array_api_compat.is_numpy_namespace(xp):
         import array_api_compat.numpy as compat_numpy
 
@@ -70,6 +72,18 @@ def standard_namespace(xp: Any) -> Any:
 
         return compat_dask
     return xp
+
+
+def is_namespace(xp: Any, library: str) -> bool:
+    """``array_api_compat.is_<library>_namespace(xp)`` (``library``: ``"numpy"``, ``"jax"``,
+    ...). numpy's own module is answered without importing array-api-compat, which would
+    add a millisecond to the first op call of a program that only uses numpy."""
+    if xp is np:
+        return library == "numpy"
+    import array_api_compat
+
+    test: Callable[[Any], bool] = getattr(array_api_compat, f"is_{library}_namespace")
+    return test(xp)
 
 
 def namespace_name(xp: Any) -> str:

@@ -260,6 +260,9 @@ class Registry:
         #: Kernels that belong to a renamed slot (privateuse1): moved by ``rename_key`` or
         #: registered under the slot's old name since; ``unrename_key`` moves them back.
         self._slot_kernels: set[Kernel] = set()
+        #: ``normalize_key``'s answers (every kernel registration asks), until a backend
+        #: or a rename changes.
+        self._normal_keys: dict[str, str] = {}
         backends.add_listener(self._on_backend_change)
 
     def _init_state(self) -> None:
@@ -278,6 +281,7 @@ class Registry:
 
     def _on_backend_change(self, event: str, backend: Backend) -> None:
         with self.lock:
+            self._normal_keys.clear()
             for entry in self.ops.built():  # a pending op has nothing cached
                 entry.invalidate()
 
@@ -302,6 +306,7 @@ class Registry:
                         existing=str(moved[-1].origin),
                     )
             self._renames[old] = new
+            self._normal_keys.clear()
             for entry in self._keyed(old, new):
                 stack = entry.kernels.pop(old, None)
                 if stack:
@@ -329,6 +334,7 @@ class Registry:
             if self._renames.get(old) != new:
                 return
             del self._renames[old]
+            self._normal_keys.clear()
             for entry in self._keyed(old, new):
                 stack = entry.kernels.get(new)
                 if not stack:
@@ -354,6 +360,10 @@ class Registry:
 
     def normalize_key(self, key: str, *, api: str = "impl") -> str:
         """Map a device type, ``"default"`` or a dispatch key name to the table's key."""
+        if type(key) is str:
+            known = self._normal_keys.get(key)
+            if known is not None:
+                return known
         if not isinstance(key, str):
             raise ArgumentTypeError(
                 f"{api}(): expected a device type or dispatch key name (str), got {key!r}",
@@ -379,6 +389,8 @@ class Registry:
                 f"{', '.join(_WELL_KNOWN_KEYS)}",
                 key,
             )
+        if name not in self.backends._pending:
+            self._normal_keys[key] = name
         return name
 
     # -- definitions ----------------------------------------------------------------------

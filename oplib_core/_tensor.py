@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from . import _indexing, _numpy_interop, _setitem
+from . import _indexing, _setitem
 from ._device import Device
 from ._dtypes import bfloat16, is_floating, to_dtype
 from ._registry import REGISTRY
@@ -461,7 +461,9 @@ class Tensor:
         if isinstance(self._data, FakeArray):
             raise self._data._no_data("Tensor.numpy()")
         if self._rg:
-            raise RuntimeError(_numpy_interop.REQUIRES_GRAD_MESSAGE)
+            from ._numpy_interop import REQUIRES_GRAD_MESSAGE
+
+            raise RuntimeError(REQUIRES_GRAD_MESSAGE)
         if self.backend.name != "cpu":
             raise TypeError(
                 f"can't convert a {self.device} tensor to numpy; copy it to the host first "
@@ -471,16 +473,23 @@ class Tensor:
         return array
 
     # -- numpy protocols: functions with a core op dispatch it (_numpy_interop.py) ---------
+    # (imported when numpy first meets a Tensor: its tables are not needed to run ops)
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return _numpy_interop.to_numpy(self, dtype, copy)
+        from ._numpy_interop import to_numpy
+
+        return to_numpy(self, dtype, copy)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return _numpy_interop.array_ufunc(self, ufunc, method, inputs, kwargs)
+        from ._numpy_interop import array_ufunc
+
+        return array_ufunc(self, ufunc, method, inputs, kwargs)
 
     def __array_function__(
         self, func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        return _numpy_interop.array_function(self, func, types, args, kwargs)
+        from ._numpy_interop import array_function
+
+        return array_function(self, func, types, args, kwargs)
 
     # -- the array API standard (oplib.array_api) ---------------------------------------------
     def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:

@@ -403,7 +403,8 @@ class BackendTable:
         self._by_type: dict[type, Backend | None] = {}
         self._renames: dict[str, str] = {}
         self._pending: dict[str, tuple[DeferredBackend, Callable[[], None]]] = {}
-        self._by_key: dict[str, Backend] | None = None
+        #: dispatch key -> backend, or the pending backend's (see ``by_key``)
+        self._by_key: dict[str, Backend | DeferredBackend] | None = None
 
     def _changed(self) -> None:
         """Forget what is worked out from the backends (under the lock)."""
@@ -420,6 +421,7 @@ class BackendTable:
     def undefer(self, name: str) -> None:
         with self._lock:
             self._pending.pop(name, None)
+            self._by_key = None
 
     def _load(self, match: Callable[[DeferredBackend], bool]) -> None:
         for backend, load in _builtin_list(self._pending.values()):
@@ -473,6 +475,9 @@ class BackendTable:
                     )
             backend = Backend(spec, plugin, distribution, version)
             self._backends[spec.name] = backend
+            # its waiting plugin is the one loading (any other would have clashed above):
+            # it is no longer pending, and its kernels need not ask to load it
+            self._pending.pop(spec.name, None)
             self._changed()
             for fn in self._listeners:
                 fn("added", backend)
@@ -551,13 +556,25 @@ class BackendTable:
 
     def by_key(self, key: str) -> Backend | None:
         ensure()
-        if self._pending:
+        found = self._key_index().get(key)
+        if isinstance(found, DeferredBackend):
             self._load(lambda b: b.key == key)
+            found = self._key_index().get(key)
+        return found if isinstance(found, Backend) else None
+
+    def _key_index(self) -> dict[str, Backend | DeferredBackend]:
+        """Dispatch key -> backend, pending ones included (asked for every kernel a plugin
+        registers: one dict lookup, even while plugins wait)."""
         index = self._by_key
-        if index is None:  # (asked for every kernel a plugin registers)
+        if index is None:
             with self._lock:
-                index = self._by_key = {b.key: b for b in self._backends.values()}
-        return index.get(key)
+                index = {}
+                for pending, _ in self._pending.values():
+                    index[pending.key] = pending
+                for backend in self._backends.values():
+                    index[backend.key] = backend
+                self._by_key = index
+        return index
 
     def all(self) -> _builtin_list[Backend]:
         """Backends, highest priority first, then by name (the pending ones load)."""

@@ -603,6 +603,9 @@ class PluginHost:
                     self._forget(record)
                     record.status = "deferred"
                     self.records[plugin] = record
+                    load = functools.partial(self.load_deferred, plugin)
+                    for backend in later.backends:  # (registering them ended their wait)
+                        TABLE.defer(backend, load)
                     raise
                 else:
                     del self.deferred[plugin]

@@ -134,3 +134,28 @@ def test_the_first_call_imports_neither_the_array_namespace_nor_the_samples():
     assert data["listed"] is True and data["sum"] == 3.0
     assert data["missing"][0] == "AttributeError" and "no_such_name" in data["missing"][1]
     assert data["later"] == ["oplib_core.array_api._creation", "oplib_core.testing._samples"]
+
+
+def test_a_numpy_program_imports_neither_array_api_compat_nor_the_numpy_protocol_tables():
+    # numpy >= 2.1 is its own array API namespace: array-api-compat is for the others
+    # (the strict backend below), and numpy's protocols for Tensor load when numpy meets one
+    data = run_python(
+        "import sys, numpy as np, oplib_core as oplib\n"
+        "from oplib_core._array_api import is_namespace\n"
+        "oplib.ops.oplib.sin(np.ones(2))\n"
+        "def have(*names): return [n for n in names if n in sys.modules]\n"
+        "NAMES = ('array_api_compat', 'oplib_core._numpy_interop')\n"
+        "OUT['first'] = have(*NAMES)\n"
+        "OUT['numpy'] = [is_namespace(np, 'numpy'), is_namespace(np, 'jax')]\n"
+        "OUT['first_still'] = have(*NAMES)\n"
+        "OUT['sin'] = float(np.sin(oplib.tensor([0.0])).item())\n"
+        "import array_api_strict as strict\n"
+        "import array_api_compat.numpy as compat_numpy\n"
+        "OUT['others'] = [is_namespace(strict, 'numpy'), is_namespace(compat_numpy, 'numpy')]\n"
+        "OUT['later'] = have(*NAMES)\n"
+    )
+    assert data["first"] == [] and data["first_still"] == []
+    assert data["numpy"] == [True, False]
+    assert data["sin"] == 0.0
+    assert data["others"] == [False, True]
+    assert data["later"] == ["array_api_compat", "oplib_core._numpy_interop"]

@@ -16,6 +16,8 @@ from oplib_core import library as libmod
 from oplib_core._registry import REGISTRY
 from oplib_core.library import _scoped_library
 
+from helpers import toy_spec
+
 THIS_FILE = os.path.basename(__file__)
 
 
@@ -96,6 +98,23 @@ def test_impl_unknown_key_is_an_error_naming_it(ns):
     with pytest.raises(oplib.RegistrationError, match=r"unknown dispatch key 'NotAKey'"):
         oplib.impl(qn, "NotAKey", lambda x: x)
     assert _kernel_keys(qn) == set()
+
+
+def test_a_backends_dispatch_key_names_it_only_while_it_is_installed(ns):
+    # normalize_key remembers its answers (every registration asks): a backend coming or
+    # going must change them
+    qn = oplib.define(f"{ns}::f", "(Tensor x) -> Tensor")
+    with pytest.raises(oplib.UnknownDispatchKeyError, match=r"unknown dispatch key 'Toy'"):
+        oplib.impl(qn, "Toy", lambda x: x)
+    undo = oplib.backends.register(toy_spec())
+    try:
+        oplib.impl(qn, "Toy", lambda x: x)
+        assert _kernel_keys(qn) == {"toy"}
+    finally:
+        undo()
+    with pytest.raises(oplib.UnknownDispatchKeyError, match=r"unknown dispatch key 'Toy'"):
+        oplib.impl(qn, "Toy", lambda x: x)
+    assert _kernel_keys(qn) == {"toy"}
 
 
 def test_impl_non_callable_is_type_error(ns):

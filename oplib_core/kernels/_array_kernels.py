@@ -38,10 +38,15 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-import array_api_compat
 import numpy as np
 
-from oplib_core._array_api import dtype_getter, dtype_map, namespace_name, standard_namespace
+from oplib_core._array_api import (
+    dtype_getter,
+    dtype_map,
+    is_namespace,
+    namespace_name,
+    standard_namespace,
+)
 from oplib_core._device import Device
 from oplib_core._dtypes import (
     EXTENSION_FLOATS,
@@ -65,7 +70,7 @@ _FLOAT64 = np.dtype("float64")
 
 
 def _mutable(ns: Any) -> bool:
-    return not array_api_compat.is_jax_namespace(ns)
+    return not is_namespace(ns, "jax")
 
 
 _WRITES = ("in-place writes (x[...] = y; the namespace's arrays are immutable)", _mutable)
@@ -145,7 +150,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     # numpy functions return numpy scalars for 0-d inputs; kernels must return arrays.
     # (compat's asarray is a Python wrapper; numpy's own is all the scalars need.)
     # (A vendor's namespace object may forward ``__name__`` to numpy's: modules only.)
-    numpy_module = isinstance(ns, ModuleType) and array_api_compat.is_numpy_namespace(ns)
+    numpy_module = isinstance(ns, ModuleType) and is_namespace(ns, "numpy")
     asarray = np.asarray if numpy_module else ns.asarray
     astype = ns.astype
     ext = (
