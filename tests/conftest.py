@@ -3,10 +3,23 @@ in-process ``toy`` backend, and dtype restoration. Helpers they use live in ``he
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 from hypothesis import HealthCheck, settings
 
-import oplib_core as oplib
+# The run's start-up caches (entry points, waiting plugins) go to a directory of its own,
+# inherited by the interpreters tests start: each temporary venv or sys.path makes new
+# cache files, which would pile up in the user's ~/.cache/oplib run after run.
+if "OPLIB_CACHE_DIR" not in os.environ:
+    _cache_dir = tempfile.mkdtemp(prefix="oplib-test-cache-")
+    os.environ["OPLIB_CACHE_DIR"] = _cache_dir
+    atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
+
+import oplib_core as oplib  # (after the cache directory is chosen)
 from oplib_core._dispatch import SLOW
 
 from helpers import Teardown, ToyArray, drop_namespace, toy_spec, unique_ns

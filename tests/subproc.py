@@ -3,7 +3,8 @@ private-use backend) and return what it put in its ``OUT`` dict.
 
 The snippet gets ``OUT`` (a dict, printed as JSON at the end) and ``catch(fn, *a, **kw)``,
 which returns ``[exception type name, message]`` or ``None`` when ``fn`` does not raise.
-``OPLIB_*`` variables of the parent are dropped; pass ``env`` to set some.
+``OPLIB_*`` variables of the parent are dropped (but ``OPLIB_CACHE_DIR``, the run's cache
+directory: see conftest); pass ``env`` to set some.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ def run_python(
     timeout: float = 60,
     cwd: Path | str = ROOT,
 ) -> dict[str, Any]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPLIB_") or k == "OPLIB_CACHE_DIR"  # the run's (see conftest)
+    }
     full_env.update(env or {})
     epilogue = f"\nprint({_MARK!r} + json.dumps(OUT, default=str))\n"
     script = _PRELUDE + textwrap.dedent(code) + epilogue
