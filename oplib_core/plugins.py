@@ -56,6 +56,7 @@ __all__ = [
     "PluginRecord",
     "PluginWarning",
     "Registrar",
+    "get",
     "list",
     "load",
     "register",
@@ -998,6 +999,14 @@ def register(plugin: Any, name: str | None = None) -> PluginRecord:
 def unregister(plugin_or_name: Any) -> None:
     """Remove an in-process or entry-point plugin and everything it registered."""
     HOST.unregister(plugin_or_name)
+
+
+def get(name: str) -> PluginRecord | None:
+    """The record of the plugin called ``name`` (None if oplib knows of none), without
+    loading the plugins that wait for their backends: one of those has status
+    ``"deferred"`` until its backend is first used (:func:`list` loads them all)."""
+    ensure()
+    return HOST.records.get(name)
 
 
 def list() -> _builtin_list[PluginRecord]:

@@ -105,6 +105,25 @@ def test_each_way_of_asking_for_a_backend_loads_its_plugin(
     assert out["imported"] == loaded, what
 
 
+def test_computing_on_dask_loads_the_dask_plugin_alone(cache: dict[str, str]) -> None:
+    # the dask kernels name the modules a worker must import (plugins.get, not list())
+    out = run(
+        """
+        import dask.array as da
+        x = da.ones(4, chunks=2)
+        OUT["sum"] = float(oplib.ops.oplib.sum(oplib.ops.oplib.sin(x)).compute())
+        OUT["record"] = plugins.get("jax").status, plugins.get("nope")
+        OUT["waiting"] = waiting()
+        OUT["imported"] = imported("jax", "dask", "cuda", "meta", "privateuse")
+        """,
+        cache,
+    )
+    assert out["sum"] == pytest.approx(4 * 0.8414709848)
+    assert out["record"] == ["deferred", None]
+    assert out["waiting"] == ["cuda", "jax", "meta", "privateuse"]
+    assert out["imported"] == ["dask"]
+
+
 def test_the_device_module_stand_in_becomes_the_real_one(cache: dict[str, str]) -> None:
     out = run(
         """

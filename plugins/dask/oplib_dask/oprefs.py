@@ -86,8 +86,12 @@ def _resolve(qualname: str, providers: tuple[Provider, ...]) -> OpOverload:
     return op
 
 
+def _loaded(plugin: str) -> bool:
+    record = oplib_core.plugins.get(plugin)  # (never loads the plugins still waiting)
+    return record is not None and record.status == "loaded"
+
+
 def _import_providers(qualname: str, providers: tuple[Provider, ...]) -> None:
-    loaded = {r.name for r in oplib_core.plugins.list() if r.status == "loaded"}
     for p in providers:
         try:
             module = importlib.import_module(p.module)
@@ -98,9 +102,8 @@ def _import_providers(qualname: str, providers: tuple[Provider, ...]) -> None:
                 "their sys.path.",
                 op=qualname,
             ) from e
-        if p.plugin is not None and p.plugin not in loaded and _find(qualname) is None:
+        if p.plugin is not None and not _loaded(p.plugin) and _find(qualname) is None:
             oplib_core.plugins.register(module, name=p.plugin)
-            loaded.add(p.plugin)
 
 
 def _module_of_file(path: str) -> str | None:
@@ -123,13 +126,12 @@ def providers_of(op: OpOverload, kernels: tuple[Any, ...]) -> tuple[Provider, ..
     plugin that defined it, the module of its definition, the modules of the kernels."""
     out: list[Provider] = []
     plugin = op.origin.plugin
-    if plugin is not None:
-        for record in oplib_core.plugins.list():
-            if record.name != plugin or record.entry_point is not None:
-                continue  # entry-point plugins load on the worker by themselves
-            obj = record.plugin
-            if isinstance(obj, types.ModuleType) and _shippable(obj.__name__):
-                out.append(Provider(obj.__name__, plugin))
+    record = oplib_core.plugins.get(plugin) if plugin is not None else None
+    # (entry-point plugins load on the worker by themselves)
+    if plugin is not None and record is not None and record.entry_point is None:
+        obj = record.plugin
+        if isinstance(obj, types.ModuleType) and _shippable(obj.__name__):
+            out.append(Provider(obj.__name__, plugin))
     source = op.origin.source.rpartition(":")[0]
     modules = [_module_of_file(source)] + [getattr(k, "__module__", None) for k in kernels]
     for name in modules:
