@@ -328,14 +328,14 @@ def _is_submodule(name: str) -> bool:
 
 def _load_plugins() -> None:
     from . import _core_plugin
-    from .autograd import _core_formulas
-    from .fake import _core_fakes
+    from .autograd import _core_autograd_plugin
+    from .fake import _core_fake_plugin
     from .testing import _samples_plugin
 
     with plugins.HOST.transaction():  # all or nothing, Ctrl-C included: retried next use
         plugins.HOST.register(_core_plugin, name="core")
-        plugins.HOST.register(_core_fakes, name="core-fake")
-        plugins.HOST.register(_core_formulas, name="core-autograd")
+        plugins.HOST.register(_core_fake_plugin, name="core-fake")
+        plugins.HOST.register(_core_autograd_plugin, name="core-autograd")
         plugins.HOST.register(_samples_plugin, name="core-samples")
         plugins.HOST.load_entry_points()
     _settle()

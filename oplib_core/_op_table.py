@@ -94,6 +94,7 @@ class QueuedKernel(_PendingHandle):
         "build",
         "ctx",
         "fn",
+        "lazy",
         "origin",
         "pending",
         "real",
@@ -112,6 +113,7 @@ class QueuedKernel(_PendingHandle):
         with_keyset: bool,
         slot: bool,
         api: str,
+        lazy: bool = False,
     ) -> None:
         super().__init__(f"{key} kernel of {pending.qualname}", key)
         self.pending = pending
@@ -124,6 +126,8 @@ class QueuedKernel(_PendingHandle):
         self.with_keyset = with_keyset
         self.slot = slot
         self.api = api
+        #: Placed as a ``LazyKernel``: ``build`` makes it (and its origin) on first use.
+        self.lazy = lazy
         #: The registry's handle of the placed kernel, once the op is built.
         self.real: Handle | None = None
 

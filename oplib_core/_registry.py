@@ -7,17 +7,18 @@ imports the dispatcher; layers above it listen for changes (``add_listener``).
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import FrameType, FunctionType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._handle import Handle
 from ._op_table import OpTable, PendingOp, QueuedKernel, pending_qualname
 from ._ownership import OverrideWarning, override_allowed, owner_of, party
-from ._records import Record
+from ._records import Record, field
 from ._schema import FunctionSchema, parse_schema
 from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
@@ -147,7 +148,10 @@ _builtin_list = list
 def origin_of(fn: Any = None) -> Origin:
     """The origin of a registration of ``fn`` (or of a definition, when ``fn`` is None)."""
     source = (_location_of(fn) if fn is not None else None) or _caller_location()
-    ctx = current_plugin.get()
+    return _credited(source, current_plugin.get())
+
+
+def _credited(source: str, ctx: PluginContext | None) -> Origin:
     if ctx is None:
         return Origin(source)
     return Origin(source, ctx.plugin, ctx.distribution, ctx.version)
@@ -168,6 +172,66 @@ class Kernel(Record, eq=False):
     @property
     def is_fallthrough(self) -> bool:
         return self.fn is fallthrough_kernel
+
+
+_KERNEL_FN = Kernel.__dict__["fn"]  # the slots a LazyKernel fills on first use
+_KERNEL_ORIGIN = Kernel.__dict__["origin"]
+
+#: ``make(entry) -> (kernel, source)``: a kernel, and the function whose definition is its
+#: origin (the kernel itself, or the formula a gradient kernel is made from).
+MakeKernel = Callable[["OpEntry"], tuple[Callable[..., Any], Callable[..., Any]]]
+
+
+class LazyKernel(Kernel, eq=False):
+    """A kernel made on first use: ``fn`` and ``origin`` are worked out (``make``) the first
+    time either is read. The core's fake kernels and gradient formulas are placed this way
+    (``add_kernels_lazy``), so that a program which never fakes or differentiates does not
+    import them; to everything reading the table it is a ``Kernel`` like any other."""
+
+    __slots__ = ("_make",)
+    if TYPE_CHECKING:  # (a slot of its own, not a field: Kernel's fields are inherited)
+        _make: Callable[[], tuple[Callable[..., Any], Origin]] = field(init=False)
+
+    def __init__(
+        self, make: Callable[[], tuple[Callable[..., Any], Origin]], key: str, with_keyset: bool
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "_make", make)
+        setter(self, "key", key)
+        setter(self, "with_keyset", with_keyset)
+        setter(self, "allow_override", False)
+        setter(self, "overrides", None)
+
+    def _made(self) -> None:
+        try:
+            _KERNEL_FN.__get__(self, Kernel)
+        except AttributeError:
+            fn, origin = self._make()  # (outside the lock: it may import a module)
+            with LOCK:
+                try:
+                    _KERNEL_FN.__get__(self, Kernel)  # another thread made it first
+                except AttributeError:
+                    _KERNEL_ORIGIN.__set__(self, origin)
+                    _KERNEL_FN.__set__(self, fn)
+
+    def _replace(self, **changes: Any) -> Kernel:  # type: ignore[override]
+        return Kernel(**{**self._asdict(), **changes})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Kernel, self._values())
+
+
+def _made_slot(slot: Any) -> property:
+    def read(self: LazyKernel) -> Any:
+        self._made()
+        return slot.__get__(self, Kernel)
+
+    return property(read, doc=f"``Kernel.{slot.__name__}``, made on first read.")
+
+
+# Set on the class, not written in its body: to type checkers these stay Kernel's fields.
+for _slot in (_KERNEL_FN, _KERNEL_ORIGIN):
+    setattr(LazyKernel, _slot.__name__, _made_slot(_slot))
 
 
 class Invalidates(Protocol):
@@ -237,6 +301,14 @@ def _checked_tags(tags: Iterable[Tag]) -> tuple[Tag, ...]:
                 value=t,
             )
     return tags_t
+
+
+def _make_lazily(make: Any, entry: OpEntry, at: Origin) -> tuple[Any, Origin]:
+    """A LazyKernel's kernel and origin: where its code is, else ``at``, where it was
+    registered (credited to the plugin that registered it)."""
+    fn, source = make(entry)
+    where = _location_of(source)
+    return fn, at if where is None else at._replace(source=where)
 
 
 class Registry:
@@ -542,6 +614,35 @@ class Registry:
             fn = build(self.entry(qualname))
         return self.add_kernel(qualname, key, fn, origin=origin, api=api)
 
+    def add_kernels_lazy(
+        self, key: str, makes: Mapping[str, MakeKernel], *, api: str
+    ) -> list[Handle]:
+        """A privileged plugin's kernels under ``key``, one per op: ``makes[qualname](entry)``
+        makes it (with the function whose definition is its origin) the first time anything
+        reads it. Kept for a pending op and placed as a :class:`LazyKernel` when the op is
+        built; made now otherwise. A kernel whose code tells no place has the registration's
+        (the caller's line) as its origin."""
+        site = _caller_location()
+        ensure()
+        handles: list[Handle] = []
+        with self.lock:
+            at = _credited(site, current_plugin.get())
+            try:
+                for qualname, make in makes.items():
+                    queued = self._queue(
+                        qualname, key, None, make, at, False, False, api, lazy=True
+                    )
+                    if queued is None:
+                        fn, source = make(self.entry(qualname))
+                        origin = at._replace(source=_location_of(source) or site)
+                        queued = self.add_kernel(qualname, key, fn, origin=origin, api=api)
+                    handles.append(queued)
+            except BaseException:
+                for handle in reversed(handles):
+                    handle.destroy()
+                raise
+        return handles
+
     # -- pending ops (``_op_table``) ------------------------------------------------------
     def define_pending(self, text: str, tags: tuple[Tag, ...]) -> tuple[str, Handle]:
         """Define the op of the full schema ``text`` for a privileged plugin (the core's),
@@ -563,16 +664,19 @@ class Registry:
         qualname: str,
         key: str,
         fn: Callable[..., Any] | None,
-        build: Callable[[OpEntry], Callable[..., Any]] | None,
+        build: Callable[[OpEntry], Any] | None,
         origin: Origin | None,
         with_keyset: bool,
         allow_override: bool,
         api: str,
+        *,
+        lazy: bool = False,
     ) -> Handle | None:
         """Keep a plugin's kernel for a pending op when it is the first for its slot and no
         override (placing it later cannot differ from placing it now); else None. The
         origin of a plain function is worked out when it is placed (it only needs the
-        function and the plugin)."""
+        function and the plugin); ``lazy``: ``build`` is a ``MakeKernel``, run on first
+        use of the placed kernel."""
         pending = self.ops.pending.get(qualname)
         if pending is None or allow_override:
             return None
@@ -588,7 +692,7 @@ class Registry:
         key = self.normalize_key(key, api=api)
         if key in pending.kernels:
             return None  # a second claim: built now, the usual checks decide
-        queued = QueuedKernel(pending, key, fn, build, origin, ctx, with_keyset, slot, api)
+        queued = QueuedKernel(pending, key, fn, build, origin, ctx, with_keyset, slot, api, lazy)
         pending.kernels[key] = queued
         return queued
 
@@ -613,9 +717,16 @@ class Registry:
                     )
                 for queued in pending.kernels.values():
                     current_plugin.set(queued.ctx)  # the kernel's plugin, while it is made
-                    fn = queued.kernel_fn(entry)
-                    origin = queued.origin or origin_of(fn)
-                    kernel = Kernel(fn, queued.key, origin, queued.with_keyset)
+                    kernel: Kernel
+                    if queued.lazy:
+                        at = queued.origin
+                        assert at is not None, "a lazy kernel is kept with its registration site"
+                        make = functools.partial(_make_lazily, queued.build, entry, at)
+                        kernel = LazyKernel(make, queued.key, queued.with_keyset)
+                    else:
+                        fn = queued.kernel_fn(entry)
+                        origin = queued.origin or origin_of(fn)
+                        kernel = Kernel(fn, queued.key, origin, queued.with_keyset)
                     entry.kernels[queued.key] = [kernel]
                     if queued.slot:
                         self._slot_kernels.add(kernel)

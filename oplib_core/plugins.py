@@ -80,8 +80,8 @@ PHASES = (
 #: a plugin could set on itself.
 _CORE_PLUGIN_MODULES = (
     "oplib_core._core_plugin",
-    "oplib_core.autograd._core_formulas",
-    "oplib_core.fake._core_fakes",
+    "oplib_core.autograd._core_autograd_plugin",
+    "oplib_core.fake._core_fake_plugin",
     "oplib_core.testing._samples_plugin",
 )
 

@@ -21,7 +21,7 @@ from .._registry import REGISTRY
 from .._tensor import Tensor
 from ._engine import sum_to
 
-__all__ = ["FORMULAS", "NARROW", "NON_DIFFERENTIABLE", "narrow_kernel"]
+__all__ = ["FORMULAS", "NON_DIFFERENTIABLE", "narrow_fake", "narrow_kernel"]
 
 Pair = tuple[Callable[..., Any] | None, Callable[..., Any]]
 
@@ -43,7 +43,6 @@ OPS = _Ops()
 
 #: A view op core adds for the gradients of ``cat`` and ``stack`` (the core set has no
 #: slicing): ``length`` elements of dim ``dim`` from ``start``.
-NARROW = "oplib::_narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)"
 
 
 def _narrow_dim(shape: tuple[Any, ...], dim: int, start: int, length: int) -> int:

@@ -1,5 +1,5 @@
 """Fake kernels for every op of the core op set (``kernels.CORE_OPS``) and ``oplib::_to_copy``,
-registered through the same plugin hook as anyone else's (built-in plugin ``core-fake``).
+placed by the built-in plugin ``core-fake`` (``_core_fake_plugin``) as they are first read.
 
 They receive data-less arrays (``FakeArray``, ``MetaArray``) and compute the output's
 shape (:mod:`.shapes`), dtype (numpy's promotion, NEP 50: Python scalars are weak) and
@@ -10,6 +10,7 @@ them against the CPU kernels.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,9 +26,7 @@ from .._dtypes import (
     scalar_dtype,
 )
 from ..errors import DeviceMismatchError
-from ..hookspecs import hookimpl
 from ..kernels._array_kernels import check_kernels
-from ..plugins import Registrar
 from . import _shapes as S
 from ._arrays import FakeArray, check_shape, fake_array
 from ._index_fakes import index_fake_kernels
@@ -365,8 +364,12 @@ def to_copy_fake(
 to_copy_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]
 
 
-@hookimpl
-def oplib_register_fake(registrar: Registrar) -> None:
-    for name, fn in core_fake_kernels().items():
-        registrar.register_fake(f"oplib::{name}", fn)
-    registrar.register_fake("oplib::_to_copy", to_copy_fake)
+@functools.cache
+def _placed() -> dict[str, Callable[..., Any]]:
+    return {**core_fake_kernels(), "_to_copy": to_copy_fake}
+
+
+def fake_kernel(name: str) -> Callable[..., Any]:
+    """The fake kernel ``core-fake`` places for ``oplib::<name>`` (``_core_fake_plugin``):
+    one function per op, the same on every read."""
+    return _placed()[name]
