@@ -7,6 +7,9 @@ with every plugin loaded at start-up, ``OPLIB_LAZY_BACKENDS=0``, for comparison)
 measures another environment's python, e.g. one with ~100 extra distributions installed
 (see ``--make-crowded``). Last, ``oplib backends list`` (the ``oplib`` console script's
 function, run by that python): every CLI command pays the same start-up (budget 200 ms).
+Then, measured inside fresh interpreters: importing oplib_core after numpy, the first op
+call, and each plugin that call loads (the wall times above also hold the interpreter's
+exit, which frees what was imported).
 
     python bench/import_time.py [-n 15] [--venv .venv] [--make-crowded DIR]
 """
@@ -14,6 +17,7 @@ function, run by that python): every CLI command pays the same start-up (budget 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -137,6 +141,37 @@ def main() -> None:
     eager = ms["first call, eager plugins"] - numpy
     print(f"  (every plugin at start-up:  {eager:+.1f} ms, OPLIB_LAZY_BACKENDS=0)")
     print(f"oplib backends list:          {ms['oplib backends list']:.1f} ms (budget 200 ms)")
+    print_breakdown(python, args.n, env)
+
+
+_BREAKDOWN = """
+import json, time
+import numpy as np
+start = time.perf_counter()
+import oplib_core as oplib
+imported = time.perf_counter()
+oplib.ops.oplib.sin(np.ones(1))
+called = time.perf_counter()
+out = {"import oplib_core": (imported - start) * 1e3, "first op call": (called - imported) * 1e3}
+for r in oplib.plugins.HOST.records.values():  # (not plugins.list(): that loads them all)
+    if r.status == "loaded":
+        out[f"  plugin {r.name!r}"] = r.load_ms
+print(json.dumps(out))
+"""
+
+
+def print_breakdown(python: str, n: int, env: dict[str, str]) -> None:
+    """Where the time goes inside the interpreter (median of ``n`` fresh ones): importing
+    oplib_core after numpy, the first op call, and each plugin it loads (its ``load_ms``).
+    The wall times above also hold the interpreter's exit, which frees what was imported."""
+    runs = [
+        json.loads(subprocess.check_output([python, "-c", _BREAKDOWN], env=env, text=True))
+        for _ in range(n)
+    ]
+    print("in-process, median:")
+    for label in runs[0]:
+        values = [run[label] for run in runs if label in run]
+        print(f"  {label:26s} {statistics.median(values):7.2f} ms")
 
 
 if __name__ == "__main__":
