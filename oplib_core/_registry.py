@@ -632,9 +632,8 @@ class Registry:
                     queued = self._queue(
                         qualname, key, None, make, at, False, False, api, lazy=True
                     )
-                    if queued is None:
-                        fn, source = make(self.entry(qualname))
-                        origin = at._replace(source=_location_of(source) or site)
+                    if queued is None:  # made now, credited as it would be when read
+                        fn, origin = _make_lazily(make, self.entry(qualname), at)
                         queued = self.add_kernel(qualname, key, fn, origin=origin, api=api)
                     handles.append(queued)
             except BaseException:

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, overload
 
@@ -28,7 +28,7 @@ from ._dispatch.failure import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import qualname_of
 from ._ownership import OverrideWarning
-from ._registry import REGISTRY, Handle, PluginContext, current_plugin, origin_of
+from ._registry import REGISTRY, Handle, MakeKernel, PluginContext, current_plugin, origin_of
 from ._schema import parse_schema, parse_signature
 from ._startup import LOCK, deferred, ensure
 from ._tags import Tag
@@ -185,6 +185,11 @@ class Registrar:
 
     def _register(self, handle: Handle) -> None:
         self._handles.append(handle)
+
+    def _register_lazily(self, key: str, makes: Mapping[str, MakeKernel], api: str) -> None:
+        """The core's kernels made on first use (``Registry.add_kernels_lazy``), credited
+        to the plugin."""
+        self._handles.extend(REGISTRY.add_kernels_lazy(key, makes, api=api))
 
     def define(
         self, qualname: str, schema: str | None = None, *, tags: Iterable[Tag] | Tag = ()

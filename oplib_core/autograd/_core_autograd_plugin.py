@@ -16,16 +16,18 @@ from collections.abc import Callable
 from typing import Any
 
 from .._opset import CORE_OPS
-from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE, REGISTRY, OpEntry
+from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE, OpEntry
 from ..hookspecs import hookimpl
 
 __all__ = ["NAMES", "NARROW"]
 
+#: A view op core adds for the gradients of ``cat`` and ``stack`` (the core set has no
+#: slicing): ``length`` elements of dim ``dim`` from ``start``.
 NARROW = "oplib::_narrow(Tensor(a) self, int dim, int start, int length) -> Tensor(a)"
 
 #: The ops given an Autograd kernel: every core op taking a Tensor (a formula, an in-place
 #: or ``out=`` form, or non-differentiable), ``_to_copy`` and ``_narrow``
-#: (``tests/test_autograd_formulas.py`` holds this to ``_core_formulas.NAMES``).
+#: (``tests/test_lazy_kernels.py`` holds this to ``_core_formulas.NAMES``).
 NAMES = (
     *(op.name for op in CORE_OPS if "Tensor" in op.schema.partition("->")[0]),
     "_to_copy",
@@ -53,24 +55,19 @@ def oplib_define(registrar: Any) -> None:
     registrar.define(NARROW)
 
 
-def _register(registrar: Any, key: str, makes: dict[str, Any], api: str) -> None:
-    for handle in REGISTRY.add_kernels_lazy(key, makes, api=api):
-        registrar._register(handle)
-
-
 @hookimpl
 def oplib_impl(registrar: Any) -> None:
     make = functools.partial(_narrow, name="narrow_kernel")
-    _register(registrar, COMPOSITE_EXPLICIT, {"oplib::_narrow": make}, "impl")
+    registrar._register_lazily(COMPOSITE_EXPLICIT, {"oplib::_narrow": make}, "impl")
 
 
 @hookimpl
 def oplib_register_fake(registrar: Any) -> None:
     make = functools.partial(_narrow, name="narrow_fake")
-    _register(registrar, FAKE, {"oplib::_narrow": make}, "register_fake")
+    registrar._register_lazily(FAKE, {"oplib::_narrow": make}, "register_fake")
 
 
 @hookimpl
 def oplib_register_autograd(registrar: Any) -> None:
     makes = {f"oplib::{name}": functools.partial(_autograd, name=name) for name in NAMES}
-    _register(registrar, AUTOGRAD, makes, "register_autograd")
+    registrar._register_lazily(AUTOGRAD, makes, "register_autograd")

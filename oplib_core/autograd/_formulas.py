@@ -41,9 +41,6 @@ class _Ops:
 
 OPS = _Ops()
 
-#: A view op core adds for the gradients of ``cat`` and ``stack`` (the core set has no
-#: slicing): ``length`` elements of dim ``dim`` from ``start``.
-
 
 def _narrow_dim(shape: tuple[Any, ...], dim: int, start: int, length: int) -> int:
     """``dim`` wrapped into ``range(len(shape))`` (a negative dim counts from the end, as

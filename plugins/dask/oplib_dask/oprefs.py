@@ -128,7 +128,7 @@ def providers_of(op: OpOverload, kernels: tuple[Any, ...]) -> tuple[Provider, ..
     plugin = op.origin.plugin
     record = oplib_core.plugins.get(plugin) if plugin is not None else None
     # (entry-point plugins load on the worker by themselves)
-    if plugin is not None and record is not None and record.entry_point is None:
+    if record is not None and record.entry_point is None:
         obj = record.plugin
         if isinstance(obj, types.ModuleType) and _shippable(obj.__name__):
             out.append(Provider(obj.__name__, plugin))
