@@ -2,11 +2,17 @@
 DLTensor layouts, the outputs' sizes from a Python fake kernel), when it forgets (a fake
 kernel registered or removed), what it must not cache (a shape function's answer, which may
 read the data), and that it gives the plain path's answers (hypothesis). Each test compiles
-a small C library (skipped without a C compiler)."""
+a small C library (skipped without a C compiler).
+
+Every test runs twice: on the compiled fast call (``_cfastcall``, built at install where a
+C compiler is) and on the generated Python one it falls back to."""
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -16,7 +22,8 @@ from hypothesis import strategies as st
 
 import oplib_core as oplib
 
-from helpers import compile_library, unique_ns
+from helpers import c_compiler, compile_library, unique_ns
+from subproc import run_python
 
 LIB = r"""
 #include "oplib.h"
@@ -130,6 +137,27 @@ def lib(tmp_path_factory):
     path = compile_library(LIB.replace("{ns}", ns), tmp_path_factory.mktemp("fastcall"))
     oplib.ops.load_library(path)
     return ns
+
+
+_OPS = ("iota", "axpy", "count", "pair", "bad_ndim")
+
+
+@pytest.fixture(scope="module", autouse=True, params=["compiled", "python"])
+def implementation(request, lib):
+    """Which fast call the module's kernels get: each kernel's next call makes it anew."""
+    from oplib_core._native import _fastcall
+
+    saved = _fastcall.COMPILED
+    if request.param == "compiled" and saved is None:
+        pytest.skip("the compiled fast call is not built (no C compiler at install)")
+    if request.param == "python":
+        _fastcall.COMPILED = None
+    for name in _OPS:
+        _kernel(lib, name).invalidate()
+    yield request.param
+    _fastcall.COMPILED = saved
+    for name in _OPS:
+        _kernel(lib, name).invalidate()
 
 
 @pytest.fixture
@@ -348,3 +376,67 @@ def test_fast_path_reads_numpys_data_pointer(make: Any) -> None:
     arr = make()
     expected = arr.__array_interface__["data"][0]
     assert WORDS[(id(arr) + DATA_OFFSET) >> WORD_SHIFT] == expected == numpy_data(arr)
+    try:
+        from oplib_core._native import _cfastcall
+    except ImportError:
+        return
+    assert _cfastcall.probe(arr) == (expected, arr.shape, arr.strides, arr.dtype)
+
+
+def test_a_fast_call_takes_positional_arguments_only(lib, fakes):
+    x = np.arange(3.0)
+    _op(lib, "axpy")(x, x, 2.0)
+    with pytest.raises(TypeError):
+        _kernel(lib, "axpy").fast.call(x, x, a=2.0)
+
+
+def test_no_references_are_lost_or_kept(lib, fakes):
+    """Every path of a call (served, declined, a kernel's error, a shape function's error)
+    gives back what it borrowed: the arguments' counts are the same after 6000 calls, and
+    the outputs are freed."""
+    axpy, pair, count = _op(lib, "axpy"), _op(lib, "pair"), _op(lib, "count")
+    x, f32, n, a = np.arange(3.0), np.zeros(2, np.float32), np.array([2.0]), 2.5
+    for _ in range(2):  # the caches filled, the fast calls made
+        axpy(x, x, a), pair(x), count(n), axpy(x.view(np.ma.MaskedArray), x, a)
+    from oplib_core._native import _fastcall
+
+    fast = _kernel(lib, "axpy").fast  # what axpy's calls read (none under the slow path)
+    entry = next(iter(fast.cache.values())) if isinstance(fast, _fastcall.FastCall) else object()
+    before = [sys.getrefcount(v) for v in (x, f32, n, a, entry)]
+
+    def calls(times: int) -> None:
+        for _ in range(times):
+            axpy(x, x, a)
+            pair(x)
+            count(n)
+            axpy(x.view(np.ma.MaskedArray), x, a)
+            with pytest.raises(oplib.NativeKernelError):
+                pair(f32)
+            with pytest.raises(oplib.NativeKernelError):
+                _op(lib, "bad_ndim")(x)
+
+    calls(1)
+    tracemalloc.start()
+    try:
+        gc.collect()  # (an error's traceback holds a cycle)
+        start = tracemalloc.get_traced_memory()[0]
+        calls(1000)  # 6000 outputs made and dropped, 2000 of them on an error path
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert [sys.getrefcount(v) for v in (x, f32, n, a, entry)] == before
+    assert grown < 60_000, f"{grown} bytes kept by 6000 calls"  # (20 kB: the allocator's)
+
+
+def test_the_compiled_fast_call_is_built_where_a_c_compiler_is():
+    from oplib_core._native import _cfastcall, _fastcall
+
+    if c_compiler() is None:
+        pytest.skip("no C compiler: the install built no compiled fast call")
+    assert _fastcall._compiled() is _cfastcall
+
+
+def test_oplib_native_speedups_0_turns_the_compiled_fast_call_off():
+    code = "from oplib_core._native import _fastcall\nOUT['compiled'] = _fastcall.COMPILED"
+    assert run_python(code, env={"OPLIB_NATIVE_SPEEDUPS": "0"}) == {"compiled": None}

@@ -1,6 +1,9 @@
 """examples/native_ops the real way: pip builds its C library with the system compiler in a
 fresh virtualenv, oplib finds the plugin through its entry point, the plugin loads the
-library, and `oplib check` passes on its ops (slow; CI runs it)."""
+library, and `oplib check` passes on its ops (slow; CI runs it). Twice: with oplib-core's
+compiled fast call built, and with oplib-core installed where its build found no working C
+compiler (``CC=false``), as from an sdist on such a machine: the same calls through the
+generated Python fast call."""
 
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["compiled", "no compiler"])
+def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if c_compiler() is None:
         pytest.skip("no C compiler (cc/gcc): building native-ops needs one; CI has gcc")
     where = tmp_path_factory.mktemp("native-venv")
@@ -30,7 +33,14 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([*pip, "setuptools>=77", "wheel"], check=True)  # PEP 639 metadata
     # oplib-core provides oplib.h at build time, hence no build isolation.
     isolated = [*pip, "--no-build-isolation"]
-    subprocess.run([*isolated, str(ROOT), str(ROOT / "plugins" / "cpu")], check=True)
+    core, env = str(ROOT), None
+    if request.param == "no compiler":  # from an sdist: the checkout holds built modules
+        sdist = where / "sdist"
+        build = [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir"]
+        subprocess.run([*build, str(sdist), str(ROOT)], check=True, capture_output=True)
+        (core,) = map(str, sdist.glob("oplib_core-*.tar.gz"))
+        env = {**os.environ, "CC": "false"}
+    subprocess.run([*isolated, core, str(ROOT / "plugins" / "cpu")], check=True, env=env)
     subprocess.run([*isolated, str(ROOT / "examples" / "native_ops")], check=True)
     return where
 
@@ -41,9 +51,10 @@ def _run(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env, cwd=venv)
 
 
-def test_the_installed_plugin_loads_its_compiled_library(venv):
+def test_the_installed_plugin_loads_its_compiled_library(venv, request):
     script = textwrap.dedent("""
         import json, numpy as np, oplib_core as oplib, native_ops
+        from oplib_core._native import _fastcall
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
         f = oplib.classes.native_ops.Affine(2.0, 1.0)
         lo, hi = oplib.ops.native_ops.minmax(a)
@@ -56,6 +67,9 @@ def test_the_installed_plugin_loads_its_compiled_library(venv):
             "minmax": [float(lo), float(hi)],
             "origin": oplib.lookup("native_ops::sum_dim").kernel("cpu").origin.source,
             "plugin": oplib.lookup("native_ops::sum_dim").kernel("cpu").origin.plugin,
+            "compiled": _fastcall.COMPILED is not None,
+            "fast call": type(oplib.lookup("native_ops::minmax").kernel("cpu").fn.fast.call)
+                .__name__,
         }))
     """)
     r = _run(venv, str(venv / "bin" / "python"), "-c", script)
@@ -68,6 +82,9 @@ def test_the_installed_plugin_loads_its_compiled_library(venv):
     assert out["affine"] == [1.0, 3.0, 5.0, 7.0]
     assert out["minmax"] == [0.0, 11.0]
     assert out["origin"] == os.path.realpath(out["lib"]) and out["plugin"] == "native_ops"
+    compiled = request.node.callspec.params["venv"] == "compiled"
+    assert out["compiled"] is compiled
+    assert out["fast call"] == ("FastCall" if compiled else "function")
 
 
 def test_oplib_check_passes_on_the_native_ops(venv):

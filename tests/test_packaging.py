@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import c_compiler
+
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,6 +150,15 @@ def test_built_wheel_and_sdist(dists, where):
     with tarfile.open(sdist) as t:
         members = {m.split("/", 1)[1] for m in t.getnames() if "/" in m}
     assert {"LICENSE", "README.md", "pyproject.toml", f"{package}/py.typed"} <= members
+    if name == "oplib-core":  # the optional compiled fast call: its source, built by setup.py
+        assert {"setup.py", "oplib_core/_native/_cfastcall.c", "oplib_core/include/oplib.h"} <= (
+            members
+        )
+        assert not [m for m in members if m.endswith((".so", ".pyd"))]
+        built = [n for n in names if n.startswith("oplib_core/_native/_cfastcall.")]
+        assert "oplib_core/_native/_cfastcall.pyi" in built
+        if c_compiler() is not None:
+            assert [n for n in built if n.endswith((".so", ".pyd"))], built
 
 
 # -- editable installs ----------------------------------------------------------------------

@@ -25,6 +25,7 @@ or a library's shape functions do. ``tests/test_native*.py`` run under both path
 from __future__ import annotations
 
 import ctypes as C
+import os
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -66,6 +67,29 @@ assert _META.size == _META_SIZE and _DL_TAIL.size == _DL_SIZE - 8
 _COUNT = C.c_void_p if C.sizeof(C.c_void_p) == 8 else C.c_int64
 
 Meta = tuple[tuple[int, ...], np.dtype]
+
+
+def _compiled() -> Any:
+    """The compiled fast call (``_cfastcall``, built by setup.py when a C compiler is
+    there), or None: not built, ``OPLIB_NATIVE_SPEEDUPS=0``, or numpy's array layout is not
+    the one it reads (checked on a strided probe against numpy's own answers)."""
+    if os.environ.get("OPLIB_NATIVE_SPEEDUPS", "").strip() == "0":
+        return None
+    try:
+        from . import _cfastcall
+    except ImportError:
+        return None
+    probe = np.arange(24.0).reshape(2, 3, 4)[:, ::2, 1:]
+    seen = _cfastcall.probe(probe)
+    wanted = (probe.__array_interface__["data"][0], probe.shape, probe.strides, probe.dtype)
+    if seen is None or seen[:3] != wanted[:3] or seen[3] is not wanted[3]:
+        return None  # pragma: no cover -- a numpy whose PyArrayObject_fields changed
+    assert _cfastcall.TAIL_SIZE == _DL_SIZE - 8
+    return _cfastcall
+
+
+#: The compiled fast call, or None (then each kernel's fast call is generated Python).
+COMPILED: Any = _compiled()
 
 
 def _untyped(address: int) -> Any:
@@ -114,7 +138,7 @@ def _out_layout(shape: tuple[int, ...], dtype: np.dtype) -> tuple[bytes, Layout]
 
 
 # What a shape function wrote (the raw oplib_tensor_meta) -> (shape, dtype, DLTensor bytes).
-_OUT_METAS: dict[tuple[int, ...], tuple[tuple[int, ...], np.dtype, bytes, Layout]] = {}
+_OUT_METAS: dict[bytes, tuple[tuple[int, ...], np.dtype, bytes, Layout]] = {}
 
 
 #: What a fast call hands the calls it declines to (the arguments as a tuple).
@@ -158,6 +182,16 @@ class FastCall:
         shape_fn = self.owner.shape_fn() if nouts else None
         by_fake = nouts > 0 and shape_fn is None
         tensors = [i for i, k in enumerate(kinds) if k == "t"]
+        miss = self._miss_for(tensors, by_fake)
+        if COMPILED is not None:  # the same call in C: its keys are bytes, its entries these
+            call: Any = COMPILED.FastCall(
+                "".join(kinds), nouts, by_fake, self.address,
+                C.cast(shape_fn, C.c_void_p).value or 0 if shape_fn else 0,
+                np.ndarray, self.cache, miss, self.slow, np.empty, self._fail,
+                _OUT_METAS, self._out_meta,
+            )  # fmt: skip
+            call.__wrapped__ = self.owner
+            return call  # type: ignore[no-any-return]
         # the buffer: oplib_arg[nargs], the inputs' DLTensors, the outputs', metas, error
         ins_at = nargs * _ARG_SIZE
         outs_at = ins_at + _DL_SIZE * len(tensors)
@@ -221,9 +255,8 @@ class FastCall:
                 f"    if status: fail(status, buf, {err_at}, ' shape function')",
             ]
             for j in range(nouts):
-                lines.append(
-                    f"    s{j}, d{j}, oc{j}, _ = out_meta(buf, {metas_at + j * _META_SIZE})"
-                )
+                at = metas_at + j * _META_SIZE
+                lines.append(f"    s{j}, d{j}, oc{j}, _ = out_meta(buf[{at}:{at + _META_SIZE}])")
             lines += [f"    o{j} = empty(s{j}, d{j})" for j in range(nouts)]
             if nouts:
                 lines.append(f"    pack_tail(buf, {outs_at}, {', '.join(tail)})")
@@ -252,7 +285,7 @@ class FastCall:
             "float": float,
             "slow": self.slow,
             "cache": self.cache,
-            "miss": self._miss_for(tensors, by_fake),
+            "miss": miss,
             "free": [],  # buffers of finished calls (each call takes its own)
             "new_slot": _slot_maker(err_at + C.sizeof(A.Error), outs_at, metas_at, err_at),
             "n_args": _COUNT(nargs),
@@ -287,6 +320,7 @@ class FastCall:
                 lay = layout((v.shape, v.strides, v.dtype))
                 hit.append(_dl_consts(lay))
                 keep.append(lay)  # the shape and strides arrays the bytes point to
+                keep.append(v.dtype)  # the compiled call's key holds its address
             if by_fake:
                 for k, v in zip(kinds, args, strict=True):
                     if k == "i" and not _INT64_MIN <= v <= _INT64_MAX:
@@ -303,13 +337,13 @@ class FastCall:
 
         return miss
 
-    def _out_meta(self, buf: Any, at: int) -> tuple[tuple[int, ...], np.dtype, bytes, Layout]:
-        raw = _META.unpack_from(buf, at)
+    def _out_meta(self, raw: bytes) -> tuple[tuple[int, ...], np.dtype, bytes, Layout]:
+        """What the shape function wrote for one output (its raw ``oplib_tensor_meta``)."""
         found = _OUT_METAS.get(raw)
         if found is not None:
             return found
-        ndim, code, bits, lanes = raw[:4]
-        shape, dtype = meta_of(self.plan, ndim, A.DLDataType(code, bits, lanes), raw[4:])
+        ndim, code, bits, lanes, *dims = _META.unpack(raw)
+        shape, dtype = meta_of(self.plan, ndim, A.DLDataType(code, bits, lanes), dims)
         consts, lay = _out_layout(shape, dtype)
         if len(_OUT_METAS) >= 4096:
             _OUT_METAS.clear()
