@@ -9,9 +9,10 @@ loads it, and prints, all measured in this run:
    arrays, three ways: (a) the kernel's declared prototype, argument structs and output
    built once; (b) as oplib's fast path calls it (no prototype, ready ``c_void_p``
    arguments), structs and output built once (the bare C call); (c) as (b) with the output
-   allocated per call by ``np.empty`` and its data pointer written, as oplib does. Then
-   oplib's cost split into dispatch and the kernel's generated fast call around the C call
-   (budget: <= 1 us);
+   allocated per call by ``np.empty`` and its data pointer written, as oplib does. oplib is
+   measured through the compiled fast call (``_cfastcall``, when oplib-core was built with a
+   C compiler; budget: <= 1 us) and through the generated Python one it falls back to, each
+   split into dispatch and the kernel's fast call (the C call included);
 2. 10M float32 elements: ``scaled_add(a, b, 1.0)`` versus numpy's ``np.add(a, b)``, both
    allocating their output (budget: within 10%);
 3. 2 threads versus 1 calling ``apply_affine`` on 2000x2000 float32 arrays (budget: >=
@@ -164,35 +165,54 @@ def main() -> None:
             "a": a,
             "b": b,
         }
-        add(a, b, 1.0)  # the fast path's code and caches are made on the first call
-        env["fast"] = kernel.fn.fast.call
 
         def ns(stmt: str) -> float:
             return best_ns(stmt, env, args.number, args.repeat)
 
         t = {name: ns(stmt) for name, stmt in (
             ("declared", "declared()"), ("raw", "raw()"), ("alloc", "alloc()"),
-            ("oplib", "add(a, b, 1.0)"), ("kernel", "kernel(a, b, 1.0)"),
-            ("fast", "fast(a, b, 1.0)"),
         )}  # fmt: skip
+        # oplib's call, through the compiled fast call (when built) and the generated Python
+        # one it falls back to; each is made anew on the first call after invalidate()
+        compiled = _fastcall.COMPILED
+        for impl, use in (("compiled", compiled), ("python", None)):
+            if impl == "compiled" and compiled is None:
+                continue
+            _fastcall.COMPILED = use
+            kernel.fn.invalidate()
+            add(a, b, 1.0)
+            env["fast"] = kernel.fn.fast.call
+            t[impl] = ns("add(a, b, 1.0)")
+            t[impl + " fast"] = ns("fast(a, b, 1.0)")
+            t[impl + " kernel"] = ns("kernel(a, b, 1.0)")
+        _fastcall.COMPILED = compiled
+        kernel.fn.invalidate()
         print("one float32 element, ns per call (best of the repeats):")
         for name, what in (
             ("declared", "ctypes direct, declared prototype, structs and output built once"),
             ("raw", "ctypes direct, ready c_void_p args, structs and output built once"),
             ("alloc", "ctypes direct, ready c_void_p args, np.empty output per call"),
-            ("oplib", "oplib.ops.native_ops.scaled_add(a, b, 1.0)"),
+            ("compiled", "oplib.ops.native_ops.scaled_add(a, b, 1.0), compiled fast call"),
+            ("python", "oplib.ops.native_ops.scaled_add(a, b, 1.0), generated Python"),
         ):
-            print(f"  {what:66} {t[name]:6.0f}")
-        print(
-            f"  overhead vs the three: {t['oplib'] - t['declared']:5.0f} / "
-            f"{t['oplib'] - t['raw']:5.0f} / {t['oplib'] - t['alloc']:5.0f} ns (budget 1000 ns)"
-        )
-        print(
-            f"  of which: dispatch to the kernel's fast call {t['oplib'] - t['fast']:4.0f}, the "
-            f"fast call around the C call {t['fast'] - t['raw']:4.0f} (its part above the "
-            f"allocating direct call {t['fast'] - t['alloc']:4.0f}); calling the kernel object "
-            f"itself adds {t['kernel'] - t['fast']:4.0f} (the dispatcher skips it)"
-        )
+            if name in t:
+                print(f"  {what:66} {t[name]:6.0f}")
+        if compiled is None:
+            print("  (no compiled fast call: oplib-core was installed without a C compiler)")
+        for impl, budget in (("compiled", " (budget 1000 ns)"), ("python", " (the fallback)")):
+            if impl not in t:
+                continue
+            print(
+                f"  {impl} overhead vs the three: {t[impl] - t['declared']:5.0f} / "
+                f"{t[impl] - t['raw']:5.0f} / {t[impl] - t['alloc']:5.0f} ns{budget}"
+            )
+            print(
+                f"    of which: dispatch to the kernel's fast call "
+                f"{t[impl] - t[impl + ' fast']:4.0f}, the fast call with the C call in it "
+                f"{t[impl + ' fast']:4.0f} (the bare C call: {t['raw']:4.0f}); calling the "
+                f"kernel object adds {t[impl + ' kernel'] - t[impl + ' fast']:4.0f} (the "
+                f"dispatcher skips it)"
+            )
 
         # 2. 10M float32 elementwise
         n = 10_000_000
