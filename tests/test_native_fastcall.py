@@ -103,6 +103,21 @@ static int pair(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib
   return OPLIB_OK;
 }
 
+/* fill_(Tensor(a!) x, float v) -> (): every element of x (float64, any strides) set to v */
+static int fill_(const oplib_arg *a, int64_t n, DLTensor *outs, int64_t no, oplib_error *err) {
+  const DLTensor *x = a[0].v.tensor;
+  if (x->dtype.bits != 64) return oplib_set_error(err, "fill_: float64 only");
+  for (int64_t i = 0; i < numel(x); i++) {
+    int64_t off = 0, j = i;
+    for (int32_t d = x->ndim - 1; d >= 0; d--) {
+      off += (j % x->shape[d]) * x->strides[d];
+      j /= x->shape[d];
+    }
+    ((double *)((char *)x->data + x->byte_offset))[off] = a[1].v.f;
+  }
+  return OPLIB_OK;
+}
+
 /* bad_ndim(Tensor x) -> Tensor: a shape function that claims 17 dimensions */
 static int bad_ndim_shape(const oplib_arg *a, int64_t n, oplib_tensor_meta *o, int64_t no,
                           oplib_error *err) {
@@ -123,6 +138,8 @@ OPLIB_LIBRARY_INIT(api) {
   if (api->register_shape_fn(c, "{ns}::count", count_shape)) return 1;
   if (api->define(c, "{ns}::pair", "(Tensor x) -> (Tensor, Tensor)")) return 1;
   if (api->impl(c, "{ns}::pair", "cpu", pair)) return 1;
+  if (api->define(c, "{ns}::fill_", "(Tensor(a!) x, float v) -> ()")) return 1;
+  if (api->impl(c, "{ns}::fill_", "cpu", fill_)) return 1;
   if (api->define(c, "{ns}::bad_ndim", "(Tensor x) -> Tensor")) return 1;
   if (api->impl(c, "{ns}::bad_ndim", "cpu", count)) return 1; /* never reached */
   if (api->register_shape_fn(c, "{ns}::bad_ndim", bad_ndim_shape)) return 1;
@@ -139,7 +156,7 @@ def lib(tmp_path_factory):
     return ns
 
 
-_OPS = ("iota", "axpy", "count", "pair", "bad_ndim")
+_OPS = ("iota", "axpy", "count", "pair", "fill_", "bad_ndim")
 
 
 @pytest.fixture(scope="module", autouse=True, params=["compiled", "python"])
@@ -302,6 +319,25 @@ def test_errors_from_the_fast_path_name_the_op_and_a_reused_buffer_is_clean(lib,
         _op(lib, "axpy")(np.zeros(2), np.zeros((2, 1)), 1.0)
 
 
+def test_a_written_argument_must_be_writable(lib):
+    fill_ = _op(lib, "fill_")
+    x = np.zeros((2, 3))
+    for _ in range(2):  # the first call, then the fast path
+        assert fill_(x[:, ::2], 7.0) is None
+    np.testing.assert_array_equal(x, [[7.0, 0.0, 7.0]] * 2)
+    base = np.zeros(1)
+    locked = np.ones(3)
+    locked.flags.writeable = False
+    for ro in (np.broadcast_to(base, (3,)), locked, locked):  # locked twice: cached
+        with pytest.raises(oplib.InvalidArgumentError) as e:
+            fill_(ro, 5.0)
+        assert f"{lib}::fill_: argument 'x' is written" in str(e.value)
+        assert "(Tensor(a!) x), but its array is read-only" in str(e.value)
+        assert e.value.argument == "x" and e.value.value is ro
+    np.testing.assert_array_equal(base, [0.0])
+    np.testing.assert_array_equal(locked, [1.0, 1.0, 1.0])
+
+
 def test_a_shape_function_out_of_range_ndim_is_refused(lib):
     with pytest.raises(oplib.NativeKernelError, match=rf"{lib}::bad_ndim shape function .*ndim 17"):
         _op(lib, "bad_ndim")(np.zeros(2))
@@ -365,8 +401,9 @@ def test_the_fast_path_gives_the_plain_paths_answers(lib, fakes, data, shape, a)
         lambda: np.empty((0, 3)),
         lambda: np.array(2.5),
         lambda: np.zeros(7, np.int8)[::-2],
+        lambda: np.broadcast_to(np.arange(3), (2, 3)),
     ],
-    ids=["offset view", "strided column", "empty", "0-d", "negative stride"],
+    ids=["offset view", "strided column", "empty", "0-d", "negative stride", "read-only"],
 )
 def test_fast_path_reads_numpys_data_pointer(make: Any) -> None:
     from oplib_core._native._marshal import DATA_OFFSET, WORD_SHIFT, WORDS, numpy_data
@@ -380,7 +417,8 @@ def test_fast_path_reads_numpys_data_pointer(make: Any) -> None:
         from oplib_core._native import _cfastcall
     except ImportError:
         return
-    assert _cfastcall.probe(arr) == (expected, arr.shape, arr.strides, arr.dtype)
+    writeable = arr.flags.writeable
+    assert _cfastcall.probe(arr) == (expected, arr.shape, arr.strides, writeable, arr.dtype)
 
 
 def test_a_fast_call_takes_positional_arguments_only(lib, fakes):

@@ -31,7 +31,10 @@ typedef struct {
   Py_ssize_t *strides;
   PyObject *base;
   PyObject *descr;
+  int flags;
 } ArrayFields;
+
+#define WRITEABLE 0x0400 /* NPY_ARRAY_WRITEABLE */
 
 #define TAIL_SIZE (sizeof(DLTensor) - offsetof(DLTensor, device))
 #define MAX_KEY_WORDS 512
@@ -127,9 +130,10 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
     a->is_none = 0;
     a->reserved = 0;
     char kind = self->kinds[i];
-    if (kind == 't') {
+    if (kind == 't' || kind == 'w') { /* 'w': a Tensor(a!), which must be writable */
       if (Py_TYPE(v) != (PyTypeObject *)self->ndarray) return fc_slow(self, args, n);
       ArrayFields *arr = (ArrayFields *)v;
+      if (kind == 'w' && !(arr->flags & WRITEABLE)) return fc_slow(self, args, n);
       int nd = arr->nd;
       if (nd < 0 || nkey + 2 + 2 * (Py_ssize_t)nd > MAX_KEY_WORDS) return fc_slow(self, args, n);
       key[nkey++] = (uint64_t)(uintptr_t)arr->descr;
@@ -364,7 +368,7 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
   }
   Py_ssize_t ntensors = 0;
   for (Py_ssize_t i = 0; i < nkinds; i++) {
-    if (kinds[i] == 't')
+    if (kinds[i] == 't' || kinds[i] == 'w')
       ntensors++;
     else if (kinds[i] != 'i' && kinds[i] != 'f') {
       PyErr_Format(PyExc_ValueError, "FastCall: unknown argument kind %c", kinds[i]);
@@ -436,12 +440,13 @@ static PyObject *probe(PyObject *Py_UNUSED(module), PyObject *arr) {
     PyTuple_SET_ITEM(shape, d, PyLong_FromSsize_t(a->dimensions[d]));
     PyTuple_SET_ITEM(strides, d, PyLong_FromSsize_t(a->strides[d]));
   }
-  return Py_BuildValue("(KNNO)", (unsigned long long)(uintptr_t)a->data, shape, strides,
-                       a->descr ? a->descr : Py_None);
+  return Py_BuildValue("(KNNOO)", (unsigned long long)(uintptr_t)a->data, shape, strides,
+                       a->flags & WRITEABLE ? Py_True : Py_False, a->descr ? a->descr : Py_None);
 }
 
 static PyMethodDef methods[] = {
-    {"probe", probe, METH_O, "(data, shape, strides, dtype) as the fast call reads an array."},
+    {"probe", probe, METH_O,
+     "(data, shape, strides, writeable, dtype) as the fast call reads an array."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -79,11 +79,12 @@ def _compiled() -> Any:
         from . import _cfastcall
     except ImportError:
         return None
-    probe = np.arange(24.0).reshape(2, 3, 4)[:, ::2, 1:]
-    seen = _cfastcall.probe(probe)
-    wanted = (probe.__array_interface__["data"][0], probe.shape, probe.strides, probe.dtype)
-    if seen is None or seen[:3] != wanted[:3] or seen[3] is not wanted[3]:
-        return None  # pragma: no cover -- a numpy whose PyArrayObject_fields changed
+    for probe in (np.arange(24.0).reshape(2, 3, 4)[:, ::2, 1:], np.broadcast_to(np.int8(1), (2,))):
+        seen = _cfastcall.probe(probe)
+        data = probe.__array_interface__["data"][0]
+        wanted = (data, probe.shape, probe.strides, probe.flags.writeable)
+        if seen is None or seen[:4] != wanted or seen[4] is not probe.dtype:
+            return None  # pragma: no cover -- a numpy whose PyArrayObject_fields changed
     assert _cfastcall.TAIL_SIZE == _DL_SIZE - 8
     return _cfastcall
 
@@ -159,7 +160,11 @@ class FastCall:
         self.address = address
         self.owner = owner
         self.slow = slow
-        self.kinds = tuple(_KINDS[a.type.name] for a in plan.args)  # type: ignore[union-attr]
+        # "w": a Tensor(a!), which must also be writable (else the plain path refuses it)
+        self.kinds = tuple(
+            "w" if a.is_write and a.type.name == "Tensor" else _KINDS[a.type.name]  # type: ignore[union-attr]
+            for a in plan.args
+        )
         self.cache: dict[Any, Any] = {}
         self.call: Callable[..., Any] = self._first
 
@@ -181,7 +186,7 @@ class FastCall:
         nargs, nouts = plan.nargs, plan.nouts
         shape_fn = self.owner.shape_fn() if nouts else None
         by_fake = nouts > 0 and shape_fn is None
-        tensors = [i for i, k in enumerate(kinds) if k == "t"]
+        tensors = [i for i, k in enumerate(kinds) if k in "tw"]
         miss = self._miss_for(tensors, by_fake)
         if COMPILED is not None:  # the same call in C: its keys are bytes, its entries these
             call: Any = COMPILED.FastCall(
@@ -207,9 +212,12 @@ class FastCall:
         if tensors:
             checks = " or ".join(f"type(v{i}) is not ndarray" for i in tensors)
             lines.append(f"    if {checks}: return slow(args)")
+        if "w" in kinds:
+            checks = " or ".join(f"not v{i}.flags.writeable" for i in tensors if kinds[i] == "w")
+            lines.append(f"    if {checks}: return slow(args)")
         key: list[str] = []
         for i, k in enumerate(kinds):
-            if k == "t":
+            if k in "tw":
                 key += [f"v{i}.shape", f"v{i}.strides", f"v{i}.dtype"]
                 continue
             allowed = ("int", "bool") if k == "i" else ("float", "int", "bool")
@@ -235,7 +243,7 @@ class FastCall:
             "        slot = new_slot()",
             "    buf, base, p_args, p_outs, p_metas, p_err = slot",
         ]
-        head = [f"base + {ins_at + _DL_SIZE * tensors.index(i)}" if k == "t" else f"v{i}"
+        head = [f"base + {ins_at + _DL_SIZE * tensors.index(i)}" if k in "tw" else f"v{i}"
                 for i, k in enumerate(kinds)]  # fmt: skip
         # numpy's data pointer, read where PyArray_DATA reads it (see _marshal.numpy_data)
         data = (
@@ -245,7 +253,7 @@ class FastCall:
         )
         head += [f"{data.format(f'v{i}')}, c{j}" for j, i in enumerate(tensors)]
         tail = [f"{data.format(f'o{j}')}, oc{j}" for j in range(nouts)]
-        fmt_head = "=" + "".join(_ARG[k] for k in kinds) + _DL * len(tensors)
+        fmt_head = "=" + "".join(_ARG["t" if k == "w" else k] for k in kinds) + _DL * len(tensors)
         if shape_fn is not None:
             lines += [
                 "    try:",

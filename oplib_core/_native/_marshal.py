@@ -19,7 +19,7 @@ import numpy as np
 from .._device import Device
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
 from ..backends import TABLE
-from ..errors import NoKernelError
+from ..errors import InvalidArgumentError, NoKernelError
 from ..fake import FakeArray
 from . import _abi as A
 from ._classes import is_class_type
@@ -196,6 +196,18 @@ def _tensor(arg: A.Arg, v: Any, keep: list[Any]) -> Any:
     return v
 
 
+class _ReadOnly(Exception):
+    """A written argument's array is read-only (``CallPlan.fill`` names the op)."""
+
+
+def _written_tensor(arg: A.Arg, v: Any, keep: list[Any]) -> Any:
+    """A ``Tensor(a!)``: the kernel writes through the view, so numpy's read-only arrays
+    (broadcasts, views of read-only memory) are refused as numpy refuses them as ``out=``."""
+    if isinstance(v, np.ndarray) and not v.flags.writeable:
+        raise _ReadOnly
+    return _tensor(arg, v, keep)
+
+
 def _int(arg: A.Arg, v: Any, keep: list[Any]) -> None:
     i = int(v)
     if not _INT64_MIN <= i <= _INT64_MAX:  # ctypes would wrap it silently
@@ -303,10 +315,11 @@ def _optional(inner: Filler) -> Filler:
     return fill
 
 
-def filler(t: SchemaType, where: str) -> Filler:
-    """How a value of schema type ``t`` is passed to C (see the table in oplib.h)."""
+def filler(t: SchemaType, where: str, written: bool = False) -> Filler:
+    """How a value of schema type ``t`` is passed to C (see the table in oplib.h);
+    ``written``: the argument is annotated ``(a!)``."""
     if isinstance(t, OptionalType):
-        return _optional(filler(t.elem, where))
+        return _optional(filler(t.elem, where, written))
     if isinstance(t, ListType):
         elem = t.elem.elem if isinstance(t.elem, OptionalType) else t.elem
         name = elem.name if isinstance(elem, BaseType) else ""
@@ -317,6 +330,8 @@ def filler(t: SchemaType, where: str) -> Filler:
     assert isinstance(t, BaseType)
     if is_class_type(t.name):
         return _object
+    if written and t.name == "Tensor":
+        return _written_tensor
     found = _SCALARS.get(t.name)
     if found is None:
         raise UnsupportedSchemaError(f"{where}: type {t} cannot be passed to native code")
@@ -332,7 +347,9 @@ class CallPlan:
         self.op = op
         self.library = library
         self.args: tuple[Argument, ...] = schema.arguments
-        self.fillers = tuple(filler(a.type, f"{op}: argument {a.name!r}") for a in self.args)
+        self.fillers = tuple(
+            filler(a.type, f"{op}: argument {a.name!r}", a.is_write) for a in self.args
+        )
         self.defaults = tuple(a.default_value if a.has_default else _MISSING for a in self.args)
         self.nargs = len(self.args)
         for r in schema.returns:
@@ -373,6 +390,16 @@ class CallPlan:
                 got = fill(cargs[i], v, keep)
                 if first is None and got is not None:
                     first = got
+        except _ReadOnly:
+            name = self.args[i].name
+            raise InvalidArgumentError(
+                f"{self.op}: argument {name!r} is written by the native kernel of library "
+                f"{self.library} ({self.args[i]}), but its array is read-only "
+                f"(a broadcast, or a view of read-only memory); pass a writable copy",
+                api=self.op,
+                argument=name,
+                value=values[i],
+            ) from None
         except OverflowError as e:
             raise OverflowError(
                 f"{self.op}: argument {self.args[i].name!r} of the native kernel of library "
