@@ -123,12 +123,11 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
   oplib_tensor_meta *metas = (oplib_tensor_meta *)(stack + metas_at);
   oplib_error *err = (oplib_error *)(stack + err_at);
 
+  memset(cargs, 0, ins_at); /* as the plain path: the unused bytes of each union zero */
   Py_ssize_t t = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *v = args[i];
     oplib_arg *a = &cargs[i];
-    a->is_none = 0;
-    a->reserved = 0;
     char kind = self->kinds[i];
     if (kind == 't' || kind == 'w') { /* 'w': a Tensor(a!), which must be writable */
       if (Py_TYPE(v) != (PyTypeObject *)self->ndarray) return fc_slow(self, args, n);
