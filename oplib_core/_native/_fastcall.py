@@ -17,6 +17,11 @@ other call, is::
     outs, couts = allocate(plan, first, metas, keep)       # _marshal.allocate
     plan.check(kernel.fn(cargs, n, couts, nouts, byref(err)), err)
 
+Where oplib-core was built with a C compiler, ``_cfastcall.c`` makes the same call in C
+(see ``COMPILED``): ``_generate`` then returns its object instead of generated code; it
+reads and fills the same cache (keyed by bytes of the metadata) through the same ``miss``,
+and reports through the same ``_fail`` and ``_out_meta``.
+
 The caches are dropped whenever the registry changes (a fake kernel registered or removed)
 or a library's shape functions do. ``tests/test_native*.py`` run under both paths
 (``OPLIB_DISPATCH_SLOW=1`` turns this one off).
