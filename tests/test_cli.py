@@ -156,9 +156,10 @@ def test_an_unknown_device_is_one_line_not_a_traceback(capsys):
     assert "did you mean 'cpu'?" in capsys.readouterr().err
 
 
-def test_a_closed_pipe_ends_quietly():
+@pytest.mark.parametrize("command", ["ops list", "--version", "--help"])
+def test_a_closed_pipe_ends_quietly(command):
     r = subprocess.run(
-        f"{sys.executable} -m oplib_core.cli ops list | true",
+        f"{sys.executable} -m oplib_core.cli {command} | true",
         shell=True,
         capture_output=True,
         text=True,

@@ -87,10 +87,23 @@ def test_a_bug_in_the_cli_is_not_hidden():
 def test_version_lists_core_and_installed_distributions(capsys):
     assert main(["--version"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"oplib-core {oplib.__version__}"
+    assert lines[0].startswith(f"oplib-core {oplib.__version__} (native fast call: ")
     names = [line.split()[0] for line in lines]
     assert {"oplib-cpu", "oplib-meta", "oplib-privateuse"} <= set(names)
     assert names.count("oplib-core") == 1
+
+
+def test_version_says_which_native_fast_call_serves(capsys, monkeypatch):
+    from oplib_core._native import _fastcall
+
+    main(["--version"])
+    first = capsys.readouterr().out.splitlines()[0]
+    built = "compiled" if _fastcall.COMPILED is not None else "built without a C compiler"
+    assert first.endswith(f"{built})")
+    monkeypatch.setenv("OPLIB_NATIVE_SPEEDUPS", "0")
+    main(["--version"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith("(native fast call: generated Python, OPLIB_NATIVE_SPEEDUPS=0)")
 
 
 def test_help_exits_0(capsys):

@@ -8,5 +8,23 @@ nothing, so the low layers (schema binding) can use ``_classes`` without a cycle
 ``import oplib_core`` does not load the ctypes layer until a library is loaded.
 """
 
+import os
+from importlib.util import find_spec
+
 #: The paths of the libraries loaded so far (``oplib.ops.loaded_libraries``).
 loaded_libraries: set[str] = set()
+
+
+def speedups_off() -> bool:
+    """``OPLIB_NATIVE_SPEEDUPS=0``: native calls skip the compiled fast call."""
+    return os.environ.get("OPLIB_NATIVE_SPEEDUPS", "").strip() == "0"
+
+
+def fast_call_build() -> str:
+    """Which fast call native kernels get, as ``oplib --version`` says it (without loading
+    the ctypes layer)."""
+    if speedups_off():
+        return "generated Python, OPLIB_NATIVE_SPEEDUPS=0"
+    if find_spec(f"{__name__}._cfastcall") is None:
+        return "generated Python, oplib-core was built without a C compiler"
+    return "compiled"

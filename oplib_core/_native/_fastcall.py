@@ -30,7 +30,6 @@ or a library's shape functions do. ``tests/test_native*.py`` run under both path
 from __future__ import annotations
 
 import ctypes as C
-import os
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -40,6 +39,7 @@ import numpy as np
 from .._dispatch import SLOW
 from .._schema import BaseType
 from . import _abi as A
+from . import speedups_off
 from ._marshal import (
     DATA_OFFSET,
     WORD_SHIFT,
@@ -78,7 +78,7 @@ def _compiled() -> Any:
     """The compiled fast call (``_cfastcall``, built by setup.py when a C compiler is
     there), or None: not built, ``OPLIB_NATIVE_SPEEDUPS=0``, or numpy's array layout is not
     the one it reads (checked on a strided probe against numpy's own answers)."""
-    if os.environ.get("OPLIB_NATIVE_SPEEDUPS", "").strip() == "0":
+    if speedups_off():
         return None
     try:
         from . import _cfastcall

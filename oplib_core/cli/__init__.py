@@ -37,10 +37,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
+    from .._native import fast_call_build
     from .._version import __version__
     from ._versions import installed
 
-    lines = [f"oplib-core {__version__}"]
+    lines = [f"oplib-core {__version__} (native fast call: {fast_call_build()})"]
     lines += [f"{name} {version}" for name, version in installed() if name != "oplib-core"]
     return "\n".join(lines)
 
@@ -70,10 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oplib`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
+    from ._run import reader_left
+
     try:
         args = build_parser(first if first in COMMANDS else None).parse_args(argv)
     except SystemExit as e:  # --help, --version, usage errors
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    except BrokenPipeError:  # ``oplib --version | head -1``
+        return reader_left()
     from ._render import Output
     from ._run import run
 

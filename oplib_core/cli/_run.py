@@ -33,6 +33,14 @@ def _warning_line(
     print(safe(f"oplib: {category.__name__}: {text}", sys.stderr), file=sys.stderr)
 
 
+def reader_left() -> int:
+    """``oplib ops list | head``: the reader of stdout left; say nothing more (and let the
+    interpreter's last flush at exit write nowhere). The exit status is 1."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _warning_line
@@ -42,10 +50,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
 def _run(args: argparse.Namespace, out: Output) -> int:
     try:
         return int(args.fn(args, out))
-    except BrokenPipeError:  # ``oplib ops list | head``: the reader left; say nothing more
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    except BrokenPipeError:
+        return reader_left()
     except (CliError, OplibError, KeyboardInterrupt) as e:
         if args.debug:
             traceback.print_exc()
