@@ -2,9 +2,10 @@
 calling their kernels on DLPack views, and opaque classes.
 
 One module per concept: ``_abi`` (the structs), ``_dtypes`` (numpy dtype <-> DLDataType),
-``_marshal`` (arguments and outputs of a call), ``_classes`` (opaque classes),
-``_library`` (``load_library`` and the registration callbacks). This ``__init__`` imports
-nothing, so the low layers (schema binding) can use ``_classes`` without a cycle, and
+``_marshal`` (arguments and outputs of a call), ``_fastcall`` (the fast path, generated
+Python or the compiled ``_cfastcall``), ``_classes`` (opaque classes), ``_library``
+(``load_library`` and the registration callbacks). This ``__init__`` imports nothing of
+oplib's, so the low layers (schema binding) can use ``_classes`` without a cycle, and
 ``import oplib_core`` does not load the ctypes layer until a library is loaded.
 """
 
