@@ -10,7 +10,6 @@ oplib's, so the low layers (schema binding) can use ``_classes`` without a cycle
 """
 
 import os
-from importlib.util import find_spec
 
 #: The paths of the libraries loaded so far (``oplib.ops.loaded_libraries``).
 loaded_libraries: set[str] = set()
@@ -24,6 +23,8 @@ def speedups_off() -> bool:
 def fast_call_build() -> str:
     """Which fast call native kernels get, as ``oplib --version`` says it (without loading
     the ctypes layer)."""
+    from importlib.util import find_spec  # (not at import: it costs the first op call)
+
     if speedups_off():
         return "generated Python, OPLIB_NATIVE_SPEEDUPS=0"
     if find_spec(f"{__name__}._cfastcall") is None:
