@@ -50,6 +50,7 @@ def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def _run(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPLIB_CACHE_DIR": str(venv / "cache")}
     env.pop("PYTHONPATH", None)
+    env.pop("OPLIB_NATIVE_SPEEDUPS", None)  # which build serves is what the venv says
     return subprocess.run(args, capture_output=True, text=True, env=env, cwd=venv)
 
 
