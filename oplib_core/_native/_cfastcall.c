@@ -52,13 +52,20 @@ typedef struct {
   PyObject *wrapped; /* __wrapped__: the kernel object a failure's note names */
 } FastCall;
 
-static PyObject *fc_slow(FastCall *self, PyObject *const *args, Py_ssize_t n) {
+/* The call's arguments as the tuple the Python side (slow, miss) takes. */
+static PyObject *args_tuple(PyObject *const *args, Py_ssize_t n) {
   PyObject *tuple = PyTuple_New(n);
   if (tuple == NULL) return NULL;
   for (Py_ssize_t i = 0; i < n; i++) {
     Py_INCREF(args[i]);
     PyTuple_SET_ITEM(tuple, i, args[i]);
   }
+  return tuple;
+}
+
+static PyObject *fc_slow(FastCall *self, PyObject *const *args, Py_ssize_t n) {
+  PyObject *tuple = args_tuple(args, n);
+  if (tuple == NULL) return NULL;
   PyObject *result = PyObject_CallOneArg(self->slow, tuple);
   Py_DECREF(tuple);
   return result;
@@ -176,14 +183,10 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
       Py_DECREF(key_bytes);
       return NULL;
     }
-    PyObject *tuple = PyTuple_New(n);
+    PyObject *tuple = args_tuple(args, n);
     if (tuple == NULL) {
       Py_DECREF(key_bytes);
       return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-      Py_INCREF(args[i]);
-      PyTuple_SET_ITEM(tuple, i, args[i]);
     }
     hit = PyObject_CallFunctionObjArgs(self->miss, tuple, key_bytes, NULL);
     if (hit == Py_None) {

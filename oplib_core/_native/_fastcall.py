@@ -191,12 +191,13 @@ class FastCall:
         nargs, nouts = plan.nargs, plan.nouts
         shape_fn = self.owner.shape_fn() if nouts else None
         by_fake = nouts > 0 and shape_fn is None
+        shape_address = C.cast(shape_fn, C.c_void_p).value or 0 if shape_fn else 0
         tensors = [i for i, k in enumerate(kinds) if k in "tw"]
         miss = self._miss_for(tensors, by_fake)
         if COMPILED is not None:  # the same call in C: its keys are bytes, its entries these
             call: Any = COMPILED.FastCall(
                 "".join(kinds), nouts, by_fake, self.address,
-                C.cast(shape_fn, C.c_void_p).value or 0 if shape_fn else 0,
+                shape_address,
                 np.ndarray, self.cache, miss, self.slow, np.empty, self._fail,
                 _OUT_METAS, self._out_meta,
             )  # fmt: skip
@@ -310,7 +311,7 @@ class FastCall:
             "pack_tail": struct.Struct("=" + _DL * nouts).pack_into,
             "StructError": struct.error,
             "fn": _untyped(self.address),
-            "shape_fn": _untyped(C.cast(shape_fn, C.c_void_p).value or 0) if shape_fn else None,
+            "shape_fn": _untyped(shape_address) if shape_fn else None,
             "fail": self._fail,
             "out_meta": self._out_meta,
         }
