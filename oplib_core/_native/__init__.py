@@ -9,15 +9,15 @@ oplib's, so the low layers (schema binding) can use ``_classes`` without a cycle
 ``import oplib_core`` does not load the ctypes layer until a library is loaded.
 """
 
-import os
-
 #: The paths of the libraries loaded so far (``oplib.ops.loaded_libraries``).
 loaded_libraries: set[str] = set()
 
 
 def speedups_off() -> bool:
     """``OPLIB_NATIVE_SPEEDUPS=0``: native calls skip the compiled fast call."""
-    return os.environ.get("OPLIB_NATIVE_SPEEDUPS", "").strip() == "0"
+    from .._discovery import switched_on  # (read as every OPLIB_* switch is)
+
+    return not switched_on("OPLIB_NATIVE_SPEEDUPS")
 
 
 def fast_call_build() -> str:
