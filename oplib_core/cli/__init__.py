@@ -71,13 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``oplib`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
-    from ._run import reader_left
-
     try:
         args = build_parser(first if first in COMMANDS else None).parse_args(argv)
     except SystemExit as e:  # --help, --version, usage errors
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     except BrokenPipeError:  # ``oplib --version | head -1``
+        from ._run import reader_left  # (it imports rich, which --version does not need)
+
         return reader_left()
     from ._render import Output
     from ._run import run
