@@ -1,17 +1,20 @@
-"""``load_library(path)``: open a native library, check its ABI version, call its entry
-symbol with the API table, and register what it declares, all or nothing.
+"""``load_library(path)``: check a native library's file, read its ABI version, open it,
+call its entry symbol with the API table, and register what it declares, all or nothing.
 
-The order is the safety argument: the exported ``oplib_library_abi_version`` is a data
-symbol, read before any function of the library is called, so a library built for another
-major version is refused without running its code. Every registration made during
-``oplib_library_init`` is a :class:`~oplib_core._registry.Handle`; any failure (a callback
-refused, the init returned non-zero) destroys them all before the error is raised.
+The order is the safety argument: on ELF systems the file is checked whole and the exported
+``oplib_library_abi_version`` is read from its dynamic symbol table (``_elf``) before
+``dlopen``, so a truncated file, a file that is no oplib library, and a library built for
+another major version are refused without running its code (constructors included). Every
+registration made during ``oplib_library_init`` is a :class:`~oplib_core._registry.Handle`;
+any failure (a callback refused, the init returned non-zero) destroys them all before the
+error is raised.
 """
 
 from __future__ import annotations
 
 import ctypes as C
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,6 +33,7 @@ from ..fake import FakeArray
 from . import _abi as A
 from . import loaded_libraries
 from ._classes import add_class, check_qualname, class_entry
+from ._elf import read_library
 from ._errors import LibraryLoadError, NativeKernelError
 from ._fastcall import fast_call_for
 from ._marshal import CallPlan, allocate, fake_of, metas_from_shape_fn
@@ -37,9 +41,17 @@ from ._marshal import result as _result
 
 __all__ = ["NativeKernel", "NativeObject", "load_library", "loaded_libraries"]
 
-_LOCK = threading.RLock()
+#: The native table's lock: innermost of the project's locks (docs/architecture.md), held
+#: only to read or change ``_LIBRARIES`` and ``loaded_libraries``.
+_LOCK = threading.Lock()
 _LIBRARIES: dict[str, NativeLibrary] = {}
 _KERNELS: weakref.WeakSet[NativeKernel] = weakref.WeakSet()
+#: Whether libraries here are ELF files, checked and read before they are opened.
+_ELF = sys.platform.startswith(("linux", "freebsd", "netbsd", "openbsd", "dragonfly", "sunos"))
+# Each library resolves its own symbols (two exporting one kernel name each run their own);
+# absent where ctypes ignores the mode (Windows).
+_RTLD_LOCAL: int = getattr(os, "RTLD_LOCAL", 0)
+_RTLD_NOW: int = getattr(os, "RTLD_NOW", 0)
 
 
 def _invalidate_kernels(*_: Any) -> None:
@@ -454,63 +466,104 @@ def _fail(lib: NativeLibrary, message: str, op: str | None = None) -> LibraryLoa
     return LibraryLoadError(message, library=lib.path, op=op)
 
 
+def _check_version(real: str, version: int) -> None:
+    if version >> 16 != A.ABI_MAJOR:
+        raise LibraryLoadError(
+            f"load_library(): {real} was built for oplib ABI {A.version_str(version)}, "
+            f"but this oplib implements ABI {A.version_str(A.ABI_VERSION)} (major versions "
+            "differ); rebuild the library against this oplib's header "
+            "(oplib.get_include())",
+            library=real,
+        )
+
+
+def _not_oplib(real: str) -> LibraryLoadError:
+    return LibraryLoadError(
+        f"load_library(): {real} is not an oplib library: it does not export "
+        f"{A.VERSION_SYMBOL} and {A.INIT_SYMBOL} (write the entry function with "
+        "OPLIB_LIBRARY_INIT(api) from oplib.h)",
+        library=real,
+    )
+
+
 def load_library(path: str | os.PathLike[str], *, _sink: _HandleSink | None = None) -> None:
-    """Load a native library of operators (``torch.ops.load_library``): open it with
-    ``RTLD_GLOBAL``, check its ABI version, call its ``oplib_library_init`` and register what
-    it declares. Loading a path already loaded does nothing."""
+    """Load a native library of operators (``torch.ops.load_library``): check the file and
+    read its ABI version without running its code (ELF), open it with ``RTLD_LOCAL``, call
+    its ``oplib_library_init`` and register what it declares. Loading a path already loaded
+    does nothing.
+
+    Locks, in the project's order (docs/architecture.md): the registry's lock is held from
+    opening the library to the end of its registrations, so no other thread sees half a
+    library and two loads of one path make one; the native table's lock is taken inside it,
+    only to read or change the table of loaded libraries, never while calling the registry
+    (a plugin hook loading a library holds the registry's lock already)."""
     real = os.path.realpath(os.fspath(path))
     with _LOCK:
         if real in loaded_libraries:
             return
-        if not os.path.isfile(real):
-            raise LibraryLoadError(f"load_library(): {real} does not exist", library=real)
-        try:
-            dll = C.CDLL(real, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
-        except OSError as e:
-            raise LibraryLoadError(
-                f"load_library(): {real} is not a shared library that can be opened ({e})",
-                library=real,
-            ) from None
-        lib = NativeLibrary(real, dll)
-        try:
-            version = C.c_uint32.in_dll(dll, A.VERSION_SYMBOL).value
-            init = A.InitFn((A.INIT_SYMBOL, dll))
-        except ValueError:
-            raise LibraryLoadError(
-                f"load_library(): {real} is not an oplib library: it does not export "
-                f"{A.VERSION_SYMBOL} and {A.INIT_SYMBOL} (write the entry function with "
-                "OPLIB_LIBRARY_INIT(api) from oplib.h)",
-                library=real,
-            ) from None
-        if version >> 16 != A.ABI_MAJOR:
-            raise LibraryLoadError(
-                f"load_library(): {real} was built for oplib ABI {A.version_str(version)}, "
-                f"but this oplib implements ABI {A.version_str(A.ABI_VERSION)} (major versions "
-                "differ); rebuild the library against this oplib's header "
-                "(oplib.get_include())",
-                library=real,
-            )
-        session = _Session(lib)
-        try:
-            status = init(C.byref(session.api))
-        except BaseException:
-            raise _fail(lib, f"load_library(): {real}: oplib_library_init failed") from None
-        if session.errors:
-            first = session.errors[0]
-            op = getattr(first, "op", None)
-            raise _fail(lib, f"load_library(): {real}: {first}", op) from first
-        if status != A.OK:
-            raise _fail(lib, f"load_library(): {real}: oplib_library_init returned {status}")
-        lib.keep.append(session)
+    if not os.path.exists(real):
+        raise LibraryLoadError(f"load_library(): {real} does not exist", library=real)
+    if not os.path.isfile(real):
+        raise LibraryLoadError(
+            f"load_library(): {real} is not a regular file (a directory, a FIFO or a device)",
+            library=real,
+        )
+    # Read before dlopen, which runs the library's constructors and crashes on a truncated
+    # file; elsewhere than ELF the version is read from the opened library.
+    info = read_library(real) if _ELF else None
+    if info is not None:
+        if info.abi_version is None or not info.has_init:
+            raise _not_oplib(real)
+        _check_version(real, info.abi_version)
+    ensure()  # before the lock: never wait for the plugins to load while holding it
+    with REGISTRY.lock:
+        with _LOCK:
+            if real in loaded_libraries:  # loaded by another thread meanwhile
+                return
+        _open_and_register(real, info is None, _sink)
+
+
+def _open_and_register(real: str, check_version: bool, sink: _HandleSink | None) -> None:
+    """Open the library (each resolves its own symbols: ``RTLD_LOCAL``), run its init and
+    enter it into the table; the caller holds the registry's lock."""
+    try:
+        dll = C.CDLL(real, mode=_RTLD_LOCAL | _RTLD_NOW)
+    except OSError as e:
+        raise LibraryLoadError(
+            f"load_library(): {real} is not a shared library that can be opened ({e})",
+            library=real,
+        ) from None
+    lib = NativeLibrary(real, dll)
+    try:
+        version = C.c_uint32.in_dll(dll, A.VERSION_SYMBOL).value
+        init = A.InitFn((A.INIT_SYMBOL, dll))
+    except ValueError:
+        raise _not_oplib(real) from None
+    if check_version:
+        _check_version(real, version)
+    session = _Session(lib)
+    try:
+        status = init(C.byref(session.api))
+    except BaseException:
+        raise _fail(lib, f"load_library(): {real}: oplib_library_init failed") from None
+    if session.errors:
+        first = session.errors[0]
+        op = getattr(first, "op", None)
+        raise _fail(lib, f"load_library(): {real}: {first}", op) from first
+    if status != A.OK:
+        raise _fail(lib, f"load_library(): {real}: oplib_library_init returned {status}")
+    lib.keep.append(session)
+    with _LOCK:
         _LIBRARIES[real] = lib
         loaded_libraries.add(real)
 
-        def forget() -> None:
+    def forget() -> None:
+        with REGISTRY.lock:
             with _LOCK:
                 _LIBRARIES.pop(real, None)
                 loaded_libraries.discard(real)
-                while lib.handles:
-                    lib.handles.pop().destroy()
+            while lib.handles:
+                lib.handles.pop().destroy()
 
-        if _sink is not None:
-            _sink._register(Handle(forget, f"library {real}"))
+    if sink is not None:
+        sink._register(Handle(forget, f"library {real}"))

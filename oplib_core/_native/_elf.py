@@ -1,0 +1,328 @@
+"""Reading a native library's ELF file before it is opened: the file is checked to be a
+whole shared object for this process's machine, and the ABI version and the entry symbol
+are read from its dynamic symbol table, so a library built for another ABI (or no oplib
+library at all) is refused without running any of its code (``dlopen`` runs its
+constructors).
+
+The checks are the ones that keep ``dlopen`` from crashing: every table and segment the
+loader maps or reads must lie inside the file. A truncated file otherwise maps pages past
+its end, and the first read of one kills the process with ``SIGBUS``. Pure Python on
+``struct``; the file is read with ``read``, never mapped (a file shrinking under a mapping
+is the same ``SIGBUS``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import struct
+import sys
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from . import _abi as A
+from ._errors import LibraryLoadError
+
+__all__ = ["LibraryFile", "read_library"]
+
+_MAGIC = b"\x7fELF"
+_ET_NAMES = {
+    0: "of no type",
+    1: "a relocatable object file (.o)",
+    2: "an executable",
+    4: "a core dump",
+}
+_ET_DYN = 3
+_ENDIAN = {1: "little-endian", 2: "big-endian"}
+_PT_LOAD = 1
+_PT_DYNAMIC = 2
+_SHT_NOBITS = 8
+_SHT_DYNSYM = 11
+_SHN_UNDEF = 0
+_SHN_LORESERVE = 0xFF00
+_EXPORTED_BINDINGS = (1, 2, 10)  # STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE
+_EXPORTED_VISIBILITY = (0, 3)  # STV_DEFAULT, STV_PROTECTED
+#: Names of the common ``e_machine`` values, for the message about a foreign library.
+_MACHINES = {
+    3: "x86 (32-bit)",
+    8: "MIPS",
+    20: "PowerPC",
+    21: "PowerPC 64",
+    22: "s390",
+    40: "ARM (32-bit)",
+    62: "x86-64",
+    183: "AArch64",
+    243: "RISC-V",
+    258: "LoongArch",
+}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The struct formats of one ELF class (without the byte-order prefix)."""
+
+    bits: int
+    header: str  # after e_ident: e_type ... e_shstrndx
+    phdr: str
+    shdr: str
+    sym: str
+
+
+_LAYOUTS = {
+    1: _Layout(32, "HHIIIIIHHHHHH", "IIIIIIII", "IIIIIIIIII", "IIIBBH"),
+    2: _Layout(64, "HHIQQQIHHHHHH", "IIQQQQQQ", "IIQQQQIIQQ", "IBBHQQ"),
+}
+
+
+@dataclass(frozen=True)
+class LibraryFile:
+    """What oplib needs from a library file before opening it: the value of its
+    ``oplib_library_abi_version`` (None when it does not export one) and whether it exports
+    ``oplib_library_init``."""
+
+    abi_version: int | None
+    has_init: bool
+
+
+@dataclass(frozen=True)
+class _Section:
+    type: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+
+class _File:
+    """Bounded reads of the library file: every read names what it reads, and a read past
+    the end of the file is an error saying so."""
+
+    def __init__(self, f: BinaryIO, path: str, size: int) -> None:
+        self.f = f
+        self.path = path
+        self.size = size
+
+    def fail(self, what: str) -> LibraryLoadError:
+        return LibraryLoadError(f"load_library(): {self.path} {what}", library=self.path)
+
+    def check(self, offset: int, length: int, what: str) -> None:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise self.fail(
+                f"is truncated or damaged: its {what} (bytes {offset} to {offset + length}) "
+                f"lies beyond the end of the file ({self.size} bytes); rebuild or reinstall it"
+            )
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        self.check(offset, length, what)
+        self.f.seek(offset)
+        data = self.f.read(length)
+        if len(data) != length:  # it shrank while being read
+            raise self.fail(f"changed while being read (its {what} could not be read)")
+        return data
+
+
+def _host_ident() -> bytes | None:
+    """``e_ident`` and ``e_machine`` of the running interpreter (its class, byte order and
+    machine are what a library must match), or None where it cannot be read."""
+    for exe in ("/proc/self/exe", os.path.realpath(sys.executable)):
+        try:
+            with open(exe, "rb") as f:
+                head = f.read(20)
+        except OSError:
+            continue
+        if head[:4] == _MAGIC and len(head) == 20:
+            return head
+    return None
+
+
+_HOST = _host_ident()
+
+
+def _machine_name(code: int) -> str:
+    return _MACHINES.get(code, f"ELF machine {code}")
+
+
+def read_library(path: str) -> LibraryFile:
+    """Check the ELF file at ``path`` and read its oplib symbols, running none of its code.
+    Raises :class:`LibraryLoadError` naming the path and what is wrong: not a regular file,
+    not ELF, not a shared object, built for another machine, truncated or damaged."""
+    try:
+        # O_NONBLOCK: a FIFO planted at the path is refused, not waited on.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise LibraryLoadError(
+            f"load_library(): {path} cannot be read ({e.strerror})", library=path
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LibraryLoadError(
+                f"load_library(): {path} is not a regular file (a directory, a FIFO or a device)",
+                library=path,
+            )
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        return _read(_File(f, path, os.fstat(fd).st_size))
+
+
+def _read(file: _File) -> LibraryFile:
+    if file.size < 16 or file.read(0, 4, "ELF magic number") != _MAGIC:
+        raise file.fail(
+            "is not a shared library: it does not start with the ELF magic number "
+            "(expected a .so built with cc -shared)"
+        )
+    ident = file.read(0, 16, "ELF identification")
+    elf_class, data, version = ident[4], ident[5], ident[6]
+    layout = _LAYOUTS.get(elf_class)
+    if layout is None or data not in (1, 2) or version != 1:
+        raise file.fail(
+            f"is damaged: its ELF identification is invalid (class {elf_class}, data "
+            f"encoding {data}, version {version})"
+        )
+    order = "<" if data == 1 else ">"
+    hfmt = order + layout.header
+    fields = struct.unpack(hfmt, file.read(16, struct.calcsize(hfmt), "ELF header"))
+    e_type, e_machine = fields[0], fields[1]
+    e_phoff, e_shoff = fields[4], fields[5]
+    e_phentsize, e_phnum, e_shentsize, e_shnum = fields[8], fields[9], fields[10], fields[11]
+    if _HOST is not None:
+        host_class, host_data = _HOST[4], _HOST[5]
+        host_machine = struct.unpack(("<" if host_data == 1 else ">") + "H", _HOST[18:20])[0]
+        if (elf_class, data, e_machine) != (host_class, host_data, host_machine):
+            if data != host_data:
+                theirs, ours = _ENDIAN[data], _ENDIAN[host_data]
+            else:
+                theirs = f"{_machine_name(e_machine)}, {layout.bits}-bit"
+                ours = f"{_machine_name(host_machine)}, {_LAYOUTS[host_class].bits}-bit"
+            raise file.fail(
+                f"was built for another machine ({theirs}); this process runs on {ours}"
+            )
+
+    if e_type != _ET_DYN:
+        what = _ET_NAMES.get(e_type, f"of ELF type {e_type}")
+        hint = " (link it with cc -shared)" if e_type == 1 else ""
+        raise file.fail(f"is not a shared library: it is {what}{hint}")
+    sections = _sections(file, order, layout, e_shoff, e_shentsize, e_shnum)
+    if e_phnum == 0xFFFF and sections:  # PN_XNUM: the count is in section 0's sh_info
+        e_phnum = _section0_info(file, order, layout, e_shoff)
+    _check_segments(file, order, layout, e_phoff, e_phentsize, e_phnum)
+    return _symbols(file, order, layout, sections)
+
+
+def _sections(
+    file: _File, order: str, layout: _Layout, shoff: int, shentsize: int, shnum: int
+) -> list[_Section]:
+    if shoff == 0:
+        raise file.fail(
+            "has no section headers (stripped beyond strip's defaults?): oplib reads the ABI "
+            "version from its dynamic symbol table before opening it"
+        )
+    fmt = order + layout.shdr
+    if shentsize != struct.calcsize(fmt):
+        raise file.fail(f"is damaged: section header entries of {shentsize} bytes")
+    if shnum == 0:  # SHN_XINDEX numbering: the count is in section 0's sh_size
+        shnum = struct.unpack(fmt, file.read(shoff, shentsize, "section header table"))[5]
+    table = file.read(shoff, shentsize * shnum, "section header table")
+    sections = []
+    for index, (_, sh_type, _, addr, offset, size, link, _, _, entsize) in enumerate(
+        struct.iter_unpack(fmt, table)
+    ):
+        if index and sh_type != _SHT_NOBITS:
+            file.check(offset, size, f"section {index}")
+        sections.append(_Section(sh_type, addr, offset, size, link, entsize))
+    return sections
+
+
+def _section0_info(file: _File, order: str, layout: _Layout, shoff: int) -> int:
+    fmt = order + layout.shdr
+    return int(struct.unpack(fmt, file.read(shoff, struct.calcsize(fmt), "section 0"))[7])
+
+
+def _check_segments(
+    file: _File, order: str, layout: _Layout, phoff: int, phentsize: int, phnum: int
+) -> None:
+    fmt = order + layout.phdr
+    if phentsize != struct.calcsize(fmt) or phnum == 0:
+        raise file.fail(
+            f"is damaged: {phnum} program headers of {phentsize} bytes (a shared library "
+            "has segments to load)"
+        )
+    kinds = set()
+    table = file.read(phoff, phentsize * phnum, "program header table")
+    for index, fields in enumerate(struct.iter_unpack(fmt, table)):
+        if layout.bits == 64:
+            p_type, _, offset, _, _, filesz, memsz, _ = fields
+        else:
+            p_type, offset, _, _, filesz, memsz, _, _ = fields
+        kinds.add(p_type)
+        if p_type != 0:
+            file.check(offset, filesz, f"segment {index}")
+        if p_type == _PT_LOAD and filesz > memsz:
+            raise file.fail(f"is damaged: segment {index} holds more bytes than it maps")
+    if _PT_LOAD not in kinds or _PT_DYNAMIC not in kinds:
+        raise file.fail("is damaged: it has no loadable or no dynamic segment")
+
+
+def _symbols(file: _File, order: str, layout: _Layout, sections: list[_Section]) -> LibraryFile:
+    """The two oplib symbols in ``.dynsym``, as ``dlsym`` would find them: defined,
+    exported (global or weak binding, default or protected visibility)."""
+    dynsym = next((s for s in sections if s.type == _SHT_DYNSYM), None)
+    if dynsym is None or not 0 < dynsym.link < len(sections):
+        raise file.fail("is damaged: it has no dynamic symbol table (.dynsym)")
+    strtab = sections[dynsym.link]
+    names = file.read(strtab.offset, strtab.size, "dynamic string table")
+    wanted = {A.VERSION_SYMBOL.encode(), A.INIT_SYMBOL.encode()}
+    # The offsets at which each wanted name (NUL-terminated) starts: a symbol's st_name may
+    # point into the middle of a longer string (linkers merge common suffixes).
+    at: dict[int, bytes] = {}
+    for name in wanted:
+        for m in re.finditer(re.escape(name + b"\0"), names):
+            at[m.start()] = name
+    fmt = order + layout.sym
+    entsize = struct.calcsize(fmt)
+    if dynsym.entsize not in (0, entsize) or dynsym.size % entsize:
+        raise file.fail(f"is damaged: .dynsym entries of {dynsym.entsize} bytes")
+    found: dict[bytes, tuple[int, int, int]] = {}
+    if at:
+        table = file.read(dynsym.offset, dynsym.size, "dynamic symbol table")
+        for fields in struct.iter_unpack(fmt, table):
+            if layout.bits == 64:
+                st_name, info, other, shndx, value, size = fields
+            else:
+                st_name, value, size, info, other, shndx = fields
+            symbol = at.get(st_name)
+            if (
+                symbol is None
+                or symbol in found
+                or shndx == _SHN_UNDEF
+                or info >> 4 not in _EXPORTED_BINDINGS
+                or other & 3 not in _EXPORTED_VISIBILITY
+            ):
+                continue
+            found[symbol] = (shndx, value, size)
+    version_sym = found.get(A.VERSION_SYMBOL.encode())
+    version = None if version_sym is None else _read_u32(file, order, sections, *version_sym)
+    return LibraryFile(version, A.INIT_SYMBOL.encode() in found)
+
+
+def _read_u32(
+    file: _File, order: str, sections: list[_Section], shndx: int, value: int, size: int
+) -> int:
+    """The ``uint32_t`` the version symbol holds, read from the file (no relocation applies
+    to a constant)."""
+    if size != 4 or shndx >= _SHN_LORESERVE or shndx >= len(sections):
+        raise file.fail(
+            f"exports {A.VERSION_SYMBOL} as {size} bytes in section {shndx}; expected a "
+            "const uint32_t (write it with OPLIB_LIBRARY_INIT from oplib.h)"
+        )
+    section = sections[shndx]
+    if not section.addr <= value <= section.addr + section.size - 4:
+        raise file.fail(f"is damaged: {A.VERSION_SYMBOL} lies outside its section")
+    if section.type == _SHT_NOBITS:  # zero-initialised
+        return 0
+    data = file.read(section.offset + value - section.addr, 4, A.VERSION_SYMBOL)
+    return int(struct.unpack(order + "I", data)[0])
