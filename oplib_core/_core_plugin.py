@@ -42,10 +42,12 @@ def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None =
     if target.type == src.name and (target.index is None or target.index == here.index):
         out = _clone()(self)
         return out if dtype is None or src.dtype_of(out) == dtype else _astype()(out, dtype)
+    dst = TABLE.get(target.type)
+    # refused before any data moves or the target's library is asked for its device
+    dst.check_dtype(src.dtype_of(self) if dtype is None else dtype, f"copy to {target}", copy=True)
     host = src.to_host(self)
     if dtype is not None:
         host = host.astype(dtype, copy=False)
-    dst = TABLE.get(target.type)
     index = target.index if target.index is not None else dst.current_index()
     return dst.from_host(host, Device(dst.name, index))
 

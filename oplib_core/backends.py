@@ -12,6 +12,20 @@ import numpy as np
 from ._array_api import DtypeMap, namespace_dtypes
 from ._backend_cache import DeferredBackend
 from ._device import Device, parse_device
+from ._dtypes import (
+    EXTENSION_FLOATS,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+)
 from ._records import Record
 from ._startup import LOCK, deferred, ensure
 from .errors import (
@@ -281,24 +295,65 @@ class Backend:
         return self.spec.to_host(array)
 
     def from_host(self, array: np.ndarray, dev: Device) -> Any:
+        """``array`` copied to device ``dev`` of this backend; ``BackendDtypeError`` (before
+        the library is touched) when the backend declares it cannot hold ``array``'s dtype."""
         if self.spec.from_host is None:
             raise BackendError(
                 f"backend {self.name!r} cannot receive data from the host (its BackendSpec "
                 "has no from_host)"
             )
-        if self.spec.dtypes is not None and not self.supports_dtype(array.dtype):
-            d = array.dtype
-            hint = f"{self.spec.dtype_hint}; or " if self.spec.dtype_hint else ""
-            raise BackendDtypeError(
-                f"copy to {dev}: backend {self.name!r} has no {d} dtype (its BackendSpec.dtypes "
-                f"lists {', '.join(sorted(x.name for x in self._supported()))}); {hint}keep "
-                f"{d} tensors where they are, or convert them first, e.g. "
-                f"t.to(oplib.float32).to({self.name!r})",
-                api=f"copy to {dev}",
-                backend=self.name,
-                dtype=d,
-            )
+        self.check_dtype(array.dtype, f"copy to {dev}", copy=True)
         return self.spec.from_host(array, dev)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any, dev: Device) -> Any:
+        """An uninitialised array of ``shape`` and ``dtype`` on device ``dev`` (the spec's
+        ``empty``); ``BackendDtypeError`` for a dtype the backend declares it cannot hold."""
+        if self.spec.empty is None:
+            raise BackendError(
+                f"backend {self.name!r} cannot allocate (its BackendSpec has no empty)"
+            )
+        self.check_dtype(dtype, f"empty on {dev}")
+        return self.spec.empty(shape, np.dtype(dtype), dev)
+
+    def check_dtype(self, dtype: Any, api: str, *, copy: bool = False) -> None:
+        """Raise :meth:`dtype_error` when this backend declares it cannot hold ``dtype``
+        (``BackendSpec.dtypes``); free for a backend that holds every dtype. The one guard:
+        copies (:meth:`from_host`), :meth:`empty` and every op's ``ScalarType`` argument on
+        this backend (the dispatcher asks it) go through here, so no plugin writes its own."""
+        if self.spec.dtypes is None:
+            return
+        try:
+            d = np.dtype(dtype)
+        except TypeError:  # the library's own dtype object: its kernel converts it
+            return
+        if not self.supports_dtype(d):
+            raise self.dtype_error(d, api, copy=copy)
+
+    def dtype_error(self, dtype: Any, api: str, *, copy: bool = False) -> BackendDtypeError:
+        """The error for ``dtype`` refused by this backend in ``api`` (``"copy to cuda:0"``,
+        ``"oplib::zeros()"``): names the backend, the dtype, the dtypes it holds and what to
+        do (the spec's ``dtype_hint``; keep the data on the cpu; cast it; use a backend that
+        holds the dtype)."""
+        d = np.dtype(dtype)
+        held = ", ".join(sorted(x.name for x in self._supported()))
+        cast = _cast_target(d, self._supported())
+        hint = f"{self.spec.dtype_hint}; or " if self.spec.dtype_hint else ""
+        if copy:
+            todo = (
+                f"keep {d} tensors on the cpu, or convert them first, e.g. "
+                f"t.to(oplib.{cast}).to({self.name!r}), or use a backend that holds {d}"
+            )
+        else:
+            todo = (
+                f"ask for a dtype it holds (e.g. oplib.{cast}), keep {d} tensors on the cpu, "
+                f"or use a backend that holds {d}"
+            )
+        return BackendDtypeError(
+            f"{api}: backend {self.name!r} has no {d} dtype (it holds {held}); {hint}{todo}",
+            api=api,
+            backend=self.name,
+            dtype=d,
+        )
 
     def dtype_map(self) -> DtypeMap | None:
         """The spec's ``dtypes()`` as a :class:`DtypeMap` (built again only when ``dtypes()``
@@ -337,6 +392,21 @@ class Backend:
         if self.spec.namespace is None:
             raise BackendError(f"backend {self.name!r} does not declare an array namespace")
         return self.spec.namespace()
+
+
+#: What a refused dtype is best cast to, by kind: the first of these the backend holds.
+_CASTS = {
+    "f": (float32, float16, float64),
+    "i": (int32, int64, int16),
+    "u": (uint32, uint16, uint8),
+    "c": (complex64, complex128),
+}
+
+
+def _cast_target(dtype: np.dtype, held: Collection[np.dtype]) -> str:
+    """The dtype to suggest casting ``dtype`` to (bfloat16 and float8 are floats here)."""
+    kind = "f" if dtype in EXTENSION_FLOATS else dtype.kind
+    return next((c.name for c in _CASTS.get(kind, ()) if c in held), float32.name)
 
 
 def _imported_class(name: str) -> type | None:

@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from oplib_cuda import plugin as cuda_plugin
 
 import oplib_core as oplib
 from oplib_core import Device
-from oplib_core.errors import UnsupportedDtypeError
+from oplib_core.errors import BackendDtypeError, UnsupportedDtypeError
 from oplib_core.testing._core_samples import CORE_SAMPLES
 
 from helpers import compile_library, unique_ns
@@ -428,14 +427,26 @@ def test_a_kernel_type_error_on_bfloat16_is_an_unsupported_dtype_error(ns: str) 
 
 
 def test_cuda_refuses_dtypes_cupy_lacks_before_touching_cupy() -> None:
-    with pytest.raises(TypeError, match="cupy\\) has no bfloat16 dtype; keep bfloat16"):
-        cuda_plugin._from_host(np.zeros(2, oplib.bfloat16), Device("cuda", 0))
-    with pytest.raises(TypeError, match=r"oplib::zeros: .* no float8_e5m2 dtype"):
-        cuda_plugin._on_device("zeros")([2], dtype=oplib.float8_e5m2, device=None)
-    with pytest.raises(TypeError, match=r"oplib::astype: .* no bfloat16 dtype"):
-        cuda_plugin._on_device("astype")(np.zeros(2), oplib.bfloat16)
-    with pytest.raises(TypeError, match="empty on cuda:0"):
-        cuda_plugin._empty((2,), oplib.float8_e4m3fn, Device("cuda", 0))
+    """cuda declares cupy's dtypes (``BackendSpec.dtypes``): core refuses the others with
+    ``BackendDtypeError`` before cupy is imported (so this runs without it)."""
+    cuda = oplib.backends.get("cuda")
+    assert oplib.bfloat16 not in cuda.spec.dtypes() and oplib.float16 in cuda.spec.dtypes()
+    with pytest.raises(BackendDtypeError, match=r"copy to cuda:0: backend 'cuda' has no bfloat16"):
+        cuda.from_host(np.zeros(2, oplib.bfloat16), Device("cuda", 0))
+    with pytest.raises(BackendDtypeError, match=r"oplib::zeros\(\): .* no float8_e5m2 dtype") as e:
+        oplib.zeros(2, dtype=oplib.float8_e5m2, device="cuda")
+    assert (e.value.backend, e.value.dtype) == ("cuda", oplib.float8_e5m2)
+    astype, _ = ops.astype.default.resolve(cuda)
+    with pytest.raises(BackendDtypeError, match=r"oplib::astype\(\): .* no bfloat16 dtype"):
+        astype(np.zeros(2), oplib.bfloat16)
+    with pytest.raises(BackendDtypeError, match="empty on cuda:0"):
+        cuda.empty((2,), oplib.float8_e4m3fn, Device("cuda", 0))
+    # a bfloat16 tensor sent to cuda: refused before cupy is asked for its current device
+    with pytest.raises(
+        BackendDtypeError,
+        match=r"jax backend.*bfloat16 on the GPU.*keep bfloat16 tensors on the cpu",
+    ):
+        _bf(X).to("cuda")
 
 
 # -- backends and oplib check ----------------------------------------------------------------

@@ -59,13 +59,15 @@ def test_64_bit_mode_is_read_never_switched():
     # (copies are refused by core, from BackendSpec.dtypes, quoting the backend's hint)
     with pytest.raises(BackendDtypeError, match=r"no float64 dtype.*64-bit mode is off.*x64"):
         oplib.tensor(np.ones(2), device="jax")
-    with pytest.raises(JaxDtypeError, match="does not support dtype int64"):
+    # (and so are dtype arguments, by core for every backend: one BackendDtypeError)
+    with pytest.raises(BackendDtypeError, match=r"oplib::zeros\(\): backend 'jax' has no int64"):
         oplib.zeros(2, dtype=oplib.int64, device="jax")
     # a 64-bit default chosen inside the kernel (torch's int64 arange) is an error, not
     # JAX's silent truncation to int32
     with pytest.raises(JaxDtypeError, match="would be int64") as info:
         oplib.arange(3, device="jax")
     assert info.value.dtype == np.dtype("int64")
+    assert isinstance(info.value, BackendDtypeError) and info.value.backend == "jax"
     assert oplib.arange(3, dtype=oplib.int32, device="jax").dtype == np.dtype("int32")
     assert not jax.config.jax_enable_x64
 

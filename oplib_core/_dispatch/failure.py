@@ -10,7 +10,8 @@ arguments only then:
 - a ``TypeError`` (numpy's "no loop", "unsupported in linalg", a promotion error) from a
   kernel given a bfloat16/float8 array does too, suggesting a cast to float32: numpy
   computes most ufuncs for these ``ml_dtypes`` dtypes, but not everything (``linalg``,
-  ``fft``, mixed float8 dtypes);
+  ``fft``, mixed float8 dtypes); a ``BackendDtypeError`` (a backend refusing a dtype it
+  declares it cannot hold, ``BackendSpec.dtypes``) says all that already: it passes as is;
 - any other exception keeps its type and gains a PEP 678 note naming the op, the kernel's
   key and ``file:line``, the backend, and the arguments' shapes and dtypes (which is what a
   numpy broadcasting error leaves out).
@@ -31,7 +32,7 @@ from .._dtypes import EXTENSION_FLOATS
 from .._registry import OpEntry
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
-from ..errors import UnsupportedDtypeError
+from ..errors import BackendDtypeError, UnsupportedDtypeError
 from .placement import kernel_source
 
 __all__ = ["add_note", "kernel_failed"]
@@ -52,6 +53,8 @@ def kernel_failed(
     """After kernel ``fn`` of ``entry`` raised ``exc`` on ``args``/``kwargs`` (inside the
     ``except`` block, before a bare ``raise``): raise ``UnsupportedDtypeError`` from
     ``exc`` when an argument's dtype explains it, else note on ``exc`` what ran."""
+    if isinstance(exc, BackendDtypeError):
+        return  # a backend refusing a dtype it declares it cannot hold: its message says all
     named = list(_named_arrays(entry, args, kwargs or {}))
     for name, array in () if isinstance(exc, UnsupportedDtypeError) else named:
         dtype = _dtype_of(array)

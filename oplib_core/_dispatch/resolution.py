@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, Kernel, OpEntry
+from .._schema import BaseType, OptionalType
 from ..backends import TABLE, Backend
 from ..errors import AutogradUnsupportedError, NoKernelError
 
 __all__ = [
     "DispatchKeySet",
     "autograd_kernel",
+    "dtype_guarded",
     "lookup",
     "no_autograd",
     "no_kernel",
@@ -111,11 +113,50 @@ def resolution_steps(entry: OpEntry, backend: Backend) -> Iterator[Step]:
 
 
 def resolve(entry: OpEntry, backend: Backend) -> tuple[Callable[..., Any], str]:
-    """The kernel ``resolution_steps`` takes and its key; ``NoKernelError`` when none."""
+    """The kernel ``resolution_steps`` takes and its key; ``NoKernelError`` when none.
+    On a backend that declares the dtypes it holds, the kernel first checks the op's
+    ``ScalarType`` arguments (``dtype_guarded``)."""
     for key, fn, _ in resolution_steps(entry, backend):
         if fn is not None:
-            return fn, key
+            return dtype_guarded(entry, backend, fn), key
     raise no_kernel(entry, backend)
+
+
+def dtype_guarded(entry: OpEntry, backend: Backend, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing, before it runs, a dtype asked for by one of the op's ``ScalarType``
+    arguments that ``backend`` declares it cannot hold (``BackendSpec.dtypes``): the one
+    guard for factories, ``astype``, ``sum(dtype=)`` and custom ops on cupy, JAX or a
+    vendor's device, so that no plugin writes its own. It raises ``BackendDtypeError``
+    naming the op (``Backend.check_dtype``). ``fn`` itself where there is nothing to check:
+    a backend that holds every dtype, an op without a ``ScalarType``, a copy that takes a
+    ``Device`` (the data is checked where it arrives, ``Backend.from_host``)."""
+    if backend.spec.dtypes is None:
+        return fn
+    slots: list[tuple[int, str]] = []
+    pos = 0
+    takes_tensor = takes_device = False
+    for a in entry.schema.arguments:
+        t = a.type.elem if isinstance(a.type, OptionalType) else a.type
+        name = t.name if isinstance(t, BaseType) else ""
+        takes_tensor = takes_tensor or a.type.is_tensor_like()
+        takes_device = takes_device or name == "Device"
+        if name == "ScalarType":
+            slots.append((-1 if a.kwarg_only else pos, a.name))
+        if not a.kwarg_only:
+            pos += 1
+    if not slots or (takes_tensor and takes_device):
+        return fn
+    check, api = backend.check_dtype, f"{entry.qualname}()"
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        for i, name in slots:
+            dtype = args[i] if 0 <= i < len(args) else kwargs.get(name)
+            if dtype is not None:
+                check(dtype, api)
+        return fn(*args, **kwargs)
+
+    guarded.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this
+    return guarded
 
 
 def autograd_kernel(entry: OpEntry, backend: Backend) -> Callable[..., Any] | None:

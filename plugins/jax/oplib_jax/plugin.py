@@ -8,8 +8,9 @@ JAX arrays are immutable: the core ops that write to an argument (``copy_``) hav
 kernel, and calling one says so (``no_kernel_hint``).
 
 JAX's 64-bit mode is read, never switched: while it is off, the backend declares the dtypes
-it holds without float64/int64 (``BackendSpec.dtypes``), and asking for a 64-bit dtype
-raises :class:`JaxDtypeError` saying how to switch it on.
+it holds without float64/int64 (``BackendSpec.dtypes``), so core refuses 64-bit data and
+dtype arguments with ``BackendDtypeError`` saying how to switch it on (``dtype_hint``), and a
+64-bit result JAX would silently truncate raises :class:`JaxDtypeError`, one of those.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from oplib_core import BackendSpec, Device, hookimpl
-from oplib_core.errors import BackendError
+from oplib_core.errors import BackendDtypeError, BackendError
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
 from oplib_jax import runtime
@@ -35,23 +36,13 @@ KEY = "JAX"
 _KDL_CPU = 1  # DLPack device type of host memory (JAX's cpu platform)
 
 
-class JaxDtypeError(BackendError, TypeError):
-    """A dtype JAX cannot hold in its current mode (64-bit types while x64 is off); the
-    dtype is ``.dtype``."""
+class JaxDtypeError(BackendDtypeError, BackendError):
+    """A result JAX cannot hold in its current mode (a 64-bit default while x64 is off),
+    which JAX would silently truncate; the dtype is ``.dtype``. A ``BackendDtypeError``, so
+    checkers skip it as they skip the dtypes core refuses from ``BackendSpec.dtypes``."""
 
-    def __init__(self, message: str, dtype: np.dtype) -> None:
-        super().__init__(message)
-        self.dtype = dtype
-
-
-def check_dtype(dtype: Any, what: str) -> None:
-    """``JaxDtypeError`` for a dtype JAX cannot hold now, saying how to get it."""
-    if dtype is not None and np.dtype(dtype) not in runtime.dtypes():
-        hint = runtime.X64_HINT if np.dtype(dtype).itemsize >= 8 else "JAX has no such dtype"
-        raise JaxDtypeError(
-            f"{what}: the jax backend does not support dtype {np.dtype(dtype)}: {hint}",
-            np.dtype(dtype),
-        )
+    def __init__(self, message: str, dtype: np.dtype, api: str = "jax") -> None:
+        super().__init__(message, api=api, backend="jax", dtype=dtype)
 
 
 def _device(device: Device | None) -> Any:
@@ -74,12 +65,10 @@ def _to_host(array: Any) -> np.ndarray:
 
 
 def _from_host(array: np.ndarray, device: Device) -> Any:
-    check_dtype(array.dtype, f"copy to {device}")
     return runtime.jax().device_put(array, _device(device))
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Any:
-    check_dtype(dtype, f"empty on {device}")
     with runtime.jax().default_device(_device(device)):
         return runtime.jnp().empty(shape, dtype=dtype)
 
@@ -139,9 +128,11 @@ def _kernels() -> dict[str, Callable[..., Any]]:
 
 
 #: Ops whose result dtype may be a 64-bit default chosen inside the kernel (int64 sums and
-#: aranges, int64 fills): JAX would truncate it with a warning; here it is an error.
+#: aranges, int64 fills): JAX would truncate it with a warning; here it is an error. (A
+#: dtype asked for by a ``dtype`` argument is checked by core, from ``BackendSpec.dtypes``.)
 _DTYPE_DEFAULTS = frozenset(("sum", "mean", "full", "arange", "arange.start", "astype"))
-_DTYPE_ARGUMENT = frozenset(("empty", "zeros", "ones", "full", "arange", "arange.start"))
+#: Factories: they run on the JAX device of their ``device=`` argument.
+_FACTORIES = frozenset(("empty", "zeros", "ones", "full", "arange", "arange.start"))
 
 
 _TRUNCATED = re.compile(r"Explicitly requested dtype (\w+) requested")
@@ -160,14 +151,13 @@ def _no_truncation(name: str) -> Iterator[None]:
                 f"oplib::{name} on jax: the result would be {found[1]} (as in torch), which "
                 f"JAX cannot hold now: {runtime.X64_HINT} (give dtype=)",
                 np.dtype(found[1]),
+                f"oplib::{name}()",
             )
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _bound(name: str) -> Callable[..., Any]:
-    takes_dtype = name in _DTYPE_ARGUMENT
-
-    if not (takes_dtype or name in _DTYPE_DEFAULTS):
+    if name not in _DTYPE_DEFAULTS and name not in _FACTORIES:
 
         def kernel(*args: Any, **kwargs: Any) -> Any:
             return _kernels()[name](*args, **kwargs)
@@ -175,10 +165,6 @@ def _bound(name: str) -> Callable[..., Any]:
         return kernel
 
     def checked(*args: Any, **kwargs: Any) -> Any:
-        if name == "astype":
-            check_dtype(args[1], f"oplib::{name}")
-        elif takes_dtype or kwargs.get("dtype") is not None:
-            check_dtype(kwargs.get("dtype"), f"oplib::{name}")
         target = kwargs.get("device")
         where = (
             runtime.jax().default_device(_device(target))
