@@ -16,25 +16,31 @@ backend is named, its dispatch key gets a kernel, one of its operators is looked
 something reads the backends, operators or plugins as a whole (``oplib backends list``).
 
 The record is dropped, and everything loaded, when a distribution is installed or
-removed, ``sys.path`` or core's version changes, a recorded file changes, or an
-``OPLIB_*`` environment variable differs from the run that wrote it. A corrupt file is
-ignored. ``OPLIB_LAZY_BACKENDS=0`` loads every plugin at start-up.
+removed, ``sys.path`` or core's version changes, a recorded file changes, an ``OPLIB_*``
+environment variable differs from the run that wrote it, or so does one of the variables
+the plugin declares it reads (hook ``oplib_environment``: what it registers depends on
+them). The file is read and written as the entry-point cache is (``_discovery``: a
+directory only the user may write, a checksum that a corrupt file fails, which rebuilds it);
+a recorded plugin waits only when the entry-point scan (checked against the installed
+distributions) still lists its entry point with the same value. ``OPLIB_LAZY_BACKENDS=0``
+loads every plugin at start-up.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._discovery import _fnv1a, read_cache, switched_on, write_cache
+from ._discovery import checksum, read_cache, switched_on, write_cache
 from ._records import Record
 
 __all__ = ["DeferredBackend", "DeferredPlugin", "enabled", "read", "write"]
 
 ENV = "OPLIB_LAZY_BACKENDS"
 _KIND = "backends"
-_FORMAT = 2
+_FORMAT = 3
 
 
 class DeferredBackend(Record):
@@ -51,13 +57,15 @@ class DeferredBackend(Record):
 class DeferredPlugin(Record):
     """An entry point loaded on first use of one of its ``backends`` or of the operators it
     defines (``ops``, qualified names). ``files``: the ``(path, st_mtime_ns)`` of its
-    package's modules when it was recorded."""
+    package's modules when it was recorded; ``environment``: the ``(name, value)`` of each
+    variable it declares it reads (hook ``oplib_environment``; None: unset)."""
 
     name: str
     value: str
     files: tuple[tuple[str, int], ...]
     backends: tuple[DeferredBackend, ...]
     ops: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str | None], ...] = ()
 
 
 def enabled() -> bool:
@@ -73,7 +81,25 @@ def _environment() -> list[tuple[str, str]]:
 
 def _kind(env: list[tuple[str, str]]) -> str:
     # one file per environment: runs that alternate settings do not overwrite each other's
-    return f"{_KIND}-{_fnv1a(repr(env).encode()) & 0xFFFFFFFF:08x}"
+    return f"{_KIND}-{checksum(repr(env).encode())[-4:].hex()}"
+
+
+def declared_environment(
+    hooks: Iterable[Callable[[], Any]],
+) -> tuple[tuple[str, str | None], ...] | None:
+    """The variables a plugin's ``oplib_environment`` hooks name, with their values now;
+    None when a hook raises or answers other than names (the plugin then never waits:
+    what it registers could depend on anything)."""
+    names: set[str] = set()
+    for hook in hooks:
+        try:
+            answer = hook()
+            if isinstance(answer, str) or not all(isinstance(n, str) for n in answer):
+                return None
+            names.update(answer)
+        except Exception:
+            return None
+    return tuple((n, os.environ.get(n)) for n in sorted(names))
 
 
 def _unchanged(files: tuple[tuple[str, int], ...]) -> bool:
@@ -95,9 +121,10 @@ def read(core_version: str) -> dict[str, DeferredPlugin] | None:
         if data is None or data["format"] != _FORMAT or data["env"] != env:
             return None
         found = {}
-        for name, value, files, backends, ops in data["plugins"]:
+        for name, value, files, backends, ops, environment in data["plugins"]:
             files = tuple((str(p), int(m)) for p, m in files)
-            if not _unchanged(files):
+            environment = tuple((str(n), v) for n, v in environment)
+            if not _unchanged(files) or any(os.environ.get(n) != v for n, v in environment):
                 return None
             found[name] = DeferredPlugin(
                 name,
@@ -105,6 +132,7 @@ def read(core_version: str) -> dict[str, DeferredPlugin] | None:
                 files,
                 tuple(DeferredBackend(*b) for b in backends),
                 tuple(str(q) for q in ops),
+                environment,
             )
         return found
     except (KeyError, TypeError, ValueError):
@@ -144,6 +172,7 @@ def write(core_version: str, plugins: list[DeferredPlugin]) -> None:
                     p.files,
                     [tuple(b._asdict().values()) for b in p.backends],
                     p.ops,
+                    p.environment,
                 )
                 for p in plugins
             ],

@@ -21,10 +21,12 @@ arguments as the top-level functions of ``oplib_core`` (without ``lib=``). Every
 registered through it is credited to the plugin (``oplib ops show`` prints the plugin,
 distribution, version and ``file:line``).
 
-A plugin whose only hooks are ``oplib_backends``, ``oplib_define`` and ``oplib_impl``, and
-which registers only its backends, its own operators and kernels under its backends' keys,
-is loaded on first use of one of those from the second start-up on
-(``OPLIB_LAZY_BACKENDS=0``: always at once; see ``docs/writing-a-plugin.md``).
+A plugin whose only hooks are ``oplib_backends``, ``oplib_define`` and ``oplib_impl`` (and
+``oplib_environment``), and which registers only its backends, its own operators and
+kernels under its backends' keys, is loaded on first use of one of those from the second
+start-up on (``OPLIB_LAZY_BACKENDS=0``: always at once; see ``docs/writing-a-plugin.md``).
+If what it registers depends on environment variables, name them in
+``oplib_environment``.
 
 Loading a plugin module must be cheap: do not import heavy array libraries (cupy, dask) at
 module level; import them inside the callables of your ``BackendSpec`` and your kernels.
@@ -92,6 +94,24 @@ def oplib_impl(registrar: Registrar) -> None:
     distribution): registering one somebody else owns fails this plugin, whatever the load
     order; ``allow_override=True`` over it needs the user's ``OPLIB_ALLOW_OVERRIDE``.
     """
+
+
+@hookspec
+def oplib_environment() -> Iterable[str]:
+    """Return the names of the environment variables that what this plugin registers depends
+    on, e.g. ``["ACME_PRECISION"]`` when ``oplib_define`` defines ``acme::fast_gemm`` only
+    under ``ACME_PRECISION=low``.
+
+    A plugin that may wait for first use (see the module doc) is not imported at a start-up
+    that finds it recorded: oplib announces its backends and operators from what the last
+    full load showed. It records the values these variables had then (unset included) and
+    loads every plugin at once, recording again, at a start-up where one differs, so the
+    table never shows operators from another setting. Variables named ``OPLIB_*`` need not
+    be named: all of them are compared. Called once, after loading, when the record is
+    written; it must not import anything heavy. A hook that raises, or returns a string or
+    anything but names, keeps the plugin from waiting (it loads at every start-up).
+    """
+    ...
 
 
 @hookspec

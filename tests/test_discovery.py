@@ -56,15 +56,24 @@ def test_a_corrupt_cache_file_is_rescanned_and_rewritten(cache_dir: Path, scans:
     assert len(scans) == 4  # the rescans rewrote a good cache
 
 
-def test_a_changed_site_directory_invalidates_the_cache(cache_dir: Path, scans: list[int]) -> None:
+def test_a_distribution_added_to_a_site_directory_invalidates_the_cache(
+    cache_dir: Path, scans: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
     discovery.find_entry_points(__version__)
-    site = os.path.dirname(importlib.metadata.distribution("numpy")._path)  # type: ignore[attr-defined]
+    (cache_file,) = (f for f in cache_dir.iterdir() if f.name.startswith("entry-points-"))
+    first = cache_file.stat().st_ino
     st = os.stat(site)
-    os.utime(site, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # "something installed"
-    try:
-        discovery.find_entry_points(__version__)
-    finally:
-        os.utime(site, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.utime(site, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a file came or went
+    discovery.find_entry_points(__version__)
+    written = cache_file.stat().st_ino
+    assert len(scans) == 1 and written != first  # listed: no distribution added; rewritten
+    discovery.find_entry_points(__version__)
+    assert len(scans) == 1 and cache_file.stat().st_ino == written  # (no listing, no write)
+    (site / "acme-1.0.dist-info").mkdir()  # "something installed"
+    discovery.find_entry_points(__version__)
     assert len(scans) == 2
 
 
