@@ -645,7 +645,8 @@ class PluginHost:
                 r.status != "loaded"
                 or r.entry_point is None
                 or not specs
-                or not set(r.hooks) <= {"oplib_backends", "oplib_define", "oplib_impl"}
+                or not set(r.hooks)
+                <= {"oplib_backends", "oplib_define", "oplib_impl", "oplib_environment"}
                 or r.registrar is None
                 or r.waiting
                 # the private-use slot renamed: its names move when it loads
@@ -671,7 +672,12 @@ class PluginHost:
             ):
                 continue
             module = sys.modules.get(r.entry_point.partition(":")[0].strip())
-            if module is None:
+            environment = _backend_cache.declared_environment(
+                i.function
+                for i in self.pm.hook.oplib_environment.get_hookimpls()
+                if i.plugin_name == r.name
+            )
+            if module is None or environment is None:
                 continue
             found.append(
                 _backend_cache.DeferredPlugin(
@@ -691,6 +697,7 @@ class PluginHost:
                         for s in specs
                     ),
                     ops,
+                    environment,
                 )
             )
         return found
