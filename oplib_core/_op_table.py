@@ -19,6 +19,13 @@ the same stack as placing it now would have; any other registration for the op b
 first and goes the usual way (with its conflict checks). Only the core's own definitions
 wait (their schemas are tested; a third party's bad schema must fail its plugin at load).
 ``OPLIB_LAZY_OPS=0`` builds every op at definition.
+
+Threads read the table without the lock, so an op is published only once complete: it is
+built under the registration lock, its definition is *staged* (seen only by the thread
+building it, whose listeners and kernel placement read it) until its kernels are placed
+and its listeners have run, then it enters the table, and only then does its pending
+record go. A reader that finds neither an entry nor a record (a build that was finishing)
+reads again under the lock.
 """
 
 from __future__ import annotations
@@ -152,6 +159,7 @@ class PendingOp(_PendingHandle):
 
     __slots__ = (
         "base",
+        "building",
         "ctx",
         "handle",
         "kernels",
@@ -183,6 +191,8 @@ class PendingOp(_PendingHandle):
         self.kernels: dict[str, QueuedKernel] = {}
         #: The registry's handle of the definition, once built.
         self.handle: Handle | None = None
+        #: Being built (by the thread holding the lock): its entry is staged meanwhile.
+        self.building = False
 
     def _drop(self) -> None:
         if self.table.pending.get(self.qualname) is self:
@@ -207,6 +217,9 @@ class OpTable(dict[str, "OpEntry"]):
         #: Called before the table is read whole: loads the plugins still waiting for
         #: their backends (``_backend_cache``), whose kernels a whole read must show.
         self.complete: Callable[[], object] = lambda: None
+        #: The entries of ops being built, not published yet: read only by the thread
+        #: building them (it holds the lock; any other thread waits for it).
+        self.staged: dict[str, OpEntry] = {}
 
     # -- one op -----------------------------------------------------------------------
     def __missing__(self, qualname: str) -> OpEntry:
@@ -225,13 +238,42 @@ class OpTable(dict[str, "OpEntry"]):
     def _made(self, qualname: str) -> OpEntry | None:
         """The op ``qualname`` once built, or defined by its waiting plugin; None if none."""
         pending = self.pending.get(qualname)
+        if pending is None and qualname not in self.waiting:
+            with LOCK:  # a miss: another thread may have been publishing it
+                entry = dict.get(self, qualname)
+                if entry is not None:
+                    return entry
+                pending = self.pending.get(qualname)
+                if pending is None:
+                    return None
         if pending is not None:
-            return self._build(pending)
+            return self._build(pending)  # (waits for a build in progress elsewhere)
         load = self.waiting.get(qualname)
-        if load is None:
-            return None
+        if load is None:  # its plugin loaded meanwhile
+            built: OpEntry | None = self.get(qualname)
+            return built
         load()  # (a no-op in the thread loading it: its own definition asks)
         return dict.get(self, qualname)
+
+    def __setitem__(self, qualname: str, entry: OpEntry) -> None:
+        pending = self.pending.get(qualname)
+        if pending is not None and pending.building:
+            self.staged[qualname] = entry  # published by the build, once complete
+        else:
+            dict.__setitem__(self, qualname, entry)
+
+    def __delitem__(self, qualname: str) -> None:
+        if self.staged.pop(qualname, None) is None:
+            dict.__delitem__(self, qualname)
+
+    def publish(self, pending: PendingOp) -> OpEntry:
+        """Make the staged entry of ``pending`` (complete now) the table's, and drop the
+        record (in this order: a reader always finds one of the two)."""
+        entry = self.staged.pop(pending.qualname)
+        dict.__setitem__(self, pending.qualname, entry)
+        pending.building = False
+        del self.pending[pending.qualname]
+        return entry
 
     def __contains__(self, qualname: object) -> bool:
         return (
@@ -241,12 +283,16 @@ class OpTable(dict[str, "OpEntry"]):
         )
 
     def named(self, base: str) -> list[OpEntry]:
-        """The overloads of ``ns::name`` (its packet), built."""
+        """The overloads of ``ns::name`` (its packet), built (with an op being built, to the
+        thread building it)."""
         for pending in [p for p in self.pending.values() if p.base == base]:
             self.get(pending.qualname)
         for qualname in [q for q in self.waiting if q.partition(".")[0] == base]:
             self.get(qualname)
-        return [e for e in dict.values(self) if e.schema.qualname == base]
+        entries = list(dict.values(self))
+        if self.staged and LOCK._is_owned():  # type: ignore[attr-defined]
+            entries += self.staged.values()
+        return [e for e in entries if e.schema.qualname == base]
 
     # -- the whole table ----------------------------------------------------------------
     def names(self) -> set[str]:

@@ -677,7 +677,7 @@ class Registry:
         function and the plugin); ``lazy``: ``build`` is a ``MakeKernel``, run on first
         use of the placed kernel."""
         pending = self.ops.pending.get(qualname)
-        if pending is None or allow_override:
+        if pending is None or pending.building or allow_override:
             return None
         ctx = current_plugin.get()
         if origin is None:
@@ -697,12 +697,15 @@ class Registry:
 
     def _build(self, pending: PendingOp) -> OpEntry | None:
         """Build a pending op: parse and define it as its plugin, then place its kept
-        kernels in registration order. None when it was undone meanwhile."""
+        kernels in registration order. None when it was undone meanwhile. Other threads
+        see the op only once it is complete (``_op_table``: it is staged until then)."""
         with self.lock:
             qualname = pending.qualname
             if self.ops.pending.get(qualname) is not pending:
                 return dict.get(self.ops, qualname)  # built by another thread, or undone
-            del self.ops.pending[qualname]
+            if pending.building:  # asked again while this thread builds it
+                return self.ops.staged.get(qualname)
+            pending.building = True
             token = current_plugin.set(pending.ctx)
             try:
                 entry, pending.handle = self.define(
@@ -738,14 +741,15 @@ class Registry:
                 if pending.handle is not None:
                     pending.handle.destroy()
                     pending.handle = None
-                self.ops.pending[qualname] = pending
+                self.ops.staged.pop(qualname, None)
+                pending.building = False
                 raise
             finally:
                 current_plugin.reset(token)
             if pending.kernels:
                 entry.invalidate()
                 self._notify("changed", entry)
-            return entry
+            return self.ops.publish(pending)
 
     def _settle_definitions(self, old: OpEntry, new: OpEntry) -> None:
         """Two plugins define one operator: the one whose entry point is named after the
