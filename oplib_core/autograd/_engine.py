@@ -8,10 +8,15 @@ once, then runs nodes in topological order with an explicit stack (no recursion,
 of any depth work), summing gradients that meet, checking each gradient's shape and dtype
 against what it flows into, and accumulating into leaves' ``.grad`` (``backward``) or
 capturing them (``grad``).
+
+Backward passes in several threads may flow into one leaf: each addition into a leaf's
+``.grad`` (a read, an op call that releases the GIL, a write) holds that leaf's lock, as
+torch's ``AccumulateGrad`` holds a mutex, so the sum is exactly the serial one.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +36,12 @@ __all__ = ["NODE_HOOK", "Node", "backward", "edge_of", "grad", "run_backward"]
 #: of ``node._apply(grads)`` (the profiler times nodes with it). Read once per backward
 #: pass, so it costs nothing per node when unset.
 NODE_HOOK: list[Any] = [None]
+
+#: The accumulation locks, striped by the leaf's identity: one per leaf in effect (a Tensor
+#: has no room for a lock of its own, and most leaves never meet a second thread).
+#: Re-entrant: the addition dispatches an op, which a dispatch mode may turn into a
+#: backward pass of its own.
+_ACCUMULATE_LOCKS = tuple(threading.RLock() for _ in range(64))
 
 _FREED = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -190,14 +201,15 @@ class _Run:
             return
         if not self.create_graph:
             g = _detached(g)
-        old = leaf.grad
-        if old is not None:
-            leaf.grad = old + g
-            return
-        if id(g) in self.handed_out or not _owns(g._data):
-            g = _op("oplib::clone")(g)
-        self.handed_out.add(id(g))
-        leaf.grad = g
+        with _ACCUMULATE_LOCKS[(id(leaf) >> 4) & 63]:
+            old = leaf.grad
+            if old is not None:
+                leaf.grad = old + g
+                return
+            if id(g) in self.handed_out or not _owns(g._data):
+                g = _op("oplib::clone")(g)
+            self.handed_out.add(id(g))
+            leaf.grad = g
 
 
 def _detached(g: Tensor) -> Tensor:
