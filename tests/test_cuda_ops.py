@@ -215,9 +215,9 @@ def chain_grads(device: str) -> tuple[np.ndarray, np.ndarray, float]:
 def test_autograd_chain_on_cuda_equals_the_cpu_run(cp: Any) -> None:
     ga_cpu, gb_cpu, loss_cpu = chain_grads("cpu")
     ga, gb, loss = chain_grads("cuda:0")
-    np.testing.assert_allclose(loss, loss_cpu, rtol=1e-12)
-    np.testing.assert_allclose(ga, ga_cpu, rtol=1e-11, atol=1e-12, err_msg="d loss / d a")
-    np.testing.assert_allclose(gb, gb_cpu, rtol=1e-11, atol=1e-12, err_msg="d loss / d b")
+    np.testing.assert_allclose(loss, loss_cpu, rtol=1e-11)
+    np.testing.assert_allclose(ga, ga_cpu, rtol=1e-10, atol=1e-12, err_msg="d loss / d a")
+    np.testing.assert_allclose(gb, gb_cpu, rtol=1e-10, atol=1e-12, err_msg="d loss / d b")
 
 
 def test_autograd_grad_on_cuda_float32(cp: Any) -> None:
