@@ -240,8 +240,9 @@ class _Ops(ModuleType):
 
     def load_library(self, path: str | os.PathLike[str]) -> None:
         """Load a native library of operators (``torch.ops.load_library``): a shared
-        object built against ``oplib.h`` (``oplib.get_include()``). It is opened with
-        ``RTLD_GLOBAL``, its ABI version is checked before any of its code runs, and what
+        object built against ``oplib.h`` (``oplib.get_include()``). The file is checked and
+        its ABI version read before any of its code runs, it is opened with ``RTLD_LOCAL``
+        (it resolves its own symbols), and what
         its ``oplib_library_init`` declares is registered with the library's path as
         origin, all or nothing (:class:`oplib.LibraryLoadError` otherwise). Loading the
         same path again does nothing. See docs/native-kernels.md."""
