@@ -1,0 +1,499 @@
+"""oplib on a CUDA device against cupy's own calls (and torch's, when torch sees the device),
+all in one run: per call, autograd, bandwidth, memory, small-op throughput, matmul.
+
+Sections (each figure the median of several repeats after a warm-up, the device
+synchronized around every timed region; ratios against figures of this same run):
+
+- per call, µs, on 1-element float32 arrays: ``neg``, ``add``, ``mul``, ``sum``, a 1x1
+  ``matmul`` and the factory ``zeros``; cupy's function, the core op on cupy arrays
+  (``oplib.ops.oplib.neg(a)``), on oplib Tensors, and torch's function. Budget (issue #30):
+  native +0.5 µs, Tensor +1.5 µs over cupy.
+- autograd: 50 x (``mul`` by 0.99, ``tanh``) on a 1M-element float32 tensor, forward and
+  backward, oplib against torch (budget <= 1.0x torch); the forward alone against cupy.
+- bandwidth, GB/s counting bytes read and written: ``add`` of two large arrays (float32,
+  float16, int32) against a device-to-device copy (``cupy.copyto``; torch's ``copy_``).
+  Budget: >= 90% of the copy.
+- peak memory of that autograd chain: cupy's pool (emptied first: it keeps every block it
+  allocated, so its size afterwards is the run's high-water mark) against
+  ``torch.cuda.max_memory_allocated``. Budget: <= torch.
+- a loop of 10,000 small ops (5,000 x ``mul``, ``add`` on 1-element arrays) as ops/second.
+- ``matmul`` of two 8192 x 8192 float16 matrices, TFLOP/s.
+
+    python bench/gpu.py [--json PATH] [--quick]
+
+``--quick`` takes fewer repeats and smaller arrays. Without cupy or a CUDA device it prints
+"no GPU: skipped" and exits 0 (``--json`` then writes ``{"skipped": ...}``). A section that
+raises is reported (stderr, and ``errors`` in the JSON), the others still run, and the exit
+status is 1. ``scripts/gpu-check.sh`` runs this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import timeit
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+import oplib_core as oplib
+
+OPS = oplib.ops.oplib
+
+
+@dataclass
+class Rig:
+    """What the sections run on: the array module and device oplib sees, how to wait for the
+    device, and torch on the same device where there is one."""
+
+    xp: Any
+    device: str
+    sync: Callable[[], None]
+    torch: Any = None
+    # bytes that a run of ``fn`` holds at most on the device (``None``: not measured)
+    peak_bytes: Callable[[Callable[[], object]], int | None] = lambda fn: None
+    torch_peak_bytes: Callable[[Callable[[], object]], int | None] = lambda fn: None
+
+
+@dataclass
+class Sizes:
+    number: int = 2000  # calls per timed repeat, per-call section
+    repeats: int = 15
+    chain_n: int = 1 << 20
+    chain_repeats: int = 7
+    bandwidth_bytes: int = 512 << 20  # per array
+    bandwidth_reps: int = 10
+    loop_ops: int = 10_000
+    loop_repeats: int = 3
+    matmul_k: int = 8192
+    matmul_reps: int = 10
+
+
+QUICK = Sizes(
+    number=1000,
+    repeats=5,
+    chain_repeats=3,
+    bandwidth_bytes=256 << 20,
+    bandwidth_reps=5,
+    loop_repeats=2,
+    matmul_reps=5,
+)
+
+
+@dataclass
+class Results:
+    data: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    def put(self, key: str, value: Any) -> None:
+        self.data[key] = value
+        self.save()
+
+    def save(self) -> None:
+        # after every section: a run cut off by its time limit leaves what it measured
+        if self.path is not None:
+            self.path.write_text(json.dumps(self.data, indent=1) + "\n")
+
+
+def timed(fn: Callable[[], object], sync: Callable[[], None], reps: int, repeats: int) -> float:
+    """Seconds per call of ``fn``: the median over ``repeats`` of ``reps`` calls, each
+    repeat synchronized at both ends, after one warm-up call."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = perf_counter()
+        for _ in range(reps):
+            fn()
+        sync()
+        times.append((perf_counter() - t0) / reps)
+    return statistics.median(times)
+
+
+def interleaved_us(
+    stmts: dict[str, str], env: dict[str, Any], sync: Callable[[], None], sizes: Sizes
+) -> dict[str, float]:
+    """µs per call of each statement: rounds over all of them (a burst of load elsewhere
+    hits them alike), the median of each one's rounds; each warmed up first."""
+    timers = {label: timeit.Timer(stmt, globals=env) for label, stmt in stmts.items()}
+    for timer in timers.values():
+        timer.timeit(min(sizes.number, 100))
+    sync()
+    rounds: dict[str, list[float]] = {label: [] for label in timers}
+    for _ in range(sizes.repeats):
+        for label, timer in timers.items():
+            sync()
+            t0 = perf_counter()
+            timer.timeit(sizes.number)
+            sync()
+            rounds[label].append((perf_counter() - t0) / sizes.number * 1e6)
+    return {label: round(statistics.median(r), 2) for label, r in rounds.items()}
+
+
+def per_call(rig: Rig, sizes: Sizes) -> dict[str, dict[str, float]]:
+    xp, dev = rig.xp, rig.device
+    a, b = xp.ones(1, dtype=xp.float32), xp.full(1, 0.5, dtype=xp.float32)
+    m = xp.ones((1, 1), dtype=xp.float32)
+    env: dict[str, Any] = {
+        "xp": xp,
+        "oplib": oplib,
+        "f32": oplib.float32,
+        "dev": dev,
+        "a": a,
+        "b": b,
+        "m": m,
+        "ta": oplib.tensor(a),
+        "tb": oplib.tensor(b),
+        "tm": oplib.tensor(m),
+        **{name: getattr(OPS, name) for name in ("neg", "add", "mul", "sum", "matmul", "zeros")},
+    }
+    rows = {
+        "neg": ("xp.negative(a)", "neg(a)", "neg(ta)", "torch.neg(xa)"),
+        "add": ("xp.add(a, b)", "add(a, b)", "add(ta, tb)", "torch.add(xa, xb)"),
+        "mul": ("xp.multiply(a, b)", "mul(a, b)", "mul(ta, tb)", "torch.mul(xa, xb)"),
+        "sum": ("xp.sum(a)", "sum(a)", "sum(ta)", "torch.sum(xa)"),
+        "matmul 1x1": ("xp.matmul(m, m)", "matmul(m, m)", "matmul(tm, tm)", "torch.matmul(xm, xm)"),
+        "zeros": (
+            "xp.zeros(1, dtype=xp.float32)",
+            "zeros([1], dtype=f32, device=dev)",
+            "oplib.zeros(1, dtype=f32, device=dev)",
+            "torch.zeros(1, device=tdev)",
+        ),
+    }
+    if rig.torch is not None:
+        torch = rig.torch
+        tdev = "cuda"
+        env.update(
+            torch=torch,
+            tdev=tdev,
+            xa=torch.ones(1, device=tdev),
+            xb=torch.full((1,), 0.5, device=tdev),
+            xm=torch.ones((1, 1), device=tdev),
+        )
+    out: dict[str, dict[str, float]] = {}
+    for op, (direct, native, tensor, torch_stmt) in rows.items():
+        stmts = {"cupy": direct, "oplib": native, "oplib Tensor": tensor}
+        if rig.torch is not None:
+            stmts["torch"] = torch_stmt
+        out[op] = interleaved_us(stmts, env, rig.sync, sizes)
+    return out
+
+
+def _chain(y: Any) -> Any:
+    for _ in range(50):
+        y = (y * 0.99).tanh()
+    return y
+
+
+def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float | None]]:
+    """The chain's times (ms) and its peak memory (MiB)."""
+    xp, n, reps, repeats = rig.xp, sizes.chain_n, 3, sizes.chain_repeats
+    data = xp.linspace(-2, 2, n, dtype=xp.float32)
+    x = oplib.tensor(data, requires_grad=True)
+    plain = oplib.tensor(data)
+
+    def fwd_bwd() -> None:
+        _chain(x).sum().backward()
+
+    def cupy_fwd() -> object:
+        y = data
+        for _ in range(50):
+            y = xp.tanh(y * 0.99)
+        return y
+
+    ms = {
+        "oplib fwd+bwd": timed(fwd_bwd, rig.sync, reps, repeats),
+        "oplib fwd": timed(lambda: _chain(plain), rig.sync, reps, repeats),
+        "cupy fwd": timed(cupy_fwd, rig.sync, reps, repeats),
+    }
+    peak = {"oplib (cupy pool)": rig.peak_bytes(fwd_bwd)}
+    if rig.torch is not None:
+        torch = rig.torch
+        tx = torch.linspace(-2, 2, n, device="cuda", requires_grad=True)
+
+        def torch_fwd_bwd() -> None:
+            _chain(tx).sum().backward()
+
+        def torch_fwd() -> object:
+            with torch.no_grad():
+                return _chain(tx)
+
+        ms["torch fwd+bwd"] = timed(torch_fwd_bwd, rig.sync, reps, repeats)
+        ms["torch fwd"] = timed(torch_fwd, rig.sync, reps, repeats)
+        peak["torch"] = rig.torch_peak_bytes(torch_fwd_bwd)
+    mib = {k: None if v is None else round(v / 2**20, 1) for k, v in peak.items()}
+    return {k: round(v * 1e3, 3) for k, v in ms.items()}, mib
+
+
+def bandwidth(rig: Rig, sizes: Sizes) -> dict[str, dict[str, float]]:
+    """GB/s per dtype: bytes read and written per call over its time."""
+    xp, out = rig.xp, {}
+    for dtype in ("float32", "float16", "int32"):
+        n = sizes.bandwidth_bytes // np.dtype(dtype).itemsize
+        a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
+        ta, tb = oplib.tensor(a), oplib.tensor(b)
+        moved = {"copy": 2, "add": 3}
+        runs: dict[str, tuple[str, Callable[[], object]]] = {
+            "copy (cupy)": ("copy", lambda a=a, c=c: xp.copyto(c, a)),
+            "cupy add": ("add", lambda a=a, b=b: xp.add(a, b)),
+            "oplib add": ("add", lambda a=a, b=b: OPS.add(a, b)),
+            "oplib Tensor add": ("add", lambda ta=ta, tb=tb: OPS.add(ta, tb)),
+        }
+        if rig.torch is not None:
+            torch = rig.torch
+            tdt = getattr(torch, dtype)
+            xa, xb = (
+                torch.ones(n, dtype=tdt, device="cuda"),
+                torch.ones(n, dtype=tdt, device="cuda"),
+            )
+            xc = torch.empty(n, dtype=tdt, device="cuda")
+            runs["copy (torch)"] = ("copy", lambda xa=xa, xc=xc: xc.copy_(xa))
+            runs["torch add"] = ("add", lambda xa=xa, xb=xb, add=torch.add: add(xa, xb))
+        out[dtype] = {
+            label: round(
+                moved[kind]
+                * n
+                * np.dtype(dtype).itemsize
+                / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats)
+                / 1e9
+            )
+            for label, (kind, fn) in runs.items()
+        }
+        del a, b, c, ta, tb, runs
+    return out
+
+
+def small_ops(rig: Rig, sizes: Sizes) -> dict[str, float]:
+    """Ops per second of a dependent chain of ``sizes.loop_ops`` 1-element mul and add."""
+    xp, half = rig.xp, sizes.loop_ops // 2
+    a, b = xp.ones(1, dtype=xp.float32), xp.full(1, 0.5, dtype=xp.float32)
+    ta, tb = oplib.tensor(a), oplib.tensor(b)
+
+    def loop(mul: Callable[..., Any], add: Callable[..., Any], x: Any, y: Any) -> Callable[[], Any]:
+        def run() -> Any:
+            z = x
+            for _ in range(half):
+                z = add(mul(z, y), x)
+            return z
+
+        return run
+
+    runs = {
+        "cupy": loop(xp.multiply, xp.add, a, b),
+        "oplib": loop(OPS.mul, OPS.add, a, b),
+        "oplib Tensor": loop(OPS.mul, OPS.add, ta, tb),
+    }
+    if rig.torch is not None:
+        torch = rig.torch
+        xa, xb = torch.ones(1, device="cuda"), torch.full((1,), 0.5, device="cuda")
+        runs["torch"] = loop(torch.mul, torch.add, xa, xb)
+    return {
+        label: round(2 * half / timed(fn, rig.sync, 1, sizes.loop_repeats))
+        for label, fn in runs.items()
+    }
+
+
+def matmul(rig: Rig, sizes: Sizes) -> dict[str, float]:
+    """TFLOP/s of a k x k float16 product (2 k^3 flops)."""
+    xp, k = rig.xp, sizes.matmul_k
+    a = xp.linspace(-1, 1, k * k, dtype=xp.float32).reshape(k, k).astype(xp.float16)
+    b = a.T.copy()
+    ta, tb = oplib.tensor(a), oplib.tensor(b)
+    runs: dict[str, Callable[[], object]] = {
+        "cupy": lambda: xp.matmul(a, b),
+        "oplib": lambda: OPS.matmul(a, b),
+        "oplib Tensor": lambda: OPS.matmul(ta, tb),
+    }
+    if rig.torch is not None:
+        torch = rig.torch
+        xa = torch.linspace(-1, 1, k * k, device="cuda").reshape(k, k).half()
+        xb = xa.T.contiguous()
+        runs["torch"] = lambda: torch.matmul(xa, xb)
+    flops = 2 * k**3
+    return {
+        label: round(flops / timed(fn, rig.sync, sizes.matmul_reps, sizes.chain_repeats) / 1e12, 1)
+        for label, fn in runs.items()
+    }
+
+
+def _ratio(x: float | None, y: float | None) -> str:
+    return f"{x / y:.2f}x" if x and y else "n/a"
+
+
+def summary(data: dict[str, Any]) -> list[str]:
+    """The headline lines: each figure beside its budget."""
+    lines = []
+    calls = data.get("per_call_us")
+    if calls:
+        extra = [
+            f"{op} {r['oplib'] - r['cupy']:+.1f}/{r['oplib Tensor'] - r['cupy']:+.1f}"
+            for op, r in calls.items()
+        ]
+        lines.append(
+            "per call, µs over cupy (native/Tensor; budget +0.5/+1.5): " + ", ".join(extra)
+        )
+        if all("torch" in r for r in calls.values()):
+            lines.append(
+                "per call, µs, cupy / oplib / torch: "
+                + ", ".join(
+                    f"{op} {r['cupy']:.1f}/{r['oplib']:.1f}/{r['torch']:.1f}"
+                    for op, r in calls.items()
+                )
+            )
+    chain = data.get("autograd_ms")
+    if chain:
+        ours, theirs = chain["oplib fwd+bwd"], chain.get("torch fwd+bwd")
+        versus = f", torch {theirs} ms: {_ratio(ours, theirs)} torch (budget <= 1.0x)"
+        lines.append(
+            f"autograd 50x(mul, tanh) on 1M float32, fwd+bwd: oplib {ours} ms"
+            + (versus if theirs else "")
+            + f"; forward: oplib {chain['oplib fwd']} ms, cupy {chain['cupy fwd']} ms"
+        )
+    peak = data.get("peak_memory_MiB")
+    if peak:
+        ours, theirs = peak.get("oplib (cupy pool)"), peak.get("torch")
+        lines.append(
+            f"peak memory of that chain: oplib {ours} MiB, torch {theirs} MiB: "
+            f"{_ratio(ours, theirs)} (budget <= 1.0x)"
+        )
+    for dtype, r in data.get("bandwidth_GBps", {}).items():
+        copy = r["copy (cupy)"]
+        lines.append(
+            f"add {dtype}: oplib {r['oplib add']} GB/s = {r['oplib add'] / copy:.0%} of the copy "
+            f"({copy} GB/s; budget >= 90%); cupy {r['cupy add']}, torch {r.get('torch add', 'n/a')}"
+        )
+    loop = data.get("small_ops_per_s")
+    if loop:
+        lines.append(
+            "10,000 small ops, ops/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in loop.items())
+        )
+    mm = data.get("matmul_TFLOPs")
+    if mm:
+        k = data.get("sizes", {}).get("matmul_k")
+        lines.append(
+            f"matmul {k}x{k} float16, TFLOP/s: " + ", ".join(f"{a} {v}" for a, v in mm.items())
+        )
+    for section, error in data.get("errors", {}).items():
+        lines.append(f"{section}: raised {error}")
+    return lines
+
+
+def run(rig: Rig, sizes: Sizes, results: Results) -> bool:
+    """Every section on ``rig``; False when one raised (the others still ran)."""
+    results.put("sizes", asdict(sizes))
+    sections: list[tuple[str, Callable[[], Any]]] = [
+        ("per_call_us", lambda: per_call(rig, sizes)),
+        ("autograd_ms", lambda: autograd(rig, sizes)),
+        ("bandwidth_GBps", lambda: bandwidth(rig, sizes)),
+        ("small_ops_per_s", lambda: small_ops(rig, sizes)),
+        ("matmul_TFLOPs", lambda: matmul(rig, sizes)),
+    ]
+    ok = True
+    for key, section in sections:
+        t0 = perf_counter()
+        try:
+            value = section()
+        except Exception as e:  # reported below and in the exit status; the rest still run
+            ok = False
+            traceback.print_exc()
+            results.data.setdefault("errors", {})[key] = f"{type(e).__name__}: {e}"[:500]
+            results.save()
+            continue
+        if key == "autograd_ms":
+            value, peak = value
+            results.put("peak_memory_MiB", peak)
+        results.put(key, value)
+        print(f"{key} ({perf_counter() - t0:.1f} s): {json.dumps(value)}", flush=True)
+    results.put("summary", summary(results.data))
+    return ok
+
+
+def cuda_rig() -> Rig | str:
+    """The rig on CUDA device 0, or why there is none."""
+    try:
+        import cupy as cp
+    except ImportError as e:
+        return f"cupy is not importable ({e})"
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        return f"cupy sees no CUDA device ({e})"
+    if count == 0:
+        return "cupy sees no CUDA device"
+    pool = cp.get_default_memory_pool()
+
+    def sync() -> None:
+        cp.cuda.Device().synchronize()
+
+    def peak(fn: Callable[[], object]) -> int:
+        sync()
+        pool.free_all_blocks()
+        before = pool.used_bytes()
+        fn()
+        sync()
+        return pool.total_bytes() - before
+
+    rig = Rig(xp=cp, device="cuda", sync=sync, peak_bytes=peak)
+    try:
+        import torch
+    except ImportError:
+        return rig
+    if not torch.cuda.is_available():
+        return rig
+
+    def both() -> None:
+        cp.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+
+    def torch_peak(fn: Callable[[], object]) -> int:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+
+    rig.torch, rig.sync, rig.torch_peak_bytes = torch, both, torch_peak
+    return rig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller arrays")
+    args = parser.parse_args(argv)
+    results = Results(path=args.json)
+    rig = cuda_rig()
+    if isinstance(rig, str):
+        print(f"no GPU: skipped ({rig})")
+        results.put("skipped", f"no GPU: {rig}")
+        return 0
+    cp = rig.xp
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    results.put(
+        "device",
+        {
+            "name": props["name"].decode(),
+            "cupy": cp.__version__,
+            "torch": None if rig.torch is None else rig.torch.__version__,
+            "numpy": np.__version__,
+            "python": sys.version.split()[0],
+        },
+    )
+    print(f"{results.data['device']['name']}: cupy {cp.__version__}", flush=True)
+    ok = run(rig, QUICK if args.quick else Sizes(), results)
+    print()
+    print("\n".join(results.data["summary"]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
