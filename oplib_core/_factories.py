@@ -14,9 +14,9 @@ from ._dispatch.modes import ACTIVE, MODES
 from ._dtypes import get_default_dtype, to_dtype
 from ._registry import REGISTRY
 from ._tensor import Tensor
-from .backends import TABLE, not_installed
+from .backends import TABLE, Backend, not_installed
 from .backends import device as to_device
-from .errors import BackendError
+from .errors import ArgumentTypeError, BackendError
 from .fake._arrays import FakeArray
 
 __all__ = [
@@ -232,18 +232,104 @@ def ones_like(
     return _like("ones", other, dtype, device, requires_grad)
 
 
+#: DLPack's device types (dlpack.h's ``DLDeviceType``), named in ``from_dlpack``'s errors.
+DLPACK_DEVICE_TYPES = {
+    1: "CPU",
+    2: "CUDA",
+    3: "CUDA pinned host",
+    4: "OpenCL",
+    7: "Vulkan",
+    8: "Metal",
+    9: "VPI",
+    10: "ROCm",
+    11: "ROCm pinned host",
+    12: "extension device",
+    13: "CUDA managed",
+    14: "oneAPI",
+    15: "WebGPU",
+    16: "Hexagon",
+    17: "MAIA",
+}
+#: Memory of another type that the importers of these types can read when no installed
+#: backend declares its type: pinned host memory is host memory (numpy's ``from_dlpack``
+#: takes it), managed memory is readable on its GPU and on the host.
+_READABLE_AS = {3: (1,), 11: (1,), 13: (2, 1)}
+
+
+def _dlpack_device(obj: Any) -> tuple[int, int]:
+    ask = getattr(obj, "__dlpack_device__", None)
+    if ask is None:
+        raise ArgumentTypeError(
+            "from_dlpack(): expected a DLPack producer (an object with __dlpack__ and "
+            f"__dlpack_device__: a torch, cupy, jax or numpy array), got {type(obj).__name__}",
+            api="from_dlpack",
+            argument="obj",
+            value=obj,
+        )
+    kind, index = ask()
+    return int(kind), int(index)
+
+
+def _memory_text(kind: int, index: int) -> str:
+    """``"CUDA memory of device 1 (DLPack device type 2)"``."""
+    name = DLPACK_DEVICE_TYPES.get(kind)
+    return f"{name + ' ' if name else ''}memory of device {index} (DLPack device type {kind})"
+
+
 def from_dlpack(obj: Any) -> Tensor:
-    """Zero-copy import of any DLPack producer (torch, jax, cupy, numpy arrays) as a Tensor
-    on the backend that owns its device: the backend of the array's own library first (a
-    jax array stays on ``jax``), else the highest-priority one for its DLPack device type."""
-    dev_type, _ = obj.__dlpack_device__()
+    """Zero-copy import of any DLPack producer (torch, jax, cupy, numpy arrays, a Tensor) as
+    a Tensor on the backend that owns its memory, on the device that holds it.
+
+    The array's own library's backend comes first: a jax array stays on ``jax``, on its
+    own device (``jax:k``), CPU or GPU alike; a Tensor's array returns to its backend.
+    Any other producer goes by its ``__dlpack_device__()`` (type, id): to the
+    highest-priority available backend that imports that type (``BackendSpec.
+    dlpack_device_type``), on device ``id``: a torch CUDA tensor or a cupy array on GPU
+    ``k`` to ``cuda:k``, host memory of another library (numpy, a torch cpu tensor) to
+    ``cpu``; pinned host memory is host memory. ``BackendError`` when no installed backend
+    can import it, naming the memory and what would."""
+    if isinstance(obj, Tensor):
+        obj = obj._data
     own = TABLE.for_type(type(obj))
     if own is not None and own.spec.from_dlpack is not None:
         return Tensor._wrap(own.spec.from_dlpack(obj))
-    for b in TABLE.all():
-        if b.spec.dlpack_device_type == dev_type and b.spec.from_dlpack is not None:
-            return Tensor._wrap(b.spec.from_dlpack(obj))
-    raise BackendError(
-        f"from_dlpack(): no installed backend imports DLPack device type {dev_type} "
-        f"(installed: {TABLE.names_text()})"
+    kind, index = _dlpack_device(obj)
+    importers = [
+        (b, b.spec.from_dlpack)
+        for k in (kind, *_READABLE_AS.get(kind, ()))
+        for b in TABLE.all()
+        if b.spec.dlpack_device_type == k and b.spec.from_dlpack is not None
+    ]
+    for b, take in importers:
+        if b.is_available():
+            return _imported(b, take(obj), kind, index)
+    what = _memory_text(kind, index)
+    if importers:
+        reasons = "; ".join(f"the {b.name} backend: {b.status()}" for b, _ in importers)
+        raise BackendError(f"from_dlpack(): cannot import {what}: {reasons}")
+    known = ", ".join(
+        f"{b.name} (type {b.spec.dlpack_device_type}, "
+        f"{DLPACK_DEVICE_TYPES.get(b.spec.dlpack_device_type, 'unnamed')})"
+        for b in TABLE.all()
+        if b.spec.dlpack_device_type is not None and b.spec.from_dlpack is not None
     )
+    raise BackendError(
+        f"from_dlpack(): no installed backend imports DLPack device type {kind}: the array "
+        f"is in {what}, and the installed backends import {known or 'none'}; copy the array "
+        "to the host in its own library first"
+    )
+
+
+def _imported(b: Backend, data: Any, kind: int, index: int) -> Tensor:
+    """``data`` (what ``b`` imported) as a Tensor, checked to be where the producer said: a
+    multi-device backend importing its own memory type must keep the device id."""
+    if kind == b.spec.dlpack_device_type and b.multi_device:
+        got = b.device_of(data)
+        if got.index != index:
+            source = f" ({b.distribution})" if b.distribution else ""
+            raise BackendError(
+                f"from_dlpack(): the {b.name} backend{source} imported "
+                f"{_memory_text(kind, index)} as {got}, not {b.name}:{index}: its "
+                "BackendSpec.from_dlpack must keep the producer's device"
+            )
+    return Tensor._wrap(data)

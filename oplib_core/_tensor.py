@@ -614,11 +614,25 @@ class Tensor:
         return elements[dim]
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        return self._data.__dlpack__(**kwargs)
+        """A DLPack capsule of this tensor's memory, from its array's own ``__dlpack__``
+        (the arguments, ``stream``, ``dl_device``, ``copy`` ..., pass through)."""
+        return self._dlpack_method("__dlpack__")(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        device: tuple[int, int] = self._data.__dlpack_device__()
-        return device
+        """``(DLPack device type, device id)`` of the memory itself, as its array reports it:
+        ``(1, 0)`` on cpu, ``(2, k)`` for a cupy array or a jax array on CUDA GPU ``k``."""
+        kind, index = self._dlpack_method("__dlpack_device__")()
+        return int(kind), int(index)
+
+    def _dlpack_method(self, name: str) -> Any:
+        method = getattr(self._data, name, None)
+        if method is None:
+            raise BufferError(
+                f"{name}(): the {self.backend.name} backend's arrays "
+                f"({type(self._data).__name__}) do not support DLPack; copy the tensor to the "
+                "host first with tensor.cpu()"
+            )
+        return method
 
     def __repr__(self) -> str:
         extra = ""

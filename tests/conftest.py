@@ -19,6 +19,11 @@ if "OPLIB_CACHE_DIR" not in os.environ:
     os.environ["OPLIB_CACHE_DIR"] = _cache_dir
     atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
 
+# JAX on a GPU takes 75% of its memory in each process that uses it: parallel workers (and
+# the interpreters tests start) would starve one another and cupy. JAX reads this when it
+# first uses the GPU, so it must be set before then (oplib-jax sets it too, see docs/jax.md).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 import oplib_core as oplib  # (after the cache directory is chosen)
 from oplib_core._dispatch import SLOW
 

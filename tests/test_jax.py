@@ -41,12 +41,16 @@ def test_native_jax_arrays_in_native_arrays_out():
 
 
 def test_dlpack_in_and_out():
-    t = oplib.from_dlpack(jnp.arange(4, dtype=jnp.float32))
-    assert t.device.type == "jax"  # the array's own backend, not cpu
-    host = np.from_dlpack(t)
-    np.testing.assert_array_equal(host, [0, 1, 2, 3])
+    # wherever JAX's arrays live (cpu, or a GPU where it is JAX's default platform)
+    x = jnp.arange(4, dtype=jnp.float32)
+    (dev,) = x.devices()
+    t = oplib.from_dlpack(x)
+    assert t.device == oplib.device("jax", jax.devices().index(dev))  # its own backend
+    assert t.__dlpack_device__() == tuple(int(v) for v in x.__dlpack_device__())
+    np.testing.assert_array_equal(t.cpu().numpy(), [0, 1, 2, 3])
     back = jnp.from_dlpack(oplib.ones(2, device="jax"))
-    assert isinstance(back, jax.Array)
+    assert isinstance(back, jax.Array) and back.devices() == {jax.devices()[0]}
+    assert oplib.from_dlpack(oplib.tensor(x)).device.type == "jax"  # a Tensor too
     # a host capsule of another library stays on cpu (jax is below cpu in priority)
     assert oplib.from_dlpack(np.ones(2, np.float32)).device.type == "cpu"
 
@@ -104,8 +108,9 @@ def test_integer_sums_would_be_int64_so_they_raise():
 
 
 def test_device_index_out_of_range():
-    with pytest.raises(oplib.errors.BackendError, match=r"jax:7: JAX reports 1 device"):
-        oplib.zeros(2, device="jax:7")
+    n = len(jax.devices())
+    with pytest.raises(oplib.errors.BackendError, match=rf"jax:{n}: JAX reports {n} device"):
+        oplib.zeros(2, device=f"jax:{n}")
 
 
 def test_a_jax_tensor_round_trips_through_the_host():
@@ -173,3 +178,96 @@ def test_the_mode_is_read_at_each_call_when_the_user_switches_it():
         OUT["after"] = str(oplib.tensor(np.ones(2), device="jax").dtype)
     """)
     assert out == {"before": "BackendDtypeError", "after": "float64"}
+
+
+# -- JAX beside cupy and torch on one GPU: no preallocation of 75% behind the user's back ----
+
+MEMORY_SETTINGS = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+)
+
+
+def memory_settings_after(first: str, **given: str) -> dict:
+    """In a fresh interpreter with none of JAX's memory variables but ``given`` (conftest
+    sets one for the suite's own processes): run ``first``, then let oplib-jax import jax;
+    the variables then, and whether jax was imported before oplib-jax imported it."""
+    return run_python(f"""
+        import os, sys
+        for name in {MEMORY_SETTINGS!r}:
+            os.environ.pop(name, None)
+        os.environ.update({given!r})
+        {first}
+        import oplib_core as oplib
+        OUT["imported_before"] = "jax" in sys.modules
+        oplib.zeros(2, device="jax")
+        OUT["env"] = {{n: os.environ[n] for n in {MEMORY_SETTINGS!r} if n in os.environ}}
+    """)
+
+
+def test_importing_jax_through_oplib_turns_preallocation_off():
+    out = memory_settings_after("")
+    assert out["imported_before"] is False
+    assert out["env"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    # an empty value is no choice (JAX reads it as unset)
+    assert memory_settings_after("", XLA_PYTHON_CLIENT_PREALLOCATE="")["env"] == {
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false"
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("XLA_PYTHON_CLIENT_PREALLOCATE", "true"),
+        ("XLA_PYTHON_CLIENT_MEM_FRACTION", ".5"),
+        ("XLA_CLIENT_MEM_FRACTION", ".5"),
+        ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"),
+    ],
+)
+def test_a_memory_setting_of_the_user_is_kept(name, value):
+    assert memory_settings_after("", **{name: value})["env"] == {name: value}
+
+
+def test_a_user_who_imported_jax_first_keeps_jax_defaults():
+    out = memory_settings_after("import jax")
+    assert out["imported_before"] is True and out["env"] == {}
+
+
+def test_jax_reads_the_setting_as_no_preallocation():
+    # the variable and value are the ones JAX's GPU client is made with (read on a CPU too)
+    xla_client = pytest.importorskip("jaxlib.xla_client")
+    if not hasattr(xla_client, "generate_pjrt_gpu_plugin_options"):
+        pytest.skip("this jaxlib makes its GPU client options elsewhere")
+    out = run_python("""
+        import os
+        os.environ.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+        import oplib_core as oplib
+        oplib.zeros(2, device="jax")
+        from jaxlib import xla_client
+        OUT["preallocate"] = xla_client.generate_pjrt_gpu_plugin_options().get("preallocate")
+    """)
+    assert out["preallocate"] is False
+
+
+@pytest.mark.cuda
+def test_jax_through_oplib_leaves_the_gpu_to_others():
+    if jax.default_backend() != "gpu":
+        pytest.skip(f"JAX's default platform is {jax.default_backend()}, not a GPU")
+    cp = pytest.importorskip("cupy")
+    out = run_python("""
+        import os
+        os.environ.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+        import cupy as cp
+        import oplib_core as oplib
+        free_before, total = cp.cuda.runtime.memGetInfo()
+        x = oplib.ones(1024, device="jax")  # JAX's GPU client starts here
+        float(x.sum().item())
+        free_after, _ = cp.cuda.runtime.memGetInfo()
+        OUT["taken"] = (free_before - free_after) / total
+        OUT["env"] = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+    """)
+    assert cp.cuda.runtime.getDeviceCount() >= 1
+    assert out["env"] == "false"
+    assert out["taken"] < 0.1, f"JAX took {out['taken']:.0%} of the GPU"

@@ -124,7 +124,9 @@ def test_computing_on_dask_loads_the_dask_plugin_alone(cache: dict[str, str]) ->
     assert out["imported"] == ["dask"]
 
 
-def test_the_device_module_stand_in_becomes_the_real_one(cache: dict[str, str]) -> None:
+@pytest.mark.parametrize("gpu", ["as it is", "hidden"])
+def test_the_device_module_stand_in_becomes_the_real_one(cache: dict[str, str], gpu: str) -> None:
+    hidden = {"CUDA_VISIBLE_DEVICES": ""} if gpu == "hidden" else {}
     out = run(
         """
         oplib.ops.oplib.sin(np.ones(1))  # start-up done: oplib.cuda is a package attribute
@@ -132,12 +134,16 @@ def test_the_device_module_stand_in_becomes_the_real_one(cache: dict[str, str]) 
         OUT["before"] = type(stand_in).__name__
         OUT["count"] = stand_in.device_count()  # loads the cuda plugin
         import oplib_cuda.plugin as p
+        from oplib_cuda import runtime
         OUT["real"] = oplib.cuda is p.CUDA.device_module
+        OUT["devices"] = runtime.device_count()  # cupy's count, asked directly
         """,
-        cache,
+        {**cache, **hidden},
     )
     assert out["before"] == "_PendingModule"
-    assert out["count"] == 0  # no GPU here
+    assert out["count"] == out["devices"]  # what the real module says, GPU or none
+    if gpu == "hidden":
+        assert out["count"] == 0
     assert out["real"] is True
 
 

@@ -57,7 +57,20 @@ def _device(device: Device | None) -> Any:
 
 
 def _device_of(array: Any) -> int:
-    return int(runtime.devices().index(next(iter(array.devices()))))
+    """``k`` of ``jax:k``: the array's device's place in ``jax.devices()`` (a GPU array on
+    CUDA device ``k`` is ``jax:k`` where JAX's default platform is the GPU)."""
+    device = next(iter(array.devices()))
+    found = runtime.devices()
+    try:
+        return found.index(device)
+    except ValueError:
+        raise BackendError(
+            f"jax: this array is on JAX's {device!r} (platform {device.platform}), which is "
+            "not one of the devices of JAX's default platform that the jax backend holds as "
+            f"jax:0 ... ({', '.join(map(repr, found))}); move it there first, e.g. "
+            "jax.device_put(x, jax.devices()[0]), or copy it to oplib's cpu with "
+            "oplib.tensor(np.asarray(x))"
+        ) from None
 
 
 def _to_host(array: Any) -> np.ndarray:
@@ -74,6 +87,10 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Any:
 
 
 def _from_dlpack(obj: Any) -> Any:
+    if isinstance(obj, runtime.jax().Array):
+        # already where it lives: JAX's DLPack id of every cpu device is 0, so a round trip
+        # through jnp.from_dlpack would move a jax:1 cpu array to jax:0
+        return obj
     return runtime.jnp().from_dlpack(obj)
 
 

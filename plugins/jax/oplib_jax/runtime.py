@@ -2,12 +2,20 @@
 
 JAX keeps 64-bit types off unless the user turns on ``jax_enable_x64``. This module only
 reads that setting: switching it would change the user's own JAX code mid-process.
+
+JAX preallocates 75% of a GPU's memory in every process that first uses it, which would
+starve cupy and torch beside it (an ``oplib check`` over several backends, opcheck's
+comparison). When this module is the one importing jax and the user chose no GPU memory
+setting of JAX's, it sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` first
+(:data:`MEMORY_SETTINGS`); a user who imported jax first, or set any of them, keeps theirs.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import os
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -17,6 +25,7 @@ import oplib_core as oplib
 from oplib_core.errors import BackendError
 
 __all__ = [
+    "MEMORY_SETTINGS",
     "X64_HINT",
     "devices",
     "dtypes",
@@ -43,9 +52,28 @@ _EXTENSION = (
 )
 _64_BIT = tuple(np.dtype(n) for n in ("float64", "int64", "uint64", "complex128"))
 
+#: JAX's GPU memory variables (read when JAX first uses a GPU; the fraction has two names).
+#: Any of them set to a non-empty value is the user's choice, left alone.
+MEMORY_SETTINGS = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+)
+
+
+def _allocate_as_needed() -> None:
+    """``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless jax is already imported (its user
+    decides) or one of :data:`MEMORY_SETTINGS` is set: JAX then takes GPU memory as it needs
+    it, as cupy and torch do, instead of 75% of the card."""
+    if "jax" in sys.modules or any(os.environ.get(name) for name in MEMORY_SETTINGS):
+        return
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
 
 @functools.cache
 def _import() -> tuple[ModuleType | None, str | None]:
+    _allocate_as_needed()
     try:
         return importlib.import_module("jax"), None
     except ImportError as e:
