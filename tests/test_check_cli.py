@@ -58,7 +58,15 @@ def test_json_rows_and_summary(capsys):
     assert {(r["op"], r["check"]) for r in data["results"]} == {
         (op, f"test_{c}") for op in ("oplib::add", "oplib::neg") for c in CHECK_COLUMNS
     }
-    assert set(data["results"][0]) == {"op", "backend", "check", "status", "reason", "sample"}
+    assert set(data["results"][0]) == {
+        "op",
+        "backend",
+        "check",
+        "status",
+        "reason",
+        "sample",
+        "skipped_samples",
+    }
     s = data["summary"]
     assert (s["ops"], s["backends"], s["fail"]) == (2, ["cpu"], 0)
     assert s["pass"] + s["skip"] == 10

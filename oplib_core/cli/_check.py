@@ -179,6 +179,14 @@ def _details(report: Report, args: argparse.Namespace, out: Output) -> None:
         out.line("\nskipped:")
         for reason, n in sorted(skip_reasons.items(), key=lambda kv: -kv[1]):
             out.line(f"  {n:4d} x {reason}")
+    sample_skips: dict[str, int] = {}
+    for reason, n in report.sample_skips().items():
+        key = _first_line(reason)
+        sample_skips[key] = sample_skips.get(key, 0) + n
+    if sample_skips:  # e.g. bfloat16 samples on cuda, where the op's float32 ones ran
+        out.line("\nsamples skipped (the op's other samples were checked):")
+        for reason, n in sorted(sample_skips.items(), key=lambda kv: -kv[1]):
+            out.line(f"  {n:4d} x {reason}")
     if not args.backend:
         for name, reason in report.unavailable.items():
             out.line(f"backend {name!r} not checked: {reason}")

@@ -32,6 +32,9 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
 BF16 = bfloat16
+#: float16 samples sit beside the bfloat16 ones: the half-precision float every backend with
+#: a GPU library holds (cupy has no bfloat16). No gradcheck in it: its precision is too low.
+F16 = np.dtype(np.float16)
 
 Maker = Callable[[Device], Iterator[SampleInput]]
 _MakerFn = Callable[..., Iterator[SampleInput]]
@@ -96,6 +99,9 @@ def _unary(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     positive = name in ("log", "sqrt")
     yield SampleInput((_t(d.floats((2, 3), positive=positive), dev, F32),), name="float32 (2, 3)")
     yield SampleInput((_t(d.floats((3,), positive=positive), dev, BF16),), name="bfloat16 (3,)")
+    yield SampleInput(
+        (_t(d.floats((3,), positive=positive), dev, F16, grad=False),), name="float16 (3,)"
+    )
     if name in _INT_OK:
         yield SampleInput((_t(d.ints((2, 3)), dev),), name="int64 (2, 3)")
 
@@ -112,6 +118,13 @@ def _binary(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         (_t(d.floats((2, 3), positive=positive), dev, BF16), _t(d.floats((3,)), dev, BF16)),
         name="bfloat16 (2, 3) with (3,)",
+    )
+    yield SampleInput(
+        (
+            _t(d.floats((2, 3), positive=positive), dev, F16, grad=False),
+            _t(d.floats((3,)), dev, F16, grad=False),
+        ),
+        name="float16 (2, 3) with (3,)",
     )
     if name != "pow":  # torch's promotion, which numpy does not have for these pairs
         yield SampleInput(
@@ -130,6 +143,9 @@ def _scalar(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     positive = name == "pow.Scalar"
     yield SampleInput((_t(d.floats((2, 3), positive=positive), dev, F32), 1.5), name="float32, 1.5")
     yield SampleInput((_t(d.floats((3,), positive=True), dev, BF16), 1.5), name="bfloat16, 1.5")
+    yield SampleInput(
+        (_t(d.floats((3,), positive=True), dev, F16, grad=False), 1.5), name="float16, 1.5"
+    )
     if name in ("add.Scalar", "sub.Scalar", "mul.Scalar", "rsub.Scalar"):
         yield SampleInput((_t(d.ints((2, 3)), dev), 3), name="int64, 3")
 
@@ -146,6 +162,9 @@ def _compare(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     x, y = d.ints((2, 3)), d.ints((3,))
     yield SampleInput((_t(x, dev), _t(y, dev)), name="int64 (2, 3) with (3,)")
     yield SampleInput((_t(a, dev, BF16), _t(b, dev, BF16)), name="bfloat16 (2, 3)")
+    yield SampleInput(
+        (_t(a, dev, F16, grad=False), _t(b, dev, F16, grad=False)), name="float16 (2, 3)"
+    )
 
 
 @_samples(*(f"{c}.Scalar" for c in _COMPARISONS))
@@ -173,6 +192,9 @@ def _sum_mean(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
         (_t(d.floats((2, 3, 2)), dev, F32), [0, 2], True), name="float32 (2, 3, 2), dims 0, 2"
     )
     yield SampleInput((_t(d.floats((2, 3)), dev, BF16), [1]), name="bfloat16 (2, 3), dim 1")
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, F16, grad=False), [1]), name="float16 (2, 3), dim 1"
+    )
     if name == "sum":
         yield SampleInput((_t(d.ints((2, 3)), dev), [1]), name="int64 (2, 3), dim 1")
     else:
@@ -187,6 +209,9 @@ def _extremum(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32), [1], True), name="float32 (2, 3), dim 1")
     yield SampleInput((_t(d.ints((2, 3)), dev), [0]), name="int64 (2, 3), dim 0")
     yield SampleInput((_t(d.floats((2, 3)), dev, BF16), [0]), name="bfloat16 (2, 3), dim 0")
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, F16, grad=False), [0]), name="float16 (2, 3), dim 0"
+    )
 
 
 # -- linear algebra ---------------------------------------------------------------------------
@@ -202,6 +227,10 @@ def _matmul(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         (_t(d.floats((2, 3)), dev, BF16), _t(d.floats((3, 2)), dev, BF16)),
         name="bfloat16 (2, 3) @ (3, 2)",
+    )
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, F16, grad=False), _t(d.floats((3, 2)), dev, F16, grad=False)),
+        name="float16 (2, 3) @ (3, 2)",
     )
 
 
@@ -228,6 +257,9 @@ def _reshape(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32), [3, 2]), name="float32 (2, 3) to (3, 2)")
     yield SampleInput((_t(d.ints((2, 3)), dev), [-1]), name="int64 (2, 3) to (-1,)")
     yield SampleInput((_t(d.floats((2, 3)), dev, BF16), [3, 2]), name="bfloat16 (2, 3) to (3, 2)")
+    yield SampleInput(
+        (_t(d.floats((2, 3)), dev, F16, grad=False), [3, 2]), name="float16 (2, 3) to (3, 2)"
+    )
 
 
 @_samples("broadcast_to")
@@ -260,6 +292,10 @@ def _cat_stack(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         ([_t(d.floats((2, 2)), dev, BF16), _t(d.floats((2, 2)), dev, BF16)],), name="bfloat16"
     )
+    yield SampleInput(
+        ([_t(d.floats((2, 2)), dev, F16, grad=False), _t(d.floats((2, 2)), dev, F16, grad=False)],),
+        name="float16",
+    )
 
 
 for _name, _make in INDEX_MAKERS.items():  # indexing and views (issue 14)
@@ -272,6 +308,7 @@ def _clone(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((_t(d.floats((2, 3)), dev, F32),), name="float32 (2, 3)")
     yield SampleInput((_t(d.bools((2, 3)), dev),), name="bool (2, 3)")
     yield SampleInput((_t(d.floats((2, 3)), dev, BF16),), name="bfloat16 (2, 3)")
+    yield SampleInput((_t(d.floats((2, 3)), dev, F16, grad=False),), name="float16 (2, 3)")
 
 
 @_samples("copy_")
@@ -296,6 +333,8 @@ def _astype(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
         (_t(d.floats((2, 3)), dev, F32, grad=False), BF16), name="float32 to bfloat16"
     )
     yield SampleInput((_t(d.floats((2, 3)), dev, BF16), F32), name="bfloat16 to float32")
+    yield SampleInput((_t(d.floats((2, 3)), dev, F32, grad=False), F16), name="float32 to float16")
+    yield SampleInput((_t(d.floats((2, 3)), dev, F16, grad=False), F32), name="float16 to float32")
 
 
 @_samples("_to_copy")
@@ -318,6 +357,9 @@ def _filled(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(
         ([3],), {"dtype": BF16, "device": dev}, name="bfloat16 (3,)", compare_values=values
     )
+    yield SampleInput(
+        ([3],), {"dtype": F16, "device": dev}, name="float16 (3,)", compare_values=values
+    )
 
 
 @_samples("full")
@@ -325,6 +367,7 @@ def _full(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput(([2, 3], 1.5), {"device": dev}, name="(2, 3), 1.5")
     yield SampleInput(([3], 7), {"dtype": I64, "device": dev}, name="int64 (3,), 7")
     yield SampleInput(([3], 0.1), {"dtype": BF16, "device": dev}, name="bfloat16 (3,), 0.1")
+    yield SampleInput(([3], 0.1), {"dtype": F16, "device": dev}, name="float16 (3,), 0.1")
 
 
 @_samples("arange")
@@ -332,6 +375,7 @@ def _arange(name: str, d: _Data, dev: Device) -> Iterator[SampleInput]:
     yield SampleInput((5,), {"device": dev}, name="5")
     yield SampleInput((2.5,), {"dtype": F64, "device": dev}, name="2.5, float64")
     yield SampleInput((4,), {"dtype": BF16, "device": dev}, name="4, bfloat16")
+    yield SampleInput((4,), {"dtype": F16, "device": dev}, name="4, float16")
 
 
 @_samples("arange.start")

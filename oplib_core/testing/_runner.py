@@ -44,7 +44,9 @@ class UnknownName(KeyError):
 @dataclass
 class CheckRow:
     """One op x backend x check: its status, the reason (failure or skip), and the sample
-    it concerns."""
+    it concerns. ``skipped_samples`` lists the samples skipped in a row that other samples
+    decided (``{"sample": label, "reason": why}``: bfloat16 samples on a backend without
+    bfloat16, while its float32 ones passed), so that no skip goes unreported."""
 
     op: str
     backend: str
@@ -53,6 +55,7 @@ class CheckRow:
     reason: str = ""
     sample: str = ""
     error: BaseException | None = field(default=None, repr=False)
+    skipped_samples: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,11 +65,15 @@ class CheckRow:
             "status": self.status,
             "reason": self.reason,
             "sample": self.sample,
+            "skipped_samples": self.skipped_samples,
         }
 
     def fold(self, r: CheckResult, sample: str) -> None:
-        """Merge one sample's result: the first FAIL wins, then PASS, then SKIP."""
+        """Merge one sample's result: the first FAIL wins, then PASS, then SKIP (every
+        skipped sample is kept in ``skipped_samples``)."""
         rank = {SKIP: 0, PASS: 1, FAIL: 2}
+        if r.status == SKIP:
+            self.skipped_samples.append({"sample": sample, "reason": r.reason})
         if rank[r.status] > rank[self.status] or (
             r.status == self.status == SKIP and not self.reason
         ):
@@ -91,6 +98,16 @@ class Report:
     def failed(self) -> bool:
         return any(r.status == FAIL for r in self.rows)
 
+    def sample_skips(self) -> dict[str, int]:
+        """Reason -> number of samples skipped in rows that other samples decided (a row
+        that is a SKIP says its reason itself)."""
+        out: dict[str, int] = {}
+        for r in self.rows:
+            if r.status != SKIP:
+                for skipped in r.skipped_samples:
+                    out[skipped["reason"]] = out.get(skipped["reason"], 0) + 1
+        return out
+
     def to_json(self) -> dict[str, Any]:
         c = self.counts()
         return {
@@ -103,6 +120,7 @@ class Report:
                 "pass": c[PASS],
                 "fail": c[FAIL],
                 "skip": c[SKIP],
+                "skipped_samples": sum(self.sample_skips().values()),
                 "seconds": round(self.seconds, 3),
             },
         }
