@@ -38,7 +38,8 @@ _ENDIAN = {1: "little-endian", 2: "big-endian"}
 _PT_LOAD = 1
 _PT_DYNAMIC = 2
 _SHT_NOBITS = 8
-_SHT_DYNSYM = 11
+_DT_NULL, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_SYMENT = 0, 4, 5, 6, 10, 11
+_DT_GNU_HASH = 0x6FFFFEF5
 _SHN_UNDEF = 0
 _SHN_LORESERVE = 0xFF00
 _EXPORTED_BINDINGS = (1, 2, 10)  # STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE
@@ -86,13 +87,12 @@ class LibraryFile:
 
 
 @dataclass(frozen=True)
-class _Section:
+class _Segment:
     type: int
-    addr: int
     offset: int
-    size: int
-    link: int
-    entsize: int
+    vaddr: int
+    filesz: int
+    memsz: int
 
 
 class _File:
@@ -206,94 +206,160 @@ def _read(file: _File) -> LibraryFile:
         what = _ET_NAMES.get(e_type, f"of ELF type {e_type}")
         hint = " (link it with cc -shared)" if e_type == 1 else ""
         raise file.fail(f"is not a shared library: it is {what}{hint}")
-    sections = _sections(file, order, layout, e_shoff, e_shentsize, e_shnum)
-    if e_phnum == 0xFFFF and sections:  # PN_XNUM: the count is in section 0's sh_info
-        e_phnum = _section0_info(file, order, layout, e_shoff)
-    _check_segments(file, order, layout, e_phoff, e_phentsize, e_phnum)
-    return _symbols(file, order, layout, sections)
+    if e_phnum == 0xFFFF:  # PN_XNUM: the count is in section 0's sh_info
+        e_phnum = _section0(file, order, layout, e_shoff)[7]
+    _check_sections(file, order, layout, e_shoff, e_shentsize, e_shnum)
+    segments = _segments(file, order, layout, e_phoff, e_phentsize, e_phnum)
+    return _symbols(file, order, layout, segments)
 
 
-def _sections(
-    file: _File, order: str, layout: _Layout, shoff: int, shentsize: int, shnum: int
-) -> list[_Section]:
+def _section0(file: _File, order: str, layout: _Layout, shoff: int) -> tuple[int, ...]:
     if shoff == 0:
-        raise file.fail(
-            "has no section headers (stripped beyond strip's defaults?): oplib reads the ABI "
-            "version from its dynamic symbol table before opening it"
-        )
+        raise file.fail("is damaged: it counts its program headers in a missing section 0")
+    fmt = order + layout.shdr
+    return struct.unpack(fmt, file.read(shoff, struct.calcsize(fmt), "section header table"))
+
+
+def _check_sections(
+    file: _File, order: str, layout: _Layout, shoff: int, shentsize: int, shnum: int
+) -> None:
+    """Every section lies inside the file. (The loader reads none of them, and ``sstrip``
+    removes them all; a file that has them and is cut short is damaged all the same.)"""
+    if shoff == 0:
+        return
     fmt = order + layout.shdr
     if shentsize != struct.calcsize(fmt):
         raise file.fail(f"is damaged: section header entries of {shentsize} bytes")
     if shnum == 0:  # SHN_XINDEX numbering: the count is in section 0's sh_size
-        shnum = struct.unpack(fmt, file.read(shoff, shentsize, "section header table"))[5]
+        shnum = _section0(file, order, layout, shoff)[5]
     table = file.read(shoff, shentsize * shnum, "section header table")
-    sections = []
-    for index, (_, sh_type, _, addr, offset, size, link, _, _, entsize) in enumerate(
-        struct.iter_unpack(fmt, table)
-    ):
+    for index, (_, sh_type, _, _, offset, size, *_) in enumerate(struct.iter_unpack(fmt, table)):
         if index and sh_type != _SHT_NOBITS:
             file.check(offset, size, f"section {index}")
-        sections.append(_Section(sh_type, addr, offset, size, link, entsize))
-    return sections
 
 
-def _section0_info(file: _File, order: str, layout: _Layout, shoff: int) -> int:
-    fmt = order + layout.shdr
-    return int(struct.unpack(fmt, file.read(shoff, struct.calcsize(fmt), "section 0"))[7])
-
-
-def _check_segments(
+def _segments(
     file: _File, order: str, layout: _Layout, phoff: int, phentsize: int, phnum: int
-) -> None:
+) -> list[_Segment]:
+    """The program headers, each segment inside the file: ``dlopen`` maps the loadable ones
+    from it and reads the others through those mappings."""
     fmt = order + layout.phdr
     if phentsize != struct.calcsize(fmt) or phnum == 0:
         raise file.fail(
             f"is damaged: {phnum} program headers of {phentsize} bytes (a shared library "
             "has segments to load)"
         )
-    kinds = set()
+    segments = []
     table = file.read(phoff, phentsize * phnum, "program header table")
     for index, fields in enumerate(struct.iter_unpack(fmt, table)):
         if layout.bits == 64:
-            p_type, _, offset, _, _, filesz, memsz, _ = fields
+            p_type, _, offset, vaddr, _, filesz, memsz, _ = fields
         else:
-            p_type, offset, _, _, filesz, memsz, _, _ = fields
-        kinds.add(p_type)
+            p_type, offset, vaddr, _, filesz, memsz, _, _ = fields
         if p_type != 0:
             file.check(offset, filesz, f"segment {index}")
         if p_type == _PT_LOAD and filesz > memsz:
             raise file.fail(f"is damaged: segment {index} holds more bytes than it maps")
+        segments.append(_Segment(p_type, offset, vaddr, filesz, memsz))
+    kinds = {s.type for s in segments}
     if _PT_LOAD not in kinds or _PT_DYNAMIC not in kinds:
         raise file.fail("is damaged: it has no loadable or no dynamic segment")
+    return segments
 
 
-def _symbols(file: _File, order: str, layout: _Layout, sections: list[_Section]) -> LibraryFile:
-    """The two oplib symbols in ``.dynsym``, as ``dlsym`` would find them: defined,
-    exported (global or weak binding, default or protected visibility)."""
-    dynsym = next((s for s in sections if s.type == _SHT_DYNSYM), None)
-    if dynsym is None or not 0 < dynsym.link < len(sections):
-        raise file.fail("is damaged: it has no dynamic symbol table (.dynsym)")
-    strtab = sections[dynsym.link]
-    names = file.read(strtab.offset, strtab.size, "dynamic string table")
-    wanted = {A.VERSION_SYMBOL.encode(), A.INIT_SYMBOL.encode()}
+def _file_offset(
+    file: _File, segments: list[_Segment], address: int, length: int, what: str
+) -> int | None:
+    """Where the ``length`` bytes at ``address`` of the loaded library are in the file;
+    None for zero-filled memory past a segment's file bytes (``.bss``)."""
+    for s in segments:
+        if s.type == _PT_LOAD and s.vaddr <= address and address + length <= s.vaddr + s.memsz:
+            if address + length <= s.vaddr + s.filesz:
+                return s.offset + address - s.vaddr
+            if address >= s.vaddr + s.filesz:
+                return None
+            break
+    raise file.fail(f"is damaged: its {what} (address {address:#x}) is in no loadable segment")
+
+
+def _table(file: _File, segments: list[_Segment], address: int, length: int, what: str) -> int:
+    at = _file_offset(file, segments, address, length, what)
+    if at is None:
+        raise file.fail(f"is damaged: its {what} is not in the file")
+    return at
+
+
+def _dynamic(file: _File, order: str, layout: _Layout, segments: list[_Segment]) -> dict[int, int]:
+    """The dynamic section's entries (the first of each tag), up to ``DT_NULL``."""
+    dynamic = next(s for s in segments if s.type == _PT_DYNAMIC)
+    fmt = order + ("qQ" if layout.bits == 64 else "iI")
+    entsize = struct.calcsize(fmt)
+    data = file.read(dynamic.offset, dynamic.filesz - dynamic.filesz % entsize, "dynamic segment")
+    tags: dict[int, int] = {}
+    for tag, value in struct.iter_unpack(fmt, data):
+        if tag == _DT_NULL:
+            break
+        tags.setdefault(tag, value)
+    return tags
+
+
+def _symbol_count(
+    file: _File, order: str, layout: _Layout, segments: list[_Segment], tags: dict[int, int]
+) -> int:
+    """How many dynamic symbols there are: the ELF file does not say, its hash table does
+    (``DT_HASH``'s chain count; for ``DT_GNU_HASH``, one past the end of the last chain)."""
+    if _DT_GNU_HASH in tags:
+        at = _table(file, segments, tags[_DT_GNU_HASH], 16, "GNU hash table")
+        nbuckets, symoffset, bloom_size, _ = struct.unpack(
+            order + "4I", file.read(at, 16, "GNU hash table")
+        )
+        buckets_at = at + 16 + bloom_size * (layout.bits // 8)
+        buckets = struct.unpack(
+            f"{order}{nbuckets}I", file.read(buckets_at, 4 * nbuckets, "GNU hash table")
+        )
+        last = max(buckets, default=0)
+        if last < symoffset:
+            return int(symoffset)
+        chain = buckets_at + 4 * nbuckets - 4 * symoffset
+        while (
+            not struct.unpack(order + "I", file.read(chain + 4 * last, 4, "GNU hash chain"))[0] & 1
+        ):
+            last += 1
+        return last + 1
+    if _DT_HASH in tags:
+        at = _table(file, segments, tags[_DT_HASH], 8, "symbol hash table")
+        return int(struct.unpack(order + "2I", file.read(at, 8, "symbol hash table"))[1])
+    raise file.fail("is damaged: it has no symbol hash table (DT_HASH or DT_GNU_HASH)")
+
+
+def _symbols(file: _File, order: str, layout: _Layout, segments: list[_Segment]) -> LibraryFile:
+    """The two oplib symbols in the dynamic symbol table, found as ``dlsym`` finds them
+    (through the dynamic segment, which ``sstrip`` keeps): defined, exported (global or
+    weak binding, default or protected visibility)."""
+    tags = _dynamic(file, order, layout, segments)
+    if not {_DT_SYMTAB, _DT_STRTAB, _DT_STRSZ} <= tags.keys():
+        raise file.fail("is damaged: its dynamic segment names no symbol or string table")
+    names_at = _table(file, segments, tags[_DT_STRTAB], tags[_DT_STRSZ], "dynamic string table")
+    names = file.read(names_at, tags[_DT_STRSZ], "dynamic string table")
     # The offsets at which each wanted name (NUL-terminated) starts: a symbol's st_name may
     # point into the middle of a longer string (linkers merge common suffixes).
     at: dict[int, bytes] = {}
-    for name in wanted:
+    for name in (A.VERSION_SYMBOL.encode(), A.INIT_SYMBOL.encode()):
         for m in re.finditer(re.escape(name + b"\0"), names):
             at[m.start()] = name
-    fmt = order + layout.sym
-    entsize = struct.calcsize(fmt)
-    if dynsym.entsize not in (0, entsize) or dynsym.size % entsize:
-        raise file.fail(f"is damaged: .dynsym entries of {dynsym.entsize} bytes")
     found: dict[bytes, tuple[int, int, int]] = {}
-    if at:
-        table = file.read(dynsym.offset, dynsym.size, "dynamic symbol table")
-        for fields in struct.iter_unpack(fmt, table):
+    if at:  # (most libraries that are not oplib's stop here)
+        fmt = order + layout.sym
+        entsize = struct.calcsize(fmt)
+        if tags.get(_DT_SYMENT, entsize) != entsize:
+            raise file.fail(f"is damaged: dynamic symbols of {tags[_DT_SYMENT]} bytes")
+        size = entsize * _symbol_count(file, order, layout, segments, tags)
+        table_at = _table(file, segments, tags[_DT_SYMTAB], size, "dynamic symbol table")
+        for fields in struct.iter_unpack(fmt, file.read(table_at, size, "dynamic symbol table")):
             if layout.bits == 64:
-                st_name, info, other, shndx, value, size = fields
+                st_name, info, other, shndx, value, st_size = fields
             else:
-                st_name, value, size, info, other, shndx = fields
+                st_name, value, st_size, info, other, shndx = fields
             symbol = at.get(st_name)
             if (
                 symbol is None
@@ -303,26 +369,23 @@ def _symbols(file: _File, order: str, layout: _Layout, sections: list[_Section])
                 or other & 3 not in _EXPORTED_VISIBILITY
             ):
                 continue
-            found[symbol] = (shndx, value, size)
+            found[symbol] = (shndx, value, st_size)
     version_sym = found.get(A.VERSION_SYMBOL.encode())
-    version = None if version_sym is None else _read_u32(file, order, sections, *version_sym)
+    version = None if version_sym is None else _read_u32(file, order, segments, *version_sym)
     return LibraryFile(version, A.INIT_SYMBOL.encode() in found)
 
 
 def _read_u32(
-    file: _File, order: str, sections: list[_Section], shndx: int, value: int, size: int
+    file: _File, order: str, segments: list[_Segment], shndx: int, value: int, size: int
 ) -> int:
     """The ``uint32_t`` the version symbol holds, read from the file (no relocation applies
     to a constant)."""
-    if size != 4 or shndx >= _SHN_LORESERVE or shndx >= len(sections):
+    if size != 4 or shndx >= _SHN_LORESERVE:
         raise file.fail(
-            f"exports {A.VERSION_SYMBOL} as {size} bytes in section {shndx}; expected a "
+            f"exports {A.VERSION_SYMBOL} as {size} bytes (section {shndx}); expected a "
             "const uint32_t (write it with OPLIB_LIBRARY_INIT from oplib.h)"
         )
-    section = sections[shndx]
-    if not section.addr <= value <= section.addr + section.size - 4:
-        raise file.fail(f"is damaged: {A.VERSION_SYMBOL} lies outside its section")
-    if section.type == _SHT_NOBITS:  # zero-initialised
+    at = _file_offset(file, segments, value, 4, A.VERSION_SYMBOL)
+    if at is None:  # zero-initialised
         return 0
-    data = file.read(section.offset + value - section.addr, 4, A.VERSION_SYMBOL)
-    return int(struct.unpack(order + "I", data)[0])
+    return int(struct.unpack(order + "I", file.read(at, 4, A.VERSION_SYMBOL))[0])

@@ -172,9 +172,6 @@ def test_damaged_headers_are_refused_naming_what_is_wrong(library, tmp_path):
         _patched(library, tmp_path, "phoff", {32: struct.pack("<Q", len(library) - 8)}): (
             "its program header table"
         ),
-        _patched(library, tmp_path, "no_sections", {40: struct.pack("<Q", 0)}): (
-            "has no section headers"
-        ),
         _patched(library, tmp_path, "arm", {18: struct.pack("<H", 183)}): (
             "was built for another machine (AArch64, 64-bit); this process runs on"
         ),
@@ -219,3 +216,32 @@ def test_an_object_file_a_directory_and_a_fifo_are_refused(tmp_path):
             oplib.ops.load_library(path)
         assert e.value.library == path and phrase in str(e.value), str(e.value)
         assert path not in oplib.ops.loaded_libraries
+
+
+@pytest.mark.skipif(not _LE64, reason="patches a 64-bit little-endian ELF file")
+def test_a_library_without_section_headers_loads_and_its_segments_are_checked(library, tmp_path):
+    """``sstrip`` drops the section headers (the loader reads none): such a library loads,
+    its symbols found through the dynamic segment, and cut short it is refused by its
+    segments."""
+    # e_shoff, then e_shnum and e_shstrndx zeroed, the section header table cut off
+    stripped = bytearray(library)
+    stripped[40:48] = bytes(8)
+    stripped[60:64] = bytes(4)
+    phoff, phnum, _, _, _ = _headers(library)
+    end = max(
+        struct.unpack_from("<Q", library, phoff + 56 * i + 8)[0]
+        + struct.unpack_from("<Q", library, phoff + 56 * i + 32)[0]
+        for i in range(phnum)
+    )
+    stripped = stripped[: max(end, 64)]
+    whole = tmp_path / "sstripped.so"
+    whole.write_bytes(stripped)
+    cuts = {}
+    for offset in sorted({len(stripped) * i // 12 for i in range(1, 12)} | {len(stripped) - 1}):
+        path = tmp_path / f"sstripped{offset}.so"
+        path.write_bytes(stripped[:offset])
+        cuts[str(path)] = offset
+    out = probe([str(whole), *cuts])
+    assert out.pop(str(whole)) == ["loaded", ""]
+    for path, outcome in out.items():
+        _refused(outcome, path, "its segment", "its program header table", "is damaged")
