@@ -39,13 +39,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 import oplib_core as oplib
 
 OPS = oplib.ops.oplib
+T = TypeVar("T")
+Attempt = Callable[[str, Callable[[], Any]], Any]
 
 
 @dataclass
@@ -101,6 +103,17 @@ class Results:
         if self.path is not None:
             self.path.write_text(json.dumps(self.data, indent=1) + "\n")
 
+    def attempt(self, label: str, fn: Callable[[], T]) -> T | None:
+        """``fn()``, or ``None`` when it raises: the error goes to stderr and to ``errors``
+        (and so into the exit status), and the figures that do not need it still come."""
+        try:
+            return fn()
+        except Exception as e:
+            traceback.print_exc()
+            self.data.setdefault("errors", {})[label] = f"{type(e).__name__}: {e}"[:500]
+            self.save()
+            return None
+
 
 def timed(fn: Callable[[], object], sync: Callable[[], None], reps: int, repeats: int) -> float:
     """Seconds per call of ``fn``: the median over ``repeats`` of ``reps`` calls, each
@@ -138,7 +151,7 @@ def interleaved_us(
     return {label: round(statistics.median(r), 2) for label, r in rounds.items()}
 
 
-def per_call(rig: Rig, sizes: Sizes) -> dict[str, dict[str, float]]:
+def per_call(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, float]]:
     xp, dev = rig.xp, rig.device
     a, b = xp.ones(1, dtype=xp.float32), xp.full(1, 0.5, dtype=xp.float32)
     m = xp.ones((1, 1), dtype=xp.float32)
@@ -183,7 +196,9 @@ def per_call(rig: Rig, sizes: Sizes) -> dict[str, dict[str, float]]:
         stmts = {"cupy": direct, "oplib": native, "oplib Tensor": tensor}
         if rig.torch is not None:
             stmts["torch"] = torch_stmt
-        out[op] = interleaved_us(stmts, env, rig.sync, sizes)
+        row = attempt(f"per_call_us {op}", lambda s=stmts: interleaved_us(s, env, rig.sync, sizes))
+        if row is not None:
+            out[op] = row
     return out
 
 
@@ -233,42 +248,41 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
     return {k: round(v * 1e3, 3) for k, v in ms.items()}, mib
 
 
-def bandwidth(rig: Rig, sizes: Sizes) -> dict[str, dict[str, float]]:
+def bandwidth(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, float]]:
     """GB/s per dtype: bytes read and written per call over its time."""
-    xp, out = rig.xp, {}
+    out = {}
     for dtype in ("float32", "float16", "int32"):
-        n = sizes.bandwidth_bytes // np.dtype(dtype).itemsize
-        a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
-        ta, tb = oplib.tensor(a), oplib.tensor(b)
-        moved = {"copy": 2, "add": 3}
-        runs: dict[str, tuple[str, Callable[[], object]]] = {
-            "copy (cupy)": ("copy", lambda a=a, c=c: xp.copyto(c, a)),
-            "cupy add": ("add", lambda a=a, b=b: xp.add(a, b)),
-            "oplib add": ("add", lambda a=a, b=b: OPS.add(a, b)),
-            "oplib Tensor add": ("add", lambda ta=ta, tb=tb: OPS.add(ta, tb)),
-        }
-        if rig.torch is not None:
-            torch = rig.torch
-            tdt = getattr(torch, dtype)
-            xa, xb = (
-                torch.ones(n, dtype=tdt, device="cuda"),
-                torch.ones(n, dtype=tdt, device="cuda"),
-            )
-            xc = torch.empty(n, dtype=tdt, device="cuda")
-            runs["copy (torch)"] = ("copy", lambda xa=xa, xc=xc: xc.copy_(xa))
-            runs["torch add"] = ("add", lambda xa=xa, xb=xb, add=torch.add: add(xa, xb))
-        out[dtype] = {
-            label: round(
-                moved[kind]
-                * n
-                * np.dtype(dtype).itemsize
-                / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats)
-                / 1e9
-            )
-            for label, (kind, fn) in runs.items()
-        }
-        del a, b, c, ta, tb, runs
+        row = attempt(f"bandwidth_GBps {dtype}", lambda dtype=dtype: _bandwidth(rig, sizes, dtype))
+        if row is not None:
+            out[dtype] = row
     return out
+
+
+def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float]:
+    xp, size = rig.xp, np.dtype(dtype).itemsize
+    n = sizes.bandwidth_bytes // size
+    a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
+    ta, tb = oplib.tensor(a), oplib.tensor(b)
+    runs: dict[str, tuple[int, Callable[[], object]]] = {  # arrays moved per call, the call
+        "copy (cupy)": (2, lambda: xp.copyto(c, a)),
+        "cupy add": (3, lambda: xp.add(a, b)),
+        "oplib add": (3, lambda: OPS.add(a, b)),
+        "oplib Tensor add": (3, lambda: OPS.add(ta, tb)),
+    }
+    if rig.torch is not None:
+        torch = rig.torch
+        tdt = getattr(torch, dtype)
+        xa = torch.ones(n, dtype=tdt, device="cuda")
+        xb = torch.ones(n, dtype=tdt, device="cuda")
+        xc = torch.empty(n, dtype=tdt, device="cuda")
+        runs["copy (torch)"] = (2, lambda: xc.copy_(xa))
+        runs["torch add"] = (3, lambda: torch.add(xa, xb))
+    return {
+        label: round(
+            arrays * n * size / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats) / 1e9
+        )
+        for label, (arrays, fn) in runs.items()
+    }
 
 
 def small_ops(rig: Rig, sizes: Sizes) -> dict[str, float]:
@@ -348,36 +362,41 @@ def summary(data: dict[str, Any]) -> list[str]:
                     for op, r in calls.items()
                 )
             )
+    sizes = data.get("sizes", {})
     chain = data.get("autograd_ms")
     if chain:
         ours, theirs = chain["oplib fwd+bwd"], chain.get("torch fwd+bwd")
         versus = f", torch {theirs} ms: {_ratio(ours, theirs)} torch (budget <= 1.0x)"
         lines.append(
-            f"autograd 50x(mul, tanh) on 1M float32, fwd+bwd: oplib {ours} ms"
+            f"autograd 50x(mul, tanh) on {sizes.get('chain_n', 0):,} float32, fwd+bwd: "
+            f"oplib {ours} ms"
             + (versus if theirs else "")
             + f"; forward: oplib {chain['oplib fwd']} ms, cupy {chain['cupy fwd']} ms"
         )
     peak = data.get("peak_memory_MiB")
-    if peak:
+    if peak and any(v is not None for v in peak.values()):
         ours, theirs = peak.get("oplib (cupy pool)"), peak.get("torch")
         lines.append(
             f"peak memory of that chain: oplib {ours} MiB, torch {theirs} MiB: "
             f"{_ratio(ours, theirs)} (budget <= 1.0x)"
         )
+    mib = sizes.get("bandwidth_bytes", 0) >> 20
     for dtype, r in data.get("bandwidth_GBps", {}).items():
-        copy = r["copy (cupy)"]
+        copy, ours = r["copy (cupy)"], r["oplib add"]
+        share = f"{ours / copy:.0%}" if copy else "n/a"
         lines.append(
-            f"add {dtype}: oplib {r['oplib add']} GB/s = {r['oplib add'] / copy:.0%} of the copy "
+            f"add {dtype}, {mib} MiB arrays: oplib {ours} GB/s = {share} of the copy "
             f"({copy} GB/s; budget >= 90%); cupy {r['cupy add']}, torch {r.get('torch add', 'n/a')}"
         )
     loop = data.get("small_ops_per_s")
     if loop:
         lines.append(
-            "10,000 small ops, ops/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in loop.items())
+            f"{sizes.get('loop_ops', 0):,} small ops, ops/s: "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in loop.items())
         )
     mm = data.get("matmul_TFLOPs")
     if mm:
-        k = data.get("sizes", {}).get("matmul_k")
+        k = sizes.get("matmul_k")
         lines.append(
             f"matmul {k}x{k} float16, TFLOP/s: " + ", ".join(f"{a} {v}" for a, v in mm.items())
         )
@@ -390,22 +409,16 @@ def run(rig: Rig, sizes: Sizes, results: Results) -> bool:
     """Every section on ``rig``; False when one raised (the others still ran)."""
     results.put("sizes", asdict(sizes))
     sections: list[tuple[str, Callable[[], Any]]] = [
-        ("per_call_us", lambda: per_call(rig, sizes)),
+        ("per_call_us", lambda: per_call(rig, sizes, results.attempt)),
         ("autograd_ms", lambda: autograd(rig, sizes)),
-        ("bandwidth_GBps", lambda: bandwidth(rig, sizes)),
+        ("bandwidth_GBps", lambda: bandwidth(rig, sizes, results.attempt)),
         ("small_ops_per_s", lambda: small_ops(rig, sizes)),
         ("matmul_TFLOPs", lambda: matmul(rig, sizes)),
     ]
-    ok = True
     for key, section in sections:
         t0 = perf_counter()
-        try:
-            value = section()
-        except Exception as e:  # reported below and in the exit status; the rest still run
-            ok = False
-            traceback.print_exc()
-            results.data.setdefault("errors", {})[key] = f"{type(e).__name__}: {e}"[:500]
-            results.save()
+        value = results.attempt(key, section)
+        if value is None:
             continue
         if key == "autograd_ms":
             value, peak = value
@@ -413,7 +426,7 @@ def run(rig: Rig, sizes: Sizes, results: Results) -> bool:
         results.put(key, value)
         print(f"{key} ({perf_counter() - t0:.1f} s): {json.dumps(value)}", flush=True)
     results.put("summary", summary(results.data))
-    return ok
+    return "errors" not in results.data
 
 
 def cuda_rig() -> Rig | str:

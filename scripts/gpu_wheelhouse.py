@@ -174,6 +174,7 @@ def keep(
     """Move into ``dest`` the wheels of ``staging`` the target lacks; returns the wheels
     kept and, for each left behind, why."""
     env = target_environment(python)
+    dest.mkdir(parents=True, exist_ok=True)
     wheels = sorted(staging.glob("*.whl"))
     asks: dict[str, list[Requirement]] = {}
     for req in [*wanted(root, python), *(r for w in wheels for r in _requires_dist(w))]:
@@ -208,7 +209,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "requirements":
         print("\n".join(requirements(args.python, have)))
         return
-    args.dest.mkdir(parents=True, exist_ok=True)
     kept, skipped = keep(args.staging, args.dest, args.python, have)
     for line in skipped:
         print(f"  not needed: {line}")
