@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 
 import oplib_core as oplib
 
-from helpers import compile_library, unique_ns
+from helpers import c_compiler, compile_library, unique_ns
 
 # The kernel is exported (not static) under one name in both libraries: with RTLD_GLOBAL the
 # second library's reference to it binds to the first library's definition.
@@ -138,3 +139,37 @@ def test_a_good_library_runs_its_constructor_when_loaded(tmp_path):
     oplib.ops.load_library(path)
     assert marker.exists() and path in oplib.ops.loaded_libraries
     assert f"{ns}::f" in [op.name() for op in oplib.registered_ops()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the symbols are read from ELF")
+@pytest.mark.parametrize("style", ["gnu", "sysv"])
+@pytest.mark.parametrize("version", ["(1u << 16) | 9u", "(2u << 16)"], ids=["1.9", "2.0"])
+def test_the_version_is_read_through_either_hash_table(tmp_path, style, version):
+    """The symbol table's length comes from the hash table the linker wrote: DT_GNU_HASH
+    (the default) or the older DT_HASH (``--hash-style=sysv``)."""
+    cc = c_compiler()
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc) found: native-kernel tests need one; CI has gcc")
+    ns = unique_ns("hash")
+    src = tmp_path / "lib.c"
+    src.write_text(
+        "#include <stdint.h>\n"
+        '__attribute__((visibility("default"))) const uint32_t oplib_library_abi_version = '
+        f"{version};\n"
+        "typedef struct { uint32_t major, minor; uint64_t size; void *ctx;"
+        " int (*define)(void *, const char *, const char *); } api_t;\n"
+        '__attribute__((visibility("default"))) int oplib_library_init(const api_t *api) {\n'
+        f'  return api->define(api->ctx, "{ns}::f", "(Tensor x) -> Tensor");\n'
+        "}\n"
+    )
+    path = str(tmp_path / f"{style}.so")
+    flags = ["-shared", "-fPIC", f"-Wl,--hash-style={style}"]
+    built = subprocess.run([cc, *flags, str(src), "-o", path], capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"the linker does not take --hash-style={style}: {built.stderr[-200:]}")
+    if version.startswith("(2u"):
+        with pytest.raises(oplib.LibraryLoadError, match=r"built for oplib ABI 2\.0"):
+            oplib.ops.load_library(path)
+    else:  # a newer minor version of ABI 1 loads
+        oplib.ops.load_library(path)
+        assert f"{ns}::f" in [op.name() for op in oplib.registered_ops()]
