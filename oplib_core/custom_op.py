@@ -10,6 +10,7 @@ from typing import Any, overload
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._infer_schema import infer_schema
+from ._pickling import Where, find, where_defined
 from ._registry import FAKE, REGISTRY
 from ._schema import BaseType, FunctionSchema, SchemaType, parse_signature
 from ._tags import Tag
@@ -30,6 +31,8 @@ class _KwargOnlyTensorError(SchemaError, NotImplementedError):
 #: op nobody holds still goes with its Library.
 _LIBS: weakref.WeakValueDictionary[str, Library] = weakref.WeakValueDictionary()
 _LIBS_LOCK = threading.Lock()
+#: The live custom op of each qualified name (what unpickling one gives), under _LIBS_LOCK.
+_DEFS: weakref.WeakValueDictionary[str, CustomOpDef] = weakref.WeakValueDictionary()
 
 
 def _is_tensor_like(t: SchemaType) -> bool:
@@ -106,6 +109,9 @@ class CustomOpDef(FastCall):
         self.__qualname__ = qualname
         self.__doc__ = fn.__doc__
         self.__module__ = getattr(fn, "__module__", __name__)
+        with _LIBS_LOCK:  # once complete: unpickling may read it from another thread
+            if _LIBS.get(qualname) is self._lib:
+                _DEFS[qualname] = self
 
     @property
     def schema(self) -> FunctionSchema:
@@ -118,6 +124,12 @@ class CustomOpDef(FastCall):
 
     def __repr__(self) -> str:
         return f"<CustomOpDef({self._qualname})>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By reference, as a function pickles: the qualified name and the function's module
+        # (imported by a process that lacks the op), never the Library or the caches.
+        where = where_defined(self._opoverload.origin, self.__module__)
+        return (_custom_op_named, (self._qualname, where))
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self._opoverload._call_slow(args, kwargs)
@@ -181,7 +193,19 @@ class CustomOpDef(FastCall):
         with _LIBS_LOCK:
             if _LIBS.get(self._qualname) is self._lib:
                 del _LIBS[self._qualname]
+            if _DEFS.get(self._qualname) is self:
+                del _DEFS[self._qualname]
         self._lib._destroy()
+
+
+def _custom_op_named(qualname: str, where: Where) -> CustomOpDef:
+    """Unpickling a ``CustomOpDef``: this process's live custom op ``qualname``."""
+
+    def get() -> CustomOpDef | None:
+        found = _DEFS.get(qualname)
+        return found if found is not None and found._opoverload.defined else None
+
+    return find("custom op", qualname, where, get)
 
 
 @overload

@@ -70,6 +70,20 @@ __all__ = [
 class OplibError(Exception):
     """Base class of oplib's own errors."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception pickles as cls(*args), which drops the keyword-only arguments most
+        # subclasses require (unpickling then raises TypeError: a multiprocessing pool whose
+        # worker raised one hangs). Rebuilt from the message and the attributes instead.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(
+    cls: type[OplibError], args: tuple[object, ...], state: dict[str, object]
+) -> OplibError:
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class InvalidArgumentError(OplibError, ValueError):
     """An argument of an oplib call has a value the call does not accept.

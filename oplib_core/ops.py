@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._native import loaded_libraries as _loaded_libraries
+from ._pickling import Where, find, where_defined
 from ._registry import REGISTRY, OpEntry
 from ._startup import ensure
 from .errors import CallArgumentError
@@ -112,6 +113,24 @@ class OpOverloadPacket(FastCall):
 
     def __str__(self) -> str:
         return f"{self._ns}.{self._name}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By reference (oplib.ops.<ns>.<name> in the receiving process), never the caches.
+        first = next(iter(self._overloads.values()), None)
+        where = where_defined(None if first is None else first.origin)
+        return (_packet_named, (self._ns, self._name, where))
+
+
+def _packet_named(ns: str, name: str, where: Where) -> OpOverloadPacket:
+    """Unpickling an ``OpOverloadPacket``: this process's ``oplib.ops.<ns>.<name>``."""
+
+    def get() -> OpOverloadPacket | None:
+        try:
+            return getattr(getattr(ops, ns), name)  # type: ignore[no-any-return]
+        except AttributeError:
+            return None
+
+    return find("operator", f"{ns}::{name}", where, get)
 
 
 def _only_positional(overloads: dict[str, OpOverload]) -> OpOverload | None:

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
+from .._pickling import Where, find, where_defined
 from .._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Kernel, OpEntry, Origin
 from .._return_types import acquire as acquire_return_type
 from .._return_types import named_result, naming
 from .._return_types import release as release_return_type
 from .._schema import FunctionSchema
+from .._startup import ensure
 from .._tags import Tag
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
@@ -291,6 +293,11 @@ class OpOverload(FastCall):
         ns, _, op = self._schema.qualname.partition("::")
         return f"{ns}.{op}.{self._overloadname}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By reference, as numpy's ufuncs: the qualified name (and where the op was
+        # defined, for the error in a process that lacks it), never the caches.
+        return (_overload_named, (self._entry.qualname, where_defined(self._entry.origin)))
+
     # -- registration -----------------------------------------------------------------------
     def py_impl(
         self, key: str | type[DispatchMode]
@@ -447,6 +454,17 @@ class OpOverload(FastCall):
         if call.tensors_in:
             return wrap(self._sig, out, bargs, bkwargs)
         return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
+
+
+def _overload_named(qualname: str, where: Where) -> OpOverload:
+    """Unpickling an ``OpOverload``: this process's overload ``qualname``."""
+
+    def get() -> OpOverload | None:
+        ensure()
+        entry = REGISTRY.ops.get(qualname)
+        return None if entry is None else entry.overload
+
+    return find("operator", qualname, where, get)
 
 
 def _install(event: str, entry: OpEntry) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from .._dispatch.modes import ACTIVE, MODES, DispatchMode
+from .._pickling import Where, find, where_defined
 from .._registry import (
     AUTOGRAD,
     COMPOSITE_EXPLICIT,
@@ -111,6 +112,11 @@ class HigherOrderOperator:
 
     def __str__(self) -> str:
         return f"{NAMESPACE}.{self._name}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By reference (oplib.ops.higher_order.<name> in the receiving process), never the
+        # handlers.
+        return (_hop_named, (self._name, where_defined(self.origin)))
 
     # -- registration -----------------------------------------------------------------------
     def py_impl(self, key: str | type[DispatchMode]) -> Callable[[_F], _F]:
@@ -438,6 +444,11 @@ HOPS = HopTable()
 def hop_handle(hop: HigherOrderOperator) -> Handle:
     """The handle that removes ``hop``'s definition (a registrar keeps it for rollback)."""
     return hop._handle
+
+
+def _hop_named(name: str, where: Where) -> HigherOrderOperator:
+    """Unpickling a ``HigherOrderOperator``: this process's one of that name."""
+    return find("higher-order operator", f"{NAMESPACE}::{name}", where, lambda: HOPS.get(name))
 
 
 def resolve_hop(hop: HigherOrderOperator | str, api: str) -> HigherOrderOperator:
