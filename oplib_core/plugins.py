@@ -74,24 +74,6 @@ PHASES = (
 )
 
 
-#: The core's own plugin modules (``oplib_core._load_plugins`` registers them). Only they may
-#: define operators in the reserved namespaces (``oplib``, ``prim``): the privilege goes to
-#: these module objects themselves, found by identity in ``sys.modules``, never to anything
-#: a plugin could set on itself.
-_CORE_PLUGIN_MODULES = (
-    "oplib_core._core_plugin",
-    "oplib_core.autograd._core_autograd_plugin",
-    "oplib_core.fake._core_fake_plugin",
-    "oplib_core.testing._samples_plugin",
-)
-
-
-def _is_core_plugin(plugin: object) -> bool:
-    return isinstance(plugin, ModuleType) and any(
-        sys.modules.get(name) is plugin for name in _CORE_PLUGIN_MODULES
-    )
-
-
 #: The start of the note a ``KeyboardInterrupt`` raised by a plugin's code gets (the plugin's
 #: name follows); loading is undone, so the note is what still names the plugin.
 INTERRUPTED_IN = "oplib: raised in plugin"
@@ -127,6 +109,11 @@ class PluginRecord:
         self.hook_target: Any = None  # what pluggy holds: the plugin, or its hooks' view
         self.registrar: Registrar | None = None
         self.backends: _builtin_list[BackendSpec] = []  # the backends it installed
+        #: Whether it may define operators in the reserved namespaces (``oplib``, ``prim``):
+        #: only the plugins oplib-core registers itself (``oplib_core._load_plugins``). Set
+        #: when the plugin is registered, from who declared it, never from the plugin's
+        #: module or anything it can rebind (``sys.modules``) or set on itself.
+        self.privileged = False
 
     @property
     def overrides(self) -> _builtin_list[str]:
@@ -214,8 +201,12 @@ class Registrar:
                 parsed.name,
             )
         if ns in REGISTRY.RESERVED_NAMESPACES and not self._allow_reserved:
+            r = self._record
             raise ReservedNamespaceError(
-                f"define(): {ns!r} is a reserved namespace; use your own namespace", ns
+                f"define(): {ns!r} is a reserved namespace (the core op set): plugin "
+                f"{r.name!r} ({r.distribution or 'in-process'}) may not define "
+                f"{parsed.qualname} there; use your own namespace",
+                ns,
             )
         entry, handle = REGISTRY.define(parsed, tag_tuple)
         self._handles.append(handle)
@@ -803,9 +794,8 @@ class PluginHost:
     # -- phases ---------------------------------------------------------------------------
     def _run_phases(self, records: Sequence[PluginRecord]) -> None:
         for r in records:
-            privileged = _is_core_plugin(r.plugin)
-            if r.registrar is None or privileged:
-                r.registrar = Registrar(r, allow_reserved=privileged)
+            if r.registrar is None or r.privileged:
+                r.registrar = Registrar(r, allow_reserved=r.privileged)
         self._install_backends(records)
         for phase in PHASES[1:]:
             for r in records:
@@ -950,7 +940,12 @@ class PluginHost:
         )
 
     # -- in-process plugins -------------------------------------------------------------
-    def register(self, plugin: Any, name: str | None = None) -> PluginRecord:
+    def register(
+        self, plugin: Any, name: str | None = None, *, distribution: str | None = None
+    ) -> PluginRecord:
+        """Add ``plugin`` in-process. ``distribution``: the distribution declaring it, which
+        only the core gives (``oplib-core``, for its own plugins: they alone are privileged);
+        the public :func:`register` gives none."""
         name = name or str(getattr(plugin, "__name__", None) or type(plugin).__name__)
         ensure()
         if name in self.deferred:
@@ -961,8 +956,9 @@ class PluginHost:
             record = PluginRecord(
                 name=name, module=getattr(plugin, "__file__", None) or repr(plugin)
             )
-            if _is_core_plugin(plugin):
+            if distribution == CORE_DISTRIBUTION:
                 record.distribution, record.version = CORE_DISTRIBUTION, __version__
+                record.privileged = True
             self.records[name] = record
             if self.pm.is_blocked(name) or name in self.disabled:
                 record.status = "blocked"

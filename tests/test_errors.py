@@ -454,7 +454,7 @@ def test_plugin_named_like_a_core_module_is_refused(registered: Any) -> None:
 def test_core_plugins_hold_the_privilege() -> None:
     core = {r.name: r for r in plugins.list()}["core"]
     assert core.status == "loaded"
-    assert plugins._is_core_plugin(sys.modules["oplib_core._core_plugin"])
+    assert core.privileged and core.distribution == "oplib-core"
     assert oplib.lookup("oplib::add").origin.plugin == "core"
 
 
