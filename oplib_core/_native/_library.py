@@ -44,6 +44,18 @@ __all__ = ["NativeKernel", "NativeObject", "load_library", "loaded_libraries"]
 #: The native table's lock: innermost of the project's locks (docs/architecture.md), held
 #: only to read or change ``_LIBRARIES`` and ``loaded_libraries``.
 _LOCK = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    """In a forked child only the forking thread exists: the lock another thread held for a
+    table update would never be released. (The table is whole: each update is one dict or
+    set operation.)"""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 _LIBRARIES: dict[str, NativeLibrary] = {}
 _KERNELS: weakref.WeakSet[NativeKernel] = weakref.WeakSet()
 #: Whether libraries here are ELF files, checked and read before they are opened.

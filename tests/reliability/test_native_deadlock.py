@@ -10,6 +10,7 @@ the test instead of hanging CI.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -141,3 +142,38 @@ def test_threads_loading_one_library_at_once_load_it_once(libraries):
     ns, _, hook = libraries
     out = run_python(f"NS, LIB = {ns + '::'!r}, {hook!r}\n" + CONCURRENT, timeout=60)
     assert out == {"hung": False, "errors": [], "ops": [f"{ns}::hooked"]}
+
+
+FORK = """
+import os, threading
+import oplib_core as oplib
+from oplib_core._native import _library
+
+oplib.plugins.load()
+held, release = threading.Event(), threading.Event()
+
+def hold():
+    with _library._LOCK:  # a thread in the middle of a table update when the fork comes
+        held.set()
+        release.wait()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    oplib.ops.load_library(LIB)
+    ok = any(op.name() == NS + "hooked" for op in oplib.registered_ops())
+    os._exit(0 if ok else 1)
+release.set()
+OUT["child"] = os.waitpid(pid, 0)[1]
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_child_forked_while_another_thread_holds_the_native_lock_loads_libraries(libraries):
+    ns, _, hook = libraries
+    try:
+        out = run_python(f"NS, LIB = {ns + '::'!r}, {hook!r}\n" + FORK, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the forked child hung on the native lock (no answer within 60 s)")
+    assert out == {"child": 0}
