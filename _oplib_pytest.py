@@ -9,7 +9,7 @@ Projects that never use oplib pay only for declaring the option, the marker and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -46,11 +46,36 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parametrize(metafunc)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    """A test on ``oplib_device`` that failed because that backend cannot hold a dtype it
+    declares it lacks (``oplib_core.BackendDtypeError``) is reported SKIPPED with the reason
+    (as pytest's own skipping plugin rewrites xfail reports); other tests are untouched."""
+    outcome = yield
+    if call.excinfo is None or call.when == "teardown":
+        return
+    callspec = getattr(item, "callspec", None)
+    device = None if callspec is None else callspec.params.get(FIXTURE)
+    if device is None:
+        return
+    from oplib_core.testing.pytest_plugin import dtype_skip_reason
+
+    reason = dtype_skip_reason(device, call.excinfo.value)
+    if reason is not None:
+        report = outcome.get_result()
+        path, line, _ = item.reportinfo()
+        report.outcome = "skipped"
+        report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {reason}")
+
+
 @pytest.fixture
 def oplib_device(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The ``oplib_core.Device`` of one available backend; tests using it run once per
     backend (restrict with ``@pytest.mark.oplib_backends("cpu", ...)``). An ``opcheck``
-    that checks nothing on it (no kernel for the op there) skips the test with the reason."""
+    that checks nothing on it (no kernel for the op there) skips the test with the reason,
+    and so does data of a dtype the backend cannot hold (``oplib_core.BackendDtypeError``)."""
     device = getattr(request, "param", None)
     if device is None:
         yield device

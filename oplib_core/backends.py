@@ -395,7 +395,7 @@ class Backend:
 
 
 #: What a refused dtype is best cast to, by kind: the first of these the backend holds.
-_CASTS = {
+_CASTS: dict[str, tuple[np.dtype, ...]] = {
     "f": (float32, float16, float64),
     "i": (int32, int64, int16),
     "u": (uint32, uint16, uint8),
@@ -406,7 +406,7 @@ _CASTS = {
 def _cast_target(dtype: np.dtype, held: Collection[np.dtype]) -> str:
     """The dtype to suggest casting ``dtype`` to (bfloat16 and float8 are floats here)."""
     kind = "f" if dtype in EXTENSION_FLOATS else dtype.kind
-    return next((c.name for c in _CASTS.get(kind, ()) if c in held), float32.name)
+    return str(next((c for c in _CASTS.get(kind, ()) if c in held), float32).name)
 
 
 def _imported_class(name: str) -> type | None:

@@ -3,7 +3,9 @@ every available backend; the ``oplib_backends`` marker and ``--oplib-backend`` r
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +187,106 @@ def test_opcheck_on_a_backend_without_a_kernel_skips_the_test(pytester: pytest.P
     npu = oplib.backends.get("privateuse1").name
     assert found == {"test_twice[cpu]": "PASSED", f"test_twice[{npu}]": "SKIPPED"}
     result.stdout.fnmatch_lines([f"*opcheck(pyskip::twice): no kernel for backend '{npu}'*"])
+
+
+# -- a dtype the backend cannot hold: a skip with the reason, as in oplib check ----------------
+
+CUPYLIKE_CONFTEST = f"""
+import sys
+
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import cupylike_backend  # cupy's dtypes on numpy memory (tests/cupylike_backend.py)
+
+_uninstall = cupylike_backend.install()
+"""
+
+
+def test_a_dtype_the_backend_cannot_hold_skips_the_test_there(pytester: pytest.Pytester):
+    pytester.makeconftest(CUPYLIKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+        import oplib_core as oplib
+
+        ON_BOTH = pytest.mark.oplib_backends("cpu", "cupylike")
+
+        @pytest.fixture
+        def bf16_data(oplib_device):
+            return oplib.tensor(np.ones(2, oplib.bfloat16), device=oplib_device)
+
+        @ON_BOTH
+        def test_in_the_body(oplib_device):
+            x = oplib.tensor(np.ones(2, oplib.bfloat16), device=oplib_device)
+            assert (x + x).dtype == oplib.bfloat16
+
+        @ON_BOTH
+        def test_in_a_fixture(bf16_data):
+            assert bf16_data.dtype == oplib.bfloat16
+
+        @ON_BOTH
+        def test_a_factory(oplib_device):
+            assert oplib.zeros(2, dtype=oplib.float8_e4m3fn, device=oplib_device).shape == (2,)
+
+        @ON_BOTH
+        def test_held_dtypes_still_run(oplib_device):
+            assert oplib.zeros(2, dtype=oplib.float16, device=oplib_device).dtype == oplib.float16
+
+        @pytest.mark.oplib_backends("cpu")
+        def test_another_backends_refusal_fails(oplib_device):
+            oplib.tensor(np.ones(2, oplib.bfloat16), device=oplib_device).to("cupylike")
+
+        @pytest.mark.oplib_backends("cupylike")
+        def test_other_errors_fail(oplib_device):
+            raise TypeError("a real bug")
+
+        def test_without_the_fixture_fails():
+            oplib.zeros(2, dtype=oplib.bfloat16, device="cupylike")
+        """
+    )
+    result = pytester.runpytest_subprocess("-v", "-rs", "-p", "no:cacheprovider")
+    assert outcomes(result) == {
+        "test_in_the_body[cpu]": "PASSED",
+        "test_in_the_body[cupylike]": "SKIPPED",
+        "test_in_a_fixture[cpu]": "PASSED",
+        "test_in_a_fixture[cupylike]": "SKIPPED",
+        "test_a_factory[cpu]": "PASSED",
+        "test_a_factory[cupylike]": "SKIPPED",
+        "test_held_dtypes_still_run[cpu]": "PASSED",
+        "test_held_dtypes_still_run[cupylike]": "PASSED",
+        "test_another_backends_refusal_fails[cpu]": "FAILED",
+        "test_other_errors_fail[cupylike]": "FAILED",
+        "test_without_the_fixture_fails": "FAILED",
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]*] test_a_dtype_*.py:*: oplib backend 'cupylike' cannot hold bfloat16: "
+            "copy to cupylike: backend 'cupylike' has no bfloat16 dtype*",
+            "SKIPPED [[]*] test_a_dtype_*.py:*: oplib backend 'cupylike' cannot hold "
+            "float8_e4m3fn: oplib::zeros(): backend 'cupylike' has no float8_e4m3fn dtype*",
+        ],
+        consecutive=False,
+    )
+    result.assert_outcomes(passed=5, skipped=3, failed=3)
+
+
+def test_float64_on_jax_without_64_bit_mode_is_a_skip(pytester: pytest.Pytester):
+    if importlib.util.find_spec("jax") is None:  # (not imported here: the run is a subprocess)
+        pytest.skip("jax is not installed")
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+        import oplib_core as oplib
+
+        @pytest.mark.oplib_backends("cpu", "jax")
+        def test_arange(oplib_device):
+            x = oplib.tensor(np.arange(3.0), device=oplib_device)
+            assert x.sum().item() == 3.0
+        """
+    )
+    result = pytester.runpytest_subprocess("-v", "-rs", "-p", "no:cacheprovider")
+    assert outcomes(result) == {"test_arange[cpu]": "PASSED", "test_arange[jax]": "SKIPPED"}
+    result.stdout.fnmatch_lines(
+        ["*oplib backend 'jax' cannot hold float64: copy to jax*64-bit mode is off*"]
+    )

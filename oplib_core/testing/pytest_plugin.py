@@ -15,6 +15,12 @@ once per available backend (``cpu``, the private-use device under its vendor nam
 A backend named by the marker that is not installed or not available is a skip with the
 reason. ``--oplib-backend NAME`` (repeatable) restricts every such test from the command line.
 
+A test that puts data of a dtype the backend cannot hold on it (``oplib.tensor(np.arange(3.0),
+device=oplib_device)`` on JAX without its 64-bit mode, bfloat16 on cuda) is SKIPPED with the
+reason, not failed: the ``BackendDtypeError`` that backend raises (see
+``BackendSpec.dtypes``), in the test or in a fixture it uses, is a skip, as in ``oplib check``
+and ``opcheck``. Another backend's refusal, or any other error, still fails the test.
+
 What pytest loads is the top-level module ``_oplib_pytest``: it declares the option, the
 marker and the fixture, and imports this module (and so oplib) only when a test asks for
 ``oplib_device``. Projects that do not use oplib pay for nothing else
@@ -33,9 +39,10 @@ from _oplib_pytest import FIXTURE, MARKER
 from oplib_core import backends
 from oplib_core._device import Device
 from oplib_core.backend_registration import _get_privateuse1_backend_name
+from oplib_core.errors import BackendDtypeError
 from oplib_core.testing._checks import UNCHECKED
 
-__all__ = ["parametrize", "skipping_unchecked"]
+__all__ = ["dtype_skip_reason", "parametrize", "skipping_unchecked"]
 
 
 @contextlib.contextmanager
@@ -53,6 +60,19 @@ def skipping_unchecked(device: Device) -> Iterator[None]:
         yield
     finally:
         UNCHECKED.reset(token)
+
+
+def dtype_skip_reason(device: Device, error: BaseException) -> str | None:
+    """Why a test on ``device`` is a skip rather than a failure: ``error`` (or an error it
+    was raised from) is a ``BackendDtypeError`` of ``device``'s backend, which declares it
+    cannot hold that dtype (``BackendSpec.dtypes``: float64 on JAX without its 64-bit mode,
+    bfloat16 on cuda). ``None`` for any other error, and for another backend's refusal."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, BackendDtypeError) and seen.backend == device.type:
+            return f"oplib backend {device.type!r} cannot hold {seen.dtype}: {seen}"
+        seen = seen.__cause__
+    return None
 
 
 def _params(names: tuple[str, ...] | None, only: list[str]) -> list[Any]:
