@@ -8,6 +8,7 @@ finds a data-less counterpart registered with ``oplib.register_fake_class``
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,18 @@ class ClassEntry:
 
 
 _LOCK = threading.RLock()
+
+
+def _reset_after_fork() -> None:
+    """A forked child has only the forking thread: a lock another thread held would never
+    be released (each update under it is one dict operation, so the table is whole)."""
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
 _CLASSES: dict[str, ClassEntry] = {}
 #: The registered classes by name; empty means no op can take an object (fake mode's check).
 CLASSES = _CLASSES

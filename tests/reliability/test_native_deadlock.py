@@ -147,13 +147,14 @@ def test_threads_loading_one_library_at_once_load_it_once(libraries):
 FORK = """
 import os, threading
 import oplib_core as oplib
-from oplib_core._native import _library
+from oplib_core._native import _classes, _library
 
 oplib.plugins.load()
+lock = {"table": _library, "classes": _classes}[WHICH]
 held, release = threading.Event(), threading.Event()
 
 def hold():
-    with _library._LOCK:  # a thread in the middle of a table update when the fork comes
+    with lock._LOCK:  # a thread in the middle of an update when the fork comes
         held.set()
         release.wait()
 
@@ -162,18 +163,22 @@ held.wait()
 pid = os.fork()
 if pid == 0:
     oplib.ops.load_library(LIB)
+    oplib.register_class(NS + "Packed", type("Packed", (), {}))
     ok = any(op.name() == NS + "hooked" for op in oplib.registered_ops())
-    os._exit(0 if ok else 1)
+    os._exit(0 if ok and getattr(oplib.classes, NS[:-2]).Packed else 1)
 release.set()
 OUT["child"] = os.waitpid(pid, 0)[1]
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
-def test_a_child_forked_while_another_thread_holds_the_native_lock_loads_libraries(libraries):
+@pytest.mark.parametrize("which", ["table", "classes"])
+def test_a_child_forked_while_another_thread_holds_a_native_lock_loads_libraries(libraries, which):
+    """The native table's lock and the class table's are made anew in a forked child."""
     ns, _, hook = libraries
+    code = f"NS, LIB, WHICH = {ns + '::'!r}, {hook!r}, {which!r}\n" + FORK
     try:
-        out = run_python(f"NS, LIB = {ns + '::'!r}, {hook!r}\n" + FORK, timeout=60)
+        out = run_python(code, timeout=60)
     except subprocess.TimeoutExpired:
-        pytest.fail("the forked child hung on the native lock (no answer within 60 s)")
+        pytest.fail(f"the forked child hung on the {which} lock (no answer within 60 s)")
     assert out == {"child": 0}
