@@ -22,6 +22,7 @@ PHASE_ORDER = [
     "oplib_register_fake",
     "oplib_register_autograd",
     "oplib_sample_inputs",
+    "oplib_environment",
 ]
 
 
