@@ -228,3 +228,120 @@ def test_cli_contract(capsys, monkeypatch, teardown):
     assert {"kind", "item", "required", "why"} == set(data["bareaccel"][0])
     assert main(["check", "--contract"]) == 2
     assert "--contract checks the backends named with --backend" in capsys.readouterr().err
+
+
+# -- what each shipped backend cannot hold: declared, and refused in one vocabulary ------------
+
+#: The backends the project ships (``oplib.backends.DISTRIBUTIONS``).
+SHIPPED = sorted(oplib.backends.DISTRIBUTIONS)
+#: Every dtype oplib names.
+ALL_DTYPES = [
+    oplib.bool_,
+    *(oplib.int8, oplib.int16, oplib.int32, oplib.int64),
+    *(oplib.uint8, oplib.uint16, oplib.uint32, oplib.uint64),
+    *(oplib.float16, oplib.float32, oplib.float64, oplib.complex64, oplib.complex128),
+    *(oplib.bfloat16, oplib.float8_e4m3fn, oplib.float8_e5m2),
+    *(oplib.float8_e4m3fnuz, oplib.float8_e5m2fnuz, oplib.float8_e8m0fnu),
+]
+
+
+def _attempts(b: Any, dtype: np.dtype) -> list[tuple[str, Any]]:
+    """The ways data or a dtype reaches backend ``b``: a copy, ``empty``, an op's dtype
+    argument (the factory kernel dispatch resolves for ``b``)."""
+    dev = oplib.Device(b.name, 0 if b.multi_device else None)
+    attempts = [
+        ("copy", lambda: b.from_host(np.zeros(2, dtype), dev)),
+        ("empty", lambda: b.empty((2,), dtype, dev)),
+    ]
+    try:
+        zeros, _ = oplib.lookup("oplib::zeros").resolve(b)
+    except oplib.errors.NoKernelError:
+        return attempts
+    return [*attempts, ("oplib::zeros", lambda: zeros([2], dtype=dtype, device=dev))]
+
+
+def dtype_contract_problems(b: Any) -> list[str]:
+    """What backend ``b`` gets wrong about the dtypes it holds: ``BackendSpec.dtypes`` is None
+    only for a backend that holds every oplib dtype (shown here where its library runs without
+    a device), and every other dtype is refused before the library is touched, with
+    ``BackendDtypeError`` naming the backend and the dtype, never a plugin's own ``TypeError``
+    (which the cuda plugin's guard raised, and checkers counted as failures)."""
+    problems = []
+    available = b.status() is None
+    if b.spec.dtypes is None and not available:
+        problems.append(
+            f"declares no BackendSpec.dtypes (it would hold every oplib dtype), but that "
+            f"cannot be shown here ({b.status()}): declare what it holds"
+        )
+    held = {d for d in ALL_DTYPES if b.supports_dtype(d)}
+    for dtype in ALL_DTYPES:
+        for what, attempt in _attempts(b, dtype):
+            try:
+                out = attempt()
+            except oplib.BackendDtypeError as e:
+                if dtype in held or (e.backend, e.dtype) != (b.name, dtype):
+                    problems.append(f"{what} of {dtype}: {type(e).__name__}: {e}")
+                elif f"backend {b.name!r} has no {dtype} dtype" not in str(e):
+                    problems.append(f"{what} of {dtype}: the error does not say so: {e}")
+            except oplib.errors.BackendError as e:
+                if available or dtype not in held:  # only the absent device may stop it
+                    problems.append(f"{what} of {dtype}: {type(e).__name__}: {e}")
+            except Exception as e:
+                problems.append(f"{what} of {dtype}: {type(e).__name__}: {e}")
+            else:
+                if dtype not in held or b.dtype_of(out) != dtype:
+                    problems.append(f"{what} of {dtype} made a {b.dtype_of(out)} array")
+    return problems
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_backend_declares_what_it_cannot_hold(name: str) -> None:
+    b = oplib.backends.TABLE.find(name)
+    if b is None:
+        pytest.skip(f"the {name} backend is not installed")
+    assert dtype_contract_problems(b) == []
+
+
+def test_a_plugin_with_its_own_dtype_guard_breaks_the_contract(teardown) -> None:
+    """What the cuda plugin was before it declared its dtypes: no ``dtypes``, no device
+    here, and a ``TypeError`` of its own for bfloat16."""
+
+    def from_host(array: np.ndarray, device: oplib.Device) -> Any:
+        if array.dtype == oplib.bfloat16:
+            raise TypeError(f"copy to {device}: the oldgpu backend has no bfloat16 dtype")
+        raise oplib.errors.BackendError("oldgpu: no device")
+
+    spec = oplib.BackendSpec(
+        name="oldgpu",
+        array_type_names=("oldgpulib.ndarray",),
+        status=lambda: "no device",
+        from_host=from_host,
+        empty=lambda shape, dtype, device: from_host(np.empty(shape, dtype), device),
+    )
+    teardown(oplib.backends.register(spec))
+    problems = dtype_contract_problems(oplib.backends.get("oldgpu"))
+    assert problems[0].startswith("declares no BackendSpec.dtypes")
+    assert (
+        "copy of bfloat16: TypeError: copy to oldgpu: the oldgpu backend has no bfloat16 dtype"
+        in problems
+    )
+    # with its dtypes declared, core refuses bfloat16 before the plugin's guard is reached
+    held = frozenset(d for d in ALL_DTYPES if d.kind in "biufc")
+    declared = spec._replace(
+        name="newgpu", array_type_names=("newgpulib.ndarray",), dtypes=lambda: held
+    )
+    teardown(oplib.backends.register(declared))
+    assert dtype_contract_problems(oplib.backends.get("newgpu")) == []
+
+
+def test_cuda_declares_exactly_what_cupy_lacks() -> None:
+    cuda = oplib.backends.get("cuda")
+    lacks = {d for d in ALL_DTYPES if not cuda.supports_dtype(d)}
+    assert lacks == {
+        oplib.bfloat16,
+        oplib.float8_e4m3fn,
+        oplib.float8_e5m2,
+        oplib.float8_e4m3fnuz,
+        oplib.float8_e5m2fnuz,
+        oplib.float8_e8m0fnu,
+    }
