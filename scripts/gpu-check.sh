@@ -130,14 +130,21 @@ EOF
   export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
   "${pip[@]}" "$setuptools"
   # no build isolation: an isolated build would need setuptools from an index
-  "${pip[@]}" --no-build-isolation "${dists[@]}" "${reqs[@]}"
+  "${pip[@]}" --no-build-isolation "${dists[@]}"
+  # The test tools: one missing (not in the wheelhouse, an old version there) costs the
+  # tests that need it, not the run. Exit 3: installed, but not all of them.
+  "${pip[@]}" "${reqs[@]}" && return 0
+  local r missing=()
+  for r in "${reqs[@]}"; do "${pip[@]}" "$r" >/dev/null 2>&1 || missing+=("$r"); done
+  echo "gpu-check.sh: could not install ${missing[*]:-(each alone did)}" >&2
+  return 3
 }
 export -f install_all
 
 echo "oplib GPU check ($mode mode, budget $budget s): results in $results"
 [ -d "$wheelhouse" ] || echo "no wheelhouse at $wheelhouse: the target must already have every dependency"
-installed=0
-step install 150 bash -c install_all && installed=1
+step install 150 bash -c install_all
+case $? in 0 | 3) installed=1 ;; *) installed=0 ;; esac
 if ((installed)); then
   timeout 60 "$py" scripts/gpu_report.py env "$work" || echo "(gpu_report.py env failed)"
   xdist=()

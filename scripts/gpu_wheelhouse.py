@@ -37,9 +37,10 @@ from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_PACKAGES = Path(__file__).resolve().parent / "gpu-image-packages.txt"
-# CI runs these over the source tree (lint, types, dist checks); the tests that call them
-# are marked slow and a GPU run leaves those out. basedpyright alone brings ~60 MB of node.
-NOT_FOR_A_GPU_RUN = frozenset({"ruff", "mypy", "basedpyright", "twine"})
+# CI runs these over the source tree (lint, types, building and checking the dists); the
+# tests that call them are marked slow and a GPU run leaves those out. basedpyright alone
+# brings ~60 MB of node.
+NOT_FOR_A_GPU_RUN = frozenset({"ruff", "mypy", "basedpyright", "twine", "build"})
 # what the GPU run adds to the test extras: the suite in parallel workers
 GPU_RUN_EXTRAS = ("pytest-xdist>=3",)
 # always in the wheelhouse, whatever the target has: the build backend (1 MB), since an older

@@ -62,7 +62,7 @@ def test_wanted_holds_every_dependency_and_test_tool_but_no_oplib_distribution()
     assert Version("2.2") not in wanted["array-api-strict"].specifier
     assert not any(name.startswith("oplib") for name in wanted)
     # what a GPU run leaves out: the lint/type/dist tools, cupy, jax's cpu build
-    assert not {"ruff", "mypy", "basedpyright", "twine"} & set(wanted)
+    assert not {"ruff", "mypy", "basedpyright", "twine", "build"} & set(wanted)
     assert not any(name.startswith("cupy") for name in wanted)
     assert wanted["jax"].extras == set()
 
@@ -327,9 +327,32 @@ def test_the_summary_exits_0_only_when_every_step_passed(tmp_path, pytest_run, c
     )
     (work / "cuda.xml").unlink()
     data = report.summarize(work, results, "cpu", 10)
+    assert [s["result"] for s in data["steps"]] == ["pass", "not run"]
     assert data["verdict"] == "FAIL"
     assert "cuda tests     not run" in (results / "report.txt").read_text()
     assert "not run: the budget was spent" in (results / "report.txt").read_text()
+
+
+def test_a_pytest_step_that_collected_nothing_passed_and_other_codes_failed():
+    def result(step: str, rc: int) -> str:
+        return report._result({"step": step, "rc": rc})
+
+    assert result("cuda", 5) == "pass" and result("suite", 5) == "pass"
+    assert result("check", 5) == "FAIL" and result("suite", 1) == "FAIL"
+    assert result("bench", 124) == "TIMEOUT" and result("suite", 137) == "TIMEOUT"
+
+
+def test_the_install_note_says_what_was_installed_and_what_was_not(tmp_path):
+    log = tmp_path / "install.log"
+    log.write_text(
+        "Successfully installed oplib-core-0.1.0\nRequirement already satisfied: numpy\n"
+        "Successfully installed pydot-4.0.1\n"
+        "gpu-check.sh: could not install array-api-strict>=2.3\n"
+    )
+    assert report.installed(log) == (
+        "installed oplib-core-0.1.0 pydot-4.0.1; could not install array-api-strict>=2.3"
+    )
+    assert report.installed(tmp_path / "absent.log") == ""
 
 
 def test_env_names_no_card_where_no_device_is_seen(tmp_path):
