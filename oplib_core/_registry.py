@@ -316,7 +316,9 @@ class Registry:
 
     ``ops`` is filled on first use: reading it loads the plugins (see ``startup``)."""
 
-    RESERVED_NAMESPACES = frozenset({"oplib", "prim"})
+    #: No operator may be defined there but the core's: ``oplib`` and ``prim`` hold the core
+    #: op set, ``higher_order`` only ``HigherOrderOperator``s (which are not in this table).
+    RESERVED_NAMESPACES = frozenset({"oplib", "prim", "higher_order"})
     _deferred = frozenset({"ops", "_renames"})
 
     def __init__(self, backends: BackendTable = TABLE) -> None:

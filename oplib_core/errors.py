@@ -221,8 +221,8 @@ class InvalidNameError(RegistrationError, ValueError):
 
 
 class ReservedNamespaceError(RegistrationError, ValueError):
-    """Defining operators in a namespace reserved for the core (``oplib``, ``prim``);
-    ``namespace`` names it."""
+    """Defining operators in a namespace reserved for the core (``oplib``, ``prim``: the
+    core op set; ``higher_order``: HigherOrderOperators only); ``namespace`` names it."""
 
     def __init__(self, message: str, namespace: str) -> None:
         self.namespace = namespace

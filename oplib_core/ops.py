@@ -290,7 +290,7 @@ def _sync(event: str, entry: OpEntry) -> None:
     if ns is None:
         return
     packet = ns.__dict__.get(name)
-    if packet is None:
+    if not isinstance(packet, OpOverloadPacket):  # none yet, or a HigherOrderOperator
         return
     overloads = _overloads_of(ns_name, name)
     packet._set(overloads)

@@ -1,10 +1,11 @@
-"""The reserved namespaces (``oplib``, ``prim``) hold against a plugin that makes itself
-look like the core: rebinding ``sys.modules['oplib_core._core_plugin']`` (or its own module's
-entry) to another module object, or registering the core's own module object under another
-name. Only the plugins oplib-core registers itself are privileged; that is decided when a
-plugin is registered, from who declared it (the core, or the distribution of the entry
-point), never from module identity. Every refusal names the plugin, its distribution and the
-namespace (or the op)."""
+"""The reserved namespaces (``oplib``, ``prim``, ``higher_order``) hold against a plugin that
+makes itself look like the core: rebinding ``sys.modules['oplib_core._core_plugin']`` (or its
+own module's entry) to another module object, or registering the core's own module object
+under another name. Only the plugins oplib-core registers itself are privileged; that is
+decided when a plugin is registered, from who declared it (the core, or the distribution of
+the entry point), never from module identity. Every refusal names the plugin, its
+distribution and the namespace (or the op). ``higher_order`` holds HigherOrderOperators
+only: no operator may be defined there."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_the_core_plugins_alone_are_privileged() -> None:
 
 
 @pytest.mark.parametrize("core_module", CORE_MODULES)
-@pytest.mark.parametrize("ns", ["oplib", "prim"])
+@pytest.mark.parametrize("ns", ["oplib", "prim", "higher_order"])
 def test_rebinding_a_core_module_gives_no_reserved_namespace(
     registered: Callable[[Any, str], plugins.PluginRecord],
     monkeypatch: pytest.MonkeyPatch,
@@ -199,6 +200,28 @@ def test_a_rebinding_plugin_cannot_redefine_a_higher_order_operator(
     assert rec.status == "failed" and rec.error is not None
     assert "higher_order::cond is already defined" in rec.error
     assert oplib.ops.higher_order.cond is cond
+
+
+def test_higher_order_holds_higher_order_operators_only(teardown: Any) -> None:
+    # an operator defined there clashed with ops.higher_order's own (and half-registered)
+    cond = oplib.ops.higher_order.cond
+    attempts: list[Callable[[], object]] = [
+        lambda: oplib.define("higher_order::cond", "(Tensor x) -> Tensor"),
+        lambda: oplib.define("higher_order::mine", "(Tensor x) -> Tensor"),
+        lambda: oplib.Library("higher_order", "DEF"),
+        lambda: oplib.Library("higher_order", "FRAGMENT"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(
+            oplib.ReservedNamespaceError, match="'higher_order' is a reserved"
+        ) as info:
+            attempt()
+        assert info.value.namespace == "higher_order"
+    assert _unknown("higher_order::cond") and _unknown("higher_order::mine")
+    assert oplib.ops.higher_order.cond is cond
+    hop = oplib.HigherOrderOperator("reserved_ns_test_hop")  # HOPs are made as before
+    teardown(hop)
+    assert oplib.ops.higher_order.reserved_ns_test_hop is hop
 
 
 # -- installed distributions ------------------------------------------------------------------
