@@ -320,12 +320,18 @@ def _symbol_count(
         last = max(buckets, default=0)
         if last < symoffset:
             return int(symoffset)
-        chain = buckets_at + 4 * nbuckets - 4 * symoffset
-        while (
-            not struct.unpack(order + "I", file.read(chain + 4 * last, 4, "GNU hash chain"))[0] & 1
-        ):
-            last += 1
-        return last + 1
+        # the chain of the last bucket runs to the first entry with its low bit set
+        at = buckets_at + 4 * nbuckets + 4 * (last - symoffset)
+        while True:
+            length = min(4096, file.size - at) // 4 * 4
+            words = struct.unpack(
+                f"{order}{length // 4}I", file.read(at, max(length, 4), "GNU hash chain")
+            )
+            for i, word in enumerate(words):
+                if word & 1:
+                    return last + i + 1
+            last += len(words)
+            at += length
     if _DT_HASH in tags:
         at = _table(file, segments, tags[_DT_HASH], 8, "symbol hash table")
         return int(struct.unpack(order + "2I", file.read(at, 8, "symbol hash table"))[1])

@@ -13,11 +13,13 @@ import random
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import oplib_core as oplib
+from oplib_core._native._elf import read_library
 
 from helpers import c_compiler, compile_library
 from subproc import run_python
@@ -245,3 +247,30 @@ def test_a_library_without_section_headers_loads_and_its_segments_are_checked(li
     assert out.pop(str(whole)) == ["loaded", ""]
     for path, outcome in out.items():
         _refused(outcome, path, "its segment", "its program header table", "is damaged")
+
+
+def test_mutated_libraries_give_a_result_or_a_load_error_from_the_reader(library, tmp_path):
+    """The reader alone (it opens nothing, so this runs in-process): 1500 copies of the
+    library with a few bytes changed in its headers and tables, each read quickly, with a
+    result or a ``LibraryLoadError``, never another exception (a ``struct.error``, an
+    ``OverflowError``)."""
+    rng = random.Random(4)
+    path = tmp_path / "mutant.so"
+    size = len(library)
+    outcomes = {"read": 0, "refused": 0}
+    start = time.perf_counter()
+    for _ in range(1500):
+        data = bytearray(library)
+        for _ in range(rng.randint(1, 4)):
+            # mostly the headers and the dynamic tables near the start, some anywhere
+            at = rng.randrange(min(size, 2048)) if rng.random() < 0.8 else rng.randrange(size)
+            data[at] = rng.choice((0, 0xFF, rng.randrange(256), data[at] ^ (1 << rng.randrange(8))))
+        path.write_bytes(bytes(data))
+        try:
+            read_library(str(path))
+            outcomes["read"] += 1
+        except oplib.LibraryLoadError as e:
+            assert e.library == str(path) and str(path) in str(e)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 50 and outcomes["read"] > 50, outcomes
+    assert time.perf_counter() - start < 60
