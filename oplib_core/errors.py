@@ -124,10 +124,14 @@ class CallArgumentError(OplibError, TypeError):
 
 
 class BackendDtypeError(ArgumentTypeError):
-    """Data of a dtype a backend's arrays cannot hold (see ``BackendSpec.dtypes``: float64
-    on JAX in its 32-bit mode, float16 on array-api-strict) was sent to it. ``dtype`` is
-    that dtype, ``backend`` the backend's name; ``oplib check`` reports such a sample as a
-    skip, not a failure."""
+    """A dtype a backend's arrays cannot hold (see ``BackendSpec.dtypes``: bfloat16 and
+    float8 on cuda, float64 on JAX in its 32-bit mode, float16 on array-api-strict) was
+    sent to it: data copied there, ``empty``, or an op's ``ScalarType`` argument (a
+    factory's ``dtype=``, ``astype``). Core raises it, before the library is touched, for
+    every backend alike. ``dtype`` is that dtype, ``backend`` the backend's name, ``api``
+    what refused it (``"copy to cuda:0"``, ``"oplib::zeros()"``). ``oplib check``,
+    ``opcheck`` and the ``oplib_device`` pytest fixture report it as a skip, not a
+    failure."""
 
     def __init__(self, message: str, *, api: str, backend: str, dtype: object) -> None:
         super().__init__(message, api=api, argument="dtype", value=dtype)

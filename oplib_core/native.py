@@ -47,14 +47,14 @@ def new_empty(x: Any, shape: Sequence[int], dtype: Any = None) -> Any:
     """An uninitialised native array of ``shape`` on ``x``'s device (``dtype`` defaults to
     ``x``'s), of ``x``'s backend: what a device-generic kernel allocates its output with."""
     backend, data = _backend("new_empty", x)
-    empty = backend.spec.empty
-    if empty is None:
+    if backend.spec.empty is None:
         raise BackendError(
             f"oplib.native.new_empty(): backend {backend.name!r} cannot allocate (its "
             "BackendSpec has no empty)"
         )
     want = np.dtype(data.dtype) if dtype is None else to_dtype(dtype)
-    return empty(tuple(int(s) for s in shape), want, backend.device_of(data))
+    # through the backend: a dtype it declares it lacks is a BackendDtypeError
+    return backend.empty(tuple(int(s) for s in shape), want, backend.device_of(data))
 
 
 def to_host(x: Any) -> np.ndarray:

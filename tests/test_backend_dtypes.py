@@ -196,6 +196,11 @@ def test_backend_methods_refuse_before_the_spec_is_called(
     with pytest.raises(BackendDtypeError, match=r"copy to cupylike: .* no float8_e5m2"):
         cupylike.from_host(np.zeros(2, oplib.float8_e5m2), Device(NAME))
     assert cupylike.empty((2,), oplib.float16, Device(NAME)).dtype == oplib.float16
+    # a device-generic kernel's allocation goes through the same guard
+    x = oplib.tensor(np.ones(2, np.float32), device=NAME)
+    with pytest.raises(BackendDtypeError, match=r"empty on cupylike: .* no bfloat16"):
+        oplib.native.new_empty(x, (3,), oplib.bfloat16)
+    assert type(oplib.native.new_empty(x, (3,), oplib.float16)) is CupyLikeArray
     # a backend that holds every dtype checks nothing
     cpu = oplib.backends.get("cpu")
     for dtype in EXTENSION:
