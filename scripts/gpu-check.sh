@@ -117,9 +117,10 @@ with open(f"{sys.argv[1]}/_gpu_check_parent.pth", "w") as f:
     f.write("\n".join(lines) + "\n")
 EOF
   "$py" -m pip --version || "$py" -m ensurepip --default-pip
-  local version dists reqs setuptools
+  local version dists reqs listed setuptools
   version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  mapfile -t reqs < <("$py" scripts/gpu_wheelhouse.py requirements --python "$version" --have /dev/null)
+  listed=$("$py" scripts/gpu_wheelhouse.py requirements --python "$version" --have /dev/null)
+  mapfile -t reqs <<<"$listed"
   dists=(.)
   for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && dists+=("${d%/}"); done
   setuptools=$(printf '%s\n' "${reqs[@]}" | grep '^setuptools' || echo setuptools)
