@@ -34,6 +34,7 @@ the installed version, so an incompatible plugin is reported before its module i
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import marshal
 import os
@@ -330,11 +331,9 @@ def write_cache(kind: str, core_version: str, data: Any) -> None:
             f.write(_MAGIC + checksum(payload) + payload)
         os.replace(tmp, _cache_file(base, kind, entries))
     except BaseException as e:
-        try:
+        with contextlib.suppress(OSError):  # (the directory may have gone)
             os.unlink(tmp)
-        except OSError:
-            pass  # (already renamed, or the directory went away)
-        if not isinstance(e, OSError):
+        if not isinstance(e, OSError):  # a full disk: no cache this time; Ctrl-C: stop
             raise
 
 

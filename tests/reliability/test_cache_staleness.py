@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from plugin_dists import write_dist
 
+from oplib_core._backend_cache import declared_environment
+
 from subproc import run_python
 
 PLUGIN = """
@@ -226,3 +228,19 @@ def test_a_plugin_whose_environment_hook_fails_never_waits(tmp_path: Path) -> No
         out = run_python(ACME_OPS, env, cwd=cwd)
         assert out["status"] == "loaded" and out["listed"] == ["fast"]
     assert "acme" not in out["waiting"] and "meta" in out["waiting"]
+
+
+def test_the_declared_environment_is_names_and_their_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACME_A", "1")
+    monkeypatch.delenv("ACME_B", raising=False)
+    hooks = [lambda: ["ACME_B", "ACME_A"], lambda: ("ACME_A",)]
+    assert declared_environment(hooks) == (("ACME_A", "1"), ("ACME_B", None))
+    assert declared_environment([]) == ()
+
+    def raises() -> list[str]:
+        raise RuntimeError("broken hook")
+
+    for bad in (lambda: "ACME_A", lambda: [1], lambda: None, raises):
+        assert declared_environment([bad]) is None
