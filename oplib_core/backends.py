@@ -320,7 +320,7 @@ class Backend:
         (``BackendSpec.dtypes``); free for a backend that holds every dtype. The one guard:
         copies (:meth:`from_host`), :meth:`empty` and every op's ``ScalarType`` argument on
         this backend (the dispatcher asks it) go through here, so no plugin writes its own."""
-        if self.spec.dtypes is None:
+        if self.spec.dtypes is None or dtype in self._supported():
             return
         try:
             d = np.dtype(dtype)
