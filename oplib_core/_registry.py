@@ -20,7 +20,7 @@ from ._op_table import OpTable, PendingOp, QueuedKernel, pending_qualname
 from ._ownership import OverrideWarning, override_allowed, owner_of, party
 from ._records import Record, field
 from ._schema import FunctionSchema, parse_schema
-from ._startup import LOCK, deferred, ensure
+from ._startup import LOCK, at_fork, deferred, ensure
 from ._tags import Tag
 from .backends import TABLE, Backend, BackendTable
 from .errors import (
@@ -736,15 +736,7 @@ class Registry:
                         self._slot_kernels.add(kernel)
                     queued.real = Handle(self._kernel_undo(entry, kernel), "")
             except BaseException:
-                for queued in pending.kernels.values():
-                    if queued.real is not None:
-                        queued.real.destroy()
-                        queued.real = None
-                if pending.handle is not None:
-                    pending.handle.destroy()
-                    pending.handle = None
-                self.ops.staged.pop(qualname, None)
-                pending.building = False
+                self._unbuild(pending)
                 raise
             finally:
                 current_plugin.reset(token)
@@ -752,6 +744,18 @@ class Registry:
                 entry.invalidate()
                 self._notify("changed", entry)
             return self.ops.publish(pending)
+
+    def _unbuild(self, pending: PendingOp) -> None:
+        """Undo a build that did not finish: the op is pending again, as before it."""
+        for queued in pending.kernels.values():
+            if queued.real is not None:
+                queued.real.destroy()
+                queued.real = None
+        if pending.handle is not None:
+            pending.handle.destroy()  # (finds the staged entry: still building)
+            pending.handle = None
+        self.ops.staged.pop(pending.qualname, None)
+        pending.building = False
 
     def _settle_definitions(self, old: OpEntry, new: OpEntry) -> None:
         """Two plugins define one operator: the one whose entry point is named after the
@@ -931,3 +935,14 @@ class Registry:
 
 
 REGISTRY = deferred(Registry)()
+
+
+def _unbuild_after_fork(me: int) -> None:
+    # In a forked child, an op another thread was building stays half-built: undo it.
+    ops: OpTable | None = REGISTRY.__dict__.get("ops")
+    for pending in _builtin_list(ops.pending.values()) if ops is not None else ():
+        if pending.building:
+            REGISTRY._unbuild(pending)
+
+
+at_fork(_unbuild_after_fork)

@@ -30,7 +30,18 @@ from ._lookup import qualname_of
 from ._ownership import OverrideWarning
 from ._registry import REGISTRY, Handle, MakeKernel, PluginContext, current_plugin, origin_of
 from ._schema import parse_schema, parse_signature
-from ._startup import LOCK, deferred, ensure
+from ._startup import (
+    LOADS,
+    LOCK,
+    at_fork,
+    commit,
+    deferred,
+    ensure,
+    forget_imports_of,
+    importing,
+    released,
+    wait_turn,
+)
 from ._tags import Tag
 from ._version import __version__
 from ._waiting import WAITING
@@ -416,6 +427,11 @@ class _HookView(SimpleNamespace):
         return [n for n in vars(self) if n != "__name__"]
 
 
+def _module_of(entry_point: str) -> str:
+    """The module of ``entry_point`` (``module[:attr]``)."""
+    return entry_point.partition(":")[0].strip()
+
+
 def _last_line(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()
     return text[-1] if text else type(e).__name__
@@ -475,6 +491,8 @@ class PluginHost:
         #: Entry points loaded on first use of their backends or ops (``_backend_cache``).
         self.deferred: dict[str, tuple[EntryPointInfo, _backend_cache.DeferredPlugin]] = {}
         self._loading: dict[str, int] = {}  # plugin -> the thread loading it
+        #: thread -> the plugins before its outermost open transaction (undone at a fork)
+        self._transactions: dict[int, set[str]] = {}
 
     def _init_state(self) -> None:
         # pluggy and the entry-point scan are imported here, when the plugins load, not at
@@ -493,14 +511,26 @@ class PluginHost:
         """All or nothing: if the block raises anything (``KeyboardInterrupt`` included),
         every plugin it added is rolled back and forgotten, leaving the table as before."""
         before = set(self.records)
+        me = threading.get_ident()
+        outermost = me not in self._transactions
+        if outermost:
+            self._transactions[me] = before
         try:
             yield
         except BaseException:
+            if outermost:
+                del self._transactions[me]
             with self.lock:
-                for name in reversed(_builtin_list(self.records)):
-                    if name not in before:
-                        self._forget(self.records[name])
+                self._roll_back_to(before)
             raise
+        if outermost:
+            del self._transactions[me]
+            commit()  # (the start-up loader's work is in)
+
+    def _roll_back_to(self, before: set[str]) -> None:
+        for name in reversed(_builtin_list(self.records)):
+            if name not in before:
+                self._forget(self.records[name])
 
     def _forget(self, record: PluginRecord) -> None:
         if record.registrar is not None:
@@ -579,41 +609,72 @@ class PluginHost:
     def load_deferred(self, name: str | None = None) -> None:
         """Load the deferred plugin ``name`` (every one when None) now, as it would have
         loaded at start-up: its failure is reported the same way. Other threads asking
-        meanwhile wait for it; the loading thread's own asks go on."""
+        meanwhile wait for it; the loading thread's own asks go on.
+
+        The import runs without the registration lock (released meanwhile if this thread
+        holds it): a thread importing the plugin's module itself, which registers at import
+        time, needs that lock. The hooks run under it, so that no thread sees the plugin's
+        backend before its kernels. A thread whose own import the load would
+        wait for (``_startup.wait_turn``), or that is importing the plugin's module itself
+        (loading from a half-run module would miss its hooks), goes on with the table as it
+        is: the plugin stays deferred and loads on the next ask."""
         me = threading.get_ident()
         for plugin in [name] if name is not None else _builtin_list(self.deferred):
             if self._loading.get(plugin) == me:
                 continue  # its own registrations name its backends
-            with self.lock:  # held throughout: other threads wait for the backends
-                found = self.deferred.get(plugin)
-                if found is None:
-                    continue  # loaded already
-                ep, later = found
-                record = self.records[plugin]
-                record.status = "loaded"
-                self._loading[plugin] = me
+            with released():
+                with LOADS:
+                    if not wait_turn(LOADS, functools.partial(self._loading.get, plugin)):
+                        continue
+                    found = self.deferred.get(plugin)
+                    if found is None:
+                        continue  # loaded already
+                    if _module_of(found[0].value) in importing():
+                        continue
+                    self._loading[plugin] = me
                 try:
-                    loaded = self._load_entry_point(ep, record)
-                    if loaded is not None:
-                        self._run_phases([loaded])
-                except BaseException:  # Ctrl-C: undone, deferred again
-                    self._forget(record)
-                    record.status = "deferred"
-                    self.records[plugin] = record
-                    load = functools.partial(self.load_deferred, plugin)
-                    for backend in later.backends:  # (registering them ended their wait)
-                        TABLE.defer(backend, load)
-                    raise
-                else:
-                    del self.deferred[plugin]
-                    for backend in later.backends:
-                        TABLE.undefer(backend.name)
-                        if backend.device_module:
-                            backend_registration.unbind_deferred(backend.name)
-                    for qualname in later.ops:
-                        REGISTRY.ops.waiting.pop(qualname, None)
+                    self._load_deferred(plugin, *found)
                 finally:
-                    del self._loading[plugin]
+                    with LOADS:
+                        del self._loading[plugin]
+                        LOADS.notify_all()
+
+    def _load_deferred(
+        self, plugin: str, ep: EntryPointInfo, later: _backend_cache.DeferredPlugin
+    ) -> None:
+        with self.lock:
+            record = self.records[plugin]
+            record.status = "loaded"
+        try:
+            loaded = self._load_entry_point(ep, record)  # the import: without the lock
+            if loaded is not None:
+                # The hooks hold it: a thread meeting the plugin's backend (installed first)
+                # waits for its kernels. A hook should not wait for another thread.
+                with self.lock:
+                    self._run_phases([loaded])
+        except BaseException:  # Ctrl-C: undone, deferred again
+            self._defer_again(plugin, record, later)
+            raise
+        with self.lock:
+            del self.deferred[plugin]
+            for backend in later.backends:
+                TABLE.undefer(backend.name)
+                if backend.device_module:
+                    backend_registration.unbind_deferred(backend.name)
+            for qualname in later.ops:
+                REGISTRY.ops.waiting.pop(qualname, None)
+
+    def _defer_again(
+        self, plugin: str, record: PluginRecord, later: _backend_cache.DeferredPlugin
+    ) -> None:
+        """Undo a load on first use that did not finish: the plugin waits again."""
+        with self.lock:
+            self._forget(record)
+            record.status = "deferred"
+            self.records[plugin] = record
+            load = functools.partial(self.load_deferred, plugin)
+            for backend in later.backends:  # (registering them ended their wait)
+                TABLE.defer(backend, load)
 
     def _deferrable(self) -> _builtin_list[_backend_cache.DeferredPlugin]:
         """The loaded entry points whose plugin may wait for first use next time: its hooks
@@ -987,6 +1048,31 @@ class PluginHost:
 
 
 HOST = deferred(PluginHost)()
+
+
+def _undo_loads_after_fork(me: int) -> None:
+    """In a forked child the loads other threads had under way never end: undo what they
+    registered, as a failed load is undone (the start-up loader stays queued, a plugin
+    loading on first use waits again), so that the child loads them afresh on first use."""
+    gone = {t for t in (*HOST._transactions, *HOST._loading.values()) if t != me}
+    if not gone:
+        return
+    forget_imports_of(gone)
+    records: dict[str, PluginRecord] | None = HOST.__dict__.get("records")
+    for plugin, thread in _builtin_list(HOST._loading.items()):
+        if thread in gone:
+            del HOST._loading[plugin]
+            found = HOST.deferred.get(plugin)
+            if records is not None and found is not None and plugin in records:
+                HOST._defer_again(plugin, records[plugin], found[1])
+    for thread, before in _builtin_list(HOST._transactions.items()):
+        if thread in gone:
+            del HOST._transactions[thread]
+            if records is not None:
+                HOST._roll_back_to(before)
+
+
+at_fork(_undo_loads_after_fork)
 
 
 def load() -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
+from .._startup import at_fork
 from .._tensor import Tensor
 from ..backends import TABLE
 
@@ -42,6 +43,15 @@ NODE_HOOK: list[Any] = [None]
 #: Re-entrant: the addition dispatches an op, which a dispatch mode may turn into a
 #: backward pass of its own.
 _ACCUMULATE_LOCKS = tuple(threading.RLock() for _ in range(64))
+
+
+def _reset_after_fork(me: int) -> None:
+    for lock in _ACCUMULATE_LOCKS:  # (a thread adding into a leaf is gone in the child)
+        if not lock._is_owned():  # type: ignore[attr-defined]
+            lock._at_fork_reinit()  # type: ignore[attr-defined]
+
+
+at_fork(_reset_after_fork)
 
 _FREED = (
     "Trying to backward through the graph a second time (or directly access saved tensors "

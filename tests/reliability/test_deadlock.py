@@ -87,30 +87,44 @@ def _returns_within(fn: object, seconds: float) -> bool:
     return not t.is_alive()
 
 
-def test_a_thread_holding_the_registration_lock_does_not_wait_for_another_threads_loading():
+def test_a_thread_holding_the_registration_lock_waits_for_another_threads_loading_without_it():
+    """It waits with the lock released (the loader's registrations take it), and holds it
+    again, as often as before, when the loading is done."""
     import threading
 
     from oplib_core import _startup
 
-    started, release = threading.Event(), threading.Event()
+    started, release, registered = threading.Event(), threading.Event(), threading.Event()
 
     def slow_loader() -> None:
         started.set()
         release.wait(30)
+        with _startup.LOCK:  # a registration
+            registered.set()
 
     _startup.defer(slow_loader)
     loader = threading.Thread(target=_startup.ensure)
     loader.start()
+    held_after: list[bool] = []
     try:
         assert started.wait(10)
 
         def ensure_holding_the_lock() -> None:
-            with _startup.LOCK:
+            with _startup.LOCK, _startup.LOCK:
                 _startup.ensure()
+                held_after.append(_startup.LOCK._is_owned())  # type: ignore[attr-defined]
+            held_after.append(_startup.LOCK._is_owned())  # type: ignore[attr-defined]
 
-        assert _returns_within(ensure_holding_the_lock, 5), "waited while holding the lock"
-        assert not _startup.is_loaded()
+        waiter = threading.Thread(target=ensure_holding_the_lock, daemon=True)
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive(), "returned before the loading was done"
         assert not _returns_within(_startup.ensure, 0.2), "a plain thread must wait"
+        release.set()
+        waiter.join(10)
+        assert not waiter.is_alive(), "deadlock: the loader could not take the lock"
+        assert registered.is_set()
+        assert held_after == [True, False]
     finally:
         release.set()
         loader.join(10)
