@@ -6,8 +6,11 @@ Scanning every installed distribution's metadata costs tens of milliseconds (and
 what it was built from is unchanged: the interpreter, core's version, every ``sys.path``
 entry (the script's directory, ``sys.path[0]``, included) with its identity and
 modification time (installing or removing a distribution adds or removes a ``*.dist-info``
-directory there, which changes that time), and the content of the ``entry_points.txt`` of
-every distribution that declares an ``oplib`` entry point (an edit in place changes no
+directory there, which changes that time; when the time moved, the directory's
+``*.dist-info``/``*.egg-info`` entries are listed, and the file, if they are the same, is
+written again with the new time: a script's directory, where files come and go, costs a
+listing now and then, not a scan), and the content of the ``entry_points.txt`` of every
+distribution that declares an ``oplib`` entry point (an edit in place changes no
 directory). ``OPLIB_ENTRY_POINT_CACHE=0`` turns the cache off; ``OPLIB_CACHE_DIR`` moves
 it (default ``$XDG_CACHE_HOME/oplib``, else ``~/.cache/oplib``).
 
@@ -53,6 +56,7 @@ __all__ = [
     "find_entry_points",
     "load",
     "read_cache",
+    "read_regular_file",
     "switched_on",
     "write_cache",
 ]
