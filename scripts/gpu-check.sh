@@ -4,15 +4,16 @@
 #     bash scripts/gpu-check.sh [--cpu | --dry-run] [--results DIR] [--wheelhouse DIR]
 #                               [--budget SECONDS] [--tests PATH ...]
 #
-# Installs every distribution of this checkout (non-editable; the compiled fast call builds
-# where a C compiler is) into a scratch venv under /tmp that also sees the packages of the
-# interpreter it is made from (cupy, torch, jax), offline: what that interpreter lacks comes
-# from the wheelhouse that scripts/gpu-wheelhouse.sh filled beforehand. Then, each under its
-# own time limit and all within the budget (default 360 s): the tests marked cuda, `oplib
-# check --backend cuda --json`, bench/gpu.py --json, and the suite without the slow tests
-# (in parallel where pytest-xdist is). Writes report.txt, report.json, check.json and
-# steps.log (every step's output) to the results folder, prints the report, and exits 0 when
-# every step passed.
+# Installs every distribution of this checkout, editable as scripts/setup.sh does, into a
+# scratch venv under /tmp that sees the packages of the interpreter it is made from (cupy,
+# torch, jax), offline: what that interpreter lacks comes from the wheelhouse that
+# scripts/gpu-wheelhouse.sh filled beforehand. The compiled fast call builds in place where
+# a C compiler is, so run it on a copy of the checkout that no other process imports from.
+# Then, each under its own time limit and all within the budget (default 360 s): the tests
+# marked cuda, `oplib check --backend cuda --json`, bench/gpu.py --json, and the suite
+# without the slow tests (in parallel where pytest-xdist is). Writes report.txt,
+# report.json, check.json and steps.log (every step's output) to the results folder, prints
+# the report, and exits 0 when every step passed.
 #
 #   --cpu, --dry-run  the same steps on a machine without a GPU (the device tests skip; the
 #                     check runs on the cpu backend): how CI tests this script
@@ -67,9 +68,7 @@ py=$venv/bin/python
 mkdir -p "$results"
 rm -f "$results"/report.txt "$results"/report.json "$results"/check.json
 : >"$results/steps.log"
-# the tests import the installed copy, not the checkout's sources (python -m and -c would
-# put the working directory first on sys.path)
-export PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 export OPLIB_CACHE_DIR=$work/oplib-cache
 export root work venv py wheelhouse PYTHON
 
@@ -121,8 +120,8 @@ EOF
   version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   listed=$("$py" scripts/gpu_wheelhouse.py requirements --python "$version" --have /dev/null)
   mapfile -t reqs <<<"$listed"
-  dists=(.)
-  for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && dists+=("${d%/}"); done
+  dists=(-e .)
+  for d in plugins/*/; do [ -f "$d/pyproject.toml" ] && dists+=(-e "${d%/}"); done
   setuptools=$(printf '%s\n' "${reqs[@]}" | grep '^setuptools' || echo setuptools)
   # only the wheelhouse: no index, and no pip configuration or PIP_* variable that names
   # another place
@@ -130,8 +129,10 @@ EOF
   for v in $(compgen -e | grep '^PIP_'); do unset "$v"; done
   export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
   "${pip[@]}" "$setuptools"
-  # no build isolation: an isolated build would need setuptools from an index
-  "${pip[@]}" --no-build-isolation "${dists[@]}"
+  # Editable, as CI installs them: the tests import the checkout (python -m pytest puts it
+  # first on sys.path; some import tests.*), so the installed code must be the checkout's.
+  # No build isolation: an isolated build would need setuptools from an index.
+  "${pip[@]}" --no-build-isolation --config-settings editable_mode=compat "${dists[@]}"
   # The test tools: one missing (not in the wheelhouse, an old version there) costs the
   # tests that need it, not the run. Exit 3: installed, but not all of them.
   "${pip[@]}" "${reqs[@]}" && return 0

@@ -104,6 +104,10 @@ def versions() -> dict[str, str]:
 
 def environment() -> dict[str, Any]:
     spec = find_spec("oplib_core")
+    try:  # the installation pip made (editable: its files point at the checkout)
+        installed_at = str(metadata.distribution("oplib-core").locate_file(""))
+    except metadata.PackageNotFoundError:
+        installed_at = None
     oplib = Path(sys.executable).parent / "oplib"
     banner = _run([str(oplib), "--version"]) if oplib.exists() else None
     fast_call = None
@@ -117,6 +121,7 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "oplib_core_at": str(Path(spec.origin).parent) if spec and spec.origin else None,
+        "oplib_core_installed_in": installed_at,
         "native_fast_call": fast_call,
         "versions": versions(),
         "commit": git.stdout.strip() if git is not None and git.returncode == 0 else None,
@@ -306,7 +311,8 @@ def render(report: dict[str, Any]) -> str:
     if report.get("python"):
         lines.append(
             f"python {report['python']} ({report.get('executable')}), oplib-core from "
-            f"{report.get('oplib_core_at')} (native fast call: {report.get('native_fast_call')})"
+            f"{report.get('oplib_core_at')}, installed in {report.get('oplib_core_installed_in')}"
+            f" (native fast call: {report.get('native_fast_call')})"
         )
     if report.get("versions"):
         lines.append(", ".join(f"{k} {v}" for k, v in report["versions"].items()))

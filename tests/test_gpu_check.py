@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -451,10 +452,32 @@ def test_a_failing_section_is_reported_and_the_others_still_run(tmp_path, capsys
 # -- the whole thing, offline, from a wheelhouse ------------------------------------------
 
 
+def _copy_checkout(dest: Path) -> Path:
+    """What a GPU machine receives: the tracked files and the untracked ones git does not
+    ignore (the editable install builds the compiled fast call in place: not in ROOT, whose
+    copy other processes have loaded)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # (a tracked file deleted in the working tree is not)
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
 @pytest.mark.slow
 def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     """scripts/gpu-wheelhouse.sh for this interpreter (what it lacks, from PyPI), then
-    scripts/gpu-check.sh --cpu: the scratch venv, the offline install, every step."""
+    scripts/gpu-check.sh --cpu in a copy of the checkout: the scratch venv, the offline
+    install, every step."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("copying the checkout as a GPU machine receives it needs git and .git")
+    checkout = _copy_checkout(tmp_path / "checkout")
     have = tmp_path / "have.txt"
     freeze = [sys.executable, "-m", "pip", "list", "--format=freeze"]
     have.write_text(subprocess.run(freeze, capture_output=True, text=True, check=True).stdout)
@@ -479,7 +502,8 @@ def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     results = tmp_path / "results"
     proc = subprocess.run(
         [
-            *("bash", str(SCRIPTS / "gpu-check.sh"), "--cpu", "--wheelhouse", str(houses)),
+            *("bash", str(checkout / "scripts" / "gpu-check.sh"), "--cpu"),
+            *("--wheelhouse", str(houses)),
             *("--results", str(results), "--budget", "300", "--tests", "tests/test_cuda.py"),
         ],
         capture_output=True,
@@ -509,8 +533,9 @@ def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     assert steps["check"]["counts"]["fail"] == 0 and steps["check"]["counts"]["pass"] > 0
     assert steps["bench"]["bench"]["skipped"].startswith("no GPU: ")
     assert steps["suite"]["counts"]["passed"] > 0
-    # from the scratch venv, not the checkout
-    assert "oplib-gpu-check." in data["oplib_core_at"]
+    # installed (editable) in the scratch venv, from the copy
+    assert "oplib-gpu-check." in data["oplib_core_installed_in"]
+    assert data["oplib_core_at"] == str(checkout / "oplib_core")
     assert data["environment"]["CUDA_VISIBLE_DEVICES"] == ""
     log = (results / "steps.log").read_text()
     assert "== install" in log and "== suite" in log
