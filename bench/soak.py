@@ -15,20 +15,34 @@ used, so callers and mutators can check:
 * wrong results: a result that is not what numpy gives, or not what the kernel that ran
   computed (must be 0).
 
-Prints calls per second, the three counters and the peak RSS; exits 1 if a counter is not 0.
+Two more phases follow, each reporting errors, wrong results and hangs (all must be 0):
+
+* threaded first use: fresh processes in which many threads make the first calls of the
+  same core ops at once (the ops are built on first use), with and without grad, each
+  result compared with the same call made afterwards by one thread;
+* shared-leaf backward: threads running backward passes into one shared leaf at once; its
+  ``.grad`` must be exactly the serial sum.
+
+Prints calls per second, the counters and the peak RSS; exits 1 if a counter is not 0.
 
     python bench/soak.py [--seconds 10] [--callers 4] [--mutators 2]
+        [--first-use-processes 4] [--first-use-threads 16] [--leaf-threads 8] [--leaf-passes 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import resource
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -144,11 +158,162 @@ def mutator(stop: threading.Event, counters: Counters, seed: int) -> None:
     counters.add(0, errors, _local.stale, 0, error)
 
 
+#: One fresh process of the first-use phase: ``argv[1]`` threads, each op's first call from
+#: all of them at once; ``argv[2]`` is "grad" or "nograd". Prints its counters as JSON.
+FIRST_USE = """\
+import json, sys, threading
+import numpy as np
+import oplib_core as oplib
+
+N, GRAD = int(sys.argv[1]), sys.argv[2] == "grad"
+sys.setswitchinterval(1e-6)
+o = oplib.ops.oplib
+A = np.linspace(0.5, 1.5, 6).reshape(2, 3)
+B = np.linspace(1.25, 0.25, 6).reshape(2, 3)
+CALLS = [  # (differentiable, call)
+    (True, lambda x, y: x * y), (True, lambda x, y: x + y), (True, lambda x, y: x - y),
+    (True, lambda x, y: x / y), (True, lambda x, y: o.exp(x)), (True, lambda x, y: o.sin(x)),
+    (True, lambda x, y: o.tanh(x)), (True, lambda x, y: o.sqrt(x)), (True, lambda x, y: o.relu(x)),
+    (True, lambda x, y: o.maximum(x, y)), (True, lambda x, y: o.mul.Scalar(x, 3.0)),
+    (True, lambda x, y: 1.0 / x), (False, lambda x, y: o.lt(x, y)),
+    (True, lambda x, y: o.where(o.gt(x, y), x, y)), (True, lambda x, y: o.sum(x, [1])),
+    (True, lambda x, y: o.mean(x, [0])), (True, lambda x, y: o.amax(x, [1])),
+    (True, lambda x, y: o.matmul(x, o.transpose(y, 0, 1))),
+    (True, lambda x, y: o.reshape(x, [3, 2])), (True, lambda x, y: o.flip(x, [1])),
+    (True, lambda x, y: o.cat([x, y])), (True, lambda x, y: o.stack([x, y], 1)),
+    (True, lambda x, y: o.clamp(x, 0.75, 1.25)), (True, lambda x, y: o.tril(x)),
+]
+
+def call(i):
+    diff, fn = CALLS[i]
+    x, y = oplib.tensor(A, requires_grad=GRAD), oplib.tensor(B, requires_grad=GRAD)
+    out = fn(x, y)
+    grads = None
+    if GRAD and diff:
+        (out * out).sum().backward()
+        grads = [x.grad.numpy().tolist(), None if y.grad is None else y.grad.numpy().tolist()]
+    return out.detach().numpy().tolist(), grads
+
+errors, results, first = [], {}, []
+barrier = threading.Barrier(N)
+
+def run(k):
+    for i in range(len(CALLS)):
+        try:
+            barrier.wait(30)
+            results[k, i] = call(i)
+        except BaseException as e:
+            errors.append(repr(e))
+
+threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(N)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(60)
+hung = sum(t.is_alive() for t in threads)
+wrong = 0
+if not hung:
+    expected = [call(i) for i in range(len(CALLS))]
+    wrong = sum(got != expected[i] for (k, i), got in results.items())
+print(json.dumps({"calls": len(results), "errors": len(errors), "wrong": wrong, "hung": hung,
+                  "first_error": errors[0] if errors else None}))
+"""
+
+
+def first_use_phase(processes: int, threads: int, counters: Counters) -> int:
+    """``processes`` fresh processes with and without grad; returns the hangs."""
+
+    def one(grad: str) -> dict[str, Any]:
+        env = {k: v for k, v in os.environ.items() if k != "OPLIB_LAZY_OPS"}
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", FIRST_USE, str(threads), grad],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return {"hung": 1, "first_error": "a process hung (no answer in 120 s)"}
+        if proc.returncode != 0:
+            return {"errors": 1, "first_error": proc.stderr.strip().splitlines()[-1]}
+        out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return out
+
+    runs = ["grad", "nograd"] * processes
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outs = list(pool.map(one, runs))
+    hangs = 0
+    for out in outs:
+        counters.add(
+            out.get("calls", 0),
+            out.get("errors", 0),
+            0,
+            out.get("wrong", 0),
+            out.get("first_error"),
+        )
+        hangs += out.get("hung", 0)
+    return hangs
+
+
+def shared_leaf_phase(threads: int, passes: int, counters: Counters) -> int:
+    """``threads`` threads, ``passes`` backward passes each into one shared leaf (thread
+    ``k`` contributes ``k + 1`` per element and pass); returns the hangs."""
+    n = 100_000
+    w = oplib.tensor(np.zeros(n), requires_grad=True)
+    barrier = threading.Barrier(threads)
+
+    def run(k: int) -> None:
+        x = oplib.tensor(np.full(n, float(k + 1)))
+        errors, error = 0, None
+        barrier.wait()
+        for _ in range(passes):
+            try:
+                (w * x).sum().backward()
+            except Exception as e:
+                errors += 1
+                error = error or f"{type(e).__name__}: {e}"
+        counters.add(passes, errors, 0, 0, error)
+
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(saved)
+    hangs = sum(t.is_alive() for t in workers)
+    if not hangs:
+        expected = passes * sum(range(1, threads + 1))
+        got = np.zeros(n) if w.grad is None else w.grad.numpy()
+        counters.add(0, 0, 0, int(np.count_nonzero(got != expected)), None)
+    return hangs
+
+
+def report_phase(name: str, counters: Counters, hangs: int, elapsed: float) -> bool:
+    print(f"{name}: {elapsed:.1f} s")
+    print(f"  calls             {counters.calls}")
+    print(f"  errors            {counters.errors}")
+    print(f"  wrong results     {counters.wrong}")
+    print(f"  hangs             {hangs}")
+    if counters.first_error:
+        print(f"  first error: {counters.first_error}")
+    return counters.errors == counters.wrong == hangs == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--callers", type=int, default=4)
     p.add_argument("--mutators", type=int, default=2, help="at least 1")
+    p.add_argument("--first-use-processes", type=int, default=4, help="each with and without grad")
+    p.add_argument("--first-use-threads", type=int, default=16)
+    p.add_argument("--leaf-threads", type=int, default=8)
+    p.add_argument("--leaf-passes", type=int, default=50)
     args = p.parse_args(argv)
 
     oplib.plugins.load()
@@ -185,7 +350,21 @@ def main(argv: list[str] | None = None) -> int:
     if counters.first_error:
         print(f"first error: {counters.first_error}")
     base._destroy()
-    return 0 if counters.errors == counters.stale == counters.wrong == 0 else 1
+    ok = counters.errors == counters.stale == counters.wrong == 0
+
+    first = Counters()
+    start = time.perf_counter()
+    hangs = first_use_phase(args.first_use_processes, args.first_use_threads, first)
+    phase = f"threaded first use ({args.first_use_processes} x 2 processes"
+    phase += f" x {args.first_use_threads} threads)"
+    ok &= report_phase(phase, first, hangs, time.perf_counter() - start)
+
+    leaf = Counters()
+    start = time.perf_counter()
+    hangs = shared_leaf_phase(args.leaf_threads, args.leaf_passes, leaf)
+    phase = f"shared-leaf backward ({args.leaf_threads} threads x {args.leaf_passes} passes)"
+    ok &= report_phase(phase, leaf, hangs, time.perf_counter() - start)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
