@@ -15,6 +15,7 @@ import oplib_core as oplib
 from oplib_core._registry import REGISTRY
 
 from helpers import drop_namespace, unique_ns
+from subproc import run_python
 
 
 @pytest.fixture(autouse=True)
@@ -271,3 +272,55 @@ def test_a_mode_in_one_thread_does_not_affect_others(lib, ns):
 
     errors = run_threads([moder, caller, caller])
     assert errors == [], errors[:3]
+
+
+BUILD_SEEN_FROM_ANOTHER_THREAD = """
+import threading
+import numpy as np
+import oplib_core as oplib
+from oplib_core._registry import REGISTRY
+
+oplib.ops.oplib.add(np.ones(1), np.ones(1))  # the plugins load; oplib::sin stays pending
+OUT["pending_before"] = "oplib::sin" in REGISTRY.ops.pending
+seen = {}
+
+def listener(event, entry):
+    # runs in the building thread, the op defined but its kernels not placed yet
+    if event != "defined" or entry.qualname != "oplib::sin" or "published" in seen:
+        return
+    seen["published"] = dict.get(REGISTRY.ops, "oplib::sin") is not None
+    seen["own_view"] = REGISTRY.ops.get("oplib::sin") is entry  # the builder sees it
+
+    def reader():
+        e = REGISTRY.ops.get("oplib::sin")
+        seen["reader"] = [e is entry, e.overload is not None, e.has_kernel("cpu"),
+                          e.has_kernel("Autograd"), e.has_kernel("Fake")]
+
+    t = seen["thread"] = threading.Thread(target=reader)
+    t.start()
+    t.join(0.3)
+    seen["reader_waited"] = t.is_alive()
+
+REGISTRY.add_listener(listener)
+entry = REGISTRY.ops["oplib::sin"]
+seen.pop("thread").join(10)
+OUT.update(seen)
+OUT["pending_after"] = "oplib::sin" in REGISTRY.ops.pending
+OUT["staged_after"] = dict(REGISTRY.ops.staged)
+"""
+
+
+def test_an_op_being_built_is_seen_by_other_threads_only_once_complete():
+    """A core op built on first use (``_op_table``) is staged while it is built: the
+    building thread's listeners see it, another thread asking for it waits, and gets it
+    with its dispatcher and its kernels (cpu, autograd formula, fake) in place."""
+    out = run_python(BUILD_SEEN_FROM_ANOTHER_THREAD)
+    assert out == {
+        "pending_before": True,
+        "published": False,
+        "own_view": True,
+        "reader_waited": True,
+        "reader": [True, True, True, True, True],
+        "pending_after": False,
+        "staged_after": {},
+    }
