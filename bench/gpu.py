@@ -30,6 +30,7 @@ status is 1. ``scripts/gpu-check.sh`` runs this script.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -37,6 +38,7 @@ import timeit
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Any, TypeVar
@@ -196,7 +198,7 @@ def per_call(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, fl
         stmts = {"cupy": direct, "oplib": native, "oplib Tensor": tensor}
         if rig.torch is not None:
             stmts["torch"] = torch_stmt
-        row = attempt(f"per_call_us {op}", lambda s=stmts: interleaved_us(s, env, rig.sync, sizes))
+        row = attempt(f"per_call_us {op}", partial(interleaved_us, stmts, env, rig.sync, sizes))
         if row is not None:
             out[op] = row
     return out
@@ -252,7 +254,7 @@ def bandwidth(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, f
     """GB/s per dtype: bytes read and written per call over its time."""
     out = {}
     for dtype in ("float32", "float16", "int32"):
-        row = attempt(f"bandwidth_GBps {dtype}", lambda dtype=dtype: _bandwidth(rig, sizes, dtype))
+        row = attempt(f"bandwidth_GBps {dtype}", partial(_bandwidth, rig, sizes, dtype))
         if row is not None:
             out[dtype] = row
     return out
@@ -452,11 +454,11 @@ def cuda_rig() -> Rig | str:
         before = pool.used_bytes()
         fn()
         sync()
-        return pool.total_bytes() - before
+        return int(pool.total_bytes() - before)
 
     rig = Rig(xp=cp, device="cuda", sync=sync, peak_bytes=peak)
-    try:
-        import torch
+    try:  # optional: torch's figures beside cupy's
+        torch = importlib.import_module("torch")
     except ImportError:
         return rig
     if not torch.cuda.is_available():
@@ -472,14 +474,14 @@ def cuda_rig() -> Rig | str:
         before = torch.cuda.memory_allocated()
         fn()
         torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - before
+        return int(torch.cuda.max_memory_allocated() - before)
 
     rig.torch, rig.sync, rig.torch_peak_bytes = torch, both, torch_peak
     return rig
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller arrays")
     args = parser.parse_args(argv)

@@ -291,8 +291,8 @@ def _what(step: dict[str, Any]) -> str:
         )
     if step["step"] == "bench":
         bench = step.get("bench", {})
-        return bench.get("skipped") or bench.get("error") or "figures below"
-    return step.get("note", "")
+        return str(bench.get("skipped") or bench.get("error") or "figures below")
+    return str(step.get("note", ""))
 
 
 def render(report: dict[str, Any]) -> str:
@@ -343,7 +343,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     env = sub.add_parser("env")
     env.add_argument("work", type=Path)

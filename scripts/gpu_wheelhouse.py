@@ -23,6 +23,7 @@ says what the GPU image holds.
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import shutil
 import sys
@@ -30,6 +31,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -49,16 +51,15 @@ ALWAYS = frozenset({"setuptools"})
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
 
-def _toml(path: Path) -> dict:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
+def _toml(path: Path) -> dict[str, Any]:
+    for name in ("tomllib", "tomli"):  # tomllib from Python 3.11
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            reader = importlib.import_module(name)
         except ImportError:
-            sys.exit(f"{path}: reading it needs Python 3.11+ (tomllib) or tomli installed")
-    with path.open("rb") as f:
-        return tomllib.load(f)
+            continue
+        with path.open("rb") as f:
+            return dict(reader.load(f))
+    sys.exit(f"{path}: reading it needs Python 3.11+ (tomllib) or tomli installed")
 
 
 def distributions(root: Path = ROOT) -> list[Path]:
@@ -196,7 +197,7 @@ def keep(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("requirements", "keep"):
         p = sub.add_parser(name)

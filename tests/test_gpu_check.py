@@ -121,7 +121,7 @@ def test_requirements_leave_out_what_the_target_has_at_a_version_that_fits():
     assert any(line.startswith("dask[array]>=") for line in lines)
 
 
-def _wheel(folder: Path, name: str, version: str, requires: list[str] = ()) -> Path:
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
     path = folder / f"{name}-{version}-py3-none-any.whl"
     meta = "Metadata-Version: 2.1\nName: {}\nVersion: {}\n{}".format(
         name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)
@@ -136,8 +136,8 @@ def _wheel(folder: Path, name: str, version: str, requires: list[str] = ()) -> P
 def test_keep_moves_only_the_wheels_the_target_lacks(tmp_path):
     staging, dest = tmp_path / "staging", tmp_path / "dest"
     staging.mkdir()
-    _wheel(staging, "dask", "2026.8.0", ["toolz>=0.12", "partd>=1.4", 'numpy>=2; extra == "array"'])
-    _wheel(staging, "partd", "1.4.2", ["locket"])
+    _wheel(staging, "dask", "2026.8.0", ("toolz>=0.12", "partd>=1.4", 'numpy>=2; extra == "array"'))
+    _wheel(staging, "partd", "1.4.2", ("locket",))
     _wheel(staging, "locket", "1.0.0")
     _wheel(staging, "toolz", "1.2.0")  # there at 1.2: fits >=0.12
     _wheel(staging, "numpy", "2.5.5")  # there at 1.26: too old for dask[array]'s numpy>=2
