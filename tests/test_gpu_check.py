@@ -183,6 +183,25 @@ def test_the_check_script_refuses_bad_arguments(args, message):
     assert r.returncode == 2 and message in r.stderr
 
 
+def test_the_check_script_reports_steps_its_budget_left_no_time_for(tmp_path):
+    """With no time for the install, nothing runs, and the report (in $OUT) says why."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _bash("gpu-check.sh", "--cpu", "--budget", "5", OUT=str(out), PYTHON=sys.executable)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.txt", "steps.log"]
+    data = json.loads((out / "report.json").read_text())
+    assert data["verdict"] == "FAIL" and data["mode"] == "cpu" and data["budget_s"] == 5
+    assert [(s["step"], s["result"], s["command"]) for s in data["steps"]] == [
+        ("install", "not run", "not run: the budget was spent"),
+        ("cuda", "not run", "not run: the install failed"),
+        ("check", "not run", "not run: the install failed"),
+        ("bench", "not run", "not run: the install failed"),
+        ("suite", "not run", "not run: the install failed"),
+    ]
+    assert r.stdout.endswith((out / "report.txt").read_text())
+
+
 def test_the_check_script_says_how_to_use_it():
     r = _bash("gpu-check.sh", "--help")
     assert r.returncode == 0
