@@ -147,8 +147,11 @@ echo "oplib GPU check ($mode mode, budget $budget s): results in $results"
 [ -d "$wheelhouse" ] || echo "no wheelhouse at $wheelhouse: the target must already have every dependency"
 step install 150 bash -c install_all
 case $? in 0 | 3) installed=1 ;; *) installed=0 ;; esac
+reporter=$PYTHON
+((installed)) && reporter=$py
+# the card, the driver, the versions: also when the install failed
+timeout 60 "$reporter" scripts/gpu_report.py env "$work" || echo "(gpu_report.py env failed)"
 if ((installed)); then
-  timeout 60 "$py" scripts/gpu_report.py env "$work" || echo "(gpu_report.py env failed)"
   xdist=()
   "$py" -c "import xdist" 2>/dev/null && xdist=(-n auto)
   pytest=("$py" -m pytest -q --tb=short -p no:cacheprovider)
@@ -159,6 +162,4 @@ if ((installed)); then
 else
   for s in cuda check bench suite; do skip_step "$s" 0 "not run: the install failed"; done
 fi
-reporter=$PYTHON
-[ -x "$py" ] && reporter=$py
 "$reporter" scripts/gpu_report.py summarize "$work" "$results" --mode "$mode" --budget "$budget"

@@ -200,6 +200,7 @@ def test_the_check_script_reports_steps_its_budget_left_no_time_for(tmp_path):
         ("suite", "not run", "not run: the install failed"),
     ]
     assert r.stdout.endswith((out / "report.txt").read_text())
+    assert "card" in data and data["python"] == "{}.{}.{}".format(*sys.version_info[:3])
 
 
 def test_the_check_script_says_how_to_use_it():
