@@ -285,9 +285,12 @@ def _what(step: dict[str, Any]) -> str:
         return ", ".join(parts)
     if step["step"] == "check" and "pass" in counts:
         on = ", ".join(counts.get("backends", [])) or "no backend"
+        missing = "".join(
+            f"; {name} unavailable: {why}" for name, why in counts.get("unavailable", {}).items()
+        )
         return (
             f"{counts.get('ops', 0)} ops on {on}: {counts['pass']} passed, "
-            f"{counts.get('fail', 0)} failed, {counts.get('skip', 0)} skipped"
+            f"{counts.get('fail', 0)} failed, {counts.get('skip', 0)} skipped{missing}"
         )
     if step["step"] == "bench":
         bench = step.get("bench", {})

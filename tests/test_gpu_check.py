@@ -376,6 +376,42 @@ def test_the_install_note_says_what_was_installed_and_what_was_not(tmp_path):
     assert report.installed(tmp_path / "absent.log") == ""
 
 
+def test_the_card_comes_from_nvidia_smi(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"  # what nvidia-smi prints for the query, on a 1-GPU machine
+    smi.write_text(
+        "#!/bin/sh\n"
+        'test "$*" = "--query-gpu=name,memory.total,driver_version '
+        '--format=csv,noheader,nounits" || exit 9\n'
+        "echo 'NVIDIA H200, 143771, 580.159.04'\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert report.card() == {
+        "name": "NVIDIA H200",
+        "memory_mib": 143771,
+        "driver": "580.159.04",
+        "count": 1,
+        "source": "nvidia-smi",
+    }
+
+
+def test_a_check_on_an_unavailable_backend_says_why(tmp_path):
+    step = {
+        "step": "check",
+        "counts": {
+            "ops": 0,
+            "backends": [],
+            "unavailable": {"cuda": "cupy not installed"},
+            "pass": 0,
+            "fail": 0,
+            "skip": 0,
+        },
+    }
+    assert report._what(step) == (
+        "0 ops on no backend: 0 passed, 0 failed, 0 skipped; cuda unavailable: cupy not installed"
+    )
+
+
 def test_env_names_no_card_where_no_device_is_seen(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()  # a PATH without nvidia-smi
