@@ -26,6 +26,10 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 NO_DEVICE = {"CUDA_VISIBLE_DEVICES": ""}  # cupy and torch then see no device
+needs_toml = pytest.mark.skipif(
+    not any(importlib.util.find_spec(m) for m in ("tomllib", "tomli")),
+    reason="reading pyproject.toml needs Python 3.11+ (tomllib) or tomli",
+)
 
 
 def _load(path: Path) -> types.ModuleType:
@@ -50,6 +54,7 @@ def _names(reqs: list[Any]) -> dict[str, Any]:
 # -- scripts/gpu_wheelhouse.py -------------------------------------------------------------
 
 
+@needs_toml
 def test_wanted_holds_every_dependency_and_test_tool_but_no_oplib_distribution():
     wanted = _names(wheelhouse.wanted(ROOT, "3.12"))
     # the core's, the dask plugin's (with its extra), the test tools, the build backend
@@ -68,6 +73,7 @@ def test_wanted_holds_every_dependency_and_test_tool_but_no_oplib_distribution()
     assert wanted["jax"].extras == set()
 
 
+@needs_toml
 def test_wanted_evaluates_markers_for_the_target_python():
     assert "typing-extensions" in _names(wheelhouse.wanted(ROOT, "3.10"))
     assert "typing-extensions" not in _names(wheelhouse.wanted(ROOT, "3.12"))
@@ -105,6 +111,7 @@ def test_the_image_list_names_what_the_gpu_machine_has():
     assert not {"dask", "distributed", "array-api-compat", "array-api-strict"} & set(have)
 
 
+@needs_toml
 def test_requirements_leave_out_what_the_target_has_at_a_version_that_fits():
     have: dict[str, Version | None] = {
         "numpy": Version("2.5.2"),  # fits >=1.24
@@ -133,6 +140,7 @@ def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()
     return path
 
 
+@needs_toml
 def test_keep_moves_only_the_wheels_the_target_lacks(tmp_path):
     staging, dest = tmp_path / "staging", tmp_path / "dest"
     staging.mkdir()
@@ -527,6 +535,7 @@ def _copy_checkout(dest: Path) -> Path:
 
 
 @pytest.mark.slow
+@needs_toml
 def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     """scripts/gpu-wheelhouse.sh for this interpreter (what it lacks, from PyPI), then
     scripts/gpu-check.sh --cpu in a copy of the checkout: the scratch venv, the offline
