@@ -307,8 +307,10 @@ class OpTable(dict[str, "OpEntry"]):
         """Build every pending op; with ``complete``, load the waiting plugins first."""
         if complete:
             self.complete()
-        while self.pending:
-            self.get(next(iter(self.pending)))
+        mine = LOCK._is_owned()  # type: ignore[attr-defined]  # (then no other thread builds)
+        while todo := [q for q, p in self.pending.items() if not (p.building and mine)]:
+            for qualname in todo:  # (an op this thread is building stays staged)
+                self.get(qualname)
 
     def __iter__(self) -> Iterator[str]:
         self.build_all()

@@ -324,3 +324,32 @@ def test_an_op_being_built_is_seen_by_other_threads_only_once_complete():
         "pending_after": False,
         "staged_after": {},
     }
+
+
+def test_reading_the_whole_table_while_building_an_op_sees_the_others_built():
+    """A listener of the building thread reading the table whole (``keys()`` builds every
+    pending op) builds the others and leaves the one being built staged."""
+    out = run_python(
+        """
+        import numpy as np
+        import oplib_core as oplib
+        from oplib_core._registry import REGISTRY
+
+        oplib.ops.oplib.add(np.ones(1), np.ones(1))
+        seen = {}
+
+        def listener(event, entry):
+            if event == "defined" and entry.qualname == "oplib::sin" and not seen:
+                seen["keys"] = len(REGISTRY.ops.keys())
+                seen["pending"] = sorted(REGISTRY.ops.pending)
+
+        REGISTRY.add_listener(listener)
+        REGISTRY.ops["oplib::sin"]
+        OUT.update(seen)
+        OUT["all"] = len(REGISTRY.ops.names())
+        OUT["built"] = "oplib::sin" in dict(REGISTRY.ops.items())
+        """
+    )
+    assert out["pending"] == ["oplib::sin"]
+    assert out["keys"] == out["all"] - 1
+    assert out["built"]
