@@ -10,8 +10,8 @@ __all__ = ["LibraryLoadError", "NativeKernelError"]
 class LibraryLoadError(OplibError, OSError):
     """``load_library(path)`` failed: the file is missing, not a shared library, truncated
     or damaged, or built for another machine; it lacks the entry symbols; it was built for
-    another ABI major version; or a registration it made was refused (``op`` names that operator). Nothing the library declared stays
-    registered. ``library`` is the path."""
+    another ABI major version; or a registration it made was refused (``op`` names that
+    operator). Nothing the library declared stays registered. ``library`` is the path."""
 
     def __init__(self, message: str, *, library: str, op: str | None = None) -> None:
         self.library = library
