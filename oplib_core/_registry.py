@@ -757,6 +757,34 @@ class Registry:
         self.ops.staged.pop(pending.qualname, None)
         pending.building = False
 
+    def forget_plugins(self, plugins: set[str]) -> None:
+        """Remove the definitions and kernels credited to ``plugins`` that no handle undoes
+        any more: in a forked child, a registration another thread had under way (done,
+        its handle not yet handed to the plugin) when the process forked, once the plugin's
+        load was rolled back. (A ``LazyKernel`` is the core's, and is never made here.)"""
+        with self.lock:
+            for entry in _builtin_list(self.ops.built()):
+                if entry.origin.plugin in plugins:
+                    del self.ops[entry.qualname]
+                    entry.alive = False
+                    entry.invalidate()
+                    self._notify("undefined", entry)
+                    continue
+                for key, stack in _builtin_list(entry.kernels.items()):
+                    kept = [
+                        k
+                        for k in stack
+                        if isinstance(k, LazyKernel) or k.origin.plugin not in plugins
+                    ]
+                    if len(kept) == len(stack):
+                        continue
+                    if kept:
+                        entry.kernels[key] = kept
+                    else:
+                        del entry.kernels[key]
+                    entry.invalidate()
+                    self._notify("changed", entry)
+
     def _settle_definitions(self, old: OpEntry, new: OpEntry) -> None:
         """Two plugins define one operator: the one whose entry point is named after the
         namespace keeps it (the other's plugin fails); neither or both: both fail (and any

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ._schema import FunctionSchema
+from ._startup import fork_safe
 
 __all__ = [
     "Namespace",
@@ -171,7 +172,7 @@ class Namespace:
         )
 
 
-_LOCK = threading.RLock()
+_LOCK = fork_safe(threading.RLock())
 #: (namespace, type name) -> [type, number of overloads using it]
 _TYPES: dict[tuple[str, str], list[Any]] = {}
 _NAMESPACES: dict[str, Namespace] = {}

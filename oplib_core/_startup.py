@@ -49,6 +49,7 @@ __all__ = [
     "deferred",
     "ensure",
     "forget_imports_of",
+    "fork_safe",
     "importing",
     "is_loaded",
     "released",
@@ -70,6 +71,7 @@ _cond = threading.Condition(threading.Lock())  # guards _loaders, _loader, _done
 _loader: int | None = None  # the thread running the loaders
 _done = True  # nothing deferred yet
 _after_fork: list[Callable[[int], None]] = []
+_fork_safe: list[Any] = []  # the locks fork_safe was given
 _committed = False  # the running loader's work is in (see commit)
 
 
@@ -130,6 +132,17 @@ def wait_turn(cond: threading.Condition, busy: Callable[[], int | None]) -> bool
     return True
 
 
+L = TypeVar("L")  # a threading.Lock, RLock or Condition
+
+
+def fork_safe(lock: L) -> L:
+    """``lock``, made afresh in a forked child (unless the forking thread holds it): for a
+    module's lock that a registration holds while it calls into the registry, which a
+    plugin load in another thread may be doing when the process forks."""
+    _fork_safe.append(lock)
+    return lock
+
+
 def at_fork(reset: Callable[[int], None]) -> None:
     """Call ``reset(thread)`` in a forked child, after oplib's locks are reset; ``thread``
     is the one thread the child has (state kept for other threads is stale there)."""
@@ -146,6 +159,9 @@ def _reset_after_fork() -> None:
         LOCK._at_fork_reinit()  # type: ignore[attr-defined]
     LOADS._at_fork_reinit()  # type: ignore[attr-defined]
     _cond._at_fork_reinit()  # type: ignore[attr-defined]
+    for lock in _fork_safe:
+        if not getattr(lock, "_is_owned", lambda: False)():
+            lock._at_fork_reinit()
     me = threading.get_ident()
     if _loader is not None and _loader != me:
         forget_imports_of({_loader})

@@ -13,6 +13,7 @@ from ._infer_schema import infer_schema
 from ._pickling import Where, find, where_defined
 from ._registry import FAKE, REGISTRY
 from ._schema import BaseType, FunctionSchema, SchemaType, parse_signature
+from ._startup import fork_safe
 from ._tags import Tag
 from .autograd._registration import register_autograd
 from .errors import InvalidNameError, SchemaError
@@ -30,7 +31,7 @@ class _KwargOnlyTensorError(SchemaError, NotImplementedError):
 #: name again destroys it first (torch's ``get_library_allowing_overwrite``). Weak: a custom
 #: op nobody holds still goes with its Library.
 _LIBS: weakref.WeakValueDictionary[str, Library] = weakref.WeakValueDictionary()
-_LIBS_LOCK = threading.Lock()
+_LIBS_LOCK = fork_safe(threading.Lock())  # (held while defining: see fork_safe)
 #: The live custom op of each qualified name (what unpickling one gives), under _LIBS_LOCK.
 _DEFS: weakref.WeakValueDictionary[str, CustomOpDef] = weakref.WeakValueDictionary()
 

@@ -27,6 +27,7 @@ from ._registry import (
     origin_of,
 )
 from ._schema import parse_schema, parse_signature
+from ._startup import fork_safe
 from ._tags import Tag
 from ._tensor import Tensor
 from .errors import (
@@ -58,7 +59,7 @@ __all__ = [
 _KernelT = TypeVar("_KernelT", bound=Callable[..., Any])
 
 _KINDS = ("DEF", "IMPL", "FRAGMENT")
-_def_lock = threading.Lock()
+_def_lock = fork_safe(threading.Lock())
 _def_namespaces: dict[str, tuple[object, str]] = {}
 # Libraries made by the functional API (lib=None) live as long as the process.
 _keep_alive: dict[str, Library] = {}

@@ -24,7 +24,7 @@ from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._native import loaded_libraries as _loaded_libraries
 from ._pickling import Where, find, where_defined
 from ._registry import REGISTRY, OpEntry
-from ._startup import ensure
+from ._startup import ensure, fork_safe
 from .errors import CallArgumentError
 
 __all__ = ["OpOverloadPacket", "ops"]
@@ -237,7 +237,7 @@ class _Ops(ModuleType):
 
     def __init__(self) -> None:
         super().__init__("oplib_core.ops")
-        self._lock = threading.Lock()
+        self._lock = fork_safe(threading.Lock())
         self.__dict__["__getattr__"] = self._missing
 
     if TYPE_CHECKING:

@@ -1059,6 +1059,7 @@ def _undo_loads_after_fork(me: int) -> None:
         return
     forget_imports_of(gone)
     records: dict[str, PluginRecord] | None = HOST.__dict__.get("records")
+    forgotten = {p for p, t in HOST._loading.items() if t in gone}
     for plugin, thread in _builtin_list(HOST._loading.items()):
         if thread in gone:
             del HOST._loading[plugin]
@@ -1069,7 +1070,9 @@ def _undo_loads_after_fork(me: int) -> None:
         if thread in gone:
             del HOST._transactions[thread]
             if records is not None:
+                forgotten |= {r.name for n, r in records.items() if n not in before}
                 HOST._roll_back_to(before)
+    REGISTRY.forget_plugins(forgotten)  # what the rollbacks could not reach
 
 
 at_fork(_undo_loads_after_fork)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from plugin_dists import write_dist
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -139,6 +140,75 @@ def test_a_fork_while_another_thread_loads_a_waiting_plugin_gives_a_usable_child
     warm = "import numpy as np, oplib_core as oplib\noplib.ops.oplib.sin(np.ones(1))\nprint(1)"
     _run(warm, env=env)  # records the plugins that may wait
     assert _fork_at_each_delay("waiting", env=env) == ["child exit 0"] * len(DELAYS)
+
+
+RACER = """\
+import numpy as np
+import oplib_core as oplib
+
+
+def plus_one(x: np.ndarray) -> np.ndarray:
+    return x + 1.0
+
+
+# custom ops made at import time, each under custom_op's lock
+OPS = [oplib.custom_op(f"racer::f{i}", plus_one, mutates_args=()) for i in range(3)]
+"""
+
+#: The main thread forks while the loading thread is inside the plugin's import, defining
+#: ``racer::f1`` (holding custom_op's lock and the registration lock): a listener of the
+#: registry tells the main thread, and holds the loading thread there meanwhile.
+FORK_IN_DEFINE = """\
+import os, sys, threading, time
+import numpy as np
+import oplib_core as oplib
+from oplib_core._registry import REGISTRY
+
+inside = threading.Event()
+
+def listener(event, entry):
+    if event == "defined" and entry.qualname == "racer::f1" and not inside.is_set():
+        inside.set()
+        time.sleep(0.5)
+
+REGISTRY.add_listener(listener)
+t = threading.Thread(target=lambda: oplib.ops.oplib.add(np.ones(2), np.ones(2)))
+t.start()
+assert inside.wait(30)
+pid = os.fork()
+if pid == 0:
+    try:
+        r = oplib.ops.oplib.mul(np.ones(2), np.full(2, 3.0)).tolist()
+        f = [oplib.ops.racer.f0(np.ones(1)).tolist(), oplib.ops.racer.f2(np.ones(1)).tolist()]
+        status = oplib.plugins.get("racer_plugin").status
+        os._exit(0 if (r, f, status) == ([3.0, 3.0], [[2.0], [2.0]], "loaded") else 2)
+    except BaseException as e:
+        os.write(2, repr(e).encode())
+        os._exit(1)
+t.join()
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child exit", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.02)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("child hung")
+"""
+
+
+def test_a_fork_while_a_plugin_makes_custom_ops_at_import_time_gives_a_usable_child(
+    tmp_path: Path,
+) -> None:
+    """The locks a registration holds while it calls into the registry (custom_op's, the
+    registration lock) are made afresh in the child, the half-run plugin module is dropped
+    and its load undone: the child's first call loads the plugin again, whole."""
+    write_dist(tmp_path / "site", "racer-plugin", "racer_plugin", RACER)
+    env = {"PYTHONPATH": str(tmp_path / "site"), "OPLIB_ENTRY_POINT_CACHE": "0"}
+    assert _run(FORK_IN_DEFINE, env=env) == "child exit 0"
 
 
 def test_an_op_called_at_import_time_while_another_thread_loads_the_plugins(
