@@ -560,6 +560,7 @@ class Registry:
             entry = self.entry(qualname)
             slot = self.renamed(key)
             key = self.normalize_key(key, api=api)
+            entry = self.entry(qualname)  # again: loading a waiting backend releases the lock
             kernel = Kernel(fn, key, origin, with_keyset, allow_override)
             stack = entry.kernels.setdefault(key, [])
             try:
@@ -691,6 +692,8 @@ class Registry:
             return None
         slot = self.renamed(key)
         key = self.normalize_key(key, api=api)
+        if self.ops.pending.get(qualname) is not pending or pending.building:
+            return None  # built meanwhile (loading a waiting backend released the lock)
         if key in pending.kernels:
             return None  # a second claim: built now, the usual checks decide
         queued = QueuedKernel(pending, key, fn, build, origin, ctx, with_keyset, slot, api, lazy)
