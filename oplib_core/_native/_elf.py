@@ -24,7 +24,7 @@ from typing import BinaryIO
 from . import _abi as A
 from ._errors import LibraryLoadError
 
-__all__ = ["LibraryFile", "read_library"]
+__all__ = ["LibraryFile", "kind_of", "read_library"]
 
 _MAGIC = b"\x7fELF"
 _ET_NAMES = {
@@ -156,9 +156,11 @@ def read_library(path: str) -> LibraryFile:
             f"load_library(): {path} cannot be read ({e.strerror})", library=path
         ) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
             raise LibraryLoadError(
-                f"load_library(): {path} is not a regular file (a directory, a FIFO or a device)",
+                f"load_library(): {path} is {kind_of(mode)}, not a regular file; give the "
+                "path of the library file itself (a .so built with cc -shared)",
                 library=path,
             )
         f = os.fdopen(fd, "rb")
@@ -169,8 +171,27 @@ def read_library(path: str) -> LibraryFile:
         return _read(_File(f, path, os.fstat(fd).st_size))
 
 
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, from its ``st_mode``, for an error."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
 def _read(file: _File) -> LibraryFile:
-    if file.size < 16 or file.read(0, 4, "ELF magic number") != _MAGIC:
+    if file.size == 0:
+        raise file.fail("is truncated or damaged: it is empty (0 bytes); rebuild or reinstall it")
+    head = file.read(0, min(4, file.size), "ELF magic number")
+    if file.size < 16 and _MAGIC.startswith(head):
+        # the start of an ELF file, cut short: not "some other kind of file"
+        file.check(0, 16, "ELF identification")
+    if head != _MAGIC:
         raise file.fail(
             "is not a shared library: it does not start with the ELF magic number "
             "(expected a .so built with cc -shared)"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes as C
 import os
+import stat
 import sys
 import threading
 import weakref
@@ -33,7 +34,7 @@ from ..fake import FakeArray
 from . import _abi as A
 from . import loaded_libraries
 from ._classes import add_class, check_qualname, class_entry
-from ._elf import read_library
+from ._elf import kind_of, read_library
 from ._errors import LibraryLoadError, NativeKernelError
 from ._fastcall import fast_call_for
 from ._marshal import CallPlan, allocate, fake_of, metas_from_shape_fn
@@ -513,11 +514,14 @@ def load_library(path: str | os.PathLike[str], *, _sink: _HandleSink | None = No
     with _LOCK:
         if real in loaded_libraries:
             return
-    if not os.path.exists(real):
-        raise LibraryLoadError(f"load_library(): {real} does not exist", library=real)
-    if not os.path.isfile(real):
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        raise LibraryLoadError(f"load_library(): {real} does not exist", library=real) from None
+    if not stat.S_ISREG(mode):
         raise LibraryLoadError(
-            f"load_library(): {real} is not a regular file (a directory, a FIFO or a device)",
+            f"load_library(): {real} is {kind_of(mode)}, not a regular file; give the path "
+            "of the library file itself (a .so built with cc -shared)",
             library=real,
         )
     # Read before dlopen, which runs the library's constructors and crashes on a truncated

@@ -206,12 +206,16 @@ def test_an_object_file_a_directory_and_a_fifo_are_refused(tmp_path):
     directory.mkdir()
     empty = tmp_path / "empty.so"
     empty.write_bytes(b"")
+    cut = tmp_path / "cut.so"  # the start of an ELF file: truncated, not "some other file"
+    cut.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(3))
     cases = {
         str(obj): "is not a shared library: it is a relocatable object file (.o) (link it "
         "with cc -shared)",
-        str(fifo): "is not a regular file",
-        str(directory): "is not a regular file",
-        str(empty): "is not a shared library: it does not start with the ELF magic number",
+        str(fifo): "is a FIFO, not a regular file; give the path of the library file itself",
+        str(directory): "is a directory, not a regular file; give the path of the library",
+        str(empty): "is truncated or damaged: it is empty (0 bytes); rebuild or reinstall it",
+        str(cut): "is truncated or damaged: its ELF identification (bytes 0 to 16) lies beyond "
+        "the end of the file (10 bytes)",
     }
     for path, phrase in cases.items():
         with pytest.raises(oplib.LibraryLoadError) as e:
