@@ -17,17 +17,19 @@ import, install or load. Nothing here runs on an op call.
 from __future__ import annotations
 
 import importlib
+import pickle
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._version import __version__
 from .errors import UnknownOperatorError
 
 if TYPE_CHECKING:
     from ._registry import Origin
+    from ._tensor import Tensor
 
-__all__ = ["Where", "find", "where_defined"]
+__all__ = ["Where", "find", "tensor_state", "where_defined"]
 
 T = TypeVar("T")
 
@@ -148,3 +150,25 @@ def _file_of(mod: object) -> str | None:
     except TypeError:  # no __dict__: not a module
         return None
     return value if isinstance(value, str) else None
+
+
+def tensor_state(tensor: Tensor) -> tuple[None, dict[str, Any]]:
+    """A Tensor's pickled state (its slots); refused for a tensor an op made while recording
+    gradients. Its ``grad_fn`` would travel by value, with the whole graph behind it and
+    copies of its leaves, so ``backward()`` on the copy would run silently into those copies
+    and never reach the sender's leaves: torch refuses the same ("autograd does not support
+    crossing process boundaries")."""
+    grad_fn = tensor.grad_fn
+    if grad_fn is not None:
+        name = getattr(grad_fn, "name", None)
+        label = name() if callable(name) else type(grad_fn).__name__
+        raise pickle.PicklingError(
+            f"cannot pickle a Tensor that is part of an autograd graph (grad_fn=<{label}>): "
+            "autograd does not cross process boundaries, so "
+            "backward() on the copy would not reach this process's leaves. To send its data, "
+            "pickle tensor.detach() (a leaf; .requires_grad_() on the other side to record "
+            "again); to send gradients, call backward() where the graph was built and send "
+            "the leaves' .grad"
+        )
+    slots = type(tensor).__slots__
+    return None, {name: getattr(tensor, name) for name in slots if name != "__weakref__"}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from . import _indexing, _setitem
+from . import _indexing, _pickling, _setitem
 from ._device import Device
 from ._dtypes import bfloat16, is_floating, to_dtype
 from ._registry import REGISTRY
@@ -633,6 +633,10 @@ class Tensor:
                 "host first with tensor.cpu()"
             )
         return method
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # pickle and deepcopy: refused for a tensor with a grad_fn (its graph would travel)
+        return _pickling.tensor_state(self)
 
     def __repr__(self) -> str:
         extra = ""
