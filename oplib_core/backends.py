@@ -335,7 +335,7 @@ class Backend:
         do (the spec's ``dtype_hint``; keep the data on the cpu; cast it; use a backend that
         holds the dtype)."""
         d = np.dtype(dtype)
-        held = ", ".join(sorted(x.name for x in self._supported()))
+        held = ", ".join(x.name for x in sorted(self._supported(), key=_dtype_order))
         cast = _cast_target(d, self._supported())
         hint = f"{self.spec.dtype_hint}; or " if self.spec.dtype_hint else ""
         if copy:
@@ -401,6 +401,16 @@ _CASTS: dict[str, tuple[np.dtype, ...]] = {
     "u": (uint32, uint16, uint8),
     "c": (complex64, complex128),
 }
+
+
+#: The order dtypes are listed in messages (docs/dtypes.md's): bool, the signed then the
+#: unsigned integers, the floats (bfloat16 and float8 among them), complex; by size in each.
+_KIND_ORDER = {"b": 0, "i": 1, "u": 2, "f": 3, "c": 4}
+
+
+def _dtype_order(dtype: np.dtype) -> tuple[int, int, str]:
+    kind = "f" if dtype in EXTENSION_FLOATS else dtype.kind
+    return (_KIND_ORDER.get(kind, 5), dtype.itemsize, dtype.name)
 
 
 def _cast_target(dtype: np.dtype, held: Collection[np.dtype]) -> str:
