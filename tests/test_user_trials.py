@@ -7,9 +7,11 @@ from __future__ import annotations
 import copy
 import multiprocessing
 import pickle
+import shutil
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,9 @@ import pytest
 import oplib_core as oplib
 
 from helpers import Teardown, unique_ns
+from subproc import run_python
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # -- pickling tensors --------------------------------------------------------------------
 
@@ -125,3 +130,109 @@ def test_threads_back_propagate_a_custom_op_into_a_shared_weight(
     assert errors == []
     assert w.grad is not None
     assert np.array_equal(w.grad.numpy(), 8 * 25 * 3.0 * np.arange(1000.0))
+
+
+# -- the backend template under a name of its own ----------------------------------------
+
+_HELD = "bool_ int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 complex64"
+
+
+def _copy_template(site: Path) -> None:
+    """What docs/writing-a-backend.md's checklist says to do with a copy of the template,
+    for a backend named ``toytrial`` whose library lacks bfloat16 and float64."""
+    package = site / "toytrial"
+    shutil.copytree(
+        ROOT / "plugins" / "privateuse" / "oplib_privateuse",
+        package,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for path in package.glob("*.py"):
+        path.write_text(path.read_text().replace("oplib_privateuse", "toytrial"))
+
+    def edit(name: str, *pairs: tuple[str, str]) -> None:
+        path = package / name
+        text = path.read_text()
+        for old, new in pairs:
+            assert old in text, f"the template's {name} no longer has {old!r}"
+            text = text.replace(old, new)
+        path.write_text(text)
+
+    own_name = 'def _backend_name() -> str:\n    return "toytrial"\n'
+    edit(
+        "device.py",
+        (
+            "from oplib_core.backend_registration import privateuse1_backend_name as "
+            "_backend_name\n",
+            own_name,
+        ),
+    )
+    edit(
+        "memory.py",
+        ("from oplib_core.backend_registration import privateuse1_backend_name\n", ""),
+        ("name = privateuse1_backend_name()", 'name = "toytrial"'),
+        ('DEVICES_ENV = "OPLIB_PRIVATEUSE1_DEVICES"', 'DEVICES_ENV = "TOYTRIAL_DEVICES"'),
+    )
+    held = ", ".join(f"oplib.{d}" for d in _HELD.split())
+    edit(
+        "plugin.py",
+        ('KEY = "PrivateUse1"', 'KEY = "Toytrial"'),
+        ('name="privateuse1",', 'name="toytrial",'),
+        ("privateuse::", "toytrial::"),
+        (
+            "    device_module=device_module,\n",
+            "    device_module=device_module,\n"
+            f"    dtypes=lambda: frozenset(({held})),\n"
+            '    dtype_hint="the toytrial runtime has no bfloat16 or float64",\n',
+        ),
+        ("from oplib_core import ", "import oplib_core as oplib\nfrom oplib_core import "),
+    )
+    info = site / "toytrial-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toytrial\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[oplib]\ntoytrial = toytrial.plugin\n")
+    (info / "RECORD").write_text("")
+
+
+def test_the_template_copied_under_its_own_name_as_the_docs_say(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "writing-a-backend.md").read_text()
+    checklist = doc[doc.index("## Checklist for your own device") :]
+    for step in ("`privateuse::rand`", "privateuse1_backend_name()", "`dtypes=`"):
+        assert step in checklist, step
+    site = tmp_path / "site"
+    site.mkdir()
+    _copy_template(site)
+    out = run_python(
+        f"""
+        import sys
+        sys.path.insert(0, {str(site)!r})
+        import numpy as np
+        import oplib_core as oplib
+        from oplib_core.cli import main
+
+        b = oplib.backends.get("toytrial")
+        OUT["status"] = [b.status(), b.device_count()]
+        OUT["plugin"] = [
+            p.status for p in oplib.plugins.list() if p.name == "toytrial"
+        ]
+        oplib.toytrial.set_device("toytrial:1")
+        OUT["current"] = oplib.toytrial.current_device()
+        OUT["bad_index"] = catch(oplib.ones, 2, device="toytrial:7")
+        OUT["to_bf16"] = catch(oplib.ones(2).bfloat16().to, "toytrial")
+        t = oplib.tensor(np.arange(3.0, dtype=np.float32), device="toytrial")
+        OUT["sum"] = float((t * t).sum().item())
+        OUT["check"] = main(["check", "--backend", "toytrial", "oplib::mul", "oplib::sum"])
+        """,
+        env={"TOYTRIAL_DEVICES": "2"},
+        timeout=120,
+    )
+    assert out["plugin"] == ["loaded"], out
+    assert out["status"] == [None, 2]
+    assert out["current"] == 1
+    kind, message = out["bad_index"]
+    assert kind == "BackendError" and "toytrial:7 does not exist" in message, message
+    assert "TOYTRIAL_DEVICES" in message and "privateuse1" not in message, message
+    kind, message = out["to_bf16"]
+    assert kind == "BackendDtypeError", message
+    assert "the toytrial runtime has no bfloat16 or float64" in message, message
+    assert out["sum"] == 5.0
+    assert out["check"] == 0
