@@ -14,7 +14,8 @@ arguments only then:
   declares it cannot hold, ``BackendSpec.dtypes``) says all that already: it passes as is;
 - any other exception keeps its type and gains a PEP 678 note naming the op, the kernel's
   key and ``file:line``, the backend, and the arguments' shapes and dtypes (which is what a
-  numpy broadcasting error leaves out).
+  numpy broadcasting error leaves out); a ``DeviceMismatchError`` (placement's, reached
+  from a cached kernel's device check) passes as is.
 
 A kernel that accepts such an array (numpy adds object arrays of ints) is not second-
 guessed: checking dtypes before every call would cost every call.
@@ -32,7 +33,7 @@ from .._dtypes import EXTENSION_FLOATS
 from .._registry import OpEntry
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
-from ..errors import BackendDtypeError, UnsupportedDtypeError
+from ..errors import BackendDtypeError, DeviceMismatchError, UnsupportedDtypeError
 from .placement import kernel_source
 
 __all__ = ["add_note", "kernel_failed"]
@@ -53,8 +54,11 @@ def kernel_failed(
     """After kernel ``fn`` of ``entry`` raised ``exc`` on ``args``/``kwargs`` (inside the
     ``except`` block, before a bare ``raise``): raise ``UnsupportedDtypeError`` from
     ``exc`` when an argument's dtype explains it, else note on ``exc`` what ran."""
-    if isinstance(exc, BackendDtypeError):
-        return  # a backend refusing a dtype it declares it cannot hold: its message says all
+    if isinstance(exc, (BackendDtypeError, DeviceMismatchError)):
+        # a backend refusing a dtype it declares it cannot hold, or placement's device check
+        # (which a cached kernel's ``same_device`` hands to the slow path): the message
+        # names the op and what was wrong; a note blaming the kernel would mislead
+        return
     named = list(_named_arrays(entry, args, kwargs or {}))
     for name, array in () if isinstance(exc, UnsupportedDtypeError) else named:
         dtype = _dtype_of(array)

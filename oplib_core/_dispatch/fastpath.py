@@ -40,6 +40,7 @@ __all__ = [
     "below_autograd",
     "cache_class",
     "fast_route",
+    "same_device",
     "tensor_entry",
 ]
 
@@ -95,7 +96,10 @@ class OpCache:
         "autograd",
         "by_backend",
         "by_type",
+        "call_slow",
         "entry",
+        "key0",
+        "key_rest",
         "kwdefaults",
         "tensor",
         "tensor_entry",
@@ -104,6 +108,8 @@ class OpCache:
     def __init__(self, entry: OpEntry, sig: Signature, call_slow: CallSlow) -> None:
         self.entry = entry
         self.kwdefaults = sig.kwdefaults
+        self.key0, self.key_rest = sig.key0, sig.key_rest
+        self.call_slow = call_slow
         self.by_type: dict[type, Callable[..., Any]] = {}
         self.tensor: dict[type, Callable[..., Any]] = {}
         self.autograd: dict[type, Callable[..., Any]] = {}
@@ -140,6 +146,7 @@ class OpCache:
     ) -> None:
         """After ``fn`` ran a call on ``cls`` arrays: serve such calls on the fast path with
         ``serve`` (``fn`` itself, or ``fn`` checking its results when they needed it)."""
+        device_of = self._device_check(backend)  # asks the backend: outside the lock
         with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
             if self.backend_kernel(backend)[0] is fn:
                 if serve is fn and not self.kwdefaults:
@@ -147,17 +154,39 @@ class OpCache:
                     # (native kernels: their generated fast call), valid until invalidate()
                     serve = getattr(fn, "fast_entry", fn)
                 cache = self.tensor if tensors_in else self.by_type
-                cache[cls] = self._with_kwdefaults(serve)
+                cache[cls] = self._served(self._with_kwdefaults(serve), device_of, False)
 
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
+        device_of = self._device_check(backend)
         with REGISTRY.lock:
             try:
                 current = autograd_kernel(self.entry, backend)
             except RuntimeError:
                 return
             if current is not None:
-                self.autograd[cls] = self._with_kwdefaults(current)
+                fn = self._with_kwdefaults(current)
+                self.autograd[cls] = self._served(fn, device_of, True)
+
+    def _device_check(self, backend: Backend) -> Callable[[Any], int | None] | None:
+        """The ``device_of`` the fast path checks this op's calls on ``backend`` with, or
+        None: only an op with several tensor arguments on a backend that has more than one
+        device now (``device_of`` declared, ``device_count() > 1``) needs it, the one check
+        the slow path's placement makes that the array class cannot answer. Asked once per
+        (op, array class), when a call is remembered: with one device (one GPU) every array
+        of the class is on it, and calls pay nothing for the check."""
+        device_of = backend.spec.device_of
+        if device_of is None or not self.key_rest or backend.device_count() <= 1:
+            return None
+        return device_of
+
+    def _served(
+        self, fn: Callable[..., Any], device_of: Callable[[Any], int | None] | None, tensors: bool
+    ) -> Callable[..., Any]:
+        """What the fast path serves for ``fn``: ``fn``, or ``fn`` behind ``same_device``."""
+        if device_of is None:
+            return fn
+        return same_device(fn, device_of, self.key0, self.key_rest, self.call_slow, tensors)
 
     def serves(self, first: type, cls: type, autograd: bool) -> bool:
         """Whether ``FastCall.__call__`` finds a kernel for a call whose first tensor
@@ -185,14 +214,60 @@ class OpCache:
 
 def cache_class(placement: Placement) -> type | None:
     """The array class the fast path may remember this call under (None: never cached —
-    scalars were moved, no arrays, arrays of several classes or devices)."""
+    scalars were moved, no arrays, arrays of several classes). Arrays of a backend with
+    several devices are remembered too (placement found them on one device): the fast
+    path serves them through ``same_device``, which checks their devices on every call."""
     found = placement.found
     if SLOW or placement.converted or not found:
         return None
-    if placement.backend.multi_device and len(found) > 1:
-        return None
     cls = type(found[0][1])
     return cls if all(type(f[1]) is cls for f in found) else None
+
+
+def same_device(
+    fn: Callable[..., Any],
+    device_of: Callable[[Any], int | None],
+    key0: int,
+    key_rest: tuple[int, ...],
+    call_slow: CallSlow,
+    tensors: bool,
+) -> Callable[..., Any]:
+    """``fn`` for fast calls on a backend with several devices: runs it when the tensor
+    arguments (at ``key0`` and ``key_rest``; Tensors when ``tensors``, whose arrays are read)
+    are on one device, else hands the call to the slow path, whose placement raises the
+    ``DeviceMismatchError``. Built once per (op, array class) when a call is remembered; per
+    call it costs one ``device_of`` per tensor argument (the spec's, an int: no ``Device``
+    object is made). Failures are reported as ``fn``'s (``__wrapped__``)."""
+    if key0 == 0 and key_rest == (1,):  # binary ops: unrolled
+        if tensors:
+
+            def same_device_tensors2(a: Tensor, b: Tensor, /, *rest: Any) -> Any:
+                if device_of(a._data) == device_of(b._data):
+                    return fn(a, b, *rest)
+                return call_slow((a, b, *rest), {})
+
+            guarded = same_device_tensors2
+        else:
+
+            def same_device2(a: Any, b: Any, /, *rest: Any) -> Any:
+                if device_of(a) == device_of(b):
+                    return fn(a, b, *rest)
+                return call_slow((a, b, *rest), {})
+
+            guarded = same_device2
+    else:
+        read = (lambda v: device_of(v._data)) if tensors else device_of
+
+        def same_device_n(*args: Any) -> Any:
+            first = read(args[key0])
+            for i in key_rest:
+                if read(args[i]) != first:
+                    return call_slow(args, {})
+            return fn(*args)
+
+        guarded = same_device_n
+    guarded.__wrapped__ = fn  # type: ignore[attr-defined]
+    return guarded
 
 
 #: What ``FastCall.__call__`` reads; objects that share an op's fast path copy these.

@@ -1,0 +1,285 @@
+"""The fast path on a backend whose arrays are recognised by type name and live on several
+devices, as cupy's are (issue 30): two arrays on one device are served from the cache, the
+device check is chosen once per (op, array class), and arrays on two devices, or a cpu
+array beside a device array, still raise ``DeviceMismatchError`` whether the cache is warm
+or not. Proved on ``devicelike`` (tests/devicelike_backend.py); the same calls under
+``OPLIB_DISPATCH_SLOW=1`` give the same answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core._dispatch import overload
+from oplib_core._dispatch.fastpath import same_device
+from oplib_core.errors import DeviceMismatchError
+from tests import devicelike_backend as dl
+
+from subproc import run_python
+
+ops = oplib.ops.oplib
+
+
+@pytest.fixture
+def install() -> Iterator[Callable[[int], oplib.backends.Backend]]:
+    """``install(devices)``: the ``devicelike`` backend with that many devices, removed
+    after the test."""
+    undo: list[Callable[[], None]] = []
+
+    def run(devices: int) -> oplib.backends.Backend:
+        undo.append(dl.install(devices))
+        return oplib.backends.get(dl.NAME)
+
+    yield run
+    for fn in reversed(undo):
+        fn()
+
+
+def _arrays(index: int) -> tuple[dl.DeviceArray, dl.DeviceArray]:
+    return dl.on(np.array([1.0, 2.0], np.float32), index), dl.on(
+        np.array([3.0, 5.0], np.float32), index
+    )
+
+
+def test_the_backend_is_recognised_by_name_only(install):
+    backend = install(2)
+    assert backend.spec.array_types == ()
+    assert backend.spec.array_type_names == (dl.TYPE_NAME,)
+    assert oplib.backends.for_type(dl.DeviceArray) is backend
+    assert backend.multi_device and backend.device_count() == 2
+
+
+# -- the fast path serves two arrays on one device --------------------------------------------
+
+
+@pytest.mark.fastpath
+def test_one_device_two_arrays_are_served_by_the_kernel_itself(install):
+    backend = install(1)
+    a, b = _arrays(0)
+    op = ops.add.default
+    kernel = op.resolve(backend)[0]
+    assert not op.plan_call((a, b), {}).cached  # nothing cached yet
+    op(a, b)
+    # one device: every array of the class is on it, no check is needed per call
+    assert op._opcache.by_type[dl.DeviceArray] is kernel
+    assert op.plan_call((a, b), {}).cached
+    assert oplib.explain(op, a, b).cache_hit
+    op(oplib.Tensor(a), oplib.Tensor(b))
+    assert op._opcache.tensor[dl.DeviceArray] is kernel
+
+
+@pytest.mark.fastpath
+def test_two_devices_two_arrays_are_served_through_the_device_check(install):
+    backend = install(2)
+    a, b = _arrays(1)
+    op = ops.add.default
+    kernel = op.resolve(backend)[0]
+    out = op(a, b)
+    served = op._opcache.by_type[dl.DeviceArray]
+    assert served is not kernel and served.__wrapped__ is kernel
+    assert served.__name__ == "same_device2"
+    assert op.plan_call((a, b), {}).cached
+    assert oplib.explain(op, a, b).cache_hit
+    # the cached call gives what the first (slow) one gave, on the arrays' device
+    again = op(a, b)
+    assert type(again) is dl.DeviceArray and again._index == 1 and out._index == 1
+    np.testing.assert_array_equal(again, [4.0, 7.0])
+    ta, tb = oplib.Tensor(a), oplib.Tensor(b)
+    op(ta, tb)
+    assert op._opcache.tensor[dl.DeviceArray].__wrapped__ is kernel
+    leaf = oplib.Tensor(a.copy()).requires_grad_()
+    op(leaf, tb).sum().backward()
+    assert op._opcache.autograd[dl.DeviceArray].__name__ == "same_device_tensors2"
+    np.testing.assert_array_equal(oplib.backends.get(dl.NAME).to_host(leaf.grad._data), [1, 1])
+
+
+@pytest.mark.fastpath
+def test_warm_calls_never_reach_placement(install, monkeypatch):
+    """Once warm, native and Tensor calls (the packet and the overload) never plan: the
+    slow path's placement is where issue 30's profile found every binary call."""
+    install(2)
+    a, b = _arrays(1)
+    ta, tb = oplib.Tensor(a), oplib.Tensor(b)
+    ops.mul(a, b)
+    ops.mul(ta, tb)
+    placed: list[object] = []
+    original = overload.place
+
+    def counting(*args, **kwargs):
+        placed.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(overload, "place", counting)
+    for _ in range(3):
+        np.testing.assert_array_equal(ops.mul(a, b), [3.0, 10.0])
+        np.testing.assert_array_equal(ops.mul.default(a, b), [3.0, 10.0])
+        np.testing.assert_array_equal(ops.mul(ta, tb)._data, [3.0, 10.0])
+    assert placed == []
+    with pytest.raises(DeviceMismatchError):
+        ops.mul(a, _arrays(0)[1])
+    assert len(placed) == 1  # a mismatch goes to the slow path, which raises
+
+
+@pytest.mark.fastpath
+def test_three_tensor_arguments_are_checked_at_their_positions(install):
+    install(2)
+    cond = dl.on(np.array([True, False]), 1)
+    a, b = _arrays(1)
+    op = ops.where.default
+    np.testing.assert_array_equal(op(cond, a, b), [1.0, 5.0])
+    assert op._opcache.by_type[dl.DeviceArray].__name__ == "same_device_n"
+    np.testing.assert_array_equal(op(cond, a, b), [1.0, 5.0])
+    with pytest.raises(DeviceMismatchError, match=r"'other' on devicelike:0"):
+        op(cond, a, _arrays(0)[1])
+    with pytest.raises(DeviceMismatchError, match=r"'condition' on devicelike:0"):
+        op(dl.on(np.array([True, False]), 0), a, b)
+
+
+@pytest.mark.fastpath
+def test_an_op_whose_tensors_follow_a_scalar_is_checked_at_their_positions(install, lib, ns):
+    install(2)
+    lib.define("axpy(float alpha, Tensor x, Tensor y) -> Tensor")
+    lib.impl("axpy", lambda alpha, x, y: alpha * x + y, dl.NAME)
+    op = getattr(oplib.ops, ns).axpy.default
+    a, b = _arrays(1)
+    np.testing.assert_array_equal(op(2.0, a, b), [5.0, 9.0])
+    np.testing.assert_array_equal(op(2.0, a, b), [5.0, 9.0])
+    assert op._opcache.by_type[dl.DeviceArray].__name__ == "same_device_n"
+    with pytest.raises(DeviceMismatchError, match=r"'x' on devicelike:1, 'y' on devicelike:0"):
+        op(2.0, a, _arrays(0)[1])
+
+
+def test_same_device_hands_a_mismatch_to_the_slow_path():
+    seen: list[tuple[object, ...]] = []
+
+    def slow(args, kwargs):
+        seen.append(args)
+        return "slow"
+
+    def fn(*args):
+        return "fast"
+
+    guarded = same_device(fn, lambda a: a, 0, (1,), slow, False)
+    assert guarded(3, 3, "rest") == "fast" and seen == []
+    assert guarded(3, 4, "rest") == "slow" and seen == [(3, 4, "rest")]
+    guarded_n = same_device(fn, lambda a: a, 1, (2,), slow, False)
+    assert guarded_n("s", 5, 5) == "fast"
+    assert guarded_n("s", 5, 6) == "slow" and seen[-1] == ("s", 5, 6)
+    assert guarded.__wrapped__ is fn and guarded_n.__wrapped__ is fn
+
+
+# -- arrays on two devices, cpu beside a device: the error, cold or warm -----------------------
+
+
+def _mismatch_calls(a0, b1):
+    """(call, names in the message) for a mismatch through every fast-path entry."""
+    t0, t1 = oplib.Tensor(a0), oplib.Tensor(b1)
+    leaf = oplib.Tensor(a0.copy()).requires_grad_()
+    return [
+        (lambda: ops.add(a0, b1), "'self' on devicelike:0, 'other' on devicelike:1"),
+        (lambda: ops.add.default(b1, a0), "'self' on devicelike:1, 'other' on devicelike:0"),
+        (lambda: ops.add(t0, t1), "'self' on devicelike:0, 'other' on devicelike:1"),
+        (lambda: ops.add(leaf, t1), "'self' on devicelike:0, 'other' on devicelike:1"),
+    ]
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_arrays_on_two_devices_raise_device_mismatch(install, warm):
+    install(2)
+    a0, b0 = _arrays(0)
+    a1, b1 = _arrays(1)
+    if warm:  # every cache the calls below could use holds this op for the class
+        for x, y in ((a0, b0), (a1, b1)):
+            ops.add(x, y)
+            ops.add(oplib.Tensor(x), oplib.Tensor(y))
+            ops.add(oplib.Tensor(x.copy()).requires_grad_(), oplib.Tensor(y)).sum().backward()
+    for call, listing in _mismatch_calls(a0, b1):
+        with pytest.raises(DeviceMismatchError) as info:
+            call()
+        message = str(info.value)
+        assert message == (
+            f"oplib::add(): expected all tensor arguments on one device, got {listing}; move "
+            "them with .to(device) first"
+        )
+        assert info.value.op == "oplib::add"
+        assert getattr(info.value, "__notes__", []) == []  # no note blaming a kernel
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_cpu_array_beside_a_device_array_raises_device_mismatch(install, warm):
+    install(2)
+    a1, b1 = _arrays(1)
+    if warm:
+        ops.add(a1, b1)
+        ops.add(oplib.Tensor(a1), oplib.Tensor(b1))
+    host = np.array([1.0, 1.0], np.float32)
+    for call in (
+        lambda: ops.add(a1, host),
+        lambda: ops.add(host, a1),
+        lambda: ops.add(oplib.Tensor(a1), oplib.tensor(host)),
+    ):
+        with pytest.raises(DeviceMismatchError, match=r"on devicelike:1.*on cpu|on cpu.*on dev"):
+            call()
+
+
+@pytest.mark.fastpath
+def test_a_0d_cpu_array_is_moved_to_the_device_and_not_cached(install):
+    install(2)
+    a1, _ = _arrays(1)
+    scalar = np.array(2.0, np.float32)
+    op = ops.mul.default
+    for _ in range(2):
+        out = op(a1, scalar)
+        assert type(out) is dl.DeviceArray and out._index == 1
+        np.testing.assert_array_equal(out, [2.0, 4.0])
+    assert dl.DeviceArray not in op._opcache.by_type  # scalars moved: never cached
+
+
+# -- the slow path gives the same answers -----------------------------------------------------
+
+SNIPPET = """
+import numpy as np
+import oplib_core as oplib
+from oplib_core import _dispatch
+from tests import devicelike_backend as dl
+
+undo = dl.install(2)  # the Library lives as long as this reference
+ops = oplib.ops.oplib
+def f32(v, i):
+    return dl.on(np.array(v, np.float32), i)
+a0, b0, a1, b1 = f32([1, 2], 0), f32([3, 5], 0), f32([1, 2], 1), f32([3, 5], 1)
+rows = []
+for _ in range(3):  # the first call of each fills the caches (when there are caches)
+    for x, y in ((a0, b0), (a1, b1)):
+        for out in (ops.add(x, y), ops.mul(x, y), ops.matmul(x, y), ops.where(x > 1, x, y)):
+            rows.append([out.tolist(), out._index])
+        t = ops.mul(oplib.Tensor(x), oplib.Tensor(y))
+        rows.append([t._data.tolist(), t._data._index])
+        leaf = oplib.Tensor(x.copy()).requires_grad_()
+        ops.mul(leaf, oplib.Tensor(y)).sum().backward()
+        rows.append([leaf.grad._data.tolist(), leaf.grad._data._index])
+    for call in (
+        lambda: ops.add(a0, b1),
+        lambda: ops.add(oplib.Tensor(b1), oplib.Tensor(a0)),
+        lambda: ops.add(oplib.Tensor(a1.copy()).requires_grad_(), oplib.Tensor(b0)),
+        lambda: ops.where(a1 > 1, a1, b0),
+        lambda: ops.add(a1, np.ones(2, np.float32)),
+    ):
+        rows.append(catch(call))
+OUT["slow"] = _dispatch.SLOW
+OUT["rows"] = rows
+OUT["cached"] = dl.DeviceArray in ops.add.default._opcache.by_type
+"""
+
+
+def test_the_slow_path_gives_the_same_answers():
+    fast = run_python(SNIPPET)
+    slow = run_python(SNIPPET, env={"OPLIB_DISPATCH_SLOW": "1"})
+    assert fast["slow"] is False and slow["slow"] is True
+    assert fast["cached"] is True and slow["cached"] is False
+    assert fast["rows"] == slow["rows"]
+    errors = [r for r in fast["rows"] if r and r[0] == "DeviceMismatchError"]
+    assert len(errors) == 15  # five mismatches, three rounds: each raised every time
