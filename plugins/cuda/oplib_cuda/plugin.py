@@ -2,8 +2,9 @@
 
 Nothing here imports cupy at load time: arrays are recognised by the name
 ``"cupy.ndarray"``, and the kernels are small wrappers that import cupy on their first
-call, bind ``array_kernels(cupy)`` once, and run each call under ``cupy.cuda.Device(i)``
-for the device ``i`` its arrays (or its ``device=`` argument) are on.
+call, bind their ``array_kernels(cupy)`` kernel once, and run each call on the device ``i``
+its arrays (or its ``device=`` argument) are on, entering ``cupy.cuda.Device(i)`` only when
+``i`` is not the current device.
 """
 
 from __future__ import annotations
@@ -132,9 +133,22 @@ def _call_device(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
 
 
 def _on_device(name: str) -> Any:
+    """The cuda kernel of core op ``name``: ``array_kernels(cupy)[name]``, looked up on the
+    first call and kept, run on the call's device. ``cupy.cuda.Device(i)`` is entered only
+    when ``i`` is not this thread's current device (cupy's advice: entering it costs a
+    microsecond per call, and on one GPU it is always current)."""
+    fn: Any = None
+    current: Any = None  # cupy.cuda.runtime.getDevice: this thread's current device's id
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        fn = _kernels()[name]  # imports cupy on the first call
-        with runtime.cupy().cuda.Device(_call_device(args, kwargs)):
+        nonlocal fn, current
+        if fn is None:  # the first call: imports cupy (BackendError when unusable)
+            current = runtime.cupy().cuda.runtime.getDevice
+            fn = _kernels()[name]
+        dev = _call_device(args, kwargs)
+        if dev is None or dev == current():
+            return fn(*args, **kwargs)
+        with runtime.cupy().cuda.Device(dev):
             return fn(*args, **kwargs)
 
     kernel.__name__ = kernel.__qualname__ = f"cuda_{name.replace('.', '_')}"
