@@ -283,3 +283,25 @@ def test_the_slow_path_gives_the_same_answers():
     assert fast["rows"] == slow["rows"]
     errors = [r for r in fast["rows"] if r and r[0] == "DeviceMismatchError"]
     assert len(errors) == 15  # five mismatches, three rounds: each raised every time
+
+
+@pytest.mark.fastpath
+def test_a_kernel_failing_behind_the_device_check_is_named_not_the_check(install, lib, ns):
+    install(2)
+    lib.define("picky(Tensor x, Tensor y) -> Tensor")
+
+    def picky(x, y):
+        if (x > 100).any():
+            raise ValueError("too large")
+        return x + y
+
+    lib.impl("picky", picky, dl.NAME)
+    op = getattr(oplib.ops, ns).picky.default
+    a, b = _arrays(1)
+    op(a, b)
+    assert op._opcache.by_type[dl.DeviceArray].__name__ == "same_device2"
+    with pytest.raises(ValueError, match="too large") as info:
+        op(dl.on(np.array([500.0, 1.0], np.float32), 1), b)
+    (note,) = info.value.__notes__
+    assert f"the {dl.NAME} kernel of {ns}::picky" in note, note
+    assert "test_accelerator_dispatch.py" in note and "same_device" not in note
