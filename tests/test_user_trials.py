@@ -18,7 +18,7 @@ import pytest
 
 import oplib_core as oplib
 
-from helpers import Teardown, unique_ns
+from helpers import Teardown, compile_library, unique_ns
 from subproc import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,3 +236,46 @@ def test_the_template_copied_under_its_own_name_as_the_docs_say(tmp_path: Path) 
     assert "the toytrial runtime has no bfloat16 or float64" in message, message
     assert out["sum"] == 5.0
     assert out["check"] == 0
+
+
+# -- a native library's own mistakes ------------------------------------------------------
+
+_NATIVE = """
+#include "oplib.h"
+static int k(const oplib_arg *args, int64_t nargs, DLTensor *outs, int64_t nouts,
+             oplib_error *err) { return 0; }
+OPLIB_LIBRARY_INIT(api) {
+  void *c = api->ctx;
+  if (api->define(c, "NS::f", "(Tensor x) -> Tensor")) return 1;
+  return MISTAKE;
+}
+"""
+
+
+def test_a_native_impl_of_an_undefined_op_says_to_define_it_with_the_api(tmp_path: Path) -> None:
+    ns = unique_ns("native_trial")
+    source = _NATIVE.replace("NS", ns).replace("MISTAKE", f'api->impl(c, "{ns}::g", "cpu", k)')
+    path = compile_library(source, tmp_path)
+    with pytest.raises(oplib.LibraryLoadError) as e:
+        oplib.ops.load_library(path)
+    assert e.value.op == f"{ns}::g"
+    message = str(e.value)
+    assert f"impl(): operator '{ns}::g' does not exist; define it first" in message, message
+    assert f'api->define(api->ctx, "{ns}::g", "(...) -> ...")' in message, message
+    assert "oplib.define" not in message  # a Python call is no help in C
+    with pytest.raises(oplib.UnknownOperatorError):  # its define was undone
+        oplib.lookup(f"{ns}::f")
+
+
+def test_a_native_init_failing_on_its_own_says_its_registrations_succeeded(
+    tmp_path: Path,
+) -> None:
+    ns = unique_ns("native_trial")
+    path = compile_library(_NATIVE.replace("NS", ns).replace("MISTAKE", "7"), tmp_path)
+    with pytest.raises(oplib.LibraryLoadError) as e:
+        oplib.ops.load_library(path)
+    message = str(e.value)
+    assert "oplib_library_init returned 7 (OPLIB_OK is 0)" in message, message
+    assert "every registration call it made succeeded" in message
+    assert "nothing it registered was kept" in message
+    assert path not in oplib.ops.loaded_libraries

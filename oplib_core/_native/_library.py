@@ -29,7 +29,7 @@ from .._startup import ensure
 from .._tags import Tag
 from .._tensor import Tensor
 from ..backends import TABLE
-from ..errors import OplibError, ReservedNamespaceError, SchemaError
+from ..errors import OplibError, ReservedNamespaceError, SchemaError, UnknownOperatorError
 from ..fake import FakeArray
 from . import _abi as A
 from . import loaded_libraries
@@ -377,7 +377,15 @@ class _Session:
 
     def _impl(self, qualname: bytes, device_type: bytes, fn: Any) -> None:
         q = qualname.decode()
-        entry = REGISTRY.entry(q)
+        try:
+            entry = REGISTRY.entry(q)
+        except UnknownOperatorError:
+            raise UnknownOperatorError(
+                f"impl(): operator {q!r} does not exist; define it first, in "
+                f'oplib_library_init before this impl: api->define(api->ctx, "{q}", '
+                '"(...) -> ...")',
+                op=q,
+            ) from None
         plan = CallPlan(entry.schema, entry.qualname, self.lib.path)
         key = device_type.decode()
         kernel = NativeKernel(A.KernelFn(_address(fn)), plan, self.lib)
@@ -567,7 +575,12 @@ def _open_and_register(real: str, check_version: bool, sink: _HandleSink | None)
         op = getattr(first, "op", None)
         raise _fail(lib, f"load_library(): {real}: {first}", op) from first
     if status != A.OK:
-        raise _fail(lib, f"load_library(): {real}: oplib_library_init returned {status}")
+        raise _fail(
+            lib,
+            f"load_library(): {real}: oplib_library_init returned {status} (OPLIB_OK is 0) "
+            "although every registration call it made succeeded, so the failure is the "
+            "library's own; nothing it registered was kept",
+        )
     lib.keep.append(session)
     with _LOCK:
         _LIBRARIES[real] = lib
