@@ -279,3 +279,16 @@ def test_a_native_init_failing_on_its_own_says_its_registrations_succeeded(
     assert "every registration call it made succeeded" in message
     assert "nothing it registered was kept" in message
     assert path not in oplib.ops.loaded_libraries
+
+
+def test_torch_functions_are_operators_and_methods_as_coming_from_torch_says() -> None:
+    doc = (ROOT / "docs" / "coming-from-torch.md").read_text()
+    assert "`oplib` has no top-level op functions (`oplib.sin` is an" in doc
+    x = oplib.tensor(np.array([0.5, 1.0]))
+    with pytest.raises(AttributeError):
+        oplib.sin  # noqa: B018  (the claim: torch.sin has no oplib.sin)
+    want = np.sin([0.5, 1.0])
+    assert np.allclose(oplib.ops.oplib.sin(x).numpy(), want)
+    assert np.allclose(x.sin().numpy(), want)
+    assert np.allclose(x.matmul(x).numpy(), oplib.ops.oplib.matmul(x, x).numpy())
+    assert oplib.ops.oplib.cat([x, x]).shape == (4,)
