@@ -221,6 +221,12 @@ def test_the_template_copied_under_its_own_name_as_the_docs_say(tmp_path: Path) 
         t = oplib.tensor(np.arange(3.0, dtype=np.float32), device="toytrial")
         OUT["sum"] = float((t * t).sum().item())
         OUT["check"] = main(["check", "--backend", "toytrial", "oplib::mul", "oplib::sum"])
+
+        def max_precision_float_dtype(device):  # scikit-learn's, ported (mps: float32)
+            held = oplib.backends.get(oplib.device(device).type).supports_dtype
+            return (oplib.float64 if held(oplib.float64) else oplib.float32).name
+
+        OUT["max_float"] = [max_precision_float_dtype(d) for d in ("cpu", "toytrial:1")]
         """,
         env={"TOYTRIAL_DEVICES": "2"},
         timeout=120,
@@ -236,6 +242,7 @@ def test_the_template_copied_under_its_own_name_as_the_docs_say(tmp_path: Path) 
     assert "the toytrial runtime has no bfloat16 or float64" in message, message
     assert out["sum"] == 5.0
     assert out["check"] == 0
+    assert out["max_float"] == ["float64", "float32"]
 
 
 # -- a native library's own mistakes ------------------------------------------------------
