@@ -367,7 +367,8 @@ class Backend:
             if isinstance(table, Mapping):
                 self._dtype_map = DtypeMap(name, table, identity=False)
             else:  # the library's arrays carry numpy dtypes: only some of them
-                self._dtype_map = DtypeMap(name, {np.dtype(d): np.dtype(d) for d in table}, True)
+                held = _numpy_dtypes(self.name, table)
+                self._dtype_map = DtypeMap(name, {d: d for d in held}, True)
             self._dtype_table = table
         return self._dtype_map
 
@@ -392,6 +393,29 @@ class Backend:
         if self.spec.namespace is None:
             raise BackendError(f"backend {self.name!r} does not declare an array namespace")
         return self.spec.namespace()
+
+
+def _numpy_dtypes(backend: str, table: object) -> _builtin_list[np.dtype]:
+    """``BackendSpec.dtypes()``'s collection of numpy dtypes, each checked: a string or a
+    non-dtype in it is the plugin's mistake, named as such (``np.dtype`` would read the
+    string ``"float32"`` as the dtypes of its letters)."""
+    expected = (
+        "BackendSpec.dtypes() must return a mapping (oplib dtype -> the library's dtype) or "
+        "a collection of numpy dtypes such as {oplib.float32, oplib.int32}"
+    )
+    if isinstance(table, (str, bytes)) or not isinstance(table, Collection):
+        raise BackendError(f"backend {backend!r}: {expected}, got {table!r}")
+    held: _builtin_list[np.dtype] = []
+    for d in table:
+        try:
+            if d is None:
+                raise TypeError
+            held.append(np.dtype(d))
+        except TypeError:
+            raise BackendError(
+                f"backend {backend!r}: {expected}; {d!r} in it is not a dtype"
+            ) from None
+    return held
 
 
 #: What a refused dtype is best cast to, by kind: the first of these the backend holds.

@@ -18,7 +18,7 @@ import pytest
 
 import oplib_core as oplib
 
-from helpers import Teardown, compile_library, unique_ns
+from helpers import Teardown, compile_library, toy_spec, unique_ns
 from subproc import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,3 +299,36 @@ def test_torch_functions_are_operators_and_methods_as_coming_from_torch_says() -
     assert np.allclose(x.sin().numpy(), want)
     assert np.allclose(x.matmul(x).numpy(), oplib.ops.oplib.matmul(x, x).numpy())
     assert oplib.ops.oplib.cat([x, x]).shape == (4,)
+
+
+@pytest.mark.parametrize(
+    ("held", "says"),
+    [
+        ("float32", ", got 'float32'"),  # np.dtype would read it as a dtype per letter
+        ([oplib.float32, None], "; None in it is not a dtype"),  # np.dtype(None) is float64
+        ([oplib.float32, 1.5], "; 1.5 in it is not a dtype"),
+    ],
+)
+def test_a_backend_declaring_its_dtypes_wrongly_is_told_what_dtypes_must_return(
+    teardown: Teardown, held: object, says: str
+) -> None:
+    teardown(oplib.backends.register(toy_spec(name="toydtypes", dtypes=lambda: held)))
+    backend = oplib.backends.get("toydtypes")
+    with pytest.raises(oplib.BackendError) as e:
+        backend.supports_dtype(oplib.float32)
+    message = str(e.value)
+    assert message.startswith("backend 'toydtypes': BackendSpec.dtypes() must return a mapping")
+    assert "or a collection of numpy dtypes such as {oplib.float32, oplib.int32}" in message
+    assert message.endswith(says), message
+
+
+def test_a_backend_declaring_numpy_scalar_types_and_names_holds_them(teardown: Teardown) -> None:
+    declared = [np.float32, "int32", oplib.float16]
+    teardown(oplib.backends.register(toy_spec(name="toydtypes", dtypes=lambda: declared)))
+    backend = oplib.backends.get("toydtypes")
+    assert [backend.supports_dtype(d) for d in (oplib.float32, oplib.int32, oplib.float16)] == [
+        True,
+        True,
+        True,
+    ]
+    assert not backend.supports_dtype(oplib.float64)
