@@ -61,6 +61,50 @@ def test_leaf_grads_are_never_shared_objects():
     assert y.grad.tolist() == [1.0, 1.0] and g.tolist() == [1.0, 1.0]
 
 
+def test_accumulation_writes_in_place_into_a_grad_nobody_else_holds():
+    x = oplib.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+    first = id(x.grad)
+    memory = x.grad.numpy().ctypes.data
+    (x * 3).sum().backward()
+    assert id(x.grad) == first and x.grad.numpy().ctypes.data == memory
+    assert x.grad.tolist() == [5.0, 5.0]
+
+
+def test_accumulation_never_mutates_a_grad_the_user_holds():
+    x = oplib.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+    held = x.grad
+    (x * 3).sum().backward()
+    assert held.tolist() == [2.0, 2.0] and x.grad is not held
+    assert x.grad.tolist() == [5.0, 5.0]
+    array = x.grad.numpy()  # the array alone, or a view of it, is enough to keep it
+    view = x.grad[0:1]
+    (x * 1).sum().backward()
+    assert array.tolist() == [5.0, 5.0] and view.tolist() == [5.0]
+    assert x.grad.tolist() == [6.0, 6.0]
+
+
+def test_accumulation_never_mutates_a_grad_the_user_set():
+    x = oplib.tensor([1.0, 2.0], requires_grad=True)
+    mine = oplib.tensor([10.0, 10.0])
+    x.grad = mine
+    del mine  # even unreferenced elsewhere: the engine did not make it
+    data = x.grad.numpy()
+    (x * 2).sum().backward()
+    assert data.tolist() == [10.0, 10.0] and x.grad.tolist() == [12.0, 12.0]
+
+
+def test_accumulation_with_create_graph_stays_out_of_place():
+    x = oplib.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward(create_graph=True)
+    first = x.grad
+    assert first.grad_fn is not None
+    (x * x).sum().backward(create_graph=True)
+    assert first.tolist() == [2.0, 4.0] and x.grad.tolist() == [4.0, 8.0]
+    assert x.grad.grad_fn is not None
+
+
 def test_non_scalar_output_without_gradient_raises():
     x = oplib.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(

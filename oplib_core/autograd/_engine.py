@@ -16,7 +16,9 @@ torch's ``AccumulateGrad`` holds a mutex, so the sum is exactly the serial one.
 
 from __future__ import annotations
 
+import sys
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -214,12 +216,59 @@ class _Run:
         with _ACCUMULATE_LOCKS[(id(leaf) >> 4) & 63]:
             old = leaf.grad
             if old is not None:
-                leaf.grad = old + g
-                return
-            if id(g) in self.handed_out or not _owns(g._data):
-                g = _op("oplib::clone")(g)
-            self.handed_out.add(id(g))
-            leaf.grad = g
+                if not self.create_graph and _MADE.get(id(old)) is old and _sole(old):
+                    _op("oplib::add_.Tensor")(old, g)  # += : nobody else can see it
+                    return
+                old = old + g
+            elif id(g) in self.handed_out or not _owns(g._data):
+                old = _op("oplib::clone")(g)
+            else:
+                old = g
+            self.handed_out.add(id(old))
+            if not self.create_graph:
+                _MADE[id(old)] = old
+            leaf.grad = old
+
+
+#: The ``.grad`` tensors the engine made (by id; weak, so a dropped one leaves): only these
+#: are accumulated into in place, never one the user set or made.
+_MADE: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def _counts(old: Tensor) -> tuple[int, int]:
+    data = old._data
+    return sys.getrefcount(old), sys.getrefcount(data)
+
+
+def _baseline() -> tuple[int, int]:
+    """What ``_counts`` gives for a ``.grad`` held by its leaf and the caller's local alone
+    (measured, not assumed: reference counts differ between Python versions)."""
+    leaf = Tensor._wrap(np.zeros(1))
+    leaf.grad = Tensor._wrap(np.zeros(1))
+    old = leaf.grad
+
+    def sole(old: Tensor) -> tuple[int, int]:  # called as _sole is, from a frame holding old
+        return _counts(old)
+
+    return sole(old)
+
+
+_SOLE = _baseline()
+
+
+def _sole(old: Tensor) -> bool:
+    """Whether ``old`` (a leaf's ``.grad``, also held by the caller's local) and its array are
+    held by nothing else (no user reference, no other Tensor over the array, no view of it),
+    and the array owns its memory and can be written (numpy's, cupy's; not jax's)."""
+    if old._rg or _counts(old) != _SOLE:
+        return False
+    vc = old._vc
+    if vc is not None and len(vc) > 1:  # a view was taken of it
+        return False
+    flags = getattr(old._data, "flags", None)
+    if flags is None or not getattr(flags, "owndata", False):
+        return False
+    return bool(getattr(flags, "writeable", True))
 
 
 def _detached(g: Tensor) -> Tensor:
