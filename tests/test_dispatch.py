@@ -947,3 +947,84 @@ def test_binary_tensor_fast_path_still_checks_devices(lib, ns, toy):
     assert op(a, a).tolist() == [2.0]  # served by it
     with pytest.raises(oplib.DeviceMismatchError, match="'a' on cpu"):
         op(a, oplib.Tensor(toy(np.ones(1))))
+
+
+# -- a packet with several overloads: the call shape's route (issue 30) -------------------------
+
+
+def _two_overloads(lib, ns):
+    lib.define("mix(Tensor a, Tensor b, *, float s=1.0) -> Tensor")
+    lib.define("mix.Scalar(Tensor a, Scalar b, int k=3) -> Tensor")
+    lib.define("mix.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)")
+    lib.impl("mix", lambda a, b, *, s=1.0: a + b * s, "CPU")
+    lib.impl("mix.Scalar", lambda a, b, k: a * b + k, "CPU")
+    return _packet(ns, "mix")
+
+
+@pytest.mark.fastpath
+def test_packet_with_several_overloads_routes_a_seen_call_shape(lib, ns):
+    mix = _two_overloads(lib, ns)
+    x = np.ones(2)
+    for _ in range(2):
+        np.testing.assert_array_equal(mix(x, x), [2.0, 2.0])
+        np.testing.assert_array_equal(mix(x, 2), [5.0, 5.0])  # k's default appended
+    by_type, cls, tail, _ = mix._routes[(np.ndarray, np.ndarray)]
+    assert by_type is mix.default._opcache.by_type and cls is np.ndarray and tail == ()
+    assert mix._routes[(np.ndarray, int)][2] == (3,)
+
+    def refuse(*_):
+        raise AssertionError("a routed call must not resolve overloads again")
+
+    mix._pick = refuse  # the route serves the call shape alone
+    np.testing.assert_array_equal(mix(x, x), [2.0, 2.0])
+    t = oplib.tensor([1.0, 2.0])
+    del mix._pick
+    assert mix(t, t).tolist() == [2.0, 4.0]  # Tensors: through the overload's Tensor entry
+    mix._pick = refuse
+    assert mix(t, t).tolist() == [2.0, 4.0]
+
+
+@pytest.mark.fastpath
+def test_packet_route_is_not_taken_for_shapes_the_fast_path_refuses(lib, ns):
+    mix = _two_overloads(lib, ns)
+    x = np.ones(1)
+    mix(x, oplib.tensor([1.0]))  # tensor arguments of two classes
+    assert (np.ndarray, oplib.Tensor) not in mix._routes
+    assert (np.ndarray, np.ndarray) not in mix._routes  # nothing else was called
+
+
+def test_packet_route_gives_the_slow_paths_answers_and_errors(lib, ns):
+    mix = _two_overloads(lib, ns)
+    x = np.ones(1)
+    calls = [(x, x), (x, 2), (x, 2.5), (x, True), (x, 2, 4)]
+    for _ in range(3):  # first call resolves, later ones are routed
+        for args in calls:
+            expected = mix._pick(args, {})(*args)
+            np.testing.assert_array_equal(mix(*args), expected)
+    for _ in range(2):
+        with pytest.raises(TypeError, match=r"no overload matches the arguments \(ndarray, str\)"):
+            mix(x, "two")
+
+    def broken(a, b, *, s=1.0):
+        raise ValueError("boom")
+
+    with oplib.library._scoped_library(ns, "FRAGMENT") as other:
+        other.impl("mix", broken, "CPU", allow_override=True)
+        notes = []
+        for _ in range(2):  # the route reads the overload's cache: invalidated, then refilled
+            with pytest.raises(ValueError, match="boom") as info:
+                mix(x, x)
+            notes.append(info.value.__notes__)
+        assert notes[0] == notes[1]  # the slow path's note, then the route's: the same
+        assert f"raised by the cpu kernel of {ns}::mix (" in notes[1][0]
+    np.testing.assert_array_equal(mix(x, x), [2.0])  # undone: the old kernel again
+
+
+def test_packet_route_yields_to_an_active_mode(lib, ns):
+    mix = _two_overloads(lib, ns)
+    x = np.ones(1)
+    mix(x, x)
+    mix(x, x)
+    with Recorder() as rec:
+        np.testing.assert_array_equal(mix(x, x), [2.0])
+    assert rec.log == [("rec", f"{ns}.mix.default")]

@@ -37,6 +37,7 @@ __all__ = [
     "SLOW",
     "FastCall",
     "OpCache",
+    "Route",
     "below_autograd",
     "cache_class",
     "fast_route",
@@ -270,6 +271,10 @@ def same_device(
     return guarded
 
 
+#: ``FastCall._route``'s answer: the kernels by class, the class, the defaults appended, and
+#: the cache that reports a failure.
+Route = tuple[dict[type, Callable[..., Any]], type, tuple[Any, ...], OpCache]
+
 #: What ``FastCall.__call__`` reads; objects that share an op's fast path copy these.
 FAST_FIELDS = (
     "_npos",
@@ -362,6 +367,39 @@ class FastCall:
         except Exception as e:
             self._opcache.failed(e, fn, args)
             raise
+
+    def _route(self, types: tuple[type, ...]) -> Route | None:
+        """What ``__call__`` does with positional arguments of exactly these ``types``,
+        decided once (for a packet that caches it per call shape): ``(by_type, t, tail,
+        cache)`` — run ``by_type[t](*args, *tail)``, reporting failures through
+        ``cache.failed`` — or None when such calls take the slow path whatever the caches
+        hold (a wrong arity, tensor arguments of several types, a scalar of a type the
+        schema does not take, a list argument, the fast path off). Reading ``by_type`` at
+        call time keeps the answer valid across ``invalidate()``."""
+        n = len(types)
+        if n > self._npos or n < self._nmin:
+            return None
+        tail = self._tails[n]
+        types += tuple(map(type, tail))
+        t = types[self._key0]
+        for i in self._key_rest:
+            if types[i] is not t:
+                return None
+        for i, ok in self._checks:
+            if types[i] not in ok:
+                return None
+        for i, nullable in self._lists:
+            if types[i] is type(None) and nullable:
+                continue
+            # a given list is checked element by element per call: not by its type alone;
+            # a default one is fixed (and __call__ would pass it as it is)
+            if (
+                i < n
+                or type(tail[i - n]) is not list
+                or not all(type(e) is int for e in tail[i - n])
+            ):
+                return None
+        return (self._by_type, t, tail, self._opcache)
 
     def _follow(self, op: FastCall | None) -> None:
         """Share ``op``'s fast path (its plan and its caches); None: always slow."""
