@@ -8,6 +8,7 @@ or not. Proved on ``devicelike`` (tests/devicelike_backend.py); the same calls u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import oplib_core as oplib
 from oplib_core._dispatch import overload
 from oplib_core._dispatch.fastpath import same_device
 from oplib_core.errors import DeviceMismatchError
+from oplib_core.kernels import array_kernels
 from tests import devicelike_backend as dl
 
 from subproc import run_python
@@ -305,3 +307,57 @@ def test_a_kernel_failing_behind_the_device_check_is_named_not_the_check(install
     (note,) = info.value.__notes__
     assert f"the {dl.NAME} kernel of {ns}::picky" in note, note
     assert "test_accelerator_dispatch.py" in note and "same_device" not in note
+
+
+# -- array_kernels(xp): no asarray per call where the namespace's functions return arrays ------
+
+
+def _counting_strict() -> tuple[ModuleType, list[object]]:
+    """``array_api_strict`` as a module of its own whose ``asarray`` records its calls."""
+    xs = pytest.importorskip("array_api_strict")
+    module = ModuleType("counting_strict")
+    module.__dict__.update({k: v for k, v in vars(xs).items() if not k.startswith("__")})
+    module.__array_api_version__ = xs.__array_api_version__  # type: ignore[attr-defined]
+    calls: list[object] = []
+
+    def asarray(obj: object, /, **kwargs: object) -> object:
+        calls.append(obj)
+        return xs.asarray(obj, **kwargs)
+
+    module.asarray = asarray  # type: ignore[attr-defined]
+    return module, calls
+
+
+def test_kernels_of_a_library_namespace_call_its_functions_directly():
+    xs, calls = _counting_strict()
+    k = array_kernels(xs)
+    x = xs.__dict__["asarray"](2.0, dtype=xs.float32)  # a 0-d array
+    calls.clear()
+    results = {
+        "neg": k["neg"](x),
+        "add": k["add"](x, x),
+        "mul.Scalar": k["mul.Scalar"](x, 3),
+        "rsub.Scalar": k["rsub.Scalar"](x, 1),  # the scalar first
+        "sum": k["sum"](x, None, False, dtype=None),
+    }
+    assert calls == [], "the hot kernels of a library namespace must not call asarray"
+    expected = {"neg": -2.0, "add": 4.0, "mul.Scalar": 6.0, "rsub.Scalar": -1.0, "sum": 2.0}
+    for name, out in results.items():
+        assert type(out) is type(x), name  # arrays of the namespace, never scalars
+        assert float(out) == expected[name] and out.dtype == xs.float32, name
+
+
+class _VendorNumpy:
+    """A vendor's namespace object that hands numpy's functions on as they are (numpy
+    returns scalars for 0-d results): its kernels keep asarray."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(np, name)
+
+
+@pytest.mark.parametrize("xp", [np, _VendorNumpy()], ids=["numpy", "vendor object"])
+def test_kernels_turn_numpys_scalars_into_arrays(xp):
+    k = array_kernels(xp)
+    x = np.asarray(2.0)
+    for out in (k["neg"](x), k["add"](x, x), k["mul.Scalar"](x, 3), k["sum"](x, None, False)):
+        assert type(out) is np.ndarray and out.shape == ()
