@@ -8,6 +8,12 @@
 3. If torch is importable: torch's figures for the same chain, with ``custom_op`` +
    ``register_autograd`` and with its built-in ``torch.sin`` (for comparison only: on a
    noisy machine the same-run ratio says more than the absolute figure).
+4. The 100-node chain of issue 30, 50 x (``mul`` by 0.99, ``tanh``) on float32: on one
+   element, µs per node for the forward without grad, with grad (node creation) and forward
+   + backward, with same-run ratios (and torch's, if importable); on 1M elements, the peak
+   of memory traced (``tracemalloc``, which sees numpy's arrays, not torch's) during forward
+   + backward, in arrays of the chain's size beyond the 50 saved ``tanh`` outputs (torch's
+   fused ``tanh_backward`` needs one: its result, beside a broadcast incoming gradient).
 
     python bench/autograd.py [--nodes 2000] [--repeat 60]
 """
@@ -148,6 +154,73 @@ def torch_chain(nodes: int, repeat: int) -> tuple[float, float] | None:
     )
 
 
+def mul_tanh(x: Any) -> Any:
+    """The issue-30 chain: 50 x (``mul`` by 0.99, ``tanh``), 100 graph nodes."""
+    y = x
+    for _ in range(50):
+        y = (y * 0.99).tanh()
+    return y
+
+
+def mul_tanh_times(repeat: int, per: int = 20) -> dict[str, float]:
+    """µs per node of the chain on a one-element float32 tensor: forward without grad,
+    forward with grad, forward + backward (oplib, and torch's when importable)."""
+    x = oplib.tensor(np.array([0.5], np.float32), requires_grad=True)
+    xn = x.detach()
+
+    def fwd_grad() -> None:
+        for _ in range(per):
+            mul_tanh(x)
+
+    def fwd_nograd() -> None:
+        for _ in range(per):
+            mul_tanh(xn)
+
+    def fwd_bwd() -> None:
+        for _ in range(per):
+            mul_tanh(x).sum().backward()
+            x.grad = None
+
+    out: dict[str, float] = {}
+    for _ in range(2):  # alternated, best of both rounds (a shared machine drifts)
+        for name, fn in (("nograd", fwd_nograd), ("grad", fwd_grad), ("fwd+bwd", fwd_bwd)):
+            t = best_us(fn, max(3, repeat // 4), per * 100)
+            out[name] = min(out.get(name, t), t)
+    try:
+        import torch
+    except ImportError:
+        return out
+    tx = torch.tensor([0.5], dtype=torch.float32, requires_grad=True)
+
+    def torch_fwd_bwd() -> None:
+        for _ in range(per):
+            mul_tanh(tx).sum().backward()
+            tx.grad = None
+
+    out["torch fwd+bwd"] = best_us(torch_fwd_bwd, max(3, repeat // 4), per * 100)
+    return out
+
+
+def mul_tanh_memory(n: int = 1 << 20) -> tuple[float, float]:
+    """Peak traced MiB during forward + backward of the chain on ``n`` float32 elements (the
+    input, made before, not counted), and how many arrays of ``n`` float32 that is beyond
+    the 50 saved outputs."""
+    import tracemalloc
+
+    x = oplib.tensor(np.random.default_rng(0).standard_normal(n).astype(np.float32))
+    x.requires_grad_()
+    mul_tanh(x).sum().backward()  # warm: caches, lazily made kernels
+    x.grad = None
+    tracemalloc.start()
+    try:
+        mul_tanh(x).sum().backward()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    array = n * 4
+    return peak / 2**20, peak / array - 50
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=2000)
@@ -165,6 +238,25 @@ def main() -> None:
         print(f"  torch custom_op + register_autograd (same chain): {t[0]:7.2f} µs")
         print(f"  torch built-in torch.sin (same chain)           : {t[1]:7.2f} µs")
         print(f"  oplib custom op is {t[0] / custom:.1f}x faster than torch's custom op")
+    m = mul_tanh_times(args.repeat)
+    print("50 x (mul, tanh) chain (100 nodes), 1-element float32, µs per node:")
+    print(f"  forward without grad        : {m['nograd']:7.2f} µs")
+    print(
+        f"  forward with grad           : {m['grad']:7.2f} µs   "
+        f"(with / without = {m['grad'] / m['nograd']:.2f}x)"
+    )
+    print(f"  forward + backward          : {m['fwd+bwd']:7.2f} µs")
+    if "torch fwd+bwd" in m:
+        print(
+            f"  torch forward + backward    : {m['torch fwd+bwd']:7.2f} µs   "
+            f"(oplib / torch = {m['fwd+bwd'] / m['torch fwd+bwd']:.2f}x)"
+        )
+    peak, extra = mul_tanh_memory()
+    print("same chain on 1M float32 elements (4 MiB), forward + backward, memory traced:")
+    print(
+        f"  peak {peak:7.1f} MiB: the 50 saved outputs and {extra:.1f} arrays more "
+        "(torch's tanh_backward: 1)"
+    )
     ours, ref = mlp(args.repeat)
     print("MLP step (x@w1 -> relu -> @w2 -> sum, 64x64 float32), forward + backward:")
     print(f"  oplib autograd              : {ours:7.1f} µs")

@@ -102,6 +102,18 @@ class FunctionCtx(Node):
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         """Save tensors (inputs or outputs of the op, or None) for ``backward``."""
+        if len(tensors) == 1:  # the common case: one input, or the node's one output
+            t = tensors[0]
+            if type(t) is Tensor:
+                if t.grad_fn is self and self._nout == 1:
+                    self._saved = [_SavedOutput(t, 0)]
+                    self._versions = None
+                    return
+                if t.grad_fn is not self:
+                    self._saved = tensors
+                    vc = t._vc
+                    self._versions = None if vc is None else (vc[0],)
+                    return
         counted = False
         for t in tensors:
             if t is not None:
@@ -152,6 +164,17 @@ class FunctionCtx(Node):
             return saved
         if saved is None:
             raise RuntimeError(_FREED)
+        if len(saved) == 1 and self._nondiff is None:  # the node's one output, alone
+            s = saved[0]
+            if s.vc[0] != s.version:
+                raise _modified(
+                    s.data, f", which is output {s.nr} of {self.name()}", s.vc[0], s.version
+                )
+            t = Tensor._wrap(s.data)
+            t._rg = True
+            t.grad_fn = self
+            t._out_nr = s.nr
+            return (t,)
         out: list[Any] = []
         check = False
         for s in saved:

@@ -58,6 +58,7 @@ class Formula:
     __slots__ = (
         "backward",
         "call",
+        "first_only",
         "input_kinds",
         "input_names",
         "kw_form",
@@ -66,6 +67,7 @@ class Formula:
         "node_name",
         "out_kinds",
         "qualname",
+        "rest",
         "setup",
         "simple",
         "tail_defaults",
@@ -106,6 +108,15 @@ class Formula:
         self.simple = self.out_kinds == (_TENSOR,) and not schema.tuple_return
         self.unary = self.input_kinds == (_TENSOR,)
         self.unary_simple = self.unary and self.simple
+        # one Tensor first, then only other values (mul.Scalar, sum.dim_IntList ...): the
+        # edges are that Tensor's and Nones (``rest``)
+        self.first_only = (
+            self.simple
+            and not self.kw_form
+            and self.input_kinds[:1] == (_TENSOR,)
+            and all(k == _OTHER for k in self.input_kinds[1:])
+        )
+        self.rest = (None,) * (self.n_inputs - 1)
         ns, _, rest = self.qualname.partition("::")
         name, _, overload = rest.partition(".")
         self.node_name = f"GeneratedBackwardFor_{ns}_{name}_{overload or 'default'}"
@@ -135,7 +146,14 @@ class Formula:
         finally:
             GRAD.enabled = True
         data = out._data
-        ctx = self._new_ctx(1)
+        ctx = _new(FunctionCtx)  # _new_ctx(1), inlined
+        ctx._formula = self
+        ctx._saved = ()
+        ctx._nondiff = None
+        ctx._materialize = True
+        ctx._npassed = self.n_inputs
+        ctx._nout = 1
+        ctx._outs = None
         # edge_of(a), inlined: this is the path of every one-Tensor op that records a node
         if a._rg:
             fn = a.grad_fn
@@ -163,6 +181,55 @@ class Formula:
             out.grad_fn = None
             if self.setup is not None:
                 self.setup(ctx, (a,), out)
+        return out
+
+    def kernel_first(self, *args: Any, **kwargs: Any) -> Any:
+        """``kernel`` for ops whose one Tensor input comes first and that return one Tensor
+        (see ``first_only``): the edges without a loop over the inputs."""
+        a = args[0] if args else None
+        if kwargs or type(a) is not Tensor or len(args) > self.n_inputs:
+            return self.kernel(*args, **kwargs)
+        GRAD.enabled = False
+        try:
+            out = self.call.call_below_autograd(args)
+            if out is MISS:
+                out = self.call(*args)
+        finally:
+            GRAD.enabled = True
+        ctx = _new(FunctionCtx)  # _new_ctx(1), inlined
+        ctx._formula = self
+        ctx._saved = ()
+        ctx._nondiff = None
+        ctx._materialize = True
+        ctx._npassed = self.n_inputs
+        ctx._nout = 1
+        ctx._outs = None
+        rest = self.rest if len(args) == self.n_inputs else self.rest[: len(args) - 1]
+        if a._rg:
+            fn = a.grad_fn
+            if fn is None:
+                ctx._edges = ((a, 0), *rest)
+            else:
+                ctx._edges = ((fn, 0 if fn._nout == 1 else a._out_nr), *rest)
+        else:
+            ctx._edges = (None, *rest)
+        if self.tail_defaults:
+            ctx._npassed = self._passed(args)
+        data = out._data
+        dtype = data.dtype
+        if not isinstance(dtype, np.dtype):  # a library's own dtype object
+            dtype = dtype_of(data)
+        ctx._meta = ((data.shape, dtype),)
+        differentiable = dtype.kind in "fc" or dtype in EXTENSION_FLOATS
+        if differentiable:
+            out._rg = True
+            out.grad_fn = ctx
+        setup = self.setup
+        if setup is not None:
+            setup(ctx, args, out)
+            if differentiable and ctx._nondiff:
+                out._rg = False
+                out.grad_fn = None
         return out
 
     def kernel(self, *args: Any, **kwargs: Any) -> Any:
@@ -461,8 +528,9 @@ def formula_kernel(
                 f"Got setup_context with parameters {params}"
             )
     formula = Formula(overload, backward, setup_context)
-    fast = formula.unary_simple and not formula.kw_form and len(schema.arguments) == 1
-    return formula.kernel_unary if fast else formula.kernel
+    if formula.unary_simple and not formula.kw_form and len(schema.arguments) == 1:
+        return formula.kernel_unary
+    return formula.kernel_first if formula.first_only else formula.kernel
 
 
 def _equal(value: Any, default: Any) -> bool:
