@@ -19,7 +19,7 @@ from oplib_core import BackendSpec, Device, hookimpl
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
 from oplib_cuda import device as device_module
-from oplib_cuda import runtime
+from oplib_cuda import elementwise, runtime
 
 KEY = "CUDA"
 _KDL_CUDA = 2  # DLPack device type of CUDA memory
@@ -145,7 +145,9 @@ def _on_device(name: str) -> Any:
         nonlocal fn, current
         if fn is None:  # the first call: imports cupy (BackendError when unusable)
             current = runtime.cupy().cuda.runtime.getDevice
-            fn = _kernels()[name]
+            # issue 30: add/sub/mul/maximum/minimum on large contiguous arrays run oplib's
+            # own vectorized kernel, the rest cupy's (OPLIB_CUDA_FAST_ELEMENTWISE=0: off)
+            fn = elementwise.fast_kernel(name, _kernels()[name])
         dev = _call_device(args, kwargs)
         if dev is None or dev == current():
             return fn(*args, **kwargs)
