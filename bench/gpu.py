@@ -10,9 +10,10 @@ synchronized around every timed region; ratios against figures of this same run)
   native +0.5 µs, Tensor +1.5 µs over cupy.
 - autograd: 50 x (``mul`` by 0.99, ``tanh``) on a 1M-element float32 tensor, forward and
   backward, oplib against torch (budget <= 1.0x torch); the forward alone against cupy.
-- bandwidth, GB/s counting bytes read and written: ``add`` of two large arrays (float32,
-  float16, int32) against a device-to-device copy (``cupy.copyto``; torch's ``copy_``).
-  Budget: >= 90% of the copy.
+- bandwidth, GB/s counting bytes read and written: ``add`` (and ``mul``) of two large
+  contiguous arrays (float32, float16, int32) against a device-to-device copy
+  (``cupy.copyto``; torch's ``copy_``), and which kernel served oplib's ``add`` ("oplib
+  elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90% of the copy.
 - peak memory of that autograd chain: cupy's pool (emptied first: it keeps every block it
   allocated, so its size afterwards is the run's high-water mark) against
   ``torch.cuda.max_memory_allocated``. Budget: <= torch.
@@ -44,6 +45,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 import numpy as np
+from oplib_cuda import elementwise
 
 import oplib_core as oplib
 
@@ -250,7 +252,7 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
     return {k: round(v * 1e3, 3) for k, v in ms.items()}, mib
 
 
-def bandwidth(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, float]]:
+def bandwidth(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, float | str]]:
     """GB/s per dtype: bytes read and written per call over its time."""
     out = {}
     for dtype in ("float32", "float16", "int32"):
@@ -260,9 +262,10 @@ def bandwidth(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, f
     return out
 
 
-def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float]:
+def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     xp, size = rig.xp, np.dtype(dtype).itemsize
     n = sizes.bandwidth_bytes // size
+    # fresh contiguous arrays from the pool: aligned, so oplib's add may take its own kernel
     a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
     ta, tb = oplib.tensor(a), oplib.tensor(b)
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # arrays moved per call, the call
@@ -270,6 +273,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float]:
         "cupy add": (3, lambda: xp.add(a, b)),
         "oplib add": (3, lambda: OPS.add(a, b)),
         "oplib Tensor add": (3, lambda: OPS.add(ta, tb)),
+        "cupy mul": (3, lambda: xp.multiply(a, b)),
+        "oplib mul": (3, lambda: OPS.mul(a, b)),
     }
     if rig.torch is not None:
         torch = rig.torch
@@ -279,12 +284,23 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float]:
         xc = torch.empty(n, dtype=tdt, device="cuda")
         runs["copy (torch)"] = (2, lambda: xc.copy_(xa))
         runs["torch add"] = (3, lambda: torch.add(xa, xb))
-    return {
+    row: dict[str, float | str] = {
         label: round(
             arrays * n * size / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats) / 1e9
         )
         for label, (arrays, fn) in runs.items()
     }
+    row["oplib add served by"] = _served_by("add", dtype, lambda: OPS.add(a, b))
+    return row
+
+
+def _served_by(op: str, dtype: str, call: Callable[[], object]) -> str:
+    """Which kernel ran ``call``: "oplib elementwise" when oplib-cuda's own kernel for
+    ``op`` on ``dtype`` launched (its launch count rose), else "cupy" (cupy's function)."""
+    key = f"{op} {dtype}"
+    before = elementwise.launches().get(key, 0)
+    call()
+    return "oplib elementwise" if elementwise.launches().get(key, 0) > before else "cupy"
 
 
 def small_ops(rig: Rig, sizes: Sizes) -> dict[str, float]:
@@ -388,7 +404,9 @@ def summary(data: dict[str, Any]) -> list[str]:
         share = f"{ours / copy:.0%}" if copy else "n/a"
         lines.append(
             f"add {dtype}, {mib} MiB arrays: oplib {ours} GB/s = {share} of the copy "
-            f"({copy} GB/s; budget >= 90%); cupy {r['cupy add']}, torch {r.get('torch add', 'n/a')}"
+            f"({copy} GB/s; budget >= 90%; served by {r.get('oplib add served by', 'n/a')}); "
+            f"cupy {r['cupy add']}, torch {r.get('torch add', 'n/a')}; "
+            f"mul: oplib {r.get('oplib mul', 'n/a')}, cupy {r.get('cupy mul', 'n/a')}"
         )
     loop = data.get("small_ops_per_s")
     if loop:
