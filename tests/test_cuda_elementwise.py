@@ -26,7 +26,7 @@ from oplib_cuda import elementwise as ew
 import oplib_core as oplib
 
 OPS = list(ew.OPS)
-DTYPES = [np.dtype("float32"), np.dtype("float16"), np.dtype("int32")]
+DTYPES: list[np.dtype] = [np.dtype("float32"), np.dtype("float16"), np.dtype("int32")]
 N = ew.MIN_ELEMENTS
 NUMPY = {
     "add": np.add,
@@ -37,7 +37,9 @@ NUMPY = {
 }
 
 
-def f(shape: tuple[int, ...], dtype: str = "float32", ptr: int = 0x7F0000000000, **kw: Any):
+def f(
+    shape: tuple[int, ...], dtype: str = "float32", ptr: int = 0x7F0000000000, **kw: Any
+) -> ew.ArrayFacts:
     """ArrayFacts of a C-contiguous array, with fields overridden by ``kw``."""
     dt = np.dtype(dtype)
     strides = [dt.itemsize] * len(shape)
@@ -78,7 +80,7 @@ def test_qualifies_contiguous_aligned_large_same_dtype(op: str, dtype: str) -> N
         ("other device", f((N,)), f((N,), device=1), "add"),
     ],
 )
-def test_everything_else_falls_back(why: str, x: ew.ArrayFacts, y: ew.ArrayFacts, op: str):
+def test_everything_else_falls_back(why: str, x: ew.ArrayFacts, y: ew.ArrayFacts, op: str) -> None:
     assert not ew.qualifies(op, x, y), why
     assert not ew.qualifies(op, y, x), why
 
@@ -95,7 +97,7 @@ def test_c_contiguous_ignores_strides_of_length_one_dimensions() -> None:
 
 
 @pytest.mark.parametrize("value", ["0", "false", "No", " OFF "])
-def test_switch_off_binds_cupys_kernel_itself(monkeypatch: pytest.MonkeyPatch, value: str):
+def test_switch_off_binds_cupys_kernel_itself(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(ew.SWITCH, value)
 
     def cupy_add(self: Any, other: Any) -> Any:
@@ -106,7 +108,9 @@ def test_switch_off_binds_cupys_kernel_itself(monkeypatch: pytest.MonkeyPatch, v
 
 
 @pytest.mark.parametrize("value", [None, "1", "yes", "on"])
-def test_switch_on_wraps_the_served_ops_only(monkeypatch: pytest.MonkeyPatch, value: str | None):
+def test_switch_on_wraps_the_served_ops_only(
+    monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
     if value is None:
         monkeypatch.delenv(ew.SWITCH, raising=False)
     else:
@@ -217,7 +221,8 @@ def _random(dtype: np.dtype, n: int, rng: np.random.Generator) -> np.ndarray:
     """Every bit pattern as likely as another: NaN, inf, subnormals, signed zeros, and
     int32 values whose sums and products wrap."""
     bits = rng.integers(0, 2**32, size=(n * dtype.itemsize + 3) // 4, dtype=np.uint32)
-    return bits.view(dtype)[:n].copy()
+    out: np.ndarray = bits.view(dtype)[:n].copy()
+    return out
 
 
 def _host_run(lib: ctypes.CDLL, op: str, x: np.ndarray, y: np.ndarray, blocks: int) -> np.ndarray:

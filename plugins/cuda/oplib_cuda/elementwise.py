@@ -60,8 +60,9 @@ ALIGNMENT = 16
 _THREADS = 256  # per block
 _BLOCKS_PER_SM = 8  # issue 30's reference kernel: 132 SMs x 8 blocks x 256 threads, 96%
 
-#: The expression of each op, on floats (``a``, ``b`` are ``float``) and on ints.
-#: NaN tests are ``a != a``: true exactly for NaN (NVRTC's default is IEEE, no fast-math).
+#: The expression of each op, on floats (``a``, ``b`` are ``float``) and on ints. cupy
+#: compiles these as it compiles its own kernels (NVRTC, ``-ftz=true``: float32 subnormals
+#: flush to zero in both alike; no fast-math, so ``a != a`` is true exactly for NaN).
 _NAN = "__int_as_float(0x7fffffff)"
 OPS: dict[str, tuple[str, str]] = {
     "add": ("a + b", "(int)((unsigned int)a + (unsigned int)b)"),
