@@ -77,6 +77,7 @@ def test_qualifies_contiguous_aligned_large_same_dtype(op: str, dtype: str) -> N
         ("strided x[::2]", f((N,), strides=(8,)), f((N,)), "add"),
         ("transposed", f((1024, 1024), strides=(4, 4096)), f((1024, 1024)), "add"),
         ("reversed", f((N,), strides=(-4,)), f((N,)), "add"),
+        ("broadcast view (stride 0)", f((N,)), f((N,), strides=(0,)), "add"),
         ("other device", f((N,)), f((N,), device=1), "add"),
     ],
 )
@@ -339,10 +340,18 @@ def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
     x, y = _cupy_pair(cp, dtype, 2 * N + 8, 1)
     _check(cp, op, x[::2], y[::2], fast=False)  # strided views
     _check(cp, op, x[: 2 * N].reshape(2, N), y[:1].reshape(1, 1), fast=False)  # broadcast
+    _check(cp, op, x[:N], cp.broadcast_to(y[:1], (N,)), fast=False)  # stride 0, same shape
     _check(cp, op, x[1 : N + 1], y[1 : N + 1], fast=False)  # unaligned views
     _check(cp, op, x[:0], y[:0], fast=False)  # empty
     _check(cp, op, x[:16], y[:16], fast=False)  # small
     _check(cp, op, x[:N], y[:N].astype(np.float64), fast=False)  # mixed dtypes
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op", OPS)
+def test_own_kernel_with_one_array_twice(cp: Any, op: str) -> None:
+    x, _ = _cupy_pair(cp, np.dtype("float32"), N + 5, 9)
+    _check(cp, op, x, x, fast=True)
 
 
 @pytest.mark.cuda
