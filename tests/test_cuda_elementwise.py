@@ -129,6 +129,11 @@ def test_switch_on_wraps_the_served_ops_only(
         assert ew.fast_kernel(name, cupy_add) is cupy_add
 
 
+def test_serves_only_cupy_arrays() -> None:
+    a = np.ones(N, np.float32)
+    assert not ew.serves("add", a, a)  # numpy arrays, with or without cupy here
+
+
 def test_small_calls_go_to_cupys_kernel_without_looking_further() -> None:
     # below MIN_ELEMENTS only ``size`` is read: numpy arrays stand in for small cupy arrays
     calls = []

@@ -137,7 +137,10 @@ def qualifies(op: str, x: ArrayFacts, y: ArrayFacts) -> bool:
 
 def serves(op: str, x: Any, y: Any) -> bool:
     """Whether ``oplib.ops.oplib.<op>(x, y)`` on cupy arrays ``x``, ``y`` runs the own
-    kernel (the switch on, and :func:`qualifies`); ``False`` for anything else."""
+    kernel (the switch on, and :func:`qualifies`); ``False`` for anything else, and where
+    cupy cannot be imported."""
+    if runtime.cupy_import_error() is not None:
+        return False
     ndarray = runtime.cupy().ndarray
     if type(x) is not ndarray or type(y) is not ndarray:
         return False
