@@ -216,7 +216,12 @@ class _Run:
         with _ACCUMULATE_LOCKS[(id(leaf) >> 4) & 63]:
             old = leaf.grad
             if old is not None:
-                if not self.create_graph and _MADE.get(id(old)) is old and _sole(old):
+                if (
+                    not self.create_graph
+                    and _big(old._data)
+                    and _MADE.get(id(old)) is old
+                    and _sole(old)
+                ):
                     _op("oplib::add_.Tensor")(old, g)  # += : nobody else can see it
                     return
                 old = old + g
@@ -225,9 +230,20 @@ class _Run:
             else:
                 old = g
             self.handed_out.add(id(old))
-            if not self.create_graph:
+            if not self.create_graph and _big(old._data):
                 _MADE[id(old)] = old
             leaf.grad = old
+
+
+#: The fewest elements of a ``.grad`` accumulated into in place: below, the in-place op's
+#: checks cost more than the fresh small array they save (1 element: 2.9 µs for ``add_``,
+#: 1.1 µs for ``add``, numpy).
+IN_PLACE_MIN = 1 << 16
+
+
+def _big(data: Any) -> bool:
+    n = getattr(data, "size", None)  # (None or nan for a lazy array of unknown shape)
+    return type(n) is int and n >= IN_PLACE_MIN
 
 
 #: The ``.grad`` tensors the engine made (by id; weak, so a dropped one leaves): only these
