@@ -302,14 +302,16 @@ def _owns(data: Any) -> bool:
 
 def _root_grad(t: Tensor, grad: Any, i: int) -> Tensor:
     if grad is None:
-        if t.numel() != 1:
+        data = t._data
+        if (data.size if type(data) is np.ndarray else t.numel()) != 1:
             raise RuntimeError(
                 f"grad can be implicitly created only for scalar outputs; output {i} has shape "
                 f"{t.shape}: pass gradient= (a tensor of that shape) to backward()/grad()"
             )
-        data = t._data
         if type(data) is np.ndarray:  # the common case, without a dispatch
-            return Tensor._wrap(np.ones_like(data))
+            one = np.empty(data.shape, data.dtype)  # (a fifth of np.ones_like's time)
+            one.fill(1)
+            return Tensor._wrap(one)
         # factories return native arrays
         return Tensor._wrap(_op("oplib::ones")(list(data.shape), dtype=t.dtype, device=t.device))
     g: Tensor = grad
@@ -497,7 +499,11 @@ def _run(
             if type(target) is Tensor:
                 if g is not None:
                     data = target._data
-                    run.to_leaf(target, _fit(g, data.shape, target.dtype, node, i, "the input"))
+                    if type(g) is not Tensor or (
+                        (gd := g._data).shape != data.shape or gd.dtype is not data.dtype
+                    ):
+                        g = _fit(g, data.shape, target.dtype, node, i, "the input")
+                    run.to_leaf(target, g)
                 continue
             if g is not None:
                 shape, dtype = target._meta[nr]
@@ -633,10 +639,13 @@ def backward(
     create_graph: bool = False,
 ) -> None:
     """Accumulate the gradients of ``tensors`` (w.r.t. the graph's leaves) into ``.grad``."""
-    outs = _as_list(tensors)
-    grads = _one_per(outs, grad_tensors, "backward()", "gradients", "tensor")
     if retain_graph is None:
         retain_graph = create_graph
+    if type(tensors) is list and type(grad_tensors) is list and len(tensors) == len(grad_tensors):
+        outs, grads = tensors, grad_tensors  # (Tensor.backward's call; only read)
+    else:
+        outs = _as_list(tensors)
+        grads = _one_per(outs, grad_tensors, "backward()", "gradients", "tensor")
     run_backward(outs, grads, retain_graph=retain_graph, create_graph=create_graph)
 
 
