@@ -21,8 +21,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
-from ._dispatch.fastpath import Route
+from ._dispatch.fastpath import MISS, FactoryCall, Route
 from ._dispatch.modes import ACTIVE
+from ._dispatch.overload import _FactoryOverload
 from ._native import loaded_libraries as _loaded_libraries
 from ._pickling import Where, find, where_defined
 from ._registry import REGISTRY, OpEntry
@@ -70,7 +71,13 @@ class OpOverloadPacket(FastCall):
         # The class decides the call path: one overload (or one that calls without keywords
         # can reach, beside ``out=`` overloads) shares its fast path; several go through the
         # per-signature overload cache first.
-        self.__class__ = OpOverloadPacket if only is not None else _OverloadedPacket
+        if only is None:
+            self.__class__ = _OverloadedPacket
+        elif isinstance(only, _FactoryOverload):
+            self.__class__ = _FactoryPacket
+            self._factory = only._factory
+        else:
+            self.__class__ = OpOverloadPacket
         # A single overload shares its fast path: same plan, same cache dict.
         self._follow(only)
 
@@ -192,6 +199,21 @@ class _OverloadedPacket(OpOverloadPacket):
             if op is not None:
                 return op(*args)
         return self._pick(args, kwargs)(*args, **kwargs)
+
+
+class _FactoryPacket(OpOverloadPacket):
+    """A packet whose one overload is a factory (``zeros``): its cached calls, keyword
+    arguments and all (``factory_entry``), without a call of the overload between."""
+
+    __slots__ = ()
+    _factory: FactoryCall
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if not ACTIVE[0]:
+            out = self._factory(args, kwargs)
+            if out is not MISS:
+                return out
+        return self._call_slow(args, kwargs)
 
 
 def _match_key(value: Any) -> Any:

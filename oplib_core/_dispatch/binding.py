@@ -380,6 +380,10 @@ class Signature:
       ``int[]`` positions (and whether None is allowed), ``multi`` whether any of
       ``key_rest``/``checks``/``lists`` is non-empty; ``kwdefaults`` the keyword-only
       defaults the kernel gets on that path.
+    - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
+      the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
+      ``ScalarType?`` names (None: not such a factory), ``factory_nmin`` the positional
+      arguments required; ``tails``, ``checks`` and ``lists`` as above.
     - ``returns``: per return, its kind and the input it aliases (see ``ReturnPlan``);
       ``single_plain_return``: exactly one return, a plain ``Tensor``; ``tuple_return``:
       the one return comes as a 1-tuple (``-> ((Tensor))``, torch's ``Tuple[Tensor]``);
@@ -393,6 +397,8 @@ class Signature:
         "binder",
         "checks",
         "device_arg",
+        "factory_dtypes",
+        "factory_nmin",
         "key0",
         "key_pos",
         "key_rest",
@@ -456,6 +462,17 @@ class Signature:
             else:
                 fast = False
             pos_i += 1
+        # A factory (no tensor argument; placed by a keyword-only ``Device?``, beside
+        # keyword-only ``ScalarType?``s and nothing else) has a fast path of its own.
+        self.factory_dtypes: tuple[str, ...] | None = None
+        if fast and not slots and device_arg is not None and device_arg.kw:
+            kw_types = {
+                a.name: str(a.type) for a in schema.arguments if a.kwarg_only and a.has_default
+            }
+            dtypes = tuple(n for n, t in kw_types.items() if t == "ScalarType?")
+            if len(dtypes) + 1 == len(kw_types) and kw_types[device_arg.name] == "Device?":
+                self.factory_dtypes = dtypes
+        self.factory_nmin = nmin
         if not key_pos:
             fast = False
         self.arity = pos_i

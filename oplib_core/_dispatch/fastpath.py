@@ -20,6 +20,9 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
+import numpy as np
+
+from .._device import Device
 from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY, OpEntry
 from .._tensor import Tensor
@@ -35,11 +38,13 @@ __all__ = [
     "LOG_DISPATCH",
     "MISS",
     "SLOW",
+    "FactoryCall",
     "FastCall",
     "OpCache",
     "Route",
     "below_autograd",
     "cache_class",
+    "factory_entry",
     "fast_route",
     "same_device",
     "tensor_entry",
@@ -70,6 +75,16 @@ MISS: Final = _Miss()
 _make_tensor = Tensor._wrap
 _NO = object()
 
+#: What a factory call on one ``device`` argument runs: (kernel, backend, its keyword
+#: arguments when no dtype is given: the device as bound, each dtype None).
+FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any]]
+# The ``device`` values a factory call is remembered under (a bool is refused by binding,
+# and would find the entry of 0 or 1).
+_DEVICE_KEYS = frozenset({type(None), Device, str, int})
+
+#: A factory's fast path: ``entry(args, kwargs)``, the result or ``MISS``.
+FactoryCall = Callable[[tuple[Any, ...], dict[str, Any]], Any]
+
 #: An op's slow path: ``call_slow(args, kwargs)``.
 CallSlow = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
@@ -85,7 +100,10 @@ class OpCache:
       Tensors that record no autograd (and for ``call_below_autograd``);
     - ``autograd``: array class inside the Tensors → the Autograd kernel, for calls with
       Tensors that record a graph node;
-    - ``by_backend``: backend name → (kernel, key) as resolution chose it, for the slow path.
+    - ``by_backend``: backend name → (kernel, key) as resolution chose it, for the slow path;
+    - ``factory``: for a factory (``Signature.factory_dtypes``), the ``device`` argument as
+      given (None, a ``Device``, a str or an int) → ``FactoryServe``, read by
+      ``factory_entry``.
 
     The kernels in the first three already carry the op's keyword-only defaults (fast calls
     pass positional arguments only). Entries are added under the registry lock, after
@@ -99,15 +117,18 @@ class OpCache:
         "by_type",
         "call_slow",
         "entry",
+        "factory",
         "key0",
         "key_rest",
         "kwdefaults",
+        "sig",
         "tensor",
         "tensor_entry",
     )
 
     def __init__(self, entry: OpEntry, sig: Signature, call_slow: CallSlow) -> None:
         self.entry = entry
+        self.sig = sig
         self.kwdefaults = sig.kwdefaults
         self.key0, self.key_rest = sig.key0, sig.key_rest
         self.call_slow = call_slow
@@ -115,6 +136,7 @@ class OpCache:
         self.tensor: dict[type, Callable[..., Any]] = {}
         self.autograd: dict[type, Callable[..., Any]] = {}
         self.by_backend: dict[str, tuple[Callable[..., Any], str]] = {}
+        self.factory: dict[Any, FactoryServe] = {}
         self.tensor_entry = tensor_entry(sig, self, call_slow)
         self.by_type[Tensor] = self.tensor_entry
 
@@ -125,6 +147,7 @@ class OpCache:
         self.tensor.clear()
         self.autograd.clear()
         self.by_backend.clear()
+        self.factory.clear()
 
     def backend_kernel(self, backend: Backend) -> tuple[Callable[..., Any], str]:
         """``resolve(entry, backend)``, remembered per backend."""
@@ -156,6 +179,26 @@ class OpCache:
                     serve = getattr(fn, "fast_entry", fn)
                 cache = self.tensor if tensors_in else self.by_type
                 cache[cls] = self._served(self._with_kwdefaults(serve), device_of, False)
+
+    def remember_factory(
+        self,
+        given: Any,
+        device: Any,
+        backend: Backend,
+        fn: Callable[..., Any],
+        serve: Callable[..., Any],
+    ) -> None:
+        """After kernel ``fn`` of a factory ran a call whose ``device`` argument was
+        ``given`` (bound as ``device``): serve such calls with ``serve``."""
+        if type(given) not in _DEVICE_KEYS:
+            return
+        slot, dtypes = self.sig.device_arg, self.sig.factory_dtypes
+        assert slot is not None and dtypes is not None
+        kw = dict.fromkeys(dtypes)
+        kw[slot.name] = device
+        with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
+            if self.backend_kernel(backend)[0] is fn:
+                self.factory[given] = (serve, backend, kw)
 
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
@@ -616,3 +659,69 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
         return wrap(sig, out, list(args), {})
 
     return below
+
+
+# -- factories --------------------------------------------------------------------------------
+
+
+def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
+    """For a factory (``zeros``, ``arange``, ``full``...: no tensor argument, placed by its
+    keyword-only ``device``): ``entry(args, kwargs)`` runs a call whose ``device`` argument
+    an earlier call already placed (``cache.factory``), or returns ``MISS`` (then plan it).
+    Per call it checks what binding would: the positional arguments as ``FastCall`` does,
+    keyword arguments among the op's, each dtype a numpy dtype or None, the device of a
+    remembered value; the kernel (``dtype_guarded`` where the backend lacks dtypes) checks
+    the dtype. None: the op is no such factory, or the fast path is off."""
+    dtypes, slot = sig.factory_dtypes, sig.device_arg
+    if SLOW or dtypes is None or slot is None:
+        return None
+    npos, nmin, tails, checks, lists = sig.arity, sig.factory_nmin, sig.tails, sig.checks, sig.lists
+    dname, names = slot.name, frozenset((*dtypes, slot.name))
+    served, entry = cache.factory, cache.entry
+    dtype_type = np.dtype
+
+    def call_factory(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        n = len(args)
+        if n > npos or n < nmin:
+            return MISS
+        device = kwargs.get(dname) if kwargs else None
+        if type(device) not in _DEVICE_KEYS:
+            return MISS
+        try:
+            fn, backend, kw = served[device]
+        except KeyError:
+            return MISS
+        if kwargs:  # the dtypes, as given when numpy dtypes (binding converts the rest)
+            if not names.issuperset(kwargs):
+                return MISS
+            kw = kw.copy()
+            for name in dtypes:
+                d = kwargs.get(name)
+                if d is not None:
+                    if not isinstance(d, dtype_type):
+                        return MISS
+                    kw[name] = d
+        bargs = args + tails[n]
+        for i, ok in checks:
+            if type(bargs[i]) not in ok:
+                return MISS
+        for i, nullable in lists:
+            v = bargs[i]
+            if v is None:
+                if not nullable:
+                    return MISS
+            elif type(v) is list or type(v) is tuple:
+                for e in v:
+                    if type(e) is not int:
+                        return MISS
+                if type(v) is tuple:  # as binding gives it
+                    bargs = (*bargs[:i], list(v), *bargs[i + 1 :])
+            else:
+                return MISS
+        try:
+            return fn(*bargs, **kw)
+        except Exception as e:
+            kernel_failed(e, entry, fn, list(bargs), kw, backend)
+            raise
+
+    return call_factory

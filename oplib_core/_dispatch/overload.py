@@ -26,11 +26,14 @@ from .binding import Binder, Signature
 from .failure import kernel_failed
 from .fastpath import (
     LOG_DISPATCH,
+    MISS,
     SLOW,
+    FactoryCall,
     FastCall,
     OpCache,
     below_autograd,
     cache_class,
+    factory_entry,
 )
 from .modes import ACTIVE, MODES, DispatchMode, call_mode
 from .placement import Placement, as_tensors, check_result, checking, place, wrap
@@ -153,6 +156,7 @@ class OpOverload(FastCall):
         "_by_type",
         "_checks",
         "_entry",
+        "_factory",
         "_key0",
         "_key_rest",
         "_lists",
@@ -197,6 +201,9 @@ class OpOverload(FastCall):
         self._multi = sig.multi
         self._by_type = cache.by_type
         self.call_below_autograd = below_autograd(sig, cache)
+        self._factory = factory_entry(sig, cache)
+        if self._factory is not None:
+            _as_factory(self)
 
     # -- read-only accessors ----------------------------------------------------------------
     @property
@@ -422,6 +429,12 @@ class OpOverload(FastCall):
                 # (Tensor calls are named by wrap())
                 serve = naming(serve, self._sig.named, bool(self._sig.kwdefaults))
             self._opcache.remember(cls, call.tensors_in, call.backend, fn, serve)
+        elif self._factory is not None and clean and not call.found and self._sig.named is None:
+            # no arrays: a factory is remembered by its device argument, keywords and all
+            slot = self._sig.device_arg
+            assert slot is not None
+            given, bound = plan._kwargs.get(slot.name), plan.bkwargs[slot.name]
+            self._opcache.remember_factory(given, bound, call.backend, fn, fn)
         if call.tensors_in:
             return wrap(self._sig, out, plan.bargs, plan.bkwargs)
         return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
@@ -454,6 +467,26 @@ class OpOverload(FastCall):
         if call.tensors_in:
             return wrap(self._sig, out, bargs, bkwargs)
         return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
+
+
+class _FactoryOverload(OpOverload):
+    """An overload of a factory (``zeros``, ``arange``...: no tensor argument, placed by
+    its keyword-only ``device``): a call whose ``device`` an earlier call placed runs from
+    the cache (``factory_entry``), keyword arguments and all."""
+
+    __slots__ = ()
+    _factory: FactoryCall
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if not ACTIVE[0]:
+            out = self._factory(args, kwargs)
+            if out is not MISS:
+                return out
+        return self._call_slow(args, kwargs)
+
+
+def _as_factory(op: OpOverload) -> None:
+    op.__class__ = _FactoryOverload
 
 
 def _overload_named(qualname: str, where: Where) -> OpOverload:

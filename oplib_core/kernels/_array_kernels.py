@@ -509,6 +509,11 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     def default(dtype: np.dtype | None) -> Any:
         return native(get_default_dtype() if dtype is None else dtype)
 
+    if same:  # oplib's dtypes are the namespace's: no conversion (factories' hot path)
+
+        def default(dtype: np.dtype | None) -> Any:
+            return get_default_dtype() if dtype is None else dtype
+
     @kernel("empty")
     def empty(size: Sequence[int], *, dtype: np.dtype | None, device: Device | None) -> Any:
         """An uninitialised array of shape ``size``; ``dtype=None`` is the default dtype."""
