@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -116,6 +117,44 @@ def test_accumulation_with_create_graph_stays_out_of_place():
     (x * x).sum().backward(create_graph=True)
     assert first[1].item() == 2.0 and x.grad[1].item() == 4.0
     assert x.grad.grad_fn is not None
+
+
+def test_backward_frees_each_saved_tensor_once_its_node_has_run(ns):
+    """Peak memory of a chain: the values a node saved are gone before the node after it
+    (in backward order) runs, not at the end of the pass."""
+    alive: list[list[bool]] = []
+    arrays: list[weakref.ref] = []
+
+    @oplib.custom_op(f"{ns}::double", mutates_args=(), device_types="cpu")
+    def double(x: oplib.Tensor) -> oplib.Tensor:
+        out = np.multiply(x, 2.0)
+        arrays.append(weakref.ref(out))
+        return out
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        alive.append([r() is not None for r in arrays])
+        return g * 2.0 + out * 0.0
+
+    double.register_autograd(backward, setup_context=setup_context)
+    x = oplib.tensor(np.ones(3), requires_grad=True)
+    y = x
+    for _ in range(4):
+        y = double(y)
+    loss = y.sum()
+    del y
+    loss.backward()
+    # node k (backward order 3 - k) holds its own output; those of later nodes are freed
+    assert alive == [
+        [True, True, True, True],
+        [True, True, True, False],
+        [True, True, False, False],
+        [True, False, False, False],
+    ]
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 16.0))
 
 
 def test_non_scalar_output_without_gradient_raises():
