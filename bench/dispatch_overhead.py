@@ -6,7 +6,9 @@ numpy array (attribute lookups included, and with the packet bound to a name), (
 two unnamed outputs and (g) one with two named outputs (``oplib.return_types``); then the
 overheads against (a), all measured in this run. Rows (h)-(j) time the core op set's shared
 kernels (``oplib.kernels.array_kernels(numpy)``, bound through array-api-compat) against
-numpy's own function: what binding through the array API standard costs on numpy. With jax
+numpy's own function: what binding through the array API standard costs on numpy; (i2) and
+(j2) are packets with several overloads (``add``, ``sum``), (k)-(k3) the factory ``zeros``
+against ``np.zeros``. With jax
 and oplib-jax installed, also (l) ``jnp.negative`` on a jax array and (m) the core op
 ``oplib::neg`` on it (native and Tensor): the jax backend's overhead over a direct ``jnp`` call.
 Budget: (b)-(a) <= 500 ns, (c)-(a) <= 1500 ns. With ``OPLIB_DISPATCH_SLOW=1`` every call
@@ -70,11 +72,13 @@ def main() -> None:
         "custom": neg2,
         "pair": oplib.ops.bench.pair,
         "split": oplib.ops.bench.split,
+        "f32": np.dtype("float32"),
+        "cpu": oplib.Device("cpu"),
     }
     # warm the caches
     for stmt in ("oplib.ops.bench.neg(x)", "oplib.ops.bench.neg(t)", "overload(x)", "custom(x)"):
         eval(stmt, env)
-    for stmt in ("pair(x)", "pair(t)", "split(x)", "split(t)"):
+    for stmt in ("pair(x)", "pair(t)", "split(x)", "split(t)", "oplib.ops.oplib.add(x, x)"):
         eval(stmt, env)
 
     rows = [
@@ -96,6 +100,11 @@ def main() -> None:
         ("(i2) oplib.ops.oplib.add(x, x)", "oplib.ops.oplib.add(x, x)"),
         ("(j) np.sum(x)", "np.sum(x)"),
         ("(j1) core sum kernel(x, None, False)", "core_sum(x, None, False)"),
+        ("(j2) oplib.ops.oplib.sum(x)", "oplib.ops.oplib.sum(x)"),
+        ("(k) np.zeros((1,), float32)", "np.zeros((1,), f32)"),
+        ("(k1) oplib.ops.oplib.zeros([1])", "oplib.ops.oplib.zeros([1])"),
+        ("(k2) zeros([1], dtype=, device=)", "oplib.ops.oplib.zeros([1], dtype=f32, device=cpu)"),
+        ("(k3) oplib.zeros(1) Tensor", "oplib.zeros(1)"),
     ]
     jax_rows = _jax_rows(env)
     rows += jax_rows
@@ -130,6 +139,21 @@ def main() -> None:
     print(
         f"core kernels over numpy (array API binding): neg (h1-h) {neg_k:.0f} ns, "
         f"add (i1-i) {add_k:.0f} ns, sum (j1-j) {sum_k:.0f} ns"
+    )
+    packet = results["(i2) oplib.ops.oplib.add(x, x)"] - results["(i1) core add kernel(x, x)"]
+    red = results["(j2) oplib.ops.oplib.sum(x)"] - results["(j1) core sum kernel(x, None, False)"]
+    print(
+        f"packets with several overloads over their kernel: add {packet:.0f} ns, sum {red:.0f} ns"
+    )
+    zk = results["(k) np.zeros((1,), float32)"]
+    z1, z2 = (
+        results["(k1) oplib.ops.oplib.zeros([1])"] - zk,
+        results["(k2) zeros([1], dtype=, device=)"] - zk,
+    )
+    z3 = results["(k3) oplib.zeros(1) Tensor"] - zk
+    print(
+        f"factory over np.zeros: zeros([1]) {z1:.0f} ns, with dtype= and device= {z2:.0f} ns, "
+        f"oplib.zeros(1) {z3:.0f} ns (budget ~1000)"
     )
     if jax_rows:
         jb = results["(m) oplib.ops.oplib.neg(xj) jax"] - results["(l) jnp.negative(xj) direct"]

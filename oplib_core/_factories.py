@@ -33,13 +33,20 @@ __all__ = [
 
 
 def _call(qualname: str, *args: Any, **kwargs: Any) -> Any:
+    # keywords left at None are left out: the op's defaults, and its fast path's common case
+    if kwargs["dtype"] is None:
+        del kwargs["dtype"]
+    if kwargs["device"] is None:
+        del kwargs["device"]
     return REGISTRY.ops[qualname].overload(*args, **kwargs)
 
 
 def _size(size: tuple[Any, ...]) -> list[Any]:
-    first = size[0] if len(size) == 1 else None
+    if len(size) != 1 or type(size[0]) is int:  # zeros(2, 3), zeros(4): ints
+        return list(size)
+    first = size[0]
     if isinstance(first, (Sequence, np.ndarray)) and not isinstance(first, str):
-        return list(size[0])
+        return list(first)
     return list(size)
 
 

@@ -122,7 +122,8 @@ def test_factory_calls_are_served_by_the_cache(factory, monkeypatch):
     make((2,), device="cpu")
     assert set(op._opcache.factory) == {"cpu"}
     make([2], dtype=oplib.int8)
-    assert set(op._opcache.factory) == {"cpu", None}
+    make([2], device=oplib.Device("cpu"))
+    assert set(op._opcache.factory) == {"cpu", None, ("cpu", None)}
 
     def refuse(*_):
         raise AssertionError("a repeated factory call must not be planned")
@@ -130,8 +131,10 @@ def test_factory_calls_are_served_by_the_cache(factory, monkeypatch):
     monkeypatch.setattr(OpOverload, "plan_call", refuse)
     assert make((3,), device="cpu").shape == (3,)
     assert op([4], dtype=oplib.int8).dtype == np.int8
+    assert make([5], device=oplib.Device("cpu")).shape == (5,)
     # a tuple is given to the kernel as a list, the device as binding gives it, as before
-    assert seen[-2:] == [([3], None, oplib.Device("cpu")), ([4], np.dtype("int8"), None)]
+    cpu = oplib.Device("cpu")
+    assert seen[-3:] == [([3], None, cpu), ([4], np.dtype("int8"), None), ([5], None, cpu)]
 
 
 @pytest.mark.fastpath

@@ -79,7 +79,7 @@ _NO = object()
 #: arguments when no dtype is given: the device as bound, each dtype None).
 FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any]]
 # The ``device`` values a factory call is remembered under (a bool is refused by binding,
-# and would find the entry of 0 or 1).
+# and would find the entry of 0 or 1); a ``Device`` as the tuple (type, index).
 _DEVICE_KEYS = frozenset({type(None), Device, str, int})
 
 #: A factory's fast path: ``entry(args, kwargs)``, the result or ``MISS``.
@@ -102,7 +102,7 @@ class OpCache:
       Tensors that record a graph node;
     - ``by_backend``: backend name → (kernel, key) as resolution chose it, for the slow path;
     - ``factory``: for a factory (``Signature.factory_dtypes``), the ``device`` argument as
-      given (None, a ``Device``, a str or an int) → ``FactoryServe``, read by
+      given (None, a str, an int, or a ``Device`` as ``(type, index)``) → ``FactoryServe``, read by
       ``factory_entry``.
 
     The kernels in the first three already carry the op's keyword-only defaults (fast calls
@@ -198,7 +198,8 @@ class OpCache:
         kw[slot.name] = device
         with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
             if self.backend_kernel(backend)[0] is fn:
-                self.factory[given] = (serve, backend, kw)
+                key = (given.type, given.index) if type(given) is Device else given
+                self.factory[key] = (serve, backend, kw)
 
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
@@ -685,7 +686,10 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
         if n > npos or n < nmin:
             return MISS
         device = kwargs.get(dname) if kwargs else None
-        if type(device) not in _DEVICE_KEYS:
+        t = type(device)
+        if t is Device:  # hashing a Device costs 0.6 us: its fields are the key
+            device = (device.type, device.index)
+        elif t not in _DEVICE_KEYS:
             return MISS
         try:
             fn, backend, kw = served[device]
