@@ -204,12 +204,12 @@ class _Run:
         self.handed_out: set[int] = set()
 
     def to_leaf(self, leaf: Tensor, g: Tensor) -> None:
-        slots = self.leaf_capture.get(id(leaf))
-        if slots is not None:
-            for k in slots:
-                prev = self.captured[k]
-                self.captured[k] = g if prev is None else prev + g
-        if not self.accumulate:
+        if not self.accumulate:  # grad(): captured, .grad left alone
+            slots = self.leaf_capture.get(id(leaf))
+            if slots is not None:
+                for k in slots:
+                    prev = self.captured[k]
+                    self.captured[k] = g if prev is None else prev + g
             return
         if not self.create_graph:
             g = _detached(g)
@@ -294,6 +294,8 @@ def _detached(g: Tensor) -> Tensor:
 def _owns(data: Any) -> bool:
     """False for views (broadcast results, reshapes of another gradient) that must not become
     a leaf's ``.grad`` as they are."""
+    if type(data) is np.ndarray:
+        return data.base is None and data.flags.writeable
     flags = getattr(data, "flags", None)
     if flags is None:
         return True
@@ -392,8 +394,11 @@ def _run(
                 "none of the inputs it was computed from requires grad (or it was computed "
                 "under no_grad)"
             )
-        g = _root_grad(t, g, i)
-        run.handed_out.add(id(g))
+        if g is not None:  # the caller's: never to become a .grad as it is
+            g = _root_grad(t, g, i)
+            run.handed_out.add(id(g))
+        else:  # made here (ones), held by nothing else
+            g = _root_grad(t, g, i)
         fn = t.grad_fn
         if fn is None:
             pending_leaves.append((t, g))
