@@ -685,7 +685,7 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
         n = len(args)
         if n > npos or n < nmin:
             return MISS
-        device = kwargs.get(dname) if kwargs else None
+        device: Any = kwargs.get(dname) if kwargs else None
         t = type(device)
         if t is Device:  # hashing a Device costs 0.6 us: its fields are the key
             device = (device.type, device.index)
