@@ -8,7 +8,9 @@
 3. If torch is importable: torch's figures for the same chain, with ``custom_op`` +
    ``register_autograd`` and with its built-in ``torch.sin`` (for comparison only: on a
    noisy machine the same-run ratio says more than the absolute figure).
-4. The 100-node chain of issue 30, 50 x (``mul`` by 0.99, ``tanh``) on float32: on one
+4. One node, forward and the whole ``backward()`` call: a custom op, the core ``neg``,
+   and torch's built-in ``neg`` if importable (issue 30's CPU target).
+5. The 100-node chain of issue 30, 50 x (``mul`` by 0.99, ``tanh``) on float32: on one
    element, µs per node for the forward without grad, with grad (node creation) and forward
    + backward, with same-run ratios (and torch's, if importable); on 1M elements, the peak
    of memory traced (``tracemalloc``, which sees numpy's arrays, not torch's) during forward
@@ -154,6 +156,43 @@ def torch_chain(nodes: int, repeat: int) -> tuple[float, float] | None:
     )
 
 
+def one_node(repeat: int, per: int = 2000) -> dict[str, float]:
+    """µs for one graph node, forward and ``backward()`` (the whole call), on a one-element
+    float32 tensor: a custom op with ``register_autograd`` and the core ``neg``; torch's
+    built-in ``neg`` beside them when torch is importable (issue 30's CPU target: the
+    custom op at most 1.0x torch's built-in op)."""
+
+    @oplib.custom_op("bench_autograd::neg", mutates_args=(), device_types="cpu")
+    def neg(x: oplib.Tensor) -> oplib.Tensor:
+        return np.negative(x)
+
+    neg.register_autograd(lambda ctx, g: -g)
+    x = oplib.tensor(np.array([0.5], np.float32), requires_grad=True)
+    core = oplib.ops.oplib.neg
+
+    def run(f: Callable[[Any], Any], t: Any) -> Callable[[], None]:
+        def go() -> None:
+            for _ in range(per):
+                f(t).backward()
+                t.grad = None
+
+        return go
+
+    out: dict[str, float] = {}
+    for _ in range(2):
+        for name, fn in (("custom", run(neg, x)), ("core", run(core, x))):
+            t = best_us(fn, max(3, repeat // 4), per)
+            out[name] = min(out.get(name, t), t)
+    neg._destroy()
+    try:
+        import torch
+    except ImportError:
+        return out
+    tx = torch.tensor([0.5], dtype=torch.float32, requires_grad=True)
+    out["torch"] = best_us(run(torch.neg, tx), max(3, repeat // 4), per)
+    return out
+
+
 def mul_tanh(x: Any) -> Any:
     """The issue-30 chain: 50 x (``mul`` by 0.99, ``tanh``), 100 graph nodes."""
     y = x
@@ -238,6 +277,15 @@ def main() -> None:
         print(f"  torch custom_op + register_autograd (same chain): {t[0]:7.2f} µs")
         print(f"  torch built-in torch.sin (same chain)           : {t[1]:7.2f} µs")
         print(f"  oplib custom op is {t[0] / custom:.1f}x faster than torch's custom op")
+    o = one_node(args.repeat)
+    print("one node, 1-element float32, forward + backward() call:")
+    print(f"  custom op + register_autograd: {o['custom']:7.2f} µs")
+    print(f"  core op oplib::neg           : {o['core']:7.2f} µs")
+    if "torch" in o:
+        print(
+            f"  torch built-in torch.neg     : {o['torch']:7.2f} µs   "
+            f"(oplib custom op / torch = {o['custom'] / o['torch']:.2f}x)"
+        )
     m = mul_tanh_times(args.repeat)
     print("50 x (mul, tanh) chain (100 nodes), 1-element float32, µs per node:")
     print(f"  forward without grad        : {m['nograd']:7.2f} µs")
