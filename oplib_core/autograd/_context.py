@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # for annotations only: the registration module imports this 
 
 __all__ = ["FunctionCtx"]
 
+_new = object.__new__
+
 
 class _SavedOutput:
     """An output of the ctx's own node, saved without a reference cycle (tensor → node →
@@ -106,7 +108,15 @@ class FunctionCtx(Node):
             t = tensors[0]
             if type(t) is Tensor:
                 if t.grad_fn is self and self._nout == 1:
-                    self._saved = [_SavedOutput(t, 0)]
+                    s = _new(_SavedOutput)  # _SavedOutput(t, 0), without the call
+                    s.data = t._data
+                    s.nr = 0
+                    vc = t._vc
+                    if vc is None:
+                        vc = t._vc = [0]
+                    s.vc = vc
+                    s.version = vc[0]
+                    self._saved = [s]
                     self._versions = None
                     return
                 if t.grad_fn is not self:
