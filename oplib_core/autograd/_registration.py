@@ -56,6 +56,7 @@ class Formula:
     """A registered gradient formula: the op's Autograd kernel and the backward runner."""
 
     __slots__ = (
+        "all_tensors",
         "backward",
         "call",
         "first_only",
@@ -117,6 +118,7 @@ class Formula:
             and all(k == _OTHER for k in self.input_kinds[1:])
         )
         self.rest = (None,) * (self.n_inputs - 1)
+        self.all_tensors = all(k == _TENSOR for k in self.input_kinds)
         ns, _, rest = self.qualname.partition("::")
         name, _, overload = rest.partition(".")
         self.node_name = f"GeneratedBackwardFor_{ns}_{name}_{overload or 'default'}"
@@ -298,6 +300,8 @@ class Formula:
 
     def _edges_of(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The call's edges (see ``Node``): one per positional input."""
+        if self.all_tensors:  # (mul, matmul, where ...: no kinds to tell apart)
+            return tuple(map(edge_of, args[: self.n_inputs]))
         edges: list[Any] = []
         for a, kind in zip(args, self.input_kinds, strict=False):
             if kind == _TENSOR:
