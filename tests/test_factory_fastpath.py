@@ -178,3 +178,16 @@ def test_factory_call_reaches_an_active_mode_when_the_cache_is_warm(factory):
         make([1])
     assert log and log[0].endswith("make.default")
     assert len(seen) == n + 1  # the mode ran it once
+
+
+@pytest.mark.fastpath
+def test_explain_says_whether_the_factory_cache_serves_the_call(factory):
+    make, _ = factory
+    op = make.default
+    assert not op.plan_call(([2],), {"device": "cpu"}).cached
+    make([2], device="cpu")
+    assert op.plan_call(([2],), {"device": "cpu"}).cached
+    assert op.plan_call(((2, 3),), {"device": "cpu", "dtype": oplib.int8}).cached
+    assert not op.plan_call(([2],), {"device": "cpu", "dtype": "int8"}).cached  # binding's
+    assert not op.plan_call((2,), {"device": "cpu"}).cached  # a bare int: binding's
+    assert not op.plan_call(([2],), {}).cached  # device None: not seen yet

@@ -201,6 +201,31 @@ class OpCache:
                 key = (given.type, given.index) if type(given) is Device else given
                 self.factory[key] = (serve, backend, kw)
 
+    def serves_factory(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a factory's entry (``factory_entry``) would serve ``op(*args, **kwargs)``
+        now, no mode active: the plain restatement of its checks, for ``explain()``."""
+        sig, slot, dtypes = self.sig, self.sig.device_arg, self.sig.factory_dtypes
+        if slot is None or dtypes is None or not sig.factory_nmin <= len(args) <= sig.arity:
+            return False
+        if not set(kwargs) <= {*dtypes, slot.name}:
+            return False
+        if any(kwargs.get(d) is not None and not isinstance(kwargs[d], np.dtype) for d in dtypes):
+            return False
+        given = kwargs.get(slot.name)
+        if type(given) not in _DEVICE_KEYS:
+            return False
+        key = (given.type, given.index) if type(given) is Device else given
+        bargs = args + sig.tails[len(args)]
+        if any(type(bargs[i]) not in ok for i, ok in sig.checks):
+            return False
+        for i, nullable in sig.lists:
+            v = bargs[i]
+            if v is None and not nullable:
+                return False
+            if v is not None and not (type(v) in (list, tuple) and all(type(e) is int for e in v)):
+                return False
+        return key in self.factory
+
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
         device_of = self._device_check(backend)

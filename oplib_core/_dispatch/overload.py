@@ -119,6 +119,8 @@ class Plan:
     def cached(self) -> bool:
         """Whether ``FastCall.__call__`` would serve this call now, without the slow path."""
         op, cls = self._op, self.cache_class
+        if self.error is None and op._factory is not None and not ACTIVE[0]:
+            return op._opcache.serves_factory(self._args, self._kwargs)
         if cls is None or ACTIVE[0] or op._npos < 0 or self.error is not None:
             return False
         if op._sig.bind_fast(self._args, self._kwargs) is None:
