@@ -542,3 +542,39 @@ def test_an_out_overload_keeps_its_packet_on_the_fast_path():
     out = oplib.empty(3)
     assert OPS.exp(x, out=out) is out
     assert OPS.sum(x, dtype=F64).dtype == F64  # keywords of the positional overload still work
+
+
+def test_add_of_one_dtype_and_shape_writes_into_self_without_a_temporary():
+    """numpy's (and cupy's) ufuncs write add_/sub_/mul_ straight into self: no result array
+    the size of self is made and copied in (the autograd engine accumulates this way)."""
+    import tracemalloc
+
+    x = np.ones(1 << 20, np.float32)
+    y = np.full(1 << 20, 2.0, np.float32)
+    for op, want in (("add_", 3.0), ("mul_", 6.0), ("sub_", 4.0)):
+        fn = getattr(oplib.ops.oplib, op).Tensor
+        tracemalloc.start()
+        try:
+            assert fn(x, y) is x
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < x.nbytes // 4, (op, peak)
+        np.testing.assert_array_equal(x, np.full(1 << 20, want, np.float32))
+
+
+def test_direct_in_place_writes_give_the_functional_answers_on_overlap_and_other_dtypes():
+    x = np.arange(6.0)
+    oplib.ops.oplib.add_.Tensor(x[1:], x[:-1])  # overlapping: numpy reads before it writes
+    np.testing.assert_array_equal(x, [0.0, 1.0, 3.0, 5.0, 7.0, 9.0])
+    i = np.array([2**31 - 1, 5], np.int32)
+    oplib.ops.oplib.add_.Tensor(i, np.ones(2, np.int32))  # wraps as torch's int32 add_
+    np.testing.assert_array_equal(i, np.array([-(2**31), 6], np.int32))
+    b = np.ones(3, oplib.bfloat16)  # ml_dtypes' format: the functional kernel's opmath
+    oplib.ops.oplib.mul_.Tensor(b, np.full(3, 3.0, oplib.bfloat16))
+    assert b.dtype == oplib.bfloat16 and b.astype(np.float32).tolist() == [3.0, 3.0, 3.0]
+    f = np.ones(3, np.float32)  # another dtype: promotion checked as before
+    oplib.ops.oplib.add_.Tensor(f, np.ones(3, np.float16))
+    assert f.dtype == np.float32 and f.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(RuntimeError):
+        oplib.ops.oplib.add_.Tensor(np.ones(3, np.int32), np.ones(3, np.float32))

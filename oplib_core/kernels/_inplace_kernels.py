@@ -222,11 +222,48 @@ def binary_inplace(functional: dict[str, Kernel], store: Store) -> dict[str, Ker
     return kernels
 
 
+def ufunc_inplace(library: Any, kernels: dict[str, Kernel]) -> dict[str, Kernel]:
+    """``add_``, ``sub_`` and ``mul_`` of two arrays of one dtype and shape written by the
+    library's ufunc straight into ``self`` (``np.add(self, other, out=self)``; cupy's ufuncs
+    take ``out=`` too), where ``kernels``' versions compute a new array and copy it in: half
+    the memory traffic, no temporary (the autograd engine accumulates gradients this way).
+    Other calls (another dtype or shape, a scalar, ml_dtypes' formats, whose opmath is the
+    functional kernel's, bool) keep ``kernels``' version. Empty for other libraries (dask's
+    and jax's look like ufuncs but do not write into ``out=`` arrays)."""
+    if getattr(library, "__name__", None) not in ("numpy", "cupy"):
+        return {}
+    fast: dict[str, Kernel] = {}
+    for name, ufunc_name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply")):
+        ufunc = getattr(library, ufunc_name)
+        overload = f"{name}_.Tensor"
+        fast[overload] = _written_by(ufunc, kernels[overload], overload)
+    return fast
+
+
+def _written_by(ufunc: Any, plain: Kernel, overload: str) -> Kernel:
+    def direct(self: Any, other: Any) -> Any:
+        if (
+            type(other) is type(self)
+            and other.dtype == self.dtype
+            and self.dtype.kind in "iufc"
+            and other.shape == self.shape
+            and getattr(self.flags, "writeable", True)  # (cupy's arrays are always writable)
+        ):
+            ufunc(self, other, out=self)
+            return self
+        return plain(self, other)
+
+    direct.__qualname__ = direct.__name__ = overload
+    direct.__doc__ = plain.__doc__
+    return direct
+
+
 def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]:
     """The in-place kernels for ``xp`` (plus ``clamp`` and ``index_put``), built on the
     functional kernels ``functional`` (``array_kernels``' dict) so that dtype handling
     (bfloat16's opmath, promotion) is the functional op's."""
     kernels: dict[str, Kernel] = {}
+    library = xp
     xp = standard_namespace(xp)
     dmap = dtype_map(xp)
     native = dmap.native
@@ -254,6 +291,8 @@ def inplace_kernels(xp: Any, functional: dict[str, Kernel]) -> dict[str, Kernel]
         return self
 
     kernels.update(binary_inplace(functional, store))
+    if writes != "none":
+        kernels.update(ufunc_inplace(library, kernels))
 
     @kernel("zero_")
     def zero_(self: Any) -> Any:
