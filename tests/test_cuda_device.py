@@ -640,3 +640,21 @@ def test_float8_on_cuda_raises_backend_dtype_error(cp: Any) -> None:
     with pytest.raises(oplib.BackendDtypeError, match="float8_e4m3fn") as info:
         oplib.zeros(2, dtype=oplib.float8_e4m3fn, device="cuda")
     assert info.value.backend == "cuda"
+
+
+def test_in_place_add_writes_into_self_and_keeps_overlapping_views_right(cp: Any) -> None:
+    """add_/mul_ of two cupy arrays of one dtype and shape are written by cupy's ufunc into
+    self; a shifted view of self (which cupy's kernels would read while writing) takes the
+    copying path and gives numpy's answer."""
+    x = cp.ones(1 << 16, dtype=cp.float32)
+    y = cp.full(1 << 16, 2.0, dtype=cp.float32)
+    ptr = x.data.ptr
+    assert oplib.ops.oplib.add_.Tensor(x, y) is x and x.data.ptr == ptr
+    oplib.ops.oplib.mul_.Tensor(x, y)
+    np.testing.assert_array_equal(cp.asnumpy(x), np.full(1 << 16, 6.0, np.float32))
+    data = np.arange(4096, dtype=np.float64)
+    z = cp.asarray(data)
+    oplib.ops.oplib.add_.Tensor(z[1:], z[:-1])
+    expected = data.copy()
+    expected[1:] = data[1:] + data[:-1]
+    np.testing.assert_array_equal(cp.asnumpy(z), expected)

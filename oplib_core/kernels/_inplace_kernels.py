@@ -232,15 +232,20 @@ def ufunc_inplace(library: Any, kernels: dict[str, Kernel]) -> dict[str, Kernel]
     and jax's look like ufuncs but do not write into ``out=`` arrays)."""
     if getattr(library, "__name__", None) not in ("numpy", "cupy"):
         return {}
+    # numpy's ufuncs read overlapping inputs before writing; cupy's kernels do not, so a
+    # shifted view of self (x[1:] += x[:-1]) keeps the copying path there
+    overlaps = None if library.__name__ == "numpy" else library.may_share_memory
     fast: dict[str, Kernel] = {}
     for name, ufunc_name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply")):
         ufunc = getattr(library, ufunc_name)
         overload = f"{name}_.Tensor"
-        fast[overload] = _written_by(ufunc, kernels[overload], overload)
+        fast[overload] = _written_by(ufunc, kernels[overload], overload, overlaps)
     return fast
 
 
-def _written_by(ufunc: Any, plain: Kernel, overload: str) -> Kernel:
+def _written_by(
+    ufunc: Any, plain: Kernel, overload: str, overlaps: Callable[[Any, Any], bool] | None
+) -> Kernel:
     def direct(self: Any, other: Any) -> Any:
         if (
             type(other) is type(self)
@@ -248,6 +253,7 @@ def _written_by(ufunc: Any, plain: Kernel, overload: str) -> Kernel:
             and self.dtype.kind in "iufc"
             and other.shape == self.shape
             and getattr(self.flags, "writeable", True)  # (cupy's arrays are always writable)
+            and (overlaps is None or other is self or not overlaps(self, other))
         ):
             ufunc(self, other, out=self)
             return self
