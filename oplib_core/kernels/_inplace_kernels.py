@@ -239,16 +239,21 @@ def ufunc_inplace(library: Any, kernels: dict[str, Kernel]) -> dict[str, Kernel]
     for name, ufunc_name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply")):
         ufunc = getattr(library, ufunc_name)
         overload = f"{name}_.Tensor"
-        fast[overload] = _written_by(ufunc, kernels[overload], overload, overlaps)
+        fast[overload] = _written_by(ufunc, library.ndarray, kernels[overload], overload, overlaps)
     return fast
 
 
 def _written_by(
-    ufunc: Any, plain: Kernel, overload: str, overlaps: Callable[[Any, Any], bool] | None
+    ufunc: Any,
+    array: Any,
+    plain: Kernel,
+    overload: str,
+    overlaps: Callable[[Any, Any], bool] | None,
 ) -> Kernel:
     def direct(self: Any, other: Any) -> Any:
         if (
-            type(other) is type(self)
+            type(self) is array  # (a vendor's wrapper over numpy keeps the copying path)
+            and type(other) is array
             and other.dtype == self.dtype
             and self.dtype.kind in "iufc"
             and other.shape == self.shape
