@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Collection, Mapping
 from types import ModuleType
@@ -407,14 +408,13 @@ def _numpy_dtypes(backend: str, table: object) -> _builtin_list[np.dtype]:
         raise BackendError(f"backend {backend!r}: {expected}, got {table!r}")
     held: _builtin_list[np.dtype] = []
     for d in table:
-        try:
-            if d is None:
-                raise TypeError
-            held.append(np.dtype(d))
-        except TypeError:
-            raise BackendError(
-                f"backend {backend!r}: {expected}; {d!r} in it is not a dtype"
-            ) from None
+        dtype = None
+        if d is not None:  # (np.dtype(None) is float64)
+            with contextlib.suppress(TypeError):
+                dtype = np.dtype(d)
+        if dtype is None:
+            raise BackendError(f"backend {backend!r}: {expected}; {d!r} in it is not a dtype")
+        held.append(dtype)
     return held
 
 
