@@ -473,11 +473,12 @@ def test_fake_tensor_mode_over_cuda_tensors(cp: Any, ns: str) -> None:
     oplib.register_fake(f"{ns}::scale", lambda x, a: oplib.empty_like(x))
     real = oplib.tensor(np.ones((4, 5), np.float32), device="cuda")
     needs_grad = oplib.tensor(np.ones(3), device="cuda", requires_grad=True)
+    native = cp.zeros((3, 2))  # (made before the count: the test's own GPU memory)
     pool = cp.get_default_memory_pool()
     before = pool.used_bytes()
     with oplib.FakeTensorMode() as mode:
         x = mode.from_real(real)
-        n = mode.from_real(cp.zeros((3, 2)))
+        n = mode.from_real(native)
         g = mode.from_real(needs_grad)
         big = oplib.empty(60_000, 60_000, device="cuda:0")  # 14.4 GB, were it real
         results = {
