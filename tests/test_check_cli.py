@@ -233,6 +233,80 @@ def test_console_script_checks_the_core_op_set():
     data = json.loads(r.stdout)
     assert r.returncode == 0, [x for x in data["results"] if x["status"] == "FAIL"]
     assert data["summary"]["ops"] >= 61 and data["summary"]["fail"] == 0
+    # quiet: the core's own ops give no warning (the out= samples' ``out`` showed the
+    # kernel's write only by chance: 21 to 36 "left it unchanged" warnings a run)
+    assert "Warning" not in r.stderr, r.stderr
+
+
+def test_out_samples_hold_other_values_than_the_result():
+    """Every element of an ``out=`` sample's ``out`` differs from the result bit for bit, so
+    the declared mutation shows whatever memory ``out`` was made in."""
+    from oplib_core._opset import OUT_OPS
+    from oplib_core.testing import sample_inputs
+
+    checked = 0
+    for core_op in OUT_OPS:
+        op = oplib.lookup(f"oplib::{core_op.name}")
+        for sample in sample_inputs(op, "cpu"):
+            out = sample.kwargs["out"].numpy().copy()
+            op(*sample.args, **sample.kwargs)
+            after = sample.kwargs["out"].numpy()
+            width = after.dtype.itemsize
+            was = out.reshape(-1).view(np.uint8).reshape(-1, width)
+            now = after.reshape(-1).view(np.uint8).reshape(-1, width)
+            assert (was != now).any(axis=1).all(), (op, sample.name, out, after)
+            checked += 1
+    assert checked >= 2 * len(OUT_OPS)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OPLIB_PLUGINS_AUTOLOAD": "0"},
+        {"OPLIB_DISABLE_PLUGINS": "cpu,meta,privateuse,jax,dask,cuda"},
+    ],
+    ids=["no-autoload", "backends-blocked"],
+)
+def test_oplib_core_alone_says_which_distribution_to_install(env):
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core.cli", "check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert r.returncode == 1
+    assert r.stdout == ""  # no table, no 154 ops "without samples"
+    assert r.stderr == (
+        "oplib: no backend is installed, so no op can be checked: pip install oplib-cpu "
+        "(the reference backend)\n"
+    )
+
+
+def test_no_available_backend_is_said_with_the_reasons():
+    from subproc import run_python
+
+    out = run_python(
+        """
+        import contextlib, io
+        import oplib_core as oplib
+        from oplib_core.cli import main
+        oplib.backends.register(
+            oplib.BackendSpec(name="offline", array_types=(bytearray,), status=lambda: "unplugged")
+        )
+        err, stdout = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(stdout):
+            OUT["code"] = main(["check"])
+        OUT["err"], OUT["out"] = err.getvalue(), stdout.getvalue()
+        """,
+        env={"OPLIB_PLUGINS_AUTOLOAD": "0"},
+    )
+    assert out == {
+        "code": 1,
+        "out": "",
+        "err": "oplib: no installed backend is available here, so no op was checked: "
+        "offline: unplugged\n",
+    }
 
 
 def test_isolate_spawns_where_the_platform_cannot_fork(capsys, monkeypatch):

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import _introspect as introspect
+from ._names import INSTALL_A_BACKEND
 from ._parsers import group, leaf
 from ._render import Output, dist_label
 
@@ -35,7 +36,7 @@ def backends_list(args: argparse.Namespace, out: Output) -> int:
         out.json(rows)
         return 0
     if not rows:
-        out.line("no backends installed (pip install oplib-cpu)")
+        out.line(f"no backends installed ({INSTALL_A_BACKEND})")
         return 0
     out.table(
         ["backend", "key", "distribution", "available", "devices", "ops"],

@@ -2,7 +2,8 @@
 
 The default output is one row per op, failures first; ``-v`` shows every op x backend
 row. A progress bar runs on stderr when it is a terminal, else one line says what was
-checked. The exit status is 1 when a check failed or when nothing was checked at all."""
+checked. The exit status is 1 when a check failed or when nothing was checked at all; with
+no backend installed (oplib-core alone) or none available, that is all it says."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ..backends import TABLE
 from ..testing._checks import CHECKS, FAIL, PASS, SKIP
 from ..testing._runner import CheckRow, Progress, Report, UnknownName, check_ops
 from ._contract import run_contract
 from ._errors import CliError
-from ._names import backend, op_name
+from ._names import INSTALL_A_BACKEND, backend, op_name
 from ._parsers import leaf
 from ._render import Output
 
@@ -77,6 +79,11 @@ def run_checks(
     bar; ends with the one-line summary on stderr when that is no terminal."""
     qualnames = [op_name(g, "check") for g in given_ops]
     backends = [backend(b).name for b in given_backends]
+    if not backends and not TABLE.all():
+        raise CliError(
+            f"no backend is installed, so no op can be checked: {INSTALL_A_BACKEND} "
+            "(the reference backend)"
+        )
     try:
         with _progress(out) as progress:
             report = check_ops(
@@ -84,6 +91,11 @@ def run_checks(
             )
     except UnknownName as e:  # removed while we looked
         raise CliError(f"no {e.kind} {e.name!r}", 2) from e
+    if not report.backends and not backends:
+        raise CliError(
+            "no installed backend is available here, so no op was checked: "
+            + "; ".join(f"{name}: {reason}" for name, reason in report.unavailable.items())
+        )
     if not out.err_console.is_terminal:
         out.note(_summary(report))
     return report

@@ -12,7 +12,18 @@ from ..backends import TABLE, Backend, device
 from ..errors import AmbiguousOperatorError, UnknownOperatorError
 from ._errors import UsageError, no_operator, unknown_name
 
-__all__ = ["backend", "device_arg", "namespace", "op_name", "operator", "operator_or_hop"]
+__all__ = [
+    "INSTALL_A_BACKEND",
+    "backend",
+    "device_arg",
+    "namespace",
+    "op_name",
+    "operator",
+    "operator_or_hop",
+]
+
+#: What a user with oplib-core alone types to get a backend (cpu, the reference one).
+INSTALL_A_BACKEND = "pip install oplib-cpu"
 
 
 def operator(given: str, api: str) -> OpOverload:

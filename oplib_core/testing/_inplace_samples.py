@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
+from .._factories import tensor
 from .._opset import OUT_OPS
 from .._registry import REGISTRY
 from .._tensor import Tensor
+from ..fake._arrays import FakeArray
 from ..kernels._inplace_kernels import functional_name
 from ._core_samples import BF16, CORE_SAMPLES, F32, F64, I64, _Data, _samples, _t
 from ._samples import SampleInput
@@ -126,17 +128,33 @@ def _detached(value: Any) -> Any:
     return value
 
 
+def _unlike(expected: Tensor) -> Tensor:
+    """An ``out`` of ``expected``'s shape, dtype and device whose every element differs
+    from ``expected``'s bit for bit, so the kernel's write always shows (``new_empty``'s
+    memory often held the very result just freed, and ``oplib check`` then warned that the
+    kernel left ``out`` unchanged)."""
+    if isinstance(expected._data, FakeArray):  # no data to differ from
+        return expected.new_empty(tuple(expected.shape))
+    host = np.array(expected.backend.to_host(expected._data), copy=True)
+    if host.dtype == np.bool_:
+        np.logical_not(host, out=host)
+    else:
+        bits = host.view(np.dtype(f"u{host.dtype.itemsize}"))
+        np.invert(bits, out=bits)
+    return tensor(host, device=expected.device)
+
+
 def _out_samples(functional: str) -> Callable[[Device], Iterator[SampleInput]]:
     """An ``out=`` overload's samples: the functional op's, without grad (``out=`` refuses
-    autograd), each with an ``out`` of the functional result's shape and dtype."""
+    autograd), each with an ``out`` of the functional result's shape and dtype holding
+    other values than the result."""
 
     def make(device: Device) -> Iterator[SampleInput]:
         op = REGISTRY.ops[f"oplib::{functional}"].overload  # plugins load on first use
         for sample in CORE_SAMPLES[functional](device):
             args = tuple(_detached(a) for a in sample.args)
             kwargs = {k: _detached(v) for k, v in sample.kwargs.items()}
-            expected = op(*args, **kwargs)
-            out = expected.new_empty(tuple(expected.shape))
+            out = _unlike(op(*args, **kwargs))
             yield SampleInput(args, {**kwargs, "out": out}, name=f"{sample.name}, out=")
 
     return make
