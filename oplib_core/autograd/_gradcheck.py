@@ -1,4 +1,5 @@
-"""``gradcheck``: compare a function's gradients with central finite differences (float64)."""
+"""``gradcheck``: compare a function's gradients with central finite differences (float64;
+``opcheck`` also checks ops whose kernels refuse float64 in their own float32)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .._tensor import Tensor
 from ..errors import OplibError
 from ._engine import grad
 
-__all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
+__all__ = ["GradcheckError", "check_gradients", "gradcheck", "gradgradcheck"]
 
 
 class GradcheckError(OplibError, RuntimeError):
@@ -35,6 +36,10 @@ class GradcheckError(OplibError, RuntimeError):
         self.input = input
         self.numerical = numerical
         self.analytical = analytical
+
+
+_FLOAT64 = np.dtype(np.float64)
+_WIDE = (_FLOAT64, np.dtype(np.complex128))
 
 
 def _host(t: Tensor) -> np.ndarray:
@@ -68,6 +73,20 @@ def gradcheck(
     return _gradcheck(fn, inputs, eps, atol, rtol, raise_exception, no_diff_outputs=False)
 
 
+def check_gradients(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    dtype: np.dtype | None,
+    eps: float,
+    atol: float,
+    rtol: float,
+) -> bool:
+    """``gradcheck`` in ``dtype`` (None: each input's own dtype, for ops whose kernels
+    refuse float64); ``opcheck``'s ``test_gradcheck``."""
+    return _gradcheck(fn, inputs, eps, atol, rtol, True, no_diff_outputs=False, dtype=dtype)
+
+
 def _gradcheck(
     fn: Callable[..., Any],
     inputs: Sequence[Any] | Tensor,
@@ -77,9 +96,11 @@ def _gradcheck(
     raise_exception: bool,
     *,
     no_diff_outputs: bool,
+    dtype: np.dtype | None = _FLOAT64,
 ) -> bool:
     """``gradcheck``; with ``no_diff_outputs``, a function none of whose outputs requires
-    grad passes when its numerical Jacobian is zero (torch's rule), instead of raising."""
+    grad passes when its numerical Jacobian is zero (torch's rule), instead of raising.
+    The floating inputs are converted to ``dtype`` (None: kept in their own)."""
     if isinstance(inputs, Tensor):
         inputs = (inputs,)
     to_copy = REGISTRY.ops["oplib::_to_copy"].overload
@@ -88,7 +109,7 @@ def _gradcheck(
     for i, a in enumerate(inputs):
         if isinstance(a, Tensor) and a.dtype.kind in "fc":
             with no_grad():
-                c = to_copy(a.detach(), dtype=np.dtype(np.float64))
+                c = to_copy(a.detach(), dtype=dtype if dtype is not None else a.dtype)
             if a.requires_grad:
                 c.requires_grad_(True)
                 wrt.append(i)
@@ -121,8 +142,8 @@ def _gradcheck(
                     analytical[col][:, j] = _host(g).reshape(-1)
         for col, i in enumerate(wrt):
             numerical = np.zeros((int(np.prod(args[i].shape)), n_out))
-            for e, plus, minus in _central_differences(fn, args, i, k, eps):
-                numerical[e, :] = (plus - minus).reshape(-1) / (2 * eps)
+            for e, plus, minus, step in _central_differences(fn, args, i, k, eps):
+                numerical[e, :] = (plus - minus).reshape(-1) / step
             a = analytical[col]
             bad = ~(np.abs(a - numerical) <= atol + rtol * np.abs(numerical))
             if bad.any():
@@ -145,20 +166,26 @@ def _gradcheck(
 
 def _central_differences(
     fn: Callable[..., Any], args: list[Any], i: int, k: int, eps: float
-) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """``(e, plus, minus)`` per element ``e`` of input ``i``: output ``k`` of ``fn`` with that
-    element moved by ``+eps`` and by ``-eps`` (the other elements as given)."""
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, float]]:
+    """``(e, plus, minus, step)`` per element ``e`` of input ``i``: output ``k`` of ``fn``
+    with that element moved by ``+eps`` and by ``-eps`` (the other elements as given), and
+    the distance between the two points (``2 * eps``, or in a narrower dtype than float64
+    what is left of it after rounding)."""
     x = args[i]
-    host = _host(x)
+    kind = np.dtype(x.dtype)
+    host = np.asarray(x.backend.to_host(x._data)).astype(kind, copy=True)
     flat = host.reshape(-1)
     for e in range(flat.size):
         orig = flat[e]
         flat[e] = orig + eps
+        hi = flat[e]
         plus = _eval(fn, args, i, _like(x, host), k)
         flat[e] = orig - eps
+        lo = flat[e]
         minus = _eval(fn, args, i, _like(x, host), k)
         flat[e] = orig
-        yield e, plus, minus
+        step = 2 * eps if kind in _WIDE else complex(hi - lo).real
+        yield e, plus, minus, step
 
 
 def _eval(fn: Callable[..., Any], args: list[Any], i: int, value: Tensor, k: int) -> np.ndarray:
@@ -182,7 +209,7 @@ def _check_constant(
         if not isinstance(out, Tensor) or out.dtype.kind not in "fc":
             continue
         for i in wrt:
-            for e, plus, minus in _central_differences(fn, args, i, k, eps):
+            for e, plus, minus, _ in _central_differences(fn, args, i, k, eps):
                 if np.any(plus != minus):
                     if not raise_exception:
                         return False

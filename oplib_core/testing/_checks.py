@@ -7,13 +7,17 @@ adapted to oplib's backends:
   (a declared mutation that does not happen for a sample is a ``UserWarning``, as torch's
   opcheck accepts over-declaration), outputs do not alias inputs unless the schema says so, and
   outputs have the schema's return types and the call's device.
-- ``test_autograd_registration``: when an input requires grad, the op has an autograd
-  formula (or a CompositeImplicitAutograd decomposition that autograd goes through).
+- ``test_autograd_registration``: when an input requires grad and an output could require
+  grad (a floating tensor that is not a mutated input), the op has an autograd formula (or a
+  CompositeImplicitAutograd decomposition that autograd goes through); an op that returns
+  nothing needs none, as in torch.
 - ``test_faketensor``: the fake kernel (under ``FakeTensorMode``) and data-less backends
   such as ``meta`` give the real kernel's output shape, dtype and device.
 - ``test_backends``: every available backend gives the CPU result, within a tolerance for
-  the dtype.
-- ``test_gradcheck``: the autograd formula agrees with finite differences (float64).
+  the dtype. A backend whose arrays the op's ``default`` kernel cannot take (numpy code run
+  on a device's arrays) is a skip naming the kernel and the error.
+- ``test_gradcheck``: the autograd formula agrees with finite differences, in float64 where
+  the kernel takes float64, else in the inputs' own float32 with looser tolerances.
 
 Each check gives one :class:`CheckResult` per backend it looked at: ``PASS``, ``FAIL`` (with
 the error) or ``SKIP`` (with the reason: no kernel for that backend, backend not available,
@@ -38,10 +42,10 @@ from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import enable_grad, no_grad
 from .._higher_order._operator import HigherOrderOperator
 from .._lookup import lookup, lookup_for_call
-from .._registry import AUTOGRAD, FAKE
+from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
 from .._schema import Argument, BaseType, ListType, OptionalType
 from .._tensor import Tensor
-from ..autograd._gradcheck import GradcheckError, gradcheck
+from ..autograd._gradcheck import GradcheckError, check_gradients
 from ..backends import TABLE, Backend
 from ..errors import (
     KernelResultError,
@@ -512,6 +516,28 @@ def _grad_inputs(case: _Case, values: dict[str, Any] | None = None) -> list[str]
     return [label for _, label, t in case.tensors(values) if t.requires_grad]
 
 
+def _no_differentiable_output(case: _Case, target: Device) -> str | None:
+    """Why no output of ``case`` could require grad (it returns nothing, or no floating
+    tensor other than a mutated input it returns), or None when one could. Runs the op
+    under ``no_grad``, as torch's check runs it with the autograd fallback doing nothing."""
+    values = case.copy(target)
+    with no_grad():
+        outs = case.outputs(case.call(values))
+    returns = case.schema.returns
+    for i, o in enumerate(outs):
+        ann = returns[i].annotation if i < len(returns) else None
+        if ann is not None and ann.is_write:
+            continue  # the mutated input itself: torch leaves inputs out
+        leaves = _leaves(_as_tensor(o) if not isinstance(o, (list, tuple)) else o)
+        if any(t.dtype.kind in "fc" for _, t in leaves):
+            return None
+    what = "returns nothing" if not returns else "returns no floating tensor of its own"
+    return (
+        f"{case.qualname} {what}: no output could require grad, so it needs no autograd "
+        "formula (torch's rule)"
+    )
+
+
 def _test_autograd_registration(case: _Case, target: Device) -> str | None:
     needs = _grad_inputs(case)
     if not needs:
@@ -522,10 +548,16 @@ def _test_autograd_registration(case: _Case, target: Device) -> str | None:
     try:
         fn = case.op.autograd_kernel(backend)
     except RuntimeError:
+        nothing = _no_differentiable_output(case, target)
+        if nothing is not None:
+            # torch's rule: a missing formula is a bug only where an output would require grad
+            return nothing
         keys = sorted(k for k, _ in case.op.kernels() if k not in (AUTOGRAD, FAKE)) or ["(none)"]
         raise _Failure(
-            f"inputs {', '.join(repr(n) for n in needs)} require grad but {case.qualname} has no "
-            f"autograd formula for backend {backend.name!r} (kernels: {', '.join(keys)}). "
+            f"at least one output of {case.qualname} would require grad (inputs "
+            f"{', '.join(repr(n) for n in needs)} require grad) but the operator has no "
+            f"autograd formula for backend {backend.name!r} (kernels: {', '.join(keys)}): "
+            "oplib refuses to call it with such inputs. "
             f"Register one with oplib.register_autograd({case.qualname!r}, backward, "
             "setup_context=...), or give the op a CompositeImplicitAutograd decomposition "
             "(and no backend kernels) so autograd goes through its parts"
@@ -751,15 +783,24 @@ def _backend_results(
             yield name, SKIP, "data-less backend (checked by test_faketensor)", None, True
             continue
         try:
-            case.op.resolve(backend)
+            _, key = case.op.resolve(backend)
         except NoKernelError:
             yield name, SKIP, f"no kernel for backend {name!r}", None, False
             continue
         try:
             values = case.copy(Device(name))
             before = _snapshot(case, values)
+            cannot, got = None, []
             with no_grad():
-                got = case.outputs(case.call(values))
+                try:
+                    got = case.outputs(case.call(values))
+                except Exception as e:
+                    cannot = _default_cannot_run(case, backend, key, e)
+                    if cannot is None:
+                        raise
+            if cannot is not None:
+                yield name, SKIP, cannot, None, False
+                continue
             _check_mutations(case, values, before, warn=False)
             if compare_values:
                 _compare_values(got, ref, name, rtol, atol)
@@ -778,6 +819,22 @@ def _backend_results(
             yield name, status, reason, error, status == FAIL
         else:
             yield name, PASS, "", None, True
+
+
+def _default_cannot_run(case: _Case, backend: Backend, key: str, e: Exception) -> str | None:
+    """Why ``backend`` is skipped when the op's ``default`` kernel, which served it
+    (``key``), raised ``e`` on its arrays: a ``default`` kernel written in numpy (as torch
+    ``default`` kernels are ported) runs on cpu only, and is no backend's bug. None when
+    another kernel raised, or the error is a dtype the backend declares it lacks."""
+    if key != COMPOSITE_EXPLICIT or dtype_failure(backend, e) is not None:
+        return None
+    kernel = case.op.kernel(COMPOSITE_EXPLICIT)
+    where = f" ({kernel.origin.source})" if kernel is not None else ""
+    return (
+        f"the default kernel of {case.qualname}{where} cannot take {backend.name} arrays: "
+        f"{type(e).__name__}: {e}. A default kernel written in numpy runs on cpu only: "
+        "register it for 'cpu' (and a kernel per other device)"
+    )
 
 
 def _verdict(backend: Backend | None, e: Exception) -> tuple[str, str, Exception | None]:
@@ -805,6 +862,51 @@ def dtype_failure(backend: Backend, error: BaseException | None) -> str | None:
     return None
 
 
+#: (eps, atol, rtol) of gradcheck in an op's own dtype when its kernel refuses float64:
+#: torch's guidance for lower precision (a float32 step of 1e-3 keeps the rounding error of
+#: the differences near 1e-4 of the result, and tolerances of 1e-2 accept it).
+_LOW_PRECISION = {"float32": (1e-3, 1e-2, 1e-2), "complex64": (1e-3, 1e-2, 1e-2)}
+
+
+def _gradcheck_precision(
+    case: _Case, target: Device
+) -> tuple[np.dtype | None, float, float, float] | str:
+    """``(dtype, eps, atol, rtol)`` for gradcheck: float64 where the kernel takes float64,
+    else the inputs' own dtype (``None``) with tolerances for it; or why it cannot run."""
+    values = case.copy(target)
+    own = {str(t.dtype) for _, _, t in case.tensors(values) if t.dtype.kind in "fc"} - {
+        "float64",
+        "complex128",
+    }
+    if not own:
+        return np.dtype(np.float64), 1e-6, 1e-5, 1e-3
+    with no_grad():
+        wide = {
+            a.name: [_wide(x) for x in v] if isinstance(v, list) else _wide(v)
+            for a, v in ((a, values[a.name]) for a in case.schema.arguments)
+        }
+        try:
+            case.call(wide)
+        except Exception as e:  # the kernel refuses float64: check in the inputs' dtype
+            refusal = f"{case.qualname} refuses float64 ({type(e).__name__}: {e})"
+        else:
+            return np.dtype(np.float64), 1e-6, 1e-5, 1e-3
+    if len(own) == 1 and next(iter(own)) in _LOW_PRECISION:
+        eps, atol, rtol = _LOW_PRECISION[next(iter(own))]
+        return None, eps, atol, rtol
+    return (
+        f"{refusal}, and finite differences in {', '.join(sorted(own))} are too coarse to "
+        "compare gradients"
+    )
+
+
+def _wide(v: Any) -> Any:
+    """A floating Tensor as float64 (complex128); anything else as it is."""
+    if not isinstance(v, Tensor) or v.dtype.kind not in "fc":
+        return v
+    return _copy_op()(v, dtype=np.dtype(np.complex128 if v.dtype.kind == "c" else np.float64))
+
+
 def _test_gradcheck(case: _Case, target: Device) -> str | None:
     if TABLE.get(target.type).spec.fake_kernels:
         return f"{target.type} arrays have no data"
@@ -818,6 +920,16 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
     autograd = case.op.kernel(AUTOGRAD)
     if autograd is not None and autograd.is_fallthrough:
         return "the op is declared non-differentiable"
+    try:
+        case.op.autograd_kernel(TABLE.get(target.type))
+    except RuntimeError:
+        nothing = _no_differentiable_output(case, target)
+        if nothing is not None:
+            return nothing
+    precision = _gradcheck_precision(case, target)
+    if isinstance(precision, str):
+        return precision
+    dtype, eps, atol, rtol = precision
     values = case.copy(target)
     slots = [
         (a.name, i)
@@ -838,7 +950,7 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
         return case.call(call)
 
     try:
-        gradcheck(fn, inputs)
+        check_gradients(fn, inputs, dtype=dtype, eps=eps, atol=atol, rtol=rtol)
     except GradcheckError as e:
         raise _Failure(str(e).split("\nnumerical:")[0]) from e
     except NoKernelError as e:
