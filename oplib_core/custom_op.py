@@ -63,12 +63,19 @@ def _validate(qualname: str, schema: str, given: bool, mutates_args: Iterable[st
     if expected != declared:
         differ = sorted(expected ^ declared)
         raise SchemaError(
-            f"custom_op({qualname!r}): mutates_args={sorted(declared)} and the schema "
-            f"disagree about argument(s) {differ}: the schema suggests that the op mutates "
-            f"{sorted(expected)}. Please make these consistent (declare a mutated argument "
-            "'Tensor(a!) name' in the schema and list it in mutates_args)",
+            f"custom_op({qualname!r}): attempted to create a custom op with "
+            f"mutates_args={sorted(declared)} and schema={schema!r}. The schema suggests that "
+            f"the op mutates {_set_text(expected)}, which is different from what was provided "
+            f"in mutates_args (they disagree about argument(s) {differ}). Please make these "
+            "consistent: declare a mutated argument 'Tensor(a!) name' in the schema and list "
+            "it in mutates_args",
             str(parsed),
         )
+
+
+def _set_text(names: set[str]) -> str:
+    """A set of names as torch prints it (``{'x'}``, ``set()``), in a stable order."""
+    return "{" + ", ".join(map(repr, sorted(names))) + "}" if names else "set()"
 
 
 class CustomOpDef(FastCall):

@@ -563,10 +563,11 @@ def test_factory_dispatches_on_device_argument(lib, ns, toy):
     seen = []
     lib.impl("make", lambda n, *, device: seen.append(("cpu", device)) or np.zeros(n), "cpu")
     lib.impl("make", lambda n, *, device: seen.append(("toy", device)) or toy(np.zeros(n)), "toy")
-    assert type(make(2)) is np.ndarray
-    assert type(make(2, device=None)) is np.ndarray
-    assert type(make(2, device="toy:1")) is toy
-    assert type(make(2, device=oplib.device("cpu"))) is np.ndarray
+    # no array argument: Tensors come back, as torch gives them (issue 31)
+    assert make(2).device == oplib.Device("cpu")
+    assert make(2, device=None).device == oplib.Device("cpu")
+    assert make(2, device="toy:1").device.type == "toy"
+    assert type(make(2, device=oplib.device("cpu"))) is oplib.Tensor
     assert seen == [
         ("cpu", None),
         ("cpu", None),

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._device import Device
 from .._native._classes import converter as class_converter
+from .._registry import Registry
 from .._return_types import ReturnType
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
 from .._tensor import Tensor
@@ -43,6 +44,13 @@ def _tensor(x: Any) -> Any:
     if isinstance(x, np.generic):
         return np.asarray(x)
     return _INVALID
+
+
+def _tensor_or_none(x: Any) -> Any:
+    """A plain ``Tensor`` argument of a user's op: None passes as None, as torch hands a
+    Python kernel the undefined tensor None becomes (causal-conv1d's backward passes
+    ``dinitial_states=None``). Core ops refuse it: their kernels need arrays."""
+    return None if x is None else _tensor(x)
 
 
 def _int(x: Any) -> Any:
@@ -167,7 +175,11 @@ class Binder:
         self._pos: tuple[Argument, ...] = tuple(a for a in schema.arguments if not a.kwarg_only)
         self._kw: tuple[Argument, ...] = tuple(a for a in schema.arguments if a.kwarg_only)
         self._names = {a.name for a in schema.arguments}
-        self._converters = {a.name: converter(a.type) for a in schema.arguments}
+        user_op = qualname.partition("::")[0] not in Registry.RESERVED_NAMESPACES
+        self._converters = {
+            a.name: _tensor_or_none if user_op and is_plain_tensor(a.type) else converter(a.type)
+            for a in schema.arguments
+        }
 
     def _error(self, message: str) -> CallArgumentError:
         return CallArgumentError(
@@ -383,7 +395,8 @@ class Signature:
     - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
       the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
       ``ScalarType?`` names (None: not such a factory), ``factory_nmin`` the positional
-      arguments required; ``tails``, ``checks`` and ``lists`` as above.
+      arguments required; ``tails``, ``checks`` and ``lists`` as above. ``wrap_bare``: a
+      user's op, whose calls without any array return Tensors (as torch's).
     - ``returns``: per return, its kind and the input it aliases (see ``ReturnPlan``);
       ``single_plain_return``: exactly one return, a plain ``Tensor``; ``tuple_return``:
       the one return comes as a 1-tuple (``-> ((Tensor))``, torch's ``Tuple[Tensor]``);
@@ -413,6 +426,7 @@ class Signature:
         "slots",
         "tails",
         "tuple_return",
+        "wrap_bare",
         "writes",
     )
 
@@ -472,6 +486,10 @@ class Signature:
             dtypes = tuple(n for n, t in kw_types.items() if t == "ScalarType?")
             if len(dtypes) + 1 == len(kw_types) and kw_types[device_arg.name] == "Device?":
                 self.factory_dtypes = dtypes
+        # A call of a user's op without any array (create_from_file(str) -> Tensor, every
+        # Tensor argument None) returns Tensors, as torch does; the core's factories give
+        # their arrays (oplib.zeros wraps them).
+        self.wrap_bare = qualname.partition("::")[0] not in Registry.RESERVED_NAMESPACES
         self.factory_nmin = nmin
         if not key_pos:
             fast = False

@@ -20,6 +20,7 @@ from .._return_types import release as release_return_type
 from .._schema import FunctionSchema
 from .._startup import ensure
 from .._tags import Tag
+from .._tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
 from .binding import Binder, Signature
@@ -431,12 +432,19 @@ class OpOverload(FastCall):
                 # (Tensor calls are named by wrap())
                 serve = naming(serve, self._sig.named, bool(self._sig.kwdefaults))
             self._opcache.remember(cls, call.tensors_in, call.backend, fn, serve)
-        elif self._factory is not None and clean and not call.found and self._sig.named is None:
+        elif (
+            self._factory is not None
+            and clean
+            and not call.found
+            and self._sig.named is None
+            and (not call.tensors_in or self._sig.single_plain_return)
+        ):
             # no arrays: a factory is remembered by its device argument, keywords and all
             slot = self._sig.device_arg
             assert slot is not None
             given, bound = plan._kwargs.get(slot.name), plan.bkwargs[slot.name]
-            self._opcache.remember_factory(given, bound, call.backend, fn, fn)
+            serve = _wrapping(fn) if call.tensors_in else fn  # (a user's factory: a Tensor)
+            self._opcache.remember_factory(given, bound, call.backend, fn, serve)
         if call.tensors_in:
             return wrap(self._sig, out, plan.bargs, plan.bkwargs)
         return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
@@ -485,6 +493,17 @@ class _FactoryOverload(OpOverload):
             if out is not MISS:
                 return out
         return self._call_slow(args, kwargs)
+
+
+def _wrapping(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` giving its one array as a Tensor: a user's factory served from the cache
+    returns what its slow path returns (``Signature.wrap_bare``)."""
+
+    def serve(*args: Any, **kwargs: Any) -> Any:
+        return Tensor._wrap(fn(*args, **kwargs))
+
+    serve.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this
+    return serve
 
 
 def _as_factory(op: OpOverload) -> None:

@@ -36,7 +36,8 @@ class Placement:
 
     ``nargs``/``nkwargs`` are the bound arguments with native arrays in place of Tensors
     (what a backend kernel gets); ``found`` lists the tensor arguments (``Found``);
-    ``tensors_in`` whether any argument was a Tensor (results are then wrapped);
+    ``tensors_in`` whether any argument was a Tensor, or none was an array and the op
+    returns Tensors then (``Signature.wrap_bare``): results are then wrapped;
     ``requires_grad`` whether one of those requires grad; ``converted`` whether scalars
     were moved to the backend (such calls are not cached); ``mixed`` whether native arrays
     came beside Tensors."""
@@ -95,6 +96,7 @@ def place(sig: Signature, qualname: str, bargs: list[Any], bkwargs: dict[str, An
         backend, converted = _backend_for(sig, qualname, found)
     else:
         backend, converted = _factory_backend(sig, qualname, nargs, nkwargs), False
+        tensors_in = sig.wrap_bare  # no array: a user's op returns Tensors, as torch
     mixed = tensors_in and native
     return Placement(nargs, nkwargs, found, tensors_in, requires_grad, backend, converted, mixed)
 

@@ -1,10 +1,10 @@
 """Kernel resolution: which kernel serves an operator on a backend (torch's ``resolve_key``).
 
 For a backend the keys are tried in order: the backend's own kernel, the fake kernel (for
-data-less backends such as meta), ``CompositeExplicitAutograd``, then
-``CompositeImplicitAutograd`` when the backend has no kernel of its own, then the
-backend's fallback. A ``py_impl`` kernel for a key comes before the table's; a
-``fallthrough_kernel`` skips its key. ``Autograd`` is resolved on its own
+data-less backends such as meta; an op that mutates and returns nothing has a trivial one),
+``CompositeExplicitAutograd``, then ``CompositeImplicitAutograd`` when the backend has no
+kernel of its own, then the backend's fallback. A ``py_impl`` kernel for a key comes before
+the table's; a ``fallthrough_kernel`` skips its key. ``Autograd`` is resolved on its own
 (``autograd_kernel``). Nothing here caches: the fast path remembers answers.
 """
 
@@ -13,8 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, Kernel, OpEntry
-from .._schema import BaseType, OptionalType
+from .._registry import (
+    AUTOGRAD,
+    COMPOSITE_EXPLICIT,
+    COMPOSITE_IMPLICIT,
+    FAKE,
+    REGISTRY,
+    Kernel,
+    OpEntry,
+)
+from .._schema import BaseType, FunctionSchema, OptionalType
 from ..backends import TABLE, Backend
 from ..errors import AutogradUnsupportedError, NoKernelError
 
@@ -22,11 +30,13 @@ __all__ = [
     "DispatchKeySet",
     "autograd_kernel",
     "dtype_guarded",
+    "has_trivial_fake",
     "lookup",
     "no_autograd",
     "no_kernel",
     "resolution_steps",
     "resolve",
+    "trivial_fake",
 ]
 
 #: A resolution step: (key, the kernel it gives or None, why it was taken or skipped).
@@ -72,6 +82,22 @@ def lookup(entry: OpEntry, key: str, below: tuple[str, ...]) -> Callable[..., An
     return k.fn
 
 
+def has_trivial_fake(qualname: str, schema: FunctionSchema) -> bool:
+    """Whether the op needs no fake kernel (torch's ``can_generate_trivial_fake_impl``): it
+    mutates an argument and returns nothing (``-> ()``), and is not a core op. Such an op
+    cannot change its inputs' metadata, so its fake is ``trivial_fake``: nothing to compute,
+    nothing to touch."""
+    if not schema.is_mutable or schema.returns:
+        return False
+    return qualname.partition("::")[0] not in REGISTRY.RESERVED_NAMESPACES
+
+
+def trivial_fake(*args: Any, **kwargs: Any) -> None:
+    """The fake (and meta) kernel of an op that ``has_trivial_fake``: returns None, touches
+    nothing."""
+    return None
+
+
 def _why(entry: OpEntry, key: str, fn: Callable[..., Any] | None) -> str:
     k = entry.kernel(key)
     if fn is None:
@@ -93,6 +119,10 @@ def resolution_steps(entry: OpEntry, backend: Backend) -> Iterator[Step]:
         fn = lookup(entry, key, (name,))
         yield key, fn, _why(entry, key, fn)
         if fn is not None:
+            return
+        if key == FAKE and has_trivial_fake(entry.qualname, entry.schema):
+            # before a 'default' kernel, which would compute (numpy math) on data-less arrays
+            yield FAKE, trivial_fake, "taken: trivial fake (mutates, returns nothing)"
             return
     if entry.has_kernel(name) or name in entry.py_kernels:
         yield COMPOSITE_IMPLICIT, None, f"skipped: not used when {name!r} has a kernel"

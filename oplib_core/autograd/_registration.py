@@ -106,7 +106,12 @@ class Formula:
         self.tail_defaults = tuple(tail)
         # "-> ((Tensor))" (torch's Tuple[Tensor]) gives a 1-tuple: not the simple form
         self.tuple_out = schema.tuple_return
-        self.simple = self.out_kinds == (_TENSOR,) and not schema.tuple_return
+        # one plain Tensor return (a "Tensor?" one may be None: the general path takes it)
+        self.simple = (
+            self.out_kinds == (_TENSOR,)
+            and not schema.tuple_return
+            and not isinstance(schema.returns[0].type, OptionalType)
+        )
         self.unary = self.input_kinds == (_TENSOR,)
         self.unary_simple = self.unary and self.simple
         # one Tensor first, then only other values (mul.Scalar, sum.dim_IntList ...): the
@@ -328,14 +333,20 @@ class Formula:
         outs = out if len(self.out_kinds) > 1 or self.tuple_out else (out,)
         flat: list[Tensor] = []
         lens: list[int] = []
-        for kind, o in zip(self.out_kinds, outs, strict=True):
+        nones: list[int] = []
+        for i, (kind, o) in enumerate(zip(self.out_kinds, outs, strict=True)):
             if kind == _TENSOR:
-                flat.append(o)
+                if o is None:  # a "Tensor?" return left out: no node, its gradient None
+                    nones.append(i)
+                else:
+                    flat.append(o)
             elif kind == _LIST:
                 flat.extend(o)
                 lens.append(len(o))
         if lens:
             ctx.__dict__["_oplib_list_lens"] = tuple(lens)
+        if nones:
+            ctx.__dict__["_oplib_none_outs"] = frozenset(nones)
         return flat
 
     # -- backward ---------------------------------------------------------------------------
@@ -391,17 +402,26 @@ class Formula:
         ``ctx.set_materialize_grads(False)``)."""
         if ctx._materialize:
             grads = [ctx._zeros_for(nr) if g is None else g for nr, g in enumerate(grads)]
-        if _LIST not in self.out_kinds and _OTHER not in self.out_kinds:
+        if (
+            _LIST not in self.out_kinds
+            and _OTHER not in self.out_kinds
+            and "_oplib_none_outs" not in ctx.__dict__
+        ):
             return grads
         return self._with_lists(ctx, grads)
 
     def _with_lists(self, ctx: FunctionCtx, grads: list[Any]) -> list[Any]:
+        """One gradient per return: a list for a Tensor[] return, None for a non-Tensor
+        return and for a ``Tensor?`` return that was None (as torch gives them)."""
         lens: tuple[int, ...] = ctx.__dict__.get("_oplib_list_lens", ())
+        nones: frozenset[int] = ctx.__dict__.get("_oplib_none_outs", frozenset())
         per: list[Any] = []
         pos = 0
         li = 0
-        for kind in self.out_kinds:
-            if kind == _TENSOR:
+        for i, kind in enumerate(self.out_kinds):
+            if i in nones:
+                per.append(None)
+            elif kind == _TENSOR:
                 per.append(grads[pos])
                 pos += 1
             elif kind == _LIST:

@@ -3,10 +3,12 @@ without data.
 
 Under the mode every operator call runs the op's fake kernel (or, without one, its
 ``Meta`` kernel, as torch does, or else its CompositeImplicitAutograd decomposition, whose
-parts run fake in turn) on data-less arrays. Fake tensors keep a real device type (a fake
-``cpu`` tensor, a fake ``cuda`` tensor even without a GPU); factories called under the mode
-make fake arrays on the requested device. Real inputs are refused (``from_real`` converts
-them), so a program cannot silently mix real and fake data.
+parts run fake in turn) on data-less arrays. An op that mutates an argument and returns
+nothing needs none of them: it returns None and touches nothing (torch's trivial fake).
+Fake tensors keep a real device type (a fake ``cpu`` tensor, a fake ``cuda`` tensor even
+without a GPU); factories called under the mode make fake arrays on the requested device.
+Real inputs are refused (``from_real`` converts them), so a program cannot silently mix
+real and fake data.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from .._dispatch.placement import wrap
+from .._dispatch.resolution import has_trivial_fake
 from .._native._classes import CLASSES
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
 from .._return_types import named_result
@@ -201,6 +204,8 @@ class FakeTensorMode(DispatchMode):
         bargs, bkwargs, *_ = self._bind(op, args, kwargs)  # argument errors come first
         decomp = op.kernel(COMPOSITE_IMPLICIT)
         if decomp is None or decomp.is_fallthrough:
+            if has_trivial_fake(op.name(), op.schema):
+                return None  # mutates, returns nothing: no metadata to compute (as torch)
             raise self._no_fake(op)
         with self:
             out = decomp.fn(*bargs, **bkwargs)
@@ -262,15 +267,17 @@ class FakeTensorMode(DispatchMode):
         Python scalars' stand-ins, are faked)."""
         nargs = list(bargs)
         nkwargs = dict(bkwargs) if bkwargs else bkwargs
+        sig = op._sig
         tensors_in = False
+        arrays_in = False
         real: list[str] = []
         fake_seen = False
-        sig = op._sig
         for slot in sig.slots:
             value = slot.get(nargs, nkwargs)
             if slot.is_list and value is not None and not isinstance(value, (list, tuple)):
                 return _RETRY, {}, False
         for name, value, container, index in sig.tensor_arguments(nargs, nkwargs):
+            arrays_in = True
             if type(value) is Tensor:
                 tensors_in = True
                 value = value._data
@@ -283,6 +290,8 @@ class FakeTensorMode(DispatchMode):
             container[index] = value
         if real:
             raise self._mixed(op, real, fake_seen)
+        if not arrays_in:  # no array: a user's op returns Tensors, as outside the mode
+            tensors_in = sig.wrap_bare
         if CLASSES:  # opaque objects: their fakes
             for kw, index, cls in class_slots(op):
                 holder: Any = nkwargs if kw else nargs
