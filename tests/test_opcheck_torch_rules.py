@@ -123,6 +123,22 @@ def test_a_mutating_op_returning_nothing_needs_no_formula(ns):
         assert status == "SKIP" and reason.startswith(why), (check, reason)
 
 
+def test_a_mutating_op_as_torch_code_registers_it_passes_every_check(ns, lib):
+    """causal-conv1d's pattern: ``Library.define`` of ``-> ()``, one cpu kernel, no fake
+    kernel and no formula, called with an input that requires grad: torch's opcheck passes."""
+    lib.define("scale_into_(Tensor(a!) out, Tensor x, float alpha) -> ()")
+
+    def scale_into_(out, x, alpha):
+        np.multiply(x, alpha, out=out)
+
+    lib.impl("scale_into_", scale_into_, "CPU")
+    op = getattr(oplib.ops, ns).scale_into_.default
+    out = oplib.zeros(2, 3, dtype=oplib.float32)
+    result = oplib.opcheck(op, (out, x23(np.float32), 2.0))
+    assert dict(result) == {**{c: "SUCCESS" for c in CHECKS}, "test_backends": "SKIPPED"}
+    assert not [r for r in result.details if r.status == "FAIL"]
+
+
 def test_an_op_returning_its_mutated_input_or_integers_needs_no_formula(ns):
     q = oplib.define(f"{ns}::fill_from_", "(Tensor(a!) out, Tensor x) -> Tensor(a!)")
 
