@@ -430,6 +430,8 @@ class FastCall:
         try:
             fn = self._by_type[t]
         except KeyError:
+            fn = None
+        if fn is None:  # outside the except block: the slow path's errors chain no KeyError
             return self._call_slow(args, kwargs)
         try:  # free while nothing raises (CPython 3.11); the note costs only on failure
             return fn(*args)
@@ -499,7 +501,10 @@ class FastCall:
 # input requires grad and grad mode is on, else the backend kernel on the native arrays,
 # with the result wrapped; anything the caches do not hold goes to the slow path. For
 # speed, the one- and two-Tensor versions unroll ``call_tensors`` (the plain equivalent of
-# all three), and dict hits are ``try: d[k]`` (cheaper than ``d.get(k)`` when present).
+# all three), and dict hits are ``try: d[k]`` (cheaper than ``d.get(k)`` when present). A
+# miss calls the slow path after the ``except`` block, never inside it: an error raised
+# there would chain the ``KeyError`` ("during handling of the above exception") into
+# every traceback of a first call.
 
 
 def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callable[..., Any]:
@@ -514,11 +519,15 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
                 try:
                     fn = autograd[type(data)]
                 except KeyError:
+                    fn = None
+                if fn is None:
                     return call_slow((a,), {})
                 return fn(a)
             try:
                 fn = tensor[type(data)]
             except KeyError:
+                fn = None
+            if fn is None:
                 return call_slow((a,), {})
             try:
                 return _make_tensor(fn(data))
@@ -539,11 +548,15 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
                 try:
                     fn = autograd[cls]
                 except KeyError:
+                    fn = None
+                if fn is None:
                     return call_slow((a, b), {})
                 return fn(a, b)
             try:
                 fn = tensor[cls]
             except KeyError:
+                fn = None
+            if fn is None:
                 return call_slow((a, b), {})
             try:
                 return _make_tensor(fn(data, b._data))
