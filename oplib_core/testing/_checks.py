@@ -1150,8 +1150,12 @@ def opcheck(
     ``test_utils`` picks checks among ``test_schema``, ``test_autograd_registration``,
     ``test_faketensor``, ``test_backends``, ``test_gradcheck`` (all by default).
     ``test_backends`` compares every available backend (or ``backends``) with cpu, within
-    ``rtol``/``atol`` (default: by dtype). A backend without a kernel for the op is
-    skipped, not failed.
+    ``rtol``/``atol`` (default: by dtype). A check that cannot apply is skipped with its
+    reason, not failed: a backend without a kernel for the op (or whose arrays the op's
+    ``default`` kernel cannot take), gradcheck of a kernel that refuses float64 in a dtype
+    too coarse for finite differences (float32 is checked in float32), autograd checks of an
+    op with no output that could require grad. It passes wherever torch's ``opcheck``
+    passes on the same op.
 
     Raises :class:`OpCheckError` on the first failure, naming the check, the backend and
     what differed. With ``raise_exception=False`` returns a dict check → ``"SUCCESS"`` or
