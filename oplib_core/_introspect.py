@@ -155,6 +155,7 @@ def find_entry(qualname: str) -> OpEntry:
 def waiting_detail(qualname: str) -> dict[str, Any] | None:
     """For an op no installed package defines but plugins gave kernels for: those kernels
     (status ``waiting``); ``None`` when the op is defined or nothing waits for it."""
+    TABLE.all()  # every plugin in (a backend's too): their kernels may be the waiting ones
     waiting = WAITING.for_op(qualname)
     if not waiting or qualname.removesuffix(".default") in REGISTRY.ops:
         return None

@@ -4,6 +4,7 @@ files and errors: ``test_cli_render.py``, ``test_cli_errors.py``.)"""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -185,3 +186,47 @@ def test_plugin_docs_hook_reference_matches_hookspecs():
         cwd=Path(__file__).resolve().parents[1],
     )
     assert r.returncode == 0, r.stdout
+
+
+def test_ops_show_lists_an_installed_plugins_kernels_waiting_for_their_op(tmp_path):
+    """docs/writing-a-plugin.md: ``oplib ops show acme::scaled_add`` lists the kernels
+    waiting for an op no installed package defines. The real case: a fresh process, whose
+    plugins load only when something asks (a distribution found on PYTHONPATH)."""
+    (tmp_path / "acme_npu.py").write_text(
+        "import oplib_core as oplib\n"
+        "@oplib.hookimpl\n"
+        "def oplib_impl(registrar):\n"
+        "    registrar.impl('acme::scaled_add', 'cpu', lambda x, y: x + y)\n"
+    )
+    info = tmp_path / "acme_npu-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-npu\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[oplib]\nacme-npu = acme_npu\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_")}
+    env.update(PYTHONPATH=str(tmp_path), OPLIB_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+
+    def oplib_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "oplib_core", *argv],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+
+    r = oplib_cli("ops", "show", "acme::scaled_add")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "acme::scaled_add"
+    assert "not defined: no installed package defines it" in lines[1]
+    row = next(line for line in lines if line.startswith("cpu "))
+    assert "waiting for op" in row
+    assert (
+        f"{tmp_path / 'acme_npu.py'}:4" in row
+    )  # the kernel's line and "plugin acme-npu (acme-npu 0.1)" in row
+    r = oplib_cli("ops", "show", "acme::scaled_add", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kind"] == "waiting" and d["qualname"] == "acme::scaled_add"
+    [k] = d["kernels"]
+    assert (k["key"], k["status"], k["plugin"]) == ("cpu", "waiting", "acme-npu")
+    r = oplib_cli("ops", "show", "acme::scaled_sub")  # nothing waits for it: unknown
+    assert r.returncode == 2
+    assert "no operator 'acme::scaled_sub'" in r.stderr
