@@ -90,6 +90,20 @@ PHASES = (
 INTERRUPTED_IN = "oplib: raised in plugin"
 
 
+#: Files a warning about a plugin skips on its way to the user's line: oplib's own, and
+#: ``contextlib``'s (a plugin's failure is caught inside ``_isolated``, a context manager).
+_OURS = (os.path.dirname(__file__) + os.sep, contextlib.__file__)
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the first frame outside :data:`_OURS`, from
+    the function that calls this one (``skip_file_prefixes`` before Python 3.12)."""
+    level, frame = 1, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_OURS):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class PluginWarning(UserWarning):
     """A plugin failed to load; the others still did. ``oplib plugins list`` has details."""
 
@@ -993,12 +1007,15 @@ class PluginHost:
     @staticmethod
     def _warn(record: PluginRecord) -> None:
         what = "is incompatible" if record.status == "incompatible" else "failed to load"
-        warnings.warn(
+        message = (
             f"oplib: plugin {record.name!r} ({record.distribution or 'in-process'}) {what} "
-            f"and was skipped: {record.error}",
-            PluginWarning,
-            stacklevel=2,
+            f"and was skipped: {record.error}"
         )
+        # At the user's line (the call that loaded the plugins), not at oplib's own
+        if sys.version_info >= (3, 12):
+            warnings.warn(message, PluginWarning, skip_file_prefixes=_OURS)
+        else:
+            warnings.warn(message, PluginWarning, stacklevel=_user_stacklevel())
 
     # -- in-process plugins -------------------------------------------------------------
     def register(

@@ -1,4 +1,5 @@
-"""An error from an op's call carries no internal ``KeyError`` in its chain (issue 32).
+"""An error from an op's call carries no internal ``KeyError`` in its chain, and a failed
+plugin's warning points at the user's line (issue 32).
 
 The fast path looks its kernel up in a dict; on the first call the lookup misses and the
 slow path takes over. Were the slow path called inside the ``except KeyError`` block, every
@@ -11,6 +12,9 @@ overloads and through a factory, and walks ``__cause__``/``__context__``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +22,10 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
+from oplib_core import plugins
 from oplib_core.errors import NoKernelError
+
+from helpers import make_plugin
 
 
 def _chain(e: BaseException) -> Iterator[BaseException]:
@@ -171,3 +178,49 @@ def test_core_op_wrong_shape_on_a_fresh_array_class():
 
     a, b = np.ones((2, 3)).view(Sub), np.ones((4, 5)).view(Sub)
     _raises(ValueError, lambda: oplib.ops.oplib.matmul(a, b), "mismatch in its core dimension")
+
+
+# -- a failed plugin's warning --------------------------------------------------------------
+
+
+def test_a_failed_plugins_warning_points_at_the_registering_line():
+    def boom(registrar: Any) -> None:
+        raise RuntimeError("boom")
+
+    bad = make_plugin("warns_at_user", oplib_define=boom)
+    with pytest.warns(plugins.PluginWarning, match="'warns_at_user'.*boom") as caught:
+        line = sys._getframe().f_lineno + 1
+        record = plugins.register(bad)
+    plugins.unregister(record.name)
+    [w] = [w for w in caught if issubclass(w.category, plugins.PluginWarning)]
+    assert (w.filename, w.lineno) == (__file__, line)
+
+
+def test_an_installed_plugins_warning_points_at_the_first_use(tmp_path):
+    """The real case: an installed plugin fails while the plugins load on first use; the
+    warning names that line of the user's script, not oplib_core/plugins.py."""
+    (tmp_path / "badplug.py").write_text(
+        "import oplib_core as oplib\n"
+        "@oplib.hookimpl\n"
+        "def oplib_define(registrar):\n"
+        "    raise RuntimeError('boom')\n"
+    )
+    info = tmp_path / "badplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[oplib]\nbad = badplug\n")
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import numpy as np\nimport oplib_core as oplib\n\nx = oplib.ops.oplib.neg(np.ones(2))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_")}
+    env.update(PYTHONPATH=str(tmp_path), OPLIB_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(
+        f"{script}:4: PluginWarning: oplib: plugin 'bad' (badplug) failed to load and was "
+        "skipped: RuntimeError: boom in oplib_define()\n"
+    ), r.stderr
