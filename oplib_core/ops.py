@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
-from ._dispatch.fastpath import MISS, FactoryCall, Route
+from ._dispatch.fastpath import FactoryFastCall, Route
 from ._dispatch.modes import ACTIVE
 from ._dispatch.overload import _FactoryOverload
 from ._native import loaded_libraries as _loaded_libraries
@@ -201,19 +201,11 @@ class _OverloadedPacket(OpOverloadPacket):
         return self._pick(args, kwargs)(*args, **kwargs)
 
 
-class _FactoryPacket(OpOverloadPacket):
-    """A packet whose one overload is a factory (``zeros``): its cached calls, keyword
-    arguments and all (``factory_entry``), without a call of the overload between."""
+class _FactoryPacket(FactoryFastCall, OpOverloadPacket):
+    """A packet whose one overload is a factory (``zeros``): ``FactoryFastCall`` serves
+    its calls, without a call of the overload between."""
 
     __slots__ = ()
-    _factory: FactoryCall
-
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        if not ACTIVE[0]:
-            out = self._factory(args, kwargs)
-            if out is not MISS:
-                return out
-        return self._call_slow(args, kwargs)
 
 
 def _match_key(value: Any) -> Any:

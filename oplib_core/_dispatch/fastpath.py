@@ -39,6 +39,7 @@ __all__ = [
     "MISS",
     "SLOW",
     "FactoryCall",
+    "FactoryFastCall",
     "FastCall",
     "OpCache",
     "Route",
@@ -483,15 +484,33 @@ class FastCall:
             setattr(self, name, getattr(op, name))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # Each class gets its own copy of __call__'s code: the interpreter specialises
-        # attribute access per code object, and one code object shared by OpOverload and
-        # OpOverloadPacket would keep switching between their layouts (measured: ~40% slower).
+        # Each class gets its own copy of the __call__ it inherits: the interpreter
+        # specialises attribute access per code object, and one code object shared by
+        # OpOverload and OpOverloadPacket would keep switching between their layouts
+        # (measured: ~40% slower).
         super().__init_subclass__(**kwargs)
         if "__call__" not in cls.__dict__:
-            base = FastCall.__call__
+            base = next(k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__)
             cls.__call__ = types.FunctionType(  # type: ignore[method-assign]
                 base.__code__.replace(), base.__globals__, base.__name__, base.__defaults__
             )
+
+
+class FactoryFastCall(FastCall):
+    """The call of a factory (``zeros``, ``arange``...: no tensor argument, placed by its
+    keyword-only ``device``), for its overload and for a packet whose one overload it is:
+    a call whose ``device`` an earlier call placed runs from the cache (``factory_entry``,
+    keyword arguments and all), the rest takes the slow path."""
+
+    __slots__ = ()
+    _factory: FactoryCall
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if not ACTIVE[0]:
+            out = self._factory(args, kwargs)
+            if out is not MISS:
+                return out
+        return self._call_slow(args, kwargs)
 
 
 # -- calls with Tensors -----------------------------------------------------------------------

@@ -27,9 +27,9 @@ from .binding import Binder, Signature
 from .failure import kernel_failed
 from .fastpath import (
     LOG_DISPATCH,
-    MISS,
     SLOW,
     FactoryCall,
+    FactoryFastCall,
     FastCall,
     OpCache,
     below_autograd,
@@ -479,20 +479,11 @@ class OpOverload(FastCall):
         return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
 
 
-class _FactoryOverload(OpOverload):
-    """An overload of a factory (``zeros``, ``arange``...: no tensor argument, placed by
-    its keyword-only ``device``): a call whose ``device`` an earlier call placed runs from
-    the cache (``factory_entry``), keyword arguments and all."""
+class _FactoryOverload(FactoryFastCall, OpOverload):
+    """An overload of a factory: its calls go through ``FactoryFastCall``."""
 
     __slots__ = ()
-    _factory: FactoryCall
-
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        if not ACTIVE[0]:
-            out = self._factory(args, kwargs)
-            if out is not MISS:
-                return out
-        return self._call_slow(args, kwargs)
+    _factory: FactoryCall  # (set whenever an overload is of this class)
 
 
 def _wrapping(fn: Callable[..., Any]) -> Callable[..., Any]:
