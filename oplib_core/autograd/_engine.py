@@ -394,11 +394,10 @@ def _run(
                 "none of the inputs it was computed from requires grad (or it was computed "
                 "under no_grad)"
             )
-        if g is not None:  # the caller's: never to become a .grad as it is
-            g = _root_grad(t, g, i)
+        given = g is not None
+        g = _root_grad(t, g, i)
+        if given:  # the caller's: never to become a .grad as it is (ones made here may)
             run.handed_out.add(id(g))
-        else:  # made here (ones), held by nothing else
-            g = _root_grad(t, g, i)
         fn = t.grad_fn
         if fn is None:
             pending_leaves.append((t, g))
