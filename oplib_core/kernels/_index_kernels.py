@@ -38,11 +38,30 @@ __all__ = [
 ]
 
 _INT64 = np.dtype("int64")
+# numpy 2.1 added reshape(copy=False), the view-or-raise that setting ``.shape`` was
+_NUMPY_RESHAPE_COPY = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
 
 
 def _rename_axis(err: IndexError) -> IndexError:
     """numpy's out-of-bounds message in torch's words ("dimension", not "axis")."""
     return IndexError(str(err).replace("for axis", "for dimension"))
+
+
+def _reshaped_view(a: Any, shape: tuple[int, ...]) -> Any:
+    """``a`` seen with ``shape``, sharing its memory, for a namespace whose ``reshape`` has no
+    ``copy`` argument; torch's RuntimeError when the strides make that impossible."""
+    if isinstance(a, np.ndarray) and _NUMPY_RESHAPE_COPY:
+        # numpy 2.5 deprecates setting ``ndarray.shape``; its reshape(copy=False) does the same
+        try:
+            return np.reshape(a, shape, copy=False)
+        except ValueError:
+            raise RuntimeError(R.VIEW_STRIDES) from None
+    out = a.view()
+    try:
+        out.shape = shape  # cupy's (and numpy < 2.1's) way to reshape without a copy
+    except AttributeError:
+        raise RuntimeError(R.VIEW_STRIDES) from None
+    return out
 
 
 def _crop(shape: Sequence[int], dim: int, like: Sequence[int]) -> tuple[slice, ...]:
@@ -283,13 +302,8 @@ def index_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         shape = R.view_shape(tuple(self.shape), size)
         try:
             return xp.reshape(self, shape, copy=False)
-        except TypeError:  # a reshape without ``copy`` (cupy): set the shape of a view
-            out = self.view()
-            try:
-                out.shape = shape
-            except AttributeError:
-                raise RuntimeError(R.VIEW_STRIDES) from None
-            return out
+        except TypeError:  # a reshape without ``copy`` (cupy, numpy < 2.1)
+            return _reshaped_view(self, shape)
         except ValueError:
             raise RuntimeError(R.VIEW_STRIDES) from None
 
