@@ -68,25 +68,92 @@ def test_a_missing_script_is_a_usage_error(capsys, tmp_path):
     assert "required: script" in capsys.readouterr().err
 
 
-def test_the_scripts_error_shows_its_own_traceback(tmp_path):
+def test_the_scripts_error_shows_its_own_traceback_and_exit_status_1(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    raise ValueError('broken input')\n\nf()\n")
+    bad.write_text(
+        "import oplib_core as oplib\n"
+        "oplib.ops.oplib.neg(oplib.ones(2))\n"
+        "def f():\n    raise ValueError('broken input')\n\nf()\n"
+    )
     r = subprocess.run(
         [sys.executable, "-m", "oplib_core", "profile", str(bad)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert r.returncode == 1 and r.stdout == ""
+    assert r.returncode == 1
     lines = r.stderr.splitlines()
     assert lines[0] == "Traceback (most recent call last):"
     assert str(bad) in lines[1]  # the script's frame first: no runpy or oplib frames
     assert "runpy" not in r.stderr and "profiler.py" not in r.stderr
     assert lines[-2] == "ValueError: broken input"
-    assert lines[-1] == f"oplib: {bad} raised ValueError; nothing was profiled"
+    assert lines[-1] == (
+        f"oplib: {bad} raised ValueError (exit status 1); the profile shows what ran before"
+    )
+    assert any(line.startswith("oplib::neg ") for line in r.stdout.splitlines())
 
 
-def test_a_failing_exit_status_is_reported(tmp_path, capsys):
-    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
-    assert main(["profile", str(tmp_path / "exits.py")]) == 1
-    assert capsys.readouterr().err == f"oplib: {tmp_path / 'exits.py'} exited with status 3\n"
+def test_the_scripts_exit_status_is_passed_on(tmp_path, capsys):
+    (tmp_path / "exits.py").write_text(
+        "import sys\nimport oplib_core as oplib\noplib.ops.oplib.neg(oplib.ones(2))\nsys.exit(3)\n"
+    )
+    assert main(["profile", str(tmp_path / "exits.py")]) == 3
+    captured = capsys.readouterr()
+    assert captured.err == f"oplib: {tmp_path / 'exits.py'} exited with status 3\n"
+    assert "oplib::neg" in captured.out  # what ran before the exit is still shown
     (tmp_path / "ok.py").write_text("import sys\nsys.exit(0)\n")
     assert main(["profile", str(tmp_path / "ok.py")]) == 0
+    (tmp_path / "message.py").write_text("import sys\nsys.exit('no input given')\n")
+    assert main(["profile", str(tmp_path / "message.py")]) == 1  # as python: message, 1
+    err = capsys.readouterr().err
+    assert err.startswith("no input given\n") and "exited with status 1" in err
+
+
+CHATTY = """\
+import os
+import subprocess
+import sys
+import oplib_core as oplib
+
+print("hello from the script")
+os.write(1, b"straight to fd 1\\n")
+subprocess.run([sys.executable, "-c", "print('from a child process')"], check=True)
+oplib.ops.oplib.neg(oplib.ones(2))
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_json_is_alone_on_stdout_while_the_script_prints(tmp_path, status):
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(CHATTY)
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core", "profile", "--json", str(chatty), str(status)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == status
+    rows = json.loads(r.stdout)  # nothing but the JSON
+    assert any(row["name"] == "oplib::neg" for row in rows)
+    for said in ("hello from the script", "straight to fd 1", "from a child process"):
+        assert said in r.stderr
+
+
+def test_output_writes_the_report_to_a_file_and_leaves_stdout_to_the_script(tmp_path):
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(CHATTY)
+    report = tmp_path / "prof.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core", "profile", "--json", "-o", str(report),
+         str(chatty), "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0
+    assert "hello from the script" in r.stdout and "from a child process" in r.stdout
+    assert "oplib::neg" not in r.stdout
+    assert any(row["name"] == "oplib::neg" for row in json.loads(report.read_text()))
+    assert f"profile written to {report}" in r.stderr
+    table = tmp_path / "prof.txt"
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core", "profile", "--output", str(table), str(chatty), "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0 and "oplib::neg" not in r.stdout
+    assert table.read_text().splitlines()[0].split()[:2] == ["name", "backend"]

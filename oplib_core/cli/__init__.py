@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
+
+from ._errors import did_you_mean
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -26,14 +28,63 @@ COMMANDS: dict[str, str] = {
     "ops": "_ops",
     "check": "_check",
     "profile": "_profile",
+    "completion": "_completion",
 }
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors are one line (``oplib: error: ...``) and exit status 2."""
+    """Usage errors are one line (``oplib: error: ...``) and exit status 2, with
+    did-you-mean for a command or choice and for an unknown option of the command given."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(c) for c in action.choices]
+        hint = did_you_mean(str(value), choices)
+        listed = ", ".join(choices)
+        if isinstance(action, argparse._SubParsersAction):
+            message = f"no command {value!r} (choose from {listed}){hint}"
+        else:
+            option = "/".join(action.option_strings) or action.dest
+            message = f"{option}: invalid choice {value!r} (choose from {listed}){hint}"
+        raise argparse.ArgumentError(None, message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, rest = super().parse_known_args(args, namespace)
+        if not hasattr(ns, _PARSER):  # the innermost command's parser: its options
+            setattr(ns, _PARSER, self)
+        return ns, rest
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        ns, rest = self.parse_known_args(args, namespace)
+        innermost: _Parser = vars(ns).pop(_PARSER, self)
+        if rest:
+            options = [o for o in innermost._option_string_actions if o.startswith("--")]
+            hint = did_you_mean(rest[0], options) if rest[0].startswith("-") else ""
+            innermost.error(f"unrecognized arguments: {' '.join(rest)}{hint}")
+        return ns
+
+
+#: The attribute of the parsed namespace naming the parser of the innermost command.
+_PARSER = "_oplib_parser"
+
+
+def _help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Any], int]:
+    """A command's ``fn`` that prints ``parser``'s help: ``oplib`` alone, ``oplib ops``
+    without a subcommand (as ``pip`` alone: exit status 0)."""
+
+    def show(args: argparse.Namespace, out: Any) -> int:
+        out.text(parser.format_help().rstrip("\n"))
+        return 0
+
+    return show
 
 
 def _version() -> str:
@@ -60,7 +111,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="oplib", description=_DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.set_defaults(fn=_help(parser))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module in COMMANDS.items():
         if only is None or only == name:
             importlib.import_module(f"{__name__}.{module}").add_parser(sub)

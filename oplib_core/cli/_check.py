@@ -1,9 +1,10 @@
 """``oplib check``: opcheck over every op with sample inputs, on every backend.
 
 The default output is one row per op, failures first; ``-v`` shows every op x backend
-row. A progress bar runs on stderr when it is a terminal, else one line says what was
-checked. The exit status is 1 when a check failed or when nothing was checked at all; with
-no backend installed (oplib-core alone) or none available, that is all it says."""
+row. A progress bar runs on stderr when it is a terminal and NO_COLOR is unset, else one
+line says what was checked. The exit status is 1 when a check failed or when nothing was
+checked at all; with no backend installed (oplib-core alone) or none available, that is
+all it says."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def add_parser(sub: Any) -> None:
 @contextmanager
 def _progress(out: Output) -> Iterator[Progress]:
     """A progress bar on stderr when it is a terminal; otherwise nothing until the end."""
-    if not out.err_console.is_terminal:
+    if not out.live_progress:
         yield lambda done, total, op, backend: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -96,7 +97,7 @@ def run_checks(
             "no installed backend is available here, so no op was checked: "
             + "; ".join(f"{name}: {reason}" for name, reason in report.unavailable.items())
         )
-    if not out.err_console.is_terminal:
+    if not out.live_progress:
         out.note(_summary(report))
     return report
 

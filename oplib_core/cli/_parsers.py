@@ -15,8 +15,13 @@ Command = Callable[[argparse.Namespace, Output], int]
 
 
 def group(sub: Any, name: str, help: str) -> Any:
-    """``oplib <name> ...``: a command with subcommands; returns their subparsers."""
-    return sub.add_parser(name, help=help).add_subparsers(dest="sub", required=True)
+    """``oplib <name> ...``: a command with subcommands; returns their subparsers. Given
+    alone, it prints its help."""
+    from . import _help  # the package's parser class and help command (imported first)
+
+    p = sub.add_parser(name, help=help)
+    p.set_defaults(fn=_help(p))
+    return p.add_subparsers(dest="sub", metavar="SUBCOMMAND")
 
 
 def leaf(sub: Any, name: str, help: str, fn: Command) -> argparse.ArgumentParser:
