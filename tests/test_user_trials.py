@@ -157,27 +157,10 @@ def _copy_template(site: Path) -> None:
             text = text.replace(old, new)
         path.write_text(text)
 
-    own_name = 'def _backend_name() -> str:\n    return "toytrial"\n'
-    edit(
-        "device.py",
-        (
-            "from oplib_core.backend_registration import privateuse1_backend_name as "
-            "_backend_name\n",
-            own_name,
-        ),
-    )
-    edit(
-        "memory.py",
-        ("from oplib_core.backend_registration import privateuse1_backend_name\n", ""),
-        ("name = privateuse1_backend_name()", 'name = "toytrial"'),
-        ('DEVICES_ENV = "OPLIB_PRIVATEUSE1_DEVICES"', 'DEVICES_ENV = "TOYTRIAL_DEVICES"'),
-    )
+    edit("name.py", ('NAME: str = "privateuse1"', 'NAME: str = "toytrial"'))
     held = ", ".join(f"oplib.{d}" for d in _HELD.split())
     edit(
         "plugin.py",
-        ('KEY = "PrivateUse1"', 'KEY = "Toytrial"'),
-        ('name="privateuse1",', 'name="toytrial",'),
-        ("privateuse::", "toytrial::"),
         (
             "    device_module=device_module,\n",
             "    device_module=device_module,\n"
@@ -196,7 +179,7 @@ def _copy_template(site: Path) -> None:
 def test_the_template_copied_under_its_own_name_as_the_docs_say(tmp_path: Path) -> None:
     doc = (ROOT / "docs" / "writing-a-backend.md").read_text()
     checklist = doc[doc.index("## Checklist for your own device") :]
-    for step in ("`privateuse::rand`", "privateuse1_backend_name()", "`dtypes=`"):
+    for step in ("`privateuse::rand`", "`NAME` in `name.py`", "`dtypes=`"):
         assert step in checklist, step
     site = tmp_path / "site"
     site.mkdir()
@@ -228,7 +211,7 @@ def test_the_template_copied_under_its_own_name_as_the_docs_say(tmp_path: Path) 
 
         OUT["max_float"] = [max_precision_float_dtype(d) for d in ("cpu", "toytrial:1")]
         """,
-        env={"TOYTRIAL_DEVICES": "2"},
+        env={"OPLIB_TOYTRIAL_DEVICES": "2"},
         timeout=120,
     )
     assert out["plugin"] == ["loaded"], out

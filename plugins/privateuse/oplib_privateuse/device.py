@@ -1,5 +1,6 @@
 """The device module: ``oplib_core.privateuse1`` (``oplib_core.npu`` after
-``rename_privateuse1_backend("npu")``), the API torch expects of a device module.
+``rename_privateuse1_backend("npu")``; ``oplib_core.<NAME>`` in a copy whose ``name.NAME``
+is its own), the API torch expects of a device module.
 
 Device selection is per thread; random number generators are per device (numpy PCG64,
 seeded with torch's default seed until ``manual_seed``/``manual_seed_all``).
@@ -13,8 +14,8 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 import numpy as _np
 
 from oplib_core.backend_registration import normalize_device as _normalize_device
-from oplib_core.backend_registration import privateuse1_backend_name as _backend_name
 from oplib_privateuse import memory as _memory
+from oplib_privateuse.name import backend_name as _backend_name
 
 if _TYPE_CHECKING:
     from typing import Any
@@ -59,12 +60,12 @@ def _index(device: int | str | Device | None) -> int:
 
 
 def is_available() -> bool:
-    """Whether at least one device exists (``OPLIB_PRIVATEUSE1_DEVICES`` > 0)."""
+    """Whether at least one device exists (its count variable, ``name.DEVICES_ENV``, > 0)."""
     return device_count() > 0
 
 
 def device_count() -> int:
-    """Number of devices (``OPLIB_PRIVATEUSE1_DEVICES``, default 2)."""
+    """Number of devices (``name.DEVICES_ENV``: ``OPLIB_PRIVATEUSE1_DEVICES``, default 2)."""
     return _memory.device_count()
 
 

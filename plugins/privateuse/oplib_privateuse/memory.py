@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from oplib_core.backend_registration import privateuse1_backend_name
+from oplib_privateuse.name import DEVICES_ENV, backend_name
 
 __all__ = [
     "Arena",
@@ -54,12 +54,11 @@ def _mark_device(capsule: Any, index: int) -> None:
     device.device_id = index
 
 
-DEVICES_ENV = "OPLIB_PRIVATEUSE1_DEVICES"
 DEFAULT_DEVICES = 2
 
 
 def config_error() -> str | None:
-    """Why ``OPLIB_PRIVATEUSE1_DEVICES`` is unusable, or ``None``."""
+    """Why ``DEVICES_ENV`` (``OPLIB_PRIVATEUSE1_DEVICES``) is unusable, or ``None``."""
     text = os.environ.get(DEVICES_ENV, "").strip()
     if text and not (text.isdigit()):
         return f"{DEVICES_ENV} must be a non-negative integer, got {text!r}"
@@ -70,7 +69,7 @@ _count: list[int] = []
 
 
 def device_count() -> int:
-    """Number of devices: ``OPLIB_PRIVATEUSE1_DEVICES`` (default 2), read once. Never
+    """Number of devices: ``DEVICES_ENV`` (default 2), read once. Never
     raises (an invalid value gives 0; ``config_error()`` says why)."""
     if not _count:
         text = os.environ.get(DEVICES_ENV, "").strip()
@@ -79,7 +78,7 @@ def device_count() -> int:
 
 
 def device_name(index: int | None = None) -> str:
-    name = privateuse1_backend_name()
+    name = backend_name()
     return name if index is None else f"{name}:{index}"
 
 

@@ -1,10 +1,13 @@
-"""The private-use backend: ``privateuse1`` (key ``PrivateUse1``) until renamed.
+"""The private-use backend: ``privateuse1`` (key ``PrivateUse1``) until renamed; in a copy,
+the backend named by ``name.NAME``.
 
 Copy this plugin to write a backend for your device (``docs/writing-a-backend.md``):
 a ``BackendSpec`` saying how to recognise the device's arrays, move them to and from the
 host and count devices; the core op set's kernels bound to the device's array namespace;
 and a device module. ``OPLIB_PRIVATEUSE1_NAME=npu`` renames the backend when it loads (the
-core applies it when this plugin registers the ``privateuse1`` backend).
+core applies it when this plugin registers the ``privateuse1`` backend). A copy with a name
+of its own (``name.NAME = "myaccel"``) generates ``Tensor.myaccel()`` and ``Tensor.is_myaccel``
+when it loads; for the slot, users call ``generate_methods_for_privateuse1_backend()``.
 """
 
 from __future__ import annotations
@@ -14,15 +17,15 @@ from typing import Any
 import numpy as np
 
 from oplib_core import BackendSpec, Device, get_default_dtype, hookimpl
+from oplib_core.backend_registration import generate_methods_for_backend
 from oplib_core.errors import BackendError
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
 from oplib_privateuse import device as device_module
 from oplib_privateuse import memory
 from oplib_privateuse.memory import DeviceArray
+from oplib_privateuse.name import DEVICES_ENV, KEY, NAME, NAMESPACE, SLOT
 from oplib_privateuse.namespace import bind, namespace
-
-KEY = "PrivateUse1"
 
 
 def _status() -> str | None:
@@ -30,7 +33,7 @@ def _status() -> str | None:
     if problem is not None:
         return problem
     if memory.device_count() == 0:
-        return f"no {memory.device_name()} device ({memory.DEVICES_ENV}=0)"
+        return f"no {memory.device_name()} device ({DEVICES_ENV}=0)"
     return None
 
 
@@ -58,7 +61,7 @@ def _namespace() -> Any:
 
 
 SPEC = BackendSpec(
-    name="privateuse1",
+    name=NAME,
     accelerator=True,
     key=KEY,
     array_types=(DeviceArray,),
@@ -97,12 +100,14 @@ def _on_device(name: str) -> Any:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         return _core_kernels(_device_index(args, kwargs))[name](*args, **kwargs)
 
-    kernel.__name__ = kernel.__qualname__ = f"privateuse1_{name.replace('.', '_')}"
+    kernel.__name__ = kernel.__qualname__ = f"{NAME}_{name.replace('.', '_')}"
     return kernel
 
 
-RAND = "privateuse::rand(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
-RANDN = "privateuse::randn(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
+RAND = f"{NAMESPACE}::rand(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
+RANDN = (
+    f"{NAMESPACE}::randn(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
+)
 
 
 def _random_dtype(dtype: np.dtype | None, op: str) -> np.dtype:
@@ -144,5 +149,7 @@ def oplib_define(registrar: Registrar) -> None:
 def oplib_impl(registrar: Registrar) -> None:
     for op in CORE_OPS:
         registrar.impl(f"oplib::{op.name}", KEY, _on_device(op.name))
-    registrar.impl("privateuse::rand", KEY, rand)
-    registrar.impl("privateuse::randn", KEY, randn)
+    registrar.impl(f"{NAMESPACE}::rand", KEY, rand)
+    registrar.impl(f"{NAMESPACE}::randn", KEY, randn)
+    if not SLOT:  # the slot's methods wait for its user-given name
+        generate_methods_for_backend(NAME)
