@@ -18,6 +18,7 @@ from . import _indexing, _pickling, _setitem
 from ._device import Device
 from ._dtypes import bfloat16, is_floating, to_dtype
 from ._registry import REGISTRY
+from ._views import ViewSet
 from .backends import TABLE, Backend
 from .backends import device as to_device
 from .errors import BackendError
@@ -57,14 +58,16 @@ def bump_version(t: Tensor) -> None:
 
 def share_version(base: Tensor, view: Tensor, *, is_view: bool = True) -> None:
     """``view`` (the output of a ``Tensor(a)`` op on ``base``, or ``base.detach()``) shares
-    ``base``'s storage, so it shares its version counter. A view also marks the counter
-    (a second element): autograd refuses to record an in-place op on storage that a view
-    shares, since oplib does not rebase a view's history (torch's ``CopySlices``)."""
+    ``base``'s storage, so it shares its version counter. A view is also recorded in the
+    counter's second element, a ``ViewSet`` (autograd rewrites the base's history when a
+    view is written in place, torch's ``CopySlices``)."""
     vc = base._vc
     if vc is None:
         vc = base._vc = [0]
-    if is_view and len(vc) == 1:
-        vc.append(1)
+    if is_view:
+        if len(vc) == 1:
+            vc.append(ViewSet(base))
+        vc[1].add(view)
     view._vc = vc
 
 
@@ -192,7 +195,7 @@ class Tensor:
     grad: Tensor | None
     grad_fn: Any
     _out_nr: int
-    _vc: list[int] | None
+    _vc: list[Any] | None  # [version] or [version, ViewSet]
 
     if TYPE_CHECKING:
         # What ``_tensor_methods.install`` sets at import: a method per core op (generated

@@ -27,7 +27,9 @@ from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
 from .._schema import FunctionSchema
 from .._tensor import Tensor
-from ._engine import sum_to
+from .._views import ViewSet
+from ._copy_slices import AsStridedBackward, CopySlices, on_device, positions, rebase_views
+from ._engine import edge_of, sum_to
 from ._formulas import OPS
 
 __all__ = [
@@ -40,6 +42,19 @@ __all__ = [
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = (
     "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
+
+_NO_GRAD_VIEW = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode "
+    "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You "
+    "can clarify your code by moving both the view and the inplace either both inside the "
+    "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
+    "want the inplace to be tracked)."
+)
+_MULTI_VIEW = (
+    "Output {nr} of {name} is a view and is being modified inplace. This view is the output "
+    "of a function that returns multiple views. Such functions do not allow the output views "
+    "to be modified inplace. You should replace the inplace operation by an out-of-place one."
 )
 
 
@@ -92,33 +107,82 @@ def _is_view_node(fn: Any) -> bool:
 
 
 def _refuse(self: Tensor) -> None:
-    """torch's refusals of an in-place op recorded by autograd."""
+    """torch's refusals of an in-place op on a leaf that requires grad, and on one of several
+    views an op returns (the ``split`` family: no ``ViewSet`` places them in their base)."""
     fn = self.grad_fn
     if self._rg and fn is None:
         raise RuntimeError(_LEAF)
-    if fn is not None and _is_view_node(fn):
-        edge = fn._edges[0] if fn._edges else None
-        if edge is not None and type(edge[0]) is Tensor:
-            raise RuntimeError(_VIEW_OF_LEAF)
-        raise RuntimeError(
-            f"an in-place operation on a view ({fn.name()}) of a tensor that requires grad is "
-            "not supported: oplib does not rebase the history of the view's base (torch's "
-            "CopySlices); clone() the view and write into the clone, or write into the base"
-        )
-    vc = self._vc
-    if vc is not None and len(vc) > 1:  # marked by share_version: a view shares the storage
-        raise RuntimeError(
-            "an in-place operation that autograd records is not supported on a tensor that "
-            "shares its storage with a view (a view taken of it, or it is a view of a tensor "
-            "that does not require grad): oplib does not rebase a view's history (torch's "
-            "CopySlices), so the other tensor would keep a stale gradient; clone() before "
-            "writing in place, or write before taking views"
-        )
+    if fn is not None and self._vc is None and _is_view_node(fn):
+        raise RuntimeError(_MULTI_VIEW.format(nr=self._out_nr, name=fn.name()))
 
 
 def _saves(node: Any, t: Tensor) -> bool:
     saved = getattr(node, "_saved", None)
     return bool(saved) and any(s is t for s in saved)  # type: ignore[union-attr]
+
+
+def _record(op: Any, form: Form, self: Tensor, old: Tensor, args: Any, kwargs: Any) -> Any:
+    """Run ``form`` on ``old`` (``self`` before the write) with autograd, then the op on
+    ``self`` below autograd: ``(result, output of the form)``."""
+    out = form(old, *args, **kwargs)
+    node = out.grad_fn
+    if node is not None and _saves(node, old):
+        old._data = OPS.clone(Tensor._wrap(self._data))._data
+    GRAD.enabled = False
+    try:
+        result = op(self, *args, **kwargs)
+    finally:
+        GRAD.enabled = True
+    return result, out
+
+
+def _write_shared(
+    qualname: str, op: Any, form: Form, self: Tensor, views: ViewSet, args: Any, kwargs: Any
+) -> Any:
+    """An in-place op on storage that views share: on a view, the base's history is
+    rewritten (``CopySlices``); on the base, its history as usual; then every other live
+    view's history is made over the base's new one."""
+    base = views.base()
+    if base is None or base is self or not views.is_view(self):
+        _refuse(self)  # the base itself (or a detach() of it, or a view whose base is gone)
+        was_rg = self._rg
+        result = _plain(op, form, self, args, kwargs)
+        if base is self:
+            rebase_views(views, self, None, qualname, was_rg)
+        return result
+    if base._rg and base.grad_fn is None:
+        raise RuntimeError(_VIEW_OF_LEAF)
+    if base._rg and not self._rg:  # a view of a tensor in the graph, taken under no_grad
+        raise RuntimeError(_NO_GRAD_VIEW)
+    found = positions(base, self, qualname, written=True)
+    if found is None:  # a "view" its kernel copied: writing it leaves the base alone
+        return _plain(op, form, self, args, kwargs)
+    pos = on_device(found, base)
+    was_rg = base._rg
+    base_edge = edge_of(base)
+    old = Tensor._wrap(self._data)
+    if base_edge is not None:
+        old._rg = True
+        old.grad_fn = AsStridedBackward(base_edge, base, self, pos)
+    result, out = _record(op, form, self, old, args, kwargs)
+    cs = CopySlices(base_edge, edge_of(out), base, self, pos)
+    base.grad_fn, base._rg, base._out_nr = cs, True, 0
+    self.grad_fn = AsStridedBackward((cs, 0), base, self, pos)
+    self._rg, self._out_nr = True, 0
+    rebase_views(views, base, self, qualname, was_rg)
+    return result
+
+
+def _plain(op: Any, form: Form, self: Tensor, args: Any, kwargs: Any) -> Any:
+    old = Tensor._wrap(self._data)
+    old._rg, old.grad_fn, old._out_nr = self._rg, self.grad_fn, self._out_nr
+    result, out = _record(op, form, self, old, args, kwargs)
+    node = out.grad_fn
+    if node is not None:
+        self.grad_fn = node
+        self._rg = True
+        self._out_nr = out._out_nr
+    return result
 
 
 def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
@@ -131,23 +195,11 @@ def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
                 f"{qualname}: the tensor written in place must be an oplib.Tensor when an "
                 f"argument requires grad, got {type(self).__name__}"
             )
+        vc = self._vc
+        if vc is not None and len(vc) > 1:  # views share the storage
+            return _write_shared(qualname, op, form, self, vc[1], args, kwargs)
         _refuse(self)
-        old = Tensor._wrap(self._data)
-        old._rg, old.grad_fn, old._out_nr = self._rg, self.grad_fn, self._out_nr
-        out = form(old, *args, **kwargs)
-        node = out.grad_fn
-        if node is not None and _saves(node, old):
-            old._data = OPS.clone(Tensor._wrap(self._data))._data
-        GRAD.enabled = False
-        try:
-            result = op(self, *args, **kwargs)
-        finally:
-            GRAD.enabled = True
-        if node is not None:
-            self.grad_fn = node
-            self._rg = True
-            self._out_nr = out._out_nr
-        return result
+        return _plain(op, form, self, args, kwargs)
 
     kernel.__name__ = kernel.__qualname__ = f"{qualname.partition('::')[2]}_autograd"
     return kernel
@@ -200,7 +252,14 @@ def _index_put(ctx: Any, g: Tensor) -> Any:
     if need_self:
         gs = g if ctx.accumulate else OPS.index_put(g, ctx.indices, _zero(g), False)
     if need_values:
-        gv = sum_to(REGISTRY.ops["oplib::index.Tensor"].overload(g, ctx.indices), ctx.values_shape)
+        index = REGISTRY.ops["oplib::index.Tensor"].overload
+        indices = ctx.indices
+        if all(i is not None and i._data.ndim == 0 for i in indices):
+            # one element (``t[0, 1] = v``): the kernel would return a scalar, not an array
+            one = [OPS.reshape(i, [1]) for i in indices]
+            gv = sum_to(OPS.reshape(index(g, one), []), ctx.values_shape)
+        else:
+            gv = sum_to(index(g, indices), ctx.values_shape)
     return gs, None, gv, None
 
 

@@ -1,0 +1,47 @@
+"""Which tensors are views of which: the record autograd needs to rewrite a base's history
+when one of its views is written in place (torch's ``CopySlices``).
+
+The first view taken of a tensor's storage puts a :class:`ViewSet` into the version counter
+that the base and its views share (``t._vc[1]``): the base (the tensor the first view was
+taken of; a view of a view has the same base) and every view taken since, all held weakly,
+as torch's base does not keep its views alive.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the Tensor module imports this one
+    from ._tensor import Tensor
+
+__all__ = ["ViewSet"]
+
+
+class ViewSet:
+    """The base of one storage and the views taken of it (weak references)."""
+
+    __slots__ = ("_cap", "base", "views")
+
+    def __init__(self, base: Tensor) -> None:
+        self.base: weakref.ref[Tensor] = weakref.ref(base)
+        #: id(view) -> weak reference to it (a dead one is pruned as the dict grows)
+        self.views: dict[int, weakref.ref[Tensor]] = {}
+        self._cap = 32
+
+    def add(self, view: Tensor) -> None:
+        views = self.views
+        if len(views) >= self._cap:  # a long-lived base sliced in a loop: drop the dead
+            for k in [k for k, r in views.items() if r() is None]:
+                del views[k]
+            self._cap = max(32, 2 * len(views))
+        views[id(view)] = weakref.ref(view)
+
+    def is_view(self, t: Tensor) -> bool:
+        """Whether ``t`` is one of the views (not the base, nor a ``detach()`` of it)."""
+        r = self.views.get(id(t))
+        return r is not None and r() is t
+
+    def alive(self) -> list[Tensor]:
+        """The views still alive."""
+        return [v for r in self.views.values() if (v := r()) is not None]

@@ -1,0 +1,224 @@
+"""In-place ops on views: the base's history is rewritten, as torch's ``CopySlices`` does.
+
+``v = y[:, 1:]; v.mul_(3)`` writes into ``y``'s storage, so ``y`` gets a new ``grad_fn``
+and so does every view of it. Every view is placed in its base by ``P``, the flat position
+in the base of each element of the view (a flat int64 tensor in the view's C order, read from
+the arrays' strides and data pointers), and the write is recorded as three nodes:
+
+- ``old``, the view's values before the write, gets the history ``AsStridedBackward0``
+  (the gradient scattered into the base's shape at ``P``) over the base's old history;
+- the op's functional form runs on ``old`` with autograd as any in-place op does
+  (``_inplace``), so its own formula gives the gradients of ``old`` and of the other
+  arguments;
+- the base's new ``grad_fn`` is a :class:`CopySlices`: of the base's gradient it sends the
+  part outside the view (the region zeroed) to the base's old history and the part inside
+  (gathered at ``P``) through the op's form.
+
+The written view and every other live view of the base get an ``AsStridedBackward0`` over
+the base's new history (torch regenerates them the same way). Each formula is made of
+oplib ops (``index``, ``index_put``, ``reshape``), so ``create_graph=True`` differentiates
+it again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._registry import REGISTRY
+from .._tensor import Tensor
+from .._views import ViewSet
+from ._engine import Node, edge_of
+
+__all__ = ["AsStridedBackward", "CopySlices", "on_device", "positions", "rebase_views", "view_set"]
+
+_INT64 = np.dtype("int64")
+
+_OVERLAP = (
+    "unsupported operation: more than one element of the written-to tensor refers to a "
+    "single memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def _op(name: str) -> Any:
+    return REGISTRY.ops[f"oplib::{name}"].overload
+
+
+def view_set(t: Tensor) -> ViewSet | None:
+    """The ``ViewSet`` of ``t``'s storage, None when no view of it was ever taken."""
+    vc = t._vc
+    if vc is None or len(vc) < 2:
+        return None
+    views: ViewSet = vc[1]
+    return views
+
+
+# -- where a view lies in its base ------------------------------------------------------------
+def _layout(data: Any) -> tuple[int, tuple[int, ...], int] | None:
+    """``(address of the first element, strides in bytes, item size)`` of a strided array
+    (numpy's, cupy's, any with the array or CUDA array interface); None for others."""
+    if type(data) is np.ndarray:
+        return data.__array_interface__["data"][0], data.strides, data.itemsize
+    for name in ("__cuda_array_interface__", "__array_interface__"):
+        face = getattr(data, name, None)
+        if isinstance(face, dict):
+            shape = tuple(face["shape"])
+            itemsize = np.dtype(face["typestr"]).itemsize
+            strides = face.get("strides")
+            if strides is None:  # C-contiguous
+                strides = tuple(
+                    int(np.prod(shape[i + 1 :], dtype=np.int64)) * itemsize
+                    for i in range(len(shape))
+                )
+            return int(face["data"][0]), tuple(strides), itemsize
+    return None
+
+
+def _addresses(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The byte offset of each element of an array of ``shape`` and ``strides``."""
+    out = np.zeros(shape, dtype=_INT64)
+    for d, (n, s) in enumerate(zip(shape, strides, strict=True)):
+        step = [1] * len(shape)
+        step[d] = n
+        out += (np.arange(n, dtype=_INT64) * s).reshape(step)
+    return out
+
+
+def positions(base: Tensor, view: Tensor, what: str, *, written: bool) -> np.ndarray | None:
+    """The flat position in ``base`` (C order) of each element of ``view`` (host int64, the
+    view's shape); None when ``view`` does not lie in ``base``'s storage (its kernel made a
+    copy). Raises for arrays without strides, and for a ``written`` view whose elements
+    overlap (an ``expand``)."""
+    b, v = _layout(base._data), _layout(view._data)
+    if b is None or v is None:
+        kind = type(view._data if v is None else base._data).__name__
+        raise RuntimeError(
+            f"{what}: an in-place operation on a view of a tensor that requires grad (or on "
+            f"a tensor with views) needs the arrays' strides to place the view in its base, "
+            f"and a {kind} has none (oplib rewrites the base's history as torch's "
+            "CopySlices does); clone() the view and write into the clone"
+        )
+    (b0, bstrides, size), (v0, vstrides, _) = b, v
+    vshape = tuple(view._data.shape)
+    if written and any(s == 0 and n > 1 for n, s in zip(vshape, vstrides, strict=True)):
+        raise RuntimeError(_OVERLAP)
+    bshape = tuple(base._data.shape)
+    addr = _addresses(vshape, vstrides) + (v0 - b0)
+    n = math.prod(bshape)
+    if addr.size == 0:
+        return addr
+    if n == 0:
+        return None
+    flat = _addresses(bshape, bstrides).reshape(-1)
+    if flat[-1] == (n - 1) * size and bool(np.all(np.diff(flat) == size)):
+        pos = addr // size  # the base is C-contiguous (the common case)
+        inside = (addr % size == 0) & (pos >= 0) & (pos < n)
+    else:
+        order = np.argsort(flat, kind="stable")
+        ordered = flat[order]
+        k = np.clip(np.searchsorted(ordered, addr), 0, n - 1)
+        inside = ordered[k] == addr
+        pos = order[k]
+    if not bool(np.all(inside)):
+        return None
+    return pos.astype(_INT64, copy=False)
+
+
+def on_device(host: np.ndarray, like: Tensor) -> Tensor:
+    """Positions made on the host, flat (a 0-d index makes ``index`` return a scalar), on
+    ``like``'s device."""
+    host = host.reshape(-1)
+    if type(like._data) is np.ndarray:
+        return Tensor._wrap(host)
+    return Tensor._wrap(like.backend.from_host(host, like.device))
+
+
+# -- the nodes ----------------------------------------------------------------------------------
+class AsStridedBackward(Node):
+    """The history of a view over its base's history: the view's gradient scattered into
+    the base's shape at the view's positions (torch's ``AsStridedBackward0``)."""
+
+    __slots__ = ("_base_meta", "_pos")
+
+    def __init__(self, base_edge: Any, base: Tensor, view: Tensor, pos: Tensor) -> None:
+        self._edges = (base_edge,)
+        self._meta = ((tuple(view._data.shape), view._data.dtype),)
+        self._nout = 1
+        self._outs = None
+        self._base_meta = (tuple(base._data.shape), base.dtype, base.device)
+        self._pos = pos
+
+    def name(self) -> str:
+        return "AsStridedBackward0"
+
+    def _input_name(self, i: int) -> str:
+        return "self"
+
+    def _apply(self, grads: list[Any]) -> Sequence[Any]:
+        (g,) = grads
+        shape, dtype, device = self._base_meta
+        zeros = Tensor._wrap(_op("zeros")([math.prod(shape)], dtype=dtype, device=device))
+        flat = _op("index_put")(zeros, [self._pos], _op("reshape")(g, [-1]), True)
+        return (_op("reshape")(flat, list(shape)),)
+
+
+class CopySlices(Node):
+    """The history of a base after one of its views was written in place (torch's
+    ``CopySlices``): edge 0 is the base's old history (it gets the gradient outside the
+    view), edge 1 the output of the op's functional form (the gradient inside the view)."""
+
+    __slots__ = ("_pos", "_shape", "_vshape")
+
+    def __init__(
+        self, base_edge: Any, form_edge: Any, base: Tensor, view: Tensor, pos: Tensor
+    ) -> None:
+        self._edges = (base_edge, form_edge)
+        self._meta = ((tuple(base._data.shape), base._data.dtype),)
+        self._nout = 1
+        self._outs = None
+        self._pos = pos
+        self._shape = list(base._data.shape)
+        self._vshape = list(view._data.shape)
+
+    def name(self) -> str:
+        return "CopySlices"
+
+    def _input_name(self, i: int) -> str:
+        return ("self", "the value written into the view")[i]
+
+    def _apply(self, grads: list[Any]) -> Sequence[Any]:
+        (g,) = grads
+        flat = _op("reshape")(g, [-1])
+        inside = None
+        if self._edges[1] is not None:
+            inside = _op("reshape")(_op("index.Tensor")(flat, [self._pos]), self._vshape)
+        outside = None
+        if self._edges[0] is not None:
+            zero = Tensor._wrap(_op("zeros")([], dtype=g.dtype, device=g.device))
+            outside = _op("reshape")(_op("index_put")(flat, [self._pos], zero, False), self._shape)
+        return (outside, inside)
+
+
+# -- rewriting histories --------------------------------------------------------------------------
+def rebase_views(
+    views: ViewSet, base: Tensor, skip: Tensor | None, what: str, was_rg: bool
+) -> None:
+    """Give every live view of ``base`` (but ``skip``) its history over ``base``'s current
+    one, as torch regenerates a view's ``grad_fn`` once its base was written. A view that
+    does not require grad of a base that did (``was_rg``: taken under no_grad) is left out:
+    torch refuses to regenerate those."""
+    edge = edge_of(base)
+    if edge is None:
+        return
+    for v in views.alive():
+        if v is skip or v is base or (was_rg and not v._rg):
+            continue
+        pos = positions(base, v, what, written=False)
+        if pos is None:  # not a view after all (its kernel made a copy): its own history
+            continue
+        v.grad_fn = AsStridedBackward(edge, base, v, on_device(pos, base))
+        v._rg = True
+        v._out_nr = 0
