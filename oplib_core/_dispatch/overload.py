@@ -228,6 +228,11 @@ class OpOverload(FastCall):
         return self._entry.qualname
 
     @property
+    def __name__(self) -> str:
+        """``"op.overload"`` (``"add.default"``), as torch's ``OpOverload.__name__``."""
+        return f"{self._schema.qualname.partition('::')[2]}.{self._overloadname}"
+
+    @property
     def namespace(self) -> str:
         return self._schema.namespace
 
