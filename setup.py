@@ -1,16 +1,136 @@
-"""The one compiled piece of oplib-core: the native fast call (oplib_core/_native/_cfastcall.c),
-optional. Where no C compiler is found the build warns and goes on, and oplib runs the same
-calls through generated Python (see docs/native-kernels.md, "What a call costs")."""
+"""oplib-core's build: the version every oplib distribution takes from the git tag, and the
+one compiled piece, the native fast call (oplib_core/_native/_cfastcall.c).
 
-from setuptools import Extension, setup
+The version (``oplib_version``): ``git describe`` of the checkout, as setuptools-scm's
+default scheme reads it. A clean checkout of tag ``vX.Y.Z`` is ``X.Y.Z``; N commits later
+(or with uncommitted changes) it is ``X.Y.(Z+1).devN+gHASH`` (``.dirty`` added). Without
+git or a ``v*`` tag (a shallow CI clone, a fork, a source tarball) it is
+``FALLBACK_VERSION`` from oplib_core/_version.py; in an sdist, the version it was made with
+(PKG-INFO). The build writes it to oplib_core/_version_built.py, which ``__version__``
+reads, so that the module and the installed metadata agree. The plugins' setup.py files run
+this file (not as ``__main__``) for ``oplib_version`` and ``compatible_core``: every
+distribution in a checkout has one version, and needs the oplib-core of its minor series.
 
-setup(
-    ext_modules=[
+The fast call is optional: where no C compiler is found the build warns and goes on, and
+oplib runs the same calls through generated Python (docs/native-kernels.md, "What a call
+costs"); ``OPLIB_NO_EXTENSION=1`` leaves it out on purpose (the pure-Python
+``py3-none-any`` wheel for platforms without a compiled one). It uses only the limited API
+of Python 3.10, so one ``abi3`` wheel per platform serves every Python from 3.10 on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+#: the oldest Python the abi3 extension runs on (Py_LIMITED_API, the wheel's cp310 tag)
+LIMITED_API = (3, 10)
+
+
+def _fallback_version() -> str:
+    text = (ROOT / "oplib_core" / "_version.py").read_text()
+    found = re.search(r'^FALLBACK_VERSION = "([^"]+)"$', text, re.MULTILINE)
+    if found is None:
+        raise RuntimeError('oplib_core/_version.py has no FALLBACK_VERSION = "..." line')
+    return found.group(1)
+
+
+def pkg_info_version(where: Path) -> str | None:
+    """The version an sdist was made with (its PKG-INFO), or None outside an sdist."""
+    pkg_info = where / "PKG-INFO"
+    if not pkg_info.is_file():
+        return None
+    found = re.search(r"^Version: (\S+)$", pkg_info.read_text(), re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def version_from_describe(described: str) -> str:
+    """``git describe --tags --long --dirty --abbrev=7`` output as a PEP 440 version."""
+    found = re.fullmatch(r"v(\d+(?:\.\d+)*)((?:a|b|rc)\d+)?-(\d+)-g([0-9a-f]+)(-dirty)?", described)
+    if found is None:
+        raise ValueError(f"a release tag is vX.Y.Z (or vX.Y.ZrcN), not {described!r}")
+    release, pre, distance, node, dirty = found.groups()
+    if distance == "0" and not dirty:
+        return release + (pre or "")
+    # guess-next-dev: the next patch release, or the tagged pre-release's release
+    parts = [int(p) for p in release.split(".")] + [0] * (3 - release.count(".") - 1)
+    if pre:  # after vX.Y.ZrcN comes rc(N+1)
+        kind, number = re.fullmatch(r"([a-z]+)(\d+)", pre).groups()  # type: ignore[union-attr]
+        after = f"{kind}{int(number) + 1}"
+    else:
+        parts[-1] += 1
+        after = ""
+    local = f"g{node}" + (".dirty" if dirty else "")
+    return ".".join(map(str, parts)) + f"{after}.dev{distance}+{local}"
+
+
+def oplib_version(where: Path = ROOT) -> str:
+    """The version of every oplib distribution built from this checkout (module docstring)."""
+    from_sdist = pkg_info_version(where)
+    if from_sdist is not None:
+        return from_sdist
+    described = _git("describe", "--tags", "--long", "--dirty", "--abbrev=7", "--match", "v[0-9]*")
+    return _fallback_version() if described is None else version_from_describe(described)
+
+
+def compatible_core(version: str) -> str:
+    """The oplib-core range a plugin of ``version`` works with: its minor series while the
+    major version is 0 (a minor release may change the plugin API), its major series after;
+    from the series' first pre-release on when ``version`` is one of them."""
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(.*)$", version)
+    if found is None:
+        raise ValueError(f"not a release version: {version!r}")
+    major, minor, patch, rest = int(found[1]), int(found[2]), found[3], found[4]
+    series = f"{major}.{minor}" if major == 0 else f"{major}.0"
+    before_release = (patch in (None, "0")) and re.match(r"\.?(a|b|rc|dev)", rest) is not None
+    low = f"{series}.dev0" if before_release and series == f"{major}.{minor}" else series
+    high = f"0.{minor + 1}" if major == 0 else f"{major + 1}"
+    return f">={low},<{high}"
+
+
+def _write_version_module(version: str) -> None:
+    target = ROOT / "oplib_core" / "_version_built.py"
+    text = f'"""Written by setup.py at build time (git-ignored)."""\n\nversion = "{version}"\n'
+    if not target.is_file() or target.read_text() != text:
+        target.write_text(text)
+
+
+def _extensions() -> list:
+    from setuptools import Extension
+
+    if os.environ.get("OPLIB_NO_EXTENSION", "0") == "1":
+        return []
+    limited = "0x{:02X}{:02X}0000".format(*LIMITED_API)
+    return [
         Extension(
             "oplib_core._native._cfastcall",
             sources=["oplib_core/_native/_cfastcall.c"],
             include_dirs=["oplib_core/include"],
+            define_macros=[("Py_LIMITED_API", limited)],
+            py_limited_api=True,
             optional=True,
         )
     ]
-)
+
+
+if __name__ == "__main__":
+    from setuptools import setup
+
+    VERSION = oplib_version()
+    _write_version_module(VERSION)
+    extensions = _extensions()
+    abi3 = {"bdist_wheel": {"py_limited_api": "cp{}{}".format(*LIMITED_API)}}
+    setup(version=VERSION, ext_modules=extensions, options=abi3 if extensions else {})

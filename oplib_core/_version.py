@@ -1,3 +1,14 @@
-"""The version of oplib-core (also the plugin API version plugins declare against)."""
+"""The version of oplib-core (also the plugin API version plugins declare against).
 
-__version__ = "0.1.0"
+It comes from the git tag at build time (setup.py, ``oplib_version``), which writes it to
+``_version_built.py`` next to this file. ``FALLBACK_VERSION`` is the version of a build
+without a ``v*`` tag to read (a shallow clone, a fork) and of a source tree that was never
+built; setup.py reads it from this line.
+"""
+
+FALLBACK_VERSION = "0.1.0"
+
+try:
+    from ._version_built import version as __version__
+except ImportError:  # a source tree on sys.path that no build has run in
+    __version__ = FALLBACK_VERSION

@@ -13,7 +13,12 @@
  * dtype, out DLTensor tail] per output when a fake kernel sizes them, keep).
  *
  * No numpy headers: the array struct below is numpy's public ABI (unchanged since numpy
- * 1.7, the same in numpy 2), and _fastcall.py checks it against a probe array first. */
+ * 1.7, the same in numpy 2), and _fastcall.py checks it against a probe array first.
+ *
+ * Only the limited API (setup.py defines Py_LIMITED_API as 3.10: one abi3 wheel per
+ * platform for every Python from 3.10). The vectorcall protocol joined the limited API in
+ * 3.12; before that (and in the abi3 build) the type is called through tp_call, whose
+ * argument tuple is the one extra allocation. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -21,6 +26,10 @@
 #include <string.h>
 
 #include "oplib.h"
+
+#if !defined(Py_LIMITED_API) || Py_LIMITED_API + 0 >= 0x030C0000
+#define FC_VECTORCALL 1
+#endif
 
 /* numpy's PyArrayObject_fields, as far as the fast call reads it. */
 typedef struct {
@@ -42,7 +51,9 @@ typedef struct {
 
 typedef struct {
   PyObject_HEAD
+#ifdef FC_VECTORCALL
   vectorcallfunc vectorcall;
+#endif
   Py_ssize_t nargs, ntensors, nouts;
   int by_fake;
   char *kinds; /* per argument: 't', 'i' or 'f' */
@@ -57,8 +68,10 @@ static PyObject *args_tuple(PyObject *const *args, Py_ssize_t n) {
   PyObject *tuple = PyTuple_New(n);
   if (tuple == NULL) return NULL;
   for (Py_ssize_t i = 0; i < n; i++) {
-    Py_INCREF(args[i]);
-    PyTuple_SET_ITEM(tuple, i, args[i]);
+    if (PyTuple_SetItem(tuple, i, Py_NewRef(args[i])) < 0) {
+      Py_DECREF(tuple);
+      return NULL;
+    }
   }
   return tuple;
 }
@@ -66,7 +79,7 @@ static PyObject *args_tuple(PyObject *const *args, Py_ssize_t n) {
 static PyObject *fc_slow(FastCall *self, PyObject *const *args, Py_ssize_t n) {
   PyObject *tuple = args_tuple(args, n);
   if (tuple == NULL) return NULL;
-  PyObject *result = PyObject_CallOneArg(self->slow, tuple);
+  PyObject *result = PyObject_CallFunctionObjArgs(self->slow, tuple, NULL);
   Py_DECREF(tuple);
   return result;
 }
@@ -84,7 +97,7 @@ static void fc_fail(FastCall *self, int status, const oplib_error *err, const ch
 }
 
 static PyObject *dict_get(PyObject *dict, PyObject *key) { /* a new reference, or NULL */
-#if PY_VERSION_HEX >= 0x030D0000
+#if !defined(Py_LIMITED_API) && PY_VERSION_HEX >= 0x030D0000
   PyObject *found = NULL;
   PyDict_GetItemRef(dict, key, &found);
   return found;
@@ -97,21 +110,16 @@ static PyObject *dict_get(PyObject *dict, PyObject *key) { /* a new reference, o
 
 /* The hit tuple's DLTensor tail at index i, or NULL (with SystemError). */
 static const char *tail_at(PyObject *hit, Py_ssize_t i) {
-  PyObject *b = PyTuple_GET_ITEM(hit, i);
-  if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != (Py_ssize_t)TAIL_SIZE) {
+  PyObject *b = PyTuple_GetItem(hit, i);
+  if (b == NULL || !PyBytes_Check(b) || PyBytes_Size(b) != (Py_ssize_t)TAIL_SIZE) {
     PyErr_SetString(PyExc_SystemError, "native fast call: malformed cache entry");
     return NULL;
   }
-  return PyBytes_AS_STRING(b);
+  return PyBytes_AsString(b);
 }
 
-static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  FastCall *self = (FastCall *)op;
-  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
-    PyErr_SetString(PyExc_TypeError, "a native fast call takes positional arguments only");
-    return NULL;
-  }
+/* The call itself: n positional arguments. */
+static PyObject *fc_run(FastCall *self, PyObject *const *args, Py_ssize_t n) {
   if (n != self->nargs) return fc_slow(self, args, n);
 
   uint64_t key[MAX_KEY_WORDS];
@@ -155,7 +163,7 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
       return fc_slow(self, args, n);
     uint64_t bits;
     if (tp == &PyFloat_Type) {
-      a->v.f = PyFloat_AS_DOUBLE(v);
+      a->v.f = PyFloat_AsDouble(v);
       memcpy(&bits, &a->v.f, sizeof(double));
     } else {
       int overflow = 0;
@@ -191,7 +199,7 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
     hit = PyObject_CallFunctionObjArgs(self->miss, tuple, key_bytes, NULL);
     if (hit == Py_None) {
       Py_DECREF(hit);
-      PyObject *result = PyObject_CallOneArg(self->slow, tuple);
+      PyObject *result = PyObject_CallFunctionObjArgs(self->slow, tuple, NULL);
       Py_DECREF(tuple);
       Py_DECREF(key_bytes);
       return result;
@@ -201,7 +209,7 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
   Py_DECREF(key_bytes);
   if (hit == NULL) return NULL;
   Py_ssize_t want = self->ntensors + (self->by_fake ? 3 * self->nouts : 0) + 1;
-  if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != want) {
+  if (!PyTuple_Check(hit) || PyTuple_Size(hit) != want) {
     Py_DECREF(hit);
     PyErr_SetString(PyExc_SystemError, "native fast call: malformed cache entry");
     return NULL;
@@ -243,28 +251,28 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
       PyObject *raw = PyBytes_FromStringAndSize((const char *)&metas[j], sizeof(metas[j]));
       if (raw == NULL) goto fail_outs;
       meta = dict_get(self->out_metas, raw);
-      if (meta == NULL && !PyErr_Occurred()) meta = PyObject_CallOneArg(self->out_meta, raw);
+      if (meta == NULL && !PyErr_Occurred())
+        meta = PyObject_CallFunctionObjArgs(self->out_meta, raw, NULL);
       Py_DECREF(raw);
       if (meta == NULL) goto fail_outs;
-      if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) < 3) {
+      if (!PyTuple_Check(meta) || PyTuple_Size(meta) < 3) {
         Py_DECREF(meta);
         PyErr_SetString(PyExc_SystemError, "native fast call: malformed output meta");
         goto fail_outs;
       }
-      shape = PyTuple_GET_ITEM(meta, 0);
-      dtype = PyTuple_GET_ITEM(meta, 1);
+      shape = PyTuple_GetItem(meta, 0);
+      dtype = PyTuple_GetItem(meta, 1);
       tail = tail_at(meta, 2);
     } else {
-      shape = PyTuple_GET_ITEM(hit, self->ntensors + 3 * j);
-      dtype = PyTuple_GET_ITEM(hit, self->ntensors + 3 * j + 1);
+      shape = PyTuple_GetItem(hit, self->ntensors + 3 * j);
+      dtype = PyTuple_GetItem(hit, self->ntensors + 3 * j + 1);
       tail = tail_at(hit, self->ntensors + 3 * j + 2);
     }
     if (tail == NULL) {
       Py_XDECREF(meta);
       goto fail_outs;
     }
-    PyObject *empty_args[2] = {shape, dtype};
-    PyObject *o = PyObject_Vectorcall(self->empty, empty_args, 2, NULL);
+    PyObject *o = PyObject_CallFunctionObjArgs(self->empty, shape, dtype, NULL);
     if (o != NULL && Py_TYPE(o) != (PyTypeObject *)self->ndarray) {
       Py_DECREF(o);
       o = NULL;
@@ -297,7 +305,7 @@ static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
   } else {
     result = PyTuple_New(self->nouts);
     if (result != NULL)
-      for (Py_ssize_t j = 0; j < self->nouts; j++) PyTuple_SET_ITEM(result, j, out_objs[j]);
+      for (Py_ssize_t j = 0; j < self->nouts; j++) PyTuple_SetItem(result, j, out_objs[j]);
     else
       for (Py_ssize_t j = 0; j < self->nouts; j++) Py_DECREF(out_objs[j]);
   }
@@ -311,6 +319,29 @@ fail_hit:
   Py_DECREF(hit);
   return NULL;
 }
+
+static PyObject *positional_only(void) {
+  PyErr_SetString(PyExc_TypeError, "a native fast call takes positional arguments only");
+  return NULL;
+}
+
+#ifdef FC_VECTORCALL
+static PyObject *fc_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  if (kwnames != NULL && PyTuple_Size(kwnames)) return positional_only();
+  return fc_run((FastCall *)op, args, PyVectorcall_NARGS(nargsf));
+}
+#else
+/* tp_call: the tuple's items as the array fc_run reads (borrowed, as vectorcall's). */
+static PyObject *fc_tp_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+  if (kwargs != NULL && PyDict_Size(kwargs)) return positional_only();
+  Py_ssize_t n = PyTuple_Size(args);
+  PyObject *items[16];
+  if (n < 0) return NULL;
+  if (n > 16) return PyObject_CallFunctionObjArgs(((FastCall *)op)->slow, args, NULL);
+  for (Py_ssize_t i = 0; i < n; i++) items[i] = PyTuple_GetItem(args, i);
+  return fc_run((FastCall *)op, items, n);
+}
+#endif
 
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCall *self = (FastCall *)op;
@@ -347,7 +378,8 @@ static void fc_dealloc(PyObject *op) {
   PyObject_GC_UnTrack(op);
   fc_clear(op);
   PyMem_Free(self->kinds);
-  tp->tp_free(op);
+  freefunc free_slot = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  free_slot(op);
   Py_DECREF(tp);
 }
 
@@ -377,7 +409,8 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
       return NULL;
     }
   }
-  FastCall *self = (FastCall *)type->tp_alloc(type, 0);
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  FastCall *self = (FastCall *)alloc(type, 0);
   if (self == NULL) return NULL;
   self->kinds = PyMem_Malloc((size_t)nkinds + 1);
   if (self->kinds == NULL) {
@@ -385,7 +418,9 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     return PyErr_NoMemory();
   }
   memcpy(self->kinds, kinds, (size_t)nkinds + 1);
+#ifdef FC_VECTORCALL
   self->vectorcall = fc_call;
+#endif
   self->nargs = nkinds;
   self->ntensors = ntensors;
   self->nouts = nouts;
@@ -405,7 +440,9 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
 
 static PyMemberDef fc_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(FastCall, wrapped), 0, NULL},
+#ifdef FC_VECTORCALL
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastCall, vectorcall), READONLY, NULL},
+#endif
     {NULL},
 };
 
@@ -415,7 +452,11 @@ static PyType_Slot fc_slots[] = {
     {Py_tp_dealloc, fc_dealloc},
     {Py_tp_traverse, fc_traverse},
     {Py_tp_clear, fc_clear},
+#ifdef FC_VECTORCALL
     {Py_tp_call, PyVectorcall_Call},
+#else
+    {Py_tp_call, fc_tp_call},
+#endif
     {Py_tp_members, fc_members},
     {0, NULL},
 };
@@ -424,7 +465,11 @@ static PyType_Spec fc_spec = {
     "oplib_core._native._cfastcall.FastCall",
     sizeof(FastCall),
     0,
+#ifdef FC_VECTORCALL
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+#else
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+#endif
     fc_slots,
 };
 
@@ -439,8 +484,8 @@ static PyObject *probe(PyObject *Py_UNUSED(module), PyObject *arr) {
     return NULL;
   }
   for (int d = 0; d < a->nd; d++) {
-    PyTuple_SET_ITEM(shape, d, PyLong_FromSsize_t(a->dimensions[d]));
-    PyTuple_SET_ITEM(strides, d, PyLong_FromSsize_t(a->strides[d]));
+    PyTuple_SetItem(shape, d, PyLong_FromSsize_t(a->dimensions[d]));
+    PyTuple_SetItem(strides, d, PyLong_FromSsize_t(a->strides[d]));
   }
   return Py_BuildValue("(KNNOO)", (unsigned long long)(uintptr_t)a->data, shape, strides,
                        a->flags & WRITEABLE ? Py_True : Py_False, a->descr ? a->descr : Py_None);
