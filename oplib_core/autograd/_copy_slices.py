@@ -31,9 +31,10 @@ import numpy as np
 from .._registry import REGISTRY
 from .._tensor import Tensor
 from .._views import ViewSet
+from ..fake._arrays import FakeArray
 from ._engine import Node, edge_of
 
-__all__ = ["AsStridedBackward", "CopySlices", "on_device", "positions", "rebase_views", "view_set"]
+__all__ = ["AsStridedBackward", "CopySlices", "locate", "positions", "rebase_views", "view_set"]
 
 _INT64 = np.dtype("int64")
 
@@ -136,6 +137,18 @@ def on_device(host: np.ndarray, like: Tensor) -> Tensor:
     return Tensor._wrap(like.backend.from_host(host, like.device))
 
 
+def locate(base: Tensor, view: Tensor, what: str, *, written: bool) -> Tensor | None:
+    """``positions`` on the base's device (None: ``view`` is not in ``base``'s storage). A
+    data-less (fake or meta) tensor gets positions of the right length and no values: its
+    gradients have shapes only."""
+    if isinstance(base._data, FakeArray) or isinstance(view._data, FakeArray):
+        n = math.prod(view._data.shape)
+        out = _op("empty")([n], dtype=_INT64, device=base.device)
+        return out if type(out) is Tensor else Tensor._wrap(out)
+    host = positions(base, view, what, written=written)
+    return None if host is None else on_device(host, base)
+
+
 # -- the nodes ----------------------------------------------------------------------------------
 class AsStridedBackward(Node):
     """The history of a view over its base's history: the view's gradient scattered into
@@ -216,9 +229,9 @@ def rebase_views(
     for v in views.alive():
         if v is skip or v is base or (was_rg and not v._rg):
             continue
-        pos = positions(base, v, what, written=False)
+        pos = locate(base, v, what, written=False)
         if pos is None:  # not a view after all (its kernel made a copy): its own history
             continue
-        v.grad_fn = AsStridedBackward(edge, base, v, on_device(pos, base))
+        v.grad_fn = AsStridedBackward(edge, base, v, pos)
         v._rg = True
         v._out_nr = 0

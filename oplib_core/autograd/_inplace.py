@@ -28,7 +28,7 @@ from .._registry import REGISTRY
 from .._schema import FunctionSchema
 from .._tensor import Tensor
 from .._views import ViewSet
-from ._copy_slices import AsStridedBackward, CopySlices, on_device, positions, rebase_views
+from ._copy_slices import AsStridedBackward, CopySlices, locate, rebase_views
 from ._engine import edge_of, sum_to
 from ._formulas import OPS
 
@@ -154,10 +154,9 @@ def _write_shared(
         raise RuntimeError(_VIEW_OF_LEAF)
     if base._rg and not self._rg:  # a view of a tensor in the graph, taken under no_grad
         raise RuntimeError(_NO_GRAD_VIEW)
-    found = positions(base, self, qualname, written=True)
-    if found is None:  # a "view" its kernel copied: writing it leaves the base alone
+    pos = locate(base, self, qualname, written=True)
+    if pos is None:  # a "view" its kernel copied: writing it leaves the base alone
         return _plain(op, form, self, args, kwargs)
-    pos = on_device(found, base)
     was_rg = base._rg
     base_edge = edge_of(base)
     old = Tensor._wrap(self._data)
