@@ -81,6 +81,7 @@ from ._schema import FunctionSchema, parse_schema
 from ._tags import Tag
 from ._tensor import Tensor
 from ._version import __version__
+from ._vmap._api import vmap
 from .autograd import register_autograd
 from .backend_registration import (
     generate_methods_for_backend,
@@ -270,6 +271,7 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
+    "vmap",
     "while_loop",
     "zeros",
     "zeros_like",

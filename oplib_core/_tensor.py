@@ -82,8 +82,9 @@ def _is_scalar(x: object) -> bool:
 
 
 def _is_operand(x: object) -> bool:
-    """A Tensor or a native array: the other operand of a Tensor-Tensor operator."""
-    return type(x) is Tensor or TABLE.for_type(type(x)) is not None
+    """A Tensor (or a subclass: vmap's BatchedTensor) or a native array: the other operand
+    of a Tensor-Tensor operator."""
+    return isinstance(x, Tensor) or TABLE.for_type(type(x)) is not None
 
 
 def _binary(name: str, a: Tensor, b: Any) -> Tensor | NotImplementedType:

@@ -17,7 +17,14 @@ from ._startup import fork_safe
 from ._tags import Tag
 from .autograd._registration import register_autograd
 from .errors import InvalidNameError, SchemaError
-from .library import Library, _KernelT, _normalize_types, _register_many
+from .library import (
+    Library,
+    _check_vmap_schema,
+    _KernelT,
+    _normalize_types,
+    _register_many,
+    add_vmap_rule,
+)
 
 __all__ = ["CustomOpDef", "custom_op"]
 
@@ -196,6 +203,24 @@ class CustomOpDef(FastCall):
     ) -> None:
         """Register the gradient formula (see :func:`oplib_core.register_autograd`)."""
         register_autograd(self._opoverload, backward, setup_context=setup_context, lib=self._lib)
+
+    @overload
+    def register_vmap(self, func: None = None, /) -> Callable[[_KernelT], _KernelT]: ...
+    @overload
+    def register_vmap(self, func: _KernelT, /) -> _KernelT: ...
+    def register_vmap(self, func: Callable[..., Any] | None = None, /) -> Any:
+        """Register the batching rule ``func(info, in_dims, *args, **kwargs) -> (output,
+        out_dims)`` that ``oplib.vmap`` runs for this op (see
+        :func:`oplib_core.library.register_vmap`); a later rule replaces this one, as in
+        torch. Usable as a decorator."""
+        _check_vmap_schema(self._opoverload, "register_vmap")
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            # the earlier rule's handle then undoes nothing (the table holds the new origin)
+            add_vmap_rule(self._opoverload, f, self._lib, "register_vmap", replace=True)
+            return f
+
+        return register if func is None else register(func)
 
     def _destroy(self) -> None:
         with _LIBS_LOCK:

@@ -30,6 +30,7 @@ from ._schema import parse_schema, parse_signature
 from ._startup import fork_safe
 from ._tags import Tag
 from ._tensor import Tensor
+from ._vmap import _batched
 from .errors import (
     ArgumentTypeError,
     DuplicateLibraryError,
@@ -53,6 +54,7 @@ __all__ = [
     "register_dispatch_rule",
     "register_fake",
     "register_kernel",
+    "register_vmap",
 ]
 
 #: A kernel (or fake kernel): the decorator forms give it back unchanged, type included.
@@ -638,6 +640,100 @@ def register_dispatch_rule(
         handle = Handle(undo, f"dispatch rule of {qualname} for {mode.__qualname__}")
         _lib_for(qualname, lib)._register(handle)
         return handle
+
+    if func is None:
+
+        def decorator(fn: _KernelT) -> _KernelT:
+            register(fn)
+            return fn
+
+        return decorator
+    return register(func)
+
+
+#: (operator's qualified name) -> where its vmap rule was registered.
+_vmap_rules: dict[str, Origin] = {}
+
+
+def _check_vmap_schema(op: OpOverload, api: str) -> None:
+    schema = op.schema
+    if any(a.kwarg_only and "Tensor" in str(a.type) for a in schema.arguments):
+        raise NotImplementedError(
+            f"{api} with kwarg-only Tensor args. In the original definition of the op, please "
+            f"make your tensors not kwarg-only. Got: {schema}"
+        )
+
+
+def add_vmap_rule(
+    op: OpOverload, fn: Callable[..., Any], owner: _Owner, api: str, *, replace: bool
+) -> Handle:
+    """Put ``fn`` in the vmap rule table for ``op`` (``replace``: a custom op's new rule
+    replaces its old one, as torch's ``CustomOpDef.register_vmap``)."""
+    if not callable(fn):
+        raise ArgumentTypeError(
+            f"{api}(): func must be callable, got {fn!r}", api=api, argument="func", value=fn
+        )
+    qualname = op.name()
+    origin = origin_of(fn)
+    with _def_lock:
+        first = _vmap_rules.get(qualname)
+        if first is not None and not replace:
+            raise RegistrationError(
+                f"{api}(): {qualname} already has a vmap rule, registered at {first}; destroy "
+                "its handle (or its Library) first",
+                op=qualname,
+                existing=str(first),
+            )
+        _batched.USER_RULES[qualname] = fn
+        _vmap_rules[qualname] = origin
+
+    def undo() -> None:
+        with _def_lock:
+            if _vmap_rules.get(qualname) is origin:
+                del _vmap_rules[qualname]
+                del _batched.USER_RULES[qualname]
+
+    handle = Handle(undo, f"vmap rule of {qualname}")
+    owner._register(handle)
+    return handle
+
+
+@overload
+def register_vmap(
+    op: Any, func: None = None, /, *, lib: Library | None = None
+) -> Callable[[_KernelT], _KernelT]: ...
+@overload
+def register_vmap(
+    op: Any, func: Callable[..., Any], /, *, lib: Library | None = None
+) -> Handle: ...
+def register_vmap(
+    op: Any, func: Callable[..., Any] | None = None, /, *, lib: Library | None = None
+) -> Any:
+    """Give ``op`` a batching rule for ``oplib.vmap`` (torch's ``torch.library.register_vmap``).
+
+    The rule is called as ``func(info, in_dims, *args, **kwargs)`` with the op's arguments
+    (its batched Tensors with the batch dim at ``in_dims[i]``; None for an argument that is
+    not batched or not a Tensor; a list of dims for a ``Tensor[]``), ``info.batch_size`` and
+    ``info.randomness``, and returns ``(output, out_dims)``: out_dims has one entry per
+    output (or one int for all) saying where its batch dim is, None for an output that is
+    the same for every example. It runs once for the whole batch; an op without a rule runs
+    once per example inside vmap. Ops with keyword-only Tensor arguments are refused, as
+    torch refuses them.
+
+    A custom op (``CustomOpDef``) takes the rule through its own ``register_vmap``, which
+    replaces an earlier one. For other ops ``lib`` owns the rule; a second rule for the
+    same op is refused naming the first's ``file:line``. The direct form returns the
+    ``Handle`` (``handle.destroy()`` removes the rule); the decorator form returns the
+    function."""
+    api = "register_vmap"
+    if hasattr(op, "register_vmap") and not isinstance(op, (str, OpOverload)) and lib is None:
+        resolve(op, api)  # a custom op: refused alike once destroyed
+        return op.register_vmap(func)
+    overload_ = resolve(op, api)
+    _check_vmap_schema(overload_, api)
+
+    def register(fn: Callable[..., Any]) -> Handle:
+        return add_vmap_rule(overload_, fn, _lib_for(overload_.name(), lib), api, replace=False)
 
     if func is None:
 

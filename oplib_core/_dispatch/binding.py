@@ -41,6 +41,8 @@ def is_array(x: object) -> bool:
 def _tensor(x: Any) -> Any:
     if type(x) is Tensor or TABLE.for_type(type(x)) is not None or isinstance(x, FakeArray):
         return x
+    if isinstance(x, Tensor):  # a subclass: vmap's BatchedTensor (its mode takes the call)
+        return x
     if isinstance(x, np.generic):
         return np.asarray(x)
     return _INVALID

@@ -636,6 +636,12 @@ def _one_per(outs: list[Any], given: Any, api: str, what: str, each: str) -> lis
     return grads
 
 
+def _transform_hook(t: Tensor, name: str) -> Any:
+    """The hook a Tensor subclass made by a function transform (``oplib.vmap``) gives the
+    engine for ``grad()``/``backward()`` on it: a static method of that class, or None."""
+    return getattr(type(t), name, None)
+
+
 def backward(
     tensors: Any,
     grad_tensors: Any = None,
@@ -645,6 +651,11 @@ def backward(
     """Accumulate the gradients of ``tensors`` (w.r.t. the graph's leaves) into ``.grad``."""
     if retain_graph is None:
         retain_graph = create_graph
+    for t in tensors if isinstance(tensors, (list, tuple)) else (tensors,):
+        if type(t) is not Tensor and isinstance(t, Tensor):
+            hook = _transform_hook(t, "__oplib_backward__")
+            if hook is not None:  # a transform's Tensor (vmap's BatchedTensor) refuses
+                hook()
     if type(tensors) is list and type(grad_tensors) is list and len(tensors) == len(grad_tensors):
         outs, grads = tensors, grad_tensors  # (Tensor.backward's call; only read)
     else:
@@ -666,6 +677,14 @@ def grad(
     can be differentiated again."""
     outs = _as_list(outputs)
     ins = _as_list(inputs)
+    for t in (*outs, *ins):
+        if type(t) is not Tensor and isinstance(t, Tensor):
+            hook = _transform_hook(t, "__oplib_grad__")
+            if hook is not None:  # a transform's Tensor (vmap's BatchedTensor) answers
+                result: tuple[Any, ...] = hook(
+                    outs, ins, grad_outputs, retain_graph, create_graph, allow_unused
+                )
+                return result
     grads = _one_per(outs, grad_outputs, "grad()", "grad_outputs", "output")
     if retain_graph is None:
         retain_graph = create_graph
