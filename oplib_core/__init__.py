@@ -8,6 +8,7 @@ asking about devices or backends), or when ``oplib.plugins.load()`` is called
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import os
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import _startup, autograd, backend_registration, backends, plugins, profiler, return_types
 from . import _tensor_methods as _tensor_methods  # sets the core ops' Tensor methods
 from . import native as native  # device-generic helpers for kernels (oplib.native)
+from ._autocast import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
 from ._check import (
     _check,
     _check_index,
@@ -27,8 +29,15 @@ from ._device import Device
 from ._dispatch import DispatchKeySet, DispatchMode, OpOverload
 from ._dtype_info import finfo, iinfo
 from ._dtypes import (
+    MemoryFormat,
     bfloat16,
     bool_,
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    layout,
+    preserve_format,
+    strided,
     complex64,
     complex128,
     float8_e4m3fn,
@@ -73,6 +82,11 @@ from ._higher_order import (
     while_loop,
 )
 from ._higher_order import map as map  # re-exported by the alias: not in __all__ (see there)
+# torch's dtype spellings that are builtins' names: not in __all__ either (as ``map``)
+from ._dtype_aliases import bool as bool
+from ._dtype_aliases import cdouble, cfloat, double, half, long, short
+from ._dtype_aliases import float as float
+from ._dtype_aliases import int as int
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
 from ._native._api import classes, get_include, register_class, register_fake_class
@@ -198,10 +212,24 @@ __all__ = [
     "_check_value",
     "arange",
     "array_api",
+    "autocast",
     "autograd",
     "backends",
+    "MemoryFormat",
     "bfloat16",
     "bool_",
+    "cdouble",
+    "cfloat",
+    "channels_last",
+    "channels_last_3d",
+    "contiguous_format",
+    "double",
+    "half",
+    "layout",
+    "long",
+    "preserve_format",
+    "short",
+    "strided",
     "classes",
     "complex64",
     "complex128",
@@ -227,6 +255,7 @@ __all__ = [
     "full",
     "generate_methods_for_backend",
     "generate_methods_for_privateuse1_backend",
+    "get_autocast_dtype",
     "get_ctx",
     "get_default_dtype",
     "get_include",
@@ -240,6 +269,8 @@ __all__ = [
     "int16",
     "int32",
     "int64",
+    "is_autocast_available",
+    "is_autocast_enabled",
     "is_grad_enabled",
     "legacy",
     "lookup",
@@ -321,7 +352,7 @@ def __getattr__(name: str) -> Any:
     return mod
 
 
-def _is_submodule(name: str) -> bool:
+def _is_submodule(name: str) -> builtins.bool:
     here = __path__[0]
     return os.path.isfile(os.path.join(here, f"{name}.py")) or os.path.isfile(
         os.path.join(here, name, "__init__.py")

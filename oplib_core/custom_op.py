@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
+from ._handle import Handle
 from ._infer_schema import infer_schema
 from ._pickling import Where, find, where_defined
 from ._registry import FAKE, REGISTRY
@@ -24,6 +25,7 @@ from .library import (
     _normalize_types,
     _register_many,
     add_vmap_rule,
+    register_autocast,
 )
 
 __all__ = ["CustomOpDef", "custom_op"]
@@ -203,6 +205,12 @@ class CustomOpDef(FastCall):
     ) -> None:
         """Register the gradient formula (see :func:`oplib_core.register_autograd`)."""
         register_autograd(self._opoverload, backward, setup_context=setup_context, lib=self._lib)
+
+    def register_autocast(self, device_type: str, cast_inputs: Any, /) -> Handle:
+        """Cast this op's floating inputs on ``device_type`` to ``cast_inputs`` under an
+        enabled ``oplib.autocast`` (see :func:`oplib_core.library.register_autocast`); the
+        rule lives as long as the op."""
+        return register_autocast(self._opoverload, device_type, cast_inputs, lib=self._lib)
 
     @overload
     def register_vmap(self, func: None = None, /) -> Callable[[_KernelT], _KernelT]: ...

@@ -13,7 +13,9 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
+from . import _autocast
 from ._dispatch import DispatchMode, OpOverload
+from ._kernel_handle import KernelHandle, get_kernel
 from ._lookup import qualname_of, resolve
 from ._registry import (
     _WELL_KNOWN_KEYS,
@@ -44,13 +46,16 @@ from .errors import (
 __all__ = [
     "Handle",
     "Kernel",
+    "KernelHandle",
     "Library",
     "Origin",
     "_scoped_library",
     "define",
     "fallthrough_kernel",
+    "get_kernel",
     "impl",
     "impl_abstract",
+    "register_autocast",
     "register_dispatch_rule",
     "register_fake",
     "register_kernel",
@@ -649,6 +654,34 @@ def register_dispatch_rule(
 
         return decorator
     return register(func)
+
+
+def register_autocast(
+    op: Any, device_type: str, cast_inputs: Any, /, *, lib: Library | None = None
+) -> Handle:
+    """Give ``op`` an autocast rule for ``device_type`` (torch's
+    ``torch.library.register_autocast``): inside an enabled ``oplib.autocast(device_type)``
+    its floating inputs on that device (not float64, in lists too) are cast to
+    ``cast_inputs`` and the op runs with autocast off, so the ops its kernel calls are not
+    cast again. Non-floating inputs are untouched.
+
+    ``lib`` owns the rule (it goes when the Library is destroyed); the returned ``Handle``
+    removes it too. A later rule for the same op and device replaces this one while it
+    lives. A device type autocast does not support raises ``InvalidDeviceError`` (a
+    ``ValueError``, as torch's); a ``cast_inputs`` that is not a floating dtype raises
+    ``ArgumentTypeError``."""
+    api = "register_autocast"
+    if hasattr(op, "register_autocast") and not isinstance(op, (str, OpOverload)) and lib is None:
+        resolve(op, api)  # a custom op: refused alike once destroyed
+        handle: Handle = op.register_autocast(device_type, cast_inputs)
+        return handle
+    overload_ = resolve(op, api)
+    qualname = overload_.name()
+    device = _autocast.check_device_type(device_type, f"{api}({qualname!r})")
+    dtype = _autocast.check_cast_dtype(cast_inputs, f"{api}({qualname!r})", "cast_inputs")
+    handle = _autocast.add_rule(qualname, device, dtype)
+    _lib_for(qualname, lib)._register(handle)
+    return handle
 
 
 #: (operator's qualified name) -> where its vmap rule was registered.

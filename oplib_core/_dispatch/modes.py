@@ -19,11 +19,15 @@ if TYPE_CHECKING:  # for annotations only: the overload module imports this one
 
     from .overload import OpOverload
 
-__all__ = ["ACTIVE", "MODES", "DispatchMode", "active_modes", "call_mode", "tensor_types"]
+__all__ = ["ACTIVE", "FIRST", "MODES", "DispatchMode", "active_modes", "call_mode", "tensor_types"]
 
 #: Number of modes active in any thread (a one-element list: read without a lock).
 ACTIVE = [0]
 _ACTIVE_LOCK = threading.Lock()
+#: Number of active modes, in any thread, marked ``_oplib_dispatch_first``: they take a call
+#: before the modes entered after them (``oplib.autocast``: torch's Autocast keys sit above
+#: the Python key that serves dispatch modes). While it is zero the innermost mode takes it.
+FIRST = [0]
 
 
 class _ModeStack(threading.local):
@@ -179,11 +183,20 @@ def call_mode(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     # The global count stays as it is (no lock): calls inside the handler take the slow
     # path, which finds the thread's stack without this mode.
     stack = MODES.stack
-    mode = stack.pop()
+    at = _first_at(stack) if FIRST[0] else len(stack) - 1
+    mode = stack.pop(at)
     try:
         handler = op.py_kernel(type(mode))
         if handler is not None:
             return handler(mode, *args, **kwargs)
         return mode.__oplib_dispatch__(op, args, kwargs)
     finally:
-        stack.append(mode)
+        stack.insert(at, mode)
+
+
+def _first_at(stack: list[DispatchMode]) -> int:
+    """Where the innermost mode marked ``_oplib_dispatch_first`` is (else the innermost)."""
+    for at in range(len(stack) - 1, -1, -1):
+        if getattr(stack[at], "_oplib_dispatch_first", False):
+            return at
+    return len(stack) - 1
