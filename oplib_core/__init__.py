@@ -27,19 +27,21 @@ from ._check import (
 )
 from ._device import Device
 from ._dispatch import DispatchKeySet, DispatchMode, OpOverload
+
+# torch's dtype spellings that are builtins' names: not in __all__ either (as ``map``)
+from ._dtype_aliases import bool as bool
+from ._dtype_aliases import cdouble, cfloat, double, half, long, short
+from ._dtype_aliases import float as float
+from ._dtype_aliases import int as int
 from ._dtype_info import finfo, iinfo
 from ._dtypes import (
-    MemoryFormat,
     bfloat16,
     bool_,
     channels_last,
     channels_last_3d,
-    contiguous_format,
-    layout,
-    preserve_format,
-    strided,
     complex64,
     complex128,
+    contiguous_format,
     float8_e4m3fn,
     float8_e4m3fnuz,
     float8_e5m2,
@@ -53,8 +55,12 @@ from ._dtypes import (
     int16,
     int32,
     int64,
+    layout,
+    memory_format,
+    preserve_format,
     promote_types,
     set_default_dtype,
+    strided,
     uint8,
     uint16,
     uint32,
@@ -82,11 +88,6 @@ from ._higher_order import (
     while_loop,
 )
 from ._higher_order import map as map  # re-exported by the alias: not in __all__ (see there)
-# torch's dtype spellings that are builtins' names: not in __all__ either (as ``map``)
-from ._dtype_aliases import bool as bool
-from ._dtype_aliases import cdouble, cfloat, double, half, long, short
-from ._dtype_aliases import float as float
-from ._dtype_aliases import int as int
 from ._infer_schema import infer_schema
 from ._lookup import lookup, registered_ops
 from ._native._api import classes, get_include, register_class, register_fake_class
@@ -215,28 +216,21 @@ __all__ = [
     "autocast",
     "autograd",
     "backends",
-    "MemoryFormat",
     "bfloat16",
     "bool_",
     "cdouble",
     "cfloat",
     "channels_last",
     "channels_last_3d",
-    "contiguous_format",
-    "double",
-    "half",
-    "layout",
-    "long",
-    "preserve_format",
-    "short",
-    "strided",
     "classes",
     "complex64",
     "complex128",
     "cond",
+    "contiguous_format",
     "custom_op",
     "define",
     "device",
+    "double",
     "empty",
     "empty_like",
     "enable_grad",
@@ -259,6 +253,7 @@ __all__ = [
     "get_ctx",
     "get_default_dtype",
     "get_include",
+    "half",
     "hookimpl",
     "hookspec",
     "iinfo",
@@ -272,8 +267,11 @@ __all__ = [
     "is_autocast_available",
     "is_autocast_enabled",
     "is_grad_enabled",
+    "layout",
     "legacy",
+    "long",
     "lookup",
+    "memory_format",
     "no_grad",
     "ones",
     "ones_like",
@@ -281,6 +279,7 @@ __all__ = [
     "ops",
     "parse_schema",
     "plugins",
+    "preserve_format",
     "profile",
     "profiler",
     "promote_types",
@@ -297,6 +296,8 @@ __all__ = [
     "scan",
     "set_default_dtype",
     "set_grad_enabled",
+    "short",
+    "strided",
     "tensor",
     "uint8",
     "uint16",

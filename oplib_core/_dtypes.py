@@ -16,14 +16,21 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from .errors import ArgumentTypeError
+
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
 __all__ = [
     "bfloat16",
     "bool_",
+    "channels_last",
+    "channels_last_3d",
+    "check_layout",
+    "check_memory_format",
     "complex64",
     "complex128",
+    "contiguous_format",
     "float8_e4m3fn",
     "float8_e4m3fnuz",
     "float8_e5m2",
@@ -38,11 +45,15 @@ __all__ = [
     "int32",
     "int64",
     "is_floating",
+    "layout",
     "mean_dtype",
+    "memory_format",
+    "preserve_format",
     "promote_types",
     "result_type",
     "scalar_dtype",
     "set_default_dtype",
+    "strided",
     "to_dtype",
     "uint8",
     "uint16",
@@ -77,6 +88,86 @@ FLOAT8 = frozenset((float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz
 #: test ``dtype.kind in "fc" or dtype in EXTENSION_FLOATS`` (differentiable dtypes), so that
 #: float32 pays nothing more than before.
 EXTENSION_FLOATS = FLOAT8 | {bfloat16}
+
+
+# -- layouts and memory formats (torch.layout, torch.memory_format) ---------------------------
+class layout:  # torch.layout
+    """A tensor's layout, as ``torch.layout``. oplib's tensors are dense arrays: ``strided``
+    is the only layout there is (``Tensor.layout``); factories take ``layout=strided`` (or
+    None) and refuse anything else."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"oplib.{self._name}"
+
+    def __reduce__(self) -> str:
+        return self._name  # the module global of that name: unpickles as the same object
+
+
+strided = layout("strided")
+
+
+class memory_format:  # torch.memory_format
+    """A memory format, as ``torch.memory_format``: the order of a tensor's dimensions in
+    memory, for ``Tensor.contiguous(memory_format=)`` and ``Tensor.is_contiguous``.
+    ``dims_inner_first(ndim)`` lists the dimensions from the fastest-varying one, or None for
+    ``preserve_format`` (no order of its own)."""
+
+    __slots__ = ("_name", "ndim")
+
+    def __init__(self, name: str, ndim: int | None = None) -> None:
+        self._name = name
+        #: the rank the format is defined for (4 for channels_last), None for any
+        self.ndim = ndim
+
+    def dims_inner_first(self, ndim: int) -> tuple[int, ...] | None:
+        if self is preserve_format:
+            return None
+        if self.ndim is None:  # contiguous_format: row-major
+            return tuple(range(ndim - 1, -1, -1))
+        return (1, *range(ndim - 1, 1, -1), 0)  # channels last: C fastest, then W, H, (D), N
+
+    def __repr__(self) -> str:
+        return f"oplib.{self._name}"
+
+    def __reduce__(self) -> str:
+        return self._name
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last", 4)
+channels_last_3d = memory_format("channels_last_3d", 5)
+
+
+def check_layout(value: object, api: str) -> None:
+    """Refuse a ``layout=`` other than None or ``strided`` (the only layout oplib has)."""
+    if value is not None and value is not strided:
+        raise ArgumentTypeError(
+            f"{api}(): argument 'layout' must be oplib.strided, the only layout oplib has (its "
+            f"tensors are dense arrays: no sparse or other layouts), got {value!r}",
+            api=api,
+            argument="layout",
+            value=value,
+        )
+
+
+def check_memory_format(value: object, api: str) -> memory_format:
+    """``value`` if it is a memory format, else torch's ``TypeError``."""
+    if not isinstance(value, memory_format):
+        raise ArgumentTypeError(
+            f"{api}(): argument 'memory_format' must be oplib.memory_format, not "
+            f"{type(value).__name__}",
+            api=api,
+            argument="memory_format",
+            value=value,
+        )
+    return value
+
 
 _lock = threading.Lock()
 _default = [float32]
