@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Create .venv with every oplib distribution installed editable, plus the test tools,
 # then run the quickstart demo. Safe to re-run.
+#   PYTHON=python3.13 VENV=.venv-py3.13 bash scripts/setup.sh   # another Python, beside .venv
+# (.ci/run and noxfile.py make their venvs so; .venv-py*/ is git-ignored)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
 fi
 # Every distribution in this repo, editable; cupy is not installed (no GPU needed).
 dists=(-e ".[test]")
@@ -16,11 +19,11 @@ for d in plugins/*/; do
 done
 # editable_mode=compat: plain path entries that mypy, pyright and editors can follow (the
 # default import-hook finders are invisible to static analysis)
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
   --config-settings editable_mode=compat "${dists[@]}"
 # Byte-compile the editable sources once (pip does this for regular installs), so that
 # start-up does not recompile them where PYTHONDONTWRITEBYTECODE is set.
-.venv/bin/python -m compileall -q oplib_core plugins >/dev/null
+"$VENV/bin/python" -m compileall -q oplib_core plugins >/dev/null
 if [ "${OPLIB_SKIP_DEMO:-0}" != "1" ]; then
-  .venv/bin/python examples/quickstart.py
+  "$VENV/bin/python" examples/quickstart.py
 fi
