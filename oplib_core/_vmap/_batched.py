@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from .._dispatch import DispatchMode, OpOverload
 from .._dispatch.modes import MODES
 from .._grad_mode import is_grad_enabled
@@ -133,6 +135,69 @@ class BatchedTensor(Tensor):
     def __repr__(self) -> str:
         return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n    {self._value!r}\n)"
 
+    # -- indexing: the value indexed behind a leading full slice (the batch dim) ----------
+    def __getitem__(self, key: Any) -> Tensor:
+        level = _level_of(self)
+        entries = key if type(key) is tuple else (key,)
+        with level.popped():
+            if _sliceable(entries, level.level):
+                return wrap(self._value[(slice(None), *entries)], level.level)
+            # batched indices, or advanced ones apart: each example on its own
+            rows = [
+                self._value.select(0, i)[_pick_key(entries, level.level, i)]
+                for i in range(level.batch_size)
+            ]
+            return wrap(_STACK(rows, 0), level.level)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        level = _level_of(self)
+        entries = key if type(key) is tuple else (key,)
+        with level.popped():
+            if _sliceable(entries, level.level):
+                if type(value) is BatchedTensor and value._level == level.level:
+                    region = self._value[(slice(None), *entries)]
+                    v = value._value
+                    value = v.reshape([v.shape[0], *([1] * (region.ndim - v.ndim)), *v.shape[1:]])
+                self._value[(slice(None), *entries)] = value
+                return
+            for i in range(level.batch_size):
+                row = self._value.select(0, i)
+                v = value
+                if type(value) is BatchedTensor and value._level == level.level:
+                    v = value._value.select(0, i)
+                row[_pick_key(entries, level.level, i)] = v
+
+
+def _level_of(t: BatchedTensor) -> VmapLevel:
+    for level in current_levels():
+        if level.level == t._level:
+            return level
+    raise RuntimeError(
+        "vmap: this BatchedTensor escaped the oplib.vmap call that made it (a closure or a "
+        "global kept it); return batched values from the vmapped function instead"
+    )
+
+
+def _advanced(e: Any) -> bool:
+    return isinstance(e, (Tensor, list, np.ndarray))
+
+
+def _sliceable(entries: tuple[Any, ...], level: int) -> bool:
+    """Whether ``value[:, *entries]`` indexes every example as ``example[entries]`` does:
+    no index batched at this level, and the advanced ones next to each other (else torch's
+    rule would move their dims before the batch dim)."""
+    where = [i for i, e in enumerate(entries) if _advanced(e)]
+    if any(type(entries[i]) is BatchedTensor and entries[i]._level == level for i in where):
+        return False
+    return not where or where[-1] - where[0] + 1 == len(where)
+
+
+def _pick_key(entries: tuple[Any, ...], level: int, i: int) -> tuple[Any, ...]:
+    return tuple(
+        _SELECT(e._value, 0, i) if type(e) is BatchedTensor and e._level == level else e
+        for e in entries
+    )
+
 
 def wrap(value: Tensor, level: int) -> BatchedTensor:
     """``value`` (batch dim first) as a BatchedTensor of ``level``."""
@@ -226,8 +291,8 @@ def _unwrap(level: VmapLevel, a: Any, grad_on: bool) -> tuple[Any, Any]:
         if grad_on and a.requires_grad:
             return level.expand(a), 0
         return a, None
-    if type(a) is list or type(a) is tuple:
-        pairs = [_unwrap(level, x, grad_on) for x in a]
+    if (type(a) is list or type(a) is tuple) and any(isinstance(x, Tensor) for x in a):
+        pairs = [_unwrap(level, x, grad_on) for x in a]  # Tensor[]: a dim per element
         return type(a)(p[0] for p in pairs), [p[1] for p in pairs]
     return a, None
 
@@ -263,7 +328,7 @@ def run_op(level: VmapLevel, op: OpOverload, args: tuple[Any, ...], kwargs: dict
         # f.out(..., out=o): the functional overload's rule, then a batched copy into o
         rest = {k: v for k, v in kwargs.items() if k != "out"}
         result = run_op(level, functional(out_of), args, rest)
-        return run_op(level, _COPY, (kwargs["out"], result), {})
+        return run_op(level, functional("oplib::copy_"), (kwargs["out"], result), {})
     rule = USER_RULES.get(name)
     if rule is None:
         rule = CORE_RULES.get(name)
@@ -429,7 +494,6 @@ class _Lazy:
         return op(*args, **kwargs)
 
 
-_COPY = _Lazy("oplib::copy_")
 _SELECT = _Lazy("oplib::select.int")
 _STACK = _Lazy("oplib::stack")
 

@@ -222,10 +222,10 @@ def _view_like(op: Any) -> Rule:  # reshape/view(self, shape)
 
 def _expand_like(op: Any) -> Rule:  # broadcast_to/expand(self, size, ...)
     def rule(
-        info: VmapInfo, in_dims: tuple[Any, ...], x: Tensor, size: Any, *rest: Any
+        info: VmapInfo, in_dims: tuple[Any, ...], x: Tensor, size: Any, *rest: Any, **kw: Any
     ) -> tuple[Any, Any]:
         x = _pad(x, len(size))
-        return op(x, [x.shape[0], *size], *rest), 0
+        return op(x, [x.shape[0], *size], *rest, **kw), 0
 
     return rule
 
