@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
+from ._dispatch.doc import document, packet_text
 from ._dispatch.fastpath import FactoryFastCall, Route
 from ._dispatch.modes import ACTIVE
 from ._dispatch.overload import _FactoryOverload
@@ -206,6 +207,12 @@ class _FactoryPacket(FactoryFastCall, OpOverloadPacket):
     its calls, without a call of the overload between."""
 
     __slots__ = ()
+
+
+# help(packet): every overload's schema, origin and docstring (not on the call path)
+document(OpOverloadPacket, packet_text)
+document(_OverloadedPacket, packet_text, public=OpOverloadPacket)
+document(_FactoryPacket, packet_text, public=OpOverloadPacket)
 
 
 def _match_key(value: Any) -> Any:

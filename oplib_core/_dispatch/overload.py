@@ -24,6 +24,7 @@ from .._tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
 from .binding import Binder, Signature
+from .doc import document, overload_text
 from .failure import kernel_failed
 from .fastpath import (
     LOG_DISPATCH,
@@ -489,6 +490,11 @@ class _FactoryOverload(FactoryFastCall, OpOverload):
 
     __slots__ = ()
     _factory: FactoryCall  # (set whenever an overload is of this class)
+
+
+# help(overload): its schema, origin and docstring (a descriptor: not on the call path)
+document(OpOverload, overload_text)
+document(_FactoryOverload, overload_text, public=OpOverload)
 
 
 def _wrapping(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -53,8 +53,8 @@ class _Parser(argparse.ArgumentParser):
         raise argparse.ArgumentError(None, message)
 
     def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
         ns, rest = super().parse_known_args(args, namespace)
         if not hasattr(ns, _PARSER):  # the innermost command's parser: its options
             setattr(ns, _PARSER, self)
@@ -63,6 +63,7 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
+        ns: argparse.Namespace
         ns, rest = self.parse_known_args(args, namespace)
         innermost: _Parser = vars(ns).pop(_PARSER, self)
         if rest:

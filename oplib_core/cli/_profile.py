@@ -76,22 +76,21 @@ def _stdout_to_stderr() -> Iterator[None]:
     is a real file, file descriptor 1 (C code and subprocesses write there)."""
     sys.stdout.flush()
     try:
-        fd: int | None = sys.stdout.fileno()
-        err_fd = sys.stderr.fileno()
+        fds: tuple[int, int] | None = (sys.stdout.fileno(), sys.stderr.fileno())
     except (AttributeError, OSError, io.UnsupportedOperation):  # captured, in-memory
-        fd = None
+        fds = None
     saved = None
-    if fd is not None:
+    if fds is not None:
         sys.stderr.flush()
-        saved = os.dup(fd)
-        os.dup2(err_fd, fd)
+        saved = os.dup(fds[0])
+        os.dup2(fds[1], fds[0])
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
         sys.stderr.flush()
-        if fd is not None and saved is not None:
-            os.dup2(saved, fd)
+        if fds is not None and saved is not None:
+            os.dup2(saved, fds[0])
             os.close(saved)
 
 
