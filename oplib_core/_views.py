@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # the Tensor module imports this one
 
 __all__ = ["ViewSet"]
 
+_ref = weakref.ref
+
 
 class ViewSet:
     """The base of one storage and the views taken of it (weak references)."""
@@ -31,11 +33,16 @@ class ViewSet:
 
     def add(self, view: Tensor) -> None:
         views = self.views
-        if len(views) >= self._cap:  # a long-lived base sliced in a loop: drop the dead
-            for k in [k for k, r in views.items() if r() is None]:
-                del views[k]
-            self._cap = max(32, 2 * len(views))
-        views[id(view)] = weakref.ref(view)
+        if len(views) >= self._cap:
+            self._prune()
+        views[id(view)] = _ref(view)
+
+    def _prune(self) -> None:
+        """Drop the dead views (a long-lived base sliced in a loop)."""
+        views = self.views
+        for k in [k for k, r in views.items() if r() is None]:
+            del views[k]
+        self._cap = max(32, 2 * len(views))
 
     def is_view(self, t: Tensor) -> bool:
         """Whether ``t`` is one of the views (not the base, nor a ``detach()`` of it)."""

@@ -287,6 +287,13 @@ def _base_and_sibling(x: oplib.Tensor, w: oplib.Tensor) -> oplib.Tensor:
     return a * a + y.sum()
 
 
+def _expanded_view_read_after(x: oplib.Tensor, w: oplib.Tensor) -> oplib.Tensor:
+    y = x * 1
+    e = y[:, :1].expand(2, 4)  # each element of y[:, 0] four times: their gradients sum
+    y[:, 0].mul_(w[:, 0])
+    return e * e + y.sum()
+
+
 def _out_pattern(x: oplib.Tensor, w: oplib.Tensor) -> oplib.Tensor:
     out = oplib.zeros(2, 3, dtype=F64)
     out[..., :2].copy_(x[:, :2] * 2)
@@ -303,6 +310,7 @@ def _fortran_base(x: oplib.Tensor, w: oplib.Tensor) -> oplib.Tensor:
 PATTERNS.update(
     {
         "another view read after": _base_and_sibling,
+        "expanded view read after": _expanded_view_read_after,
         "out pattern": _out_pattern,
         "not contiguous base": _fortran_base,
     }

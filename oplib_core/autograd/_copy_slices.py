@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
 from .._tensor import Tensor
 from .._views import ViewSet
@@ -88,6 +89,24 @@ def _addresses(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], size: int) -> bool:
+    step = size
+    for n, st in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and st != step:
+            return False
+        step *= n
+    return True
+
+
+def injective(view: Tensor) -> bool:
+    """Whether no two elements of ``view`` share memory (no stride 0 over a dim of two or
+    more: an ``expand``); True for arrays without strides (their views are copies)."""
+    strides = getattr(view._data, "strides", None)
+    if strides is None:
+        return True
+    return not any(s == 0 and n > 1 for n, s in zip(view._data.shape, strides, strict=True))
+
+
 def positions(base: Tensor, view: Tensor, what: str, *, written: bool) -> np.ndarray | None:
     """The flat position in ``base`` (C order) of each element of ``view`` (host int64, the
     view's shape); None when ``view`` does not lie in ``base``'s storage (its kernel made a
@@ -104,7 +123,7 @@ def positions(base: Tensor, view: Tensor, what: str, *, written: bool) -> np.nda
         )
     (b0, bstrides, size), (v0, vstrides, _) = b, v
     vshape = tuple(view._data.shape)
-    if written and any(s == 0 and n > 1 for n, s in zip(vshape, vstrides, strict=True)):
+    if written and not injective(view):
         raise RuntimeError(_OVERLAP)
     bshape = tuple(base._data.shape)
     addr = _addresses(vshape, vstrides) + (v0 - b0)
@@ -113,11 +132,11 @@ def positions(base: Tensor, view: Tensor, what: str, *, written: bool) -> np.nda
         return addr
     if n == 0:
         return None
-    flat = _addresses(bshape, bstrides).reshape(-1)
-    if flat[-1] == (n - 1) * size and bool(np.all(np.diff(flat) == size)):
-        pos = addr // size  # the base is C-contiguous (the common case)
+    if _c_contiguous(bshape, bstrides, size):  # the common case
+        pos = addr // size
         inside = (addr % size == 0) & (pos >= 0) & (pos < n)
     else:
+        flat = _addresses(bshape, bstrides).reshape(-1)
         order = np.argsort(flat, kind="stable")
         ordered = flat[order]
         k = np.clip(np.searchsorted(ordered, addr), 0, n - 1)
@@ -154,7 +173,7 @@ class AsStridedBackward(Node):
     """The history of a view over its base's history: the view's gradient scattered into
     the base's shape at the view's positions (torch's ``AsStridedBackward0``)."""
 
-    __slots__ = ("_base_meta", "_pos")
+    __slots__ = ("_acc", "_base_meta", "_pos")
 
     def __init__(self, base_edge: Any, base: Tensor, view: Tensor, pos: Tensor) -> None:
         self._edges = (base_edge,)
@@ -163,6 +182,7 @@ class AsStridedBackward(Node):
         self._outs = None
         self._base_meta = (tuple(base._data.shape), base.dtype, base.device)
         self._pos = pos
+        self._acc = not injective(view)  # an expanded view: its elements' gradients sum
 
     def name(self) -> str:
         return "AsStridedBackward0"
@@ -173,8 +193,16 @@ class AsStridedBackward(Node):
     def _apply(self, grads: list[Any]) -> Sequence[Any]:
         (g,) = grads
         shape, dtype, device = self._base_meta
+        pos = self._pos._data
+        if not GRAD.enabled and type(g._data) is np.ndarray and type(pos) is np.ndarray:
+            out = np.zeros(math.prod(shape), dtype=g._data.dtype)
+            if self._acc:
+                np.add.at(out, pos, g._data.reshape(-1))
+            else:
+                out[pos] = g._data.reshape(-1)
+            return (Tensor._wrap(out.reshape(shape)),)
         zeros = Tensor._wrap(_op("zeros")([math.prod(shape)], dtype=dtype, device=device))
-        flat = _op("index_put")(zeros, [self._pos], _op("reshape")(g, [-1]), True)
+        flat = _op("index_put")(zeros, [self._pos], _op("reshape")(g, [-1]), self._acc)
         return (_op("reshape")(flat, list(shape)),)
 
 
@@ -204,6 +232,15 @@ class CopySlices(Node):
 
     def _apply(self, grads: list[Any]) -> Sequence[Any]:
         (g,) = grads
+        pos = self._pos._data
+        if not GRAD.enabled and type(g._data) is np.ndarray and type(pos) is np.ndarray:
+            data = np.array(g._data, order="C")  # (a copy: the part outside is written)
+            flat_data = data.reshape(-1)
+            inside_data = None
+            if self._edges[1] is not None:
+                inside_data = Tensor._wrap(flat_data[pos].reshape(self._vshape))
+            flat_data[pos] = 0
+            return (Tensor._wrap(data) if self._edges[0] is not None else None, inside_data)
         flat = _op("reshape")(g, [-1])
         inside = None
         if self._edges[1] is not None:
