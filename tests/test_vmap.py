@@ -4,8 +4,11 @@ out_dims, torch's errors, and vmap composed with grad."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +54,8 @@ def loop(f: Callable[..., Any], in_dims: Any, args: tuple[Any, ...], out_dims: A
 
 def _stack(outs: list[Any], od: Any) -> Any:
     first = outs[0]
+    if od is None:  # the same for every example
+        return first
     if isinstance(first, (tuple, list)):
         ods = od if isinstance(od, (tuple, list)) else [od] * len(first)
         return type(first)(_stack([o[k] for o in outs], ods[k]) for k in range(len(first)))
@@ -62,6 +67,9 @@ def close(a: Any, b: Any) -> None:
         assert isinstance(b, (tuple, list)) and len(a) == len(b)
         for x, y in zip(a, b, strict=True):
             close(x, y)
+        return
+    if not isinstance(b, Tensor):
+        assert a == b
         return
     assert isinstance(a, Tensor) and type(a) is Tensor, type(a)
     assert a.shape == b.shape, (a.shape, b.shape)
@@ -849,3 +857,104 @@ def test_no_mode_is_left_behind_and_no_cost_outside() -> None:
         oplib.vmap(lambda a: 1.0)(T(3))
     assert ACTIVE[0] == before
     assert not _batched.current_levels()
+
+
+# -- the register_vmap rules of torch's custom-op test database (tests/ports/custom_op_db.py) --
+PORTS = str(Path(__file__).parent / "ports")
+
+
+@pytest.fixture(scope="module")
+def custom_op_db() -> Any:
+    """The port, imported fresh and destroyed after (tests/ports/test_custom_op_db.py
+    imports it too, and other tests count the registry's ops)."""
+    sys.modules.pop("custom_op_db", None)
+    sys.path.insert(0, PORTS)
+    try:
+        module = importlib.import_module("custom_op_db")
+    finally:
+        sys.path.remove(PORTS)
+    yield module
+    for value in list(vars(module).values()):
+        if isinstance(value, oplib.CustomOpDef):
+            value._destroy()
+    sys.modules.pop("custom_op_db", None)
+
+
+def _batch_of(samples: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Two samples of one shape stacked along a new dim 0 (lists element by element)."""
+
+    def stack(items: list[Any]) -> Any:
+        if isinstance(items[0], Tensor):
+            return K.stack([t.detach() for t in items], 0)
+        if isinstance(items[0], list):
+            return [stack([it[k] for it in items]) for k in range(len(items[0]))]
+        return items[0]
+
+    first = samples[0]
+    args = tuple(
+        stack([(s.input, *s.args)[k] for s in samples]) for k in range(1 + len(first.args))
+    )
+    return args, first.kwargs
+
+
+def _dims_of(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(
+        0
+        if isinstance(a, Tensor)
+        else ([0] * len(a) if isinstance(a, list) and isinstance(a[0], Tensor) else None)
+        for a in args
+    )
+
+
+DB_RULES = [
+    ("NumpyCubeCustomOp", 0),
+    ("NumpyMulCustomOp", 0),
+    ("NumpyMulScalarCustomOp", 0),
+    ("NumpySortCustomOp", 0),
+    ("NumpyTakeCustomOp", 0),
+    ("NumpyViewCopyCustomOp", 0),
+    ("NumpySplitCopyCustomOp", 0),
+    ("NumpySplitCopyWithIntCustomOp", (0, None)),
+]
+
+
+@pytest.mark.parametrize(("name", "out_dims"), DB_RULES)
+def test_custom_op_db_rules_match_the_loop(custom_op_db: Any, name: str, out_dims: Any) -> None:
+    info = {i.name: i for i in custom_op_db.custom_op_db}[name]
+    op = info.op
+    qualname = oplib.lookup(op).name()
+    assert qualname in _batched.USER_RULES  # the port registered its rule
+    runs = [list(info.sample_inputs_func(info, "cpu", np.float64, False)) for _ in range(2)]
+    assert runs[0]
+    for samples in zip(*runs, strict=True):
+        args, kwargs = _batch_of(list(samples))
+        in_dims = _dims_of(args)
+
+        def f(*a: Any, kwargs: dict[str, Any] = kwargs) -> Any:
+            out = op(*a, **kwargs)
+            return tuple(out) if isinstance(out, tuple) else out
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the rule ran, not the per-example fallback
+            got = oplib.vmap(f, in_dims, out_dims)(*args)
+        close(got, loop(f, in_dims, args, out_dims))
+
+
+@pytest.mark.parametrize("name", ["NumpyNonzeroCustomOp", "NumpyNMSCustomOp"])
+def test_custom_op_db_data_dependent_rules_refuse(custom_op_db: Any, name: str) -> None:
+    info = {i.name: i for i in custom_op_db.custom_op_db}[name]
+    sample = next(iter(info.sample_inputs_func(info, "cpu", np.float64, False)))
+    args = (sample.input, *sample.args)
+    batched = tuple(K.stack([a, a], 0) if isinstance(a, Tensor) else a for a in args)
+    with pytest.raises(
+        NotImplementedError, match="Operator is data-dependent and cannot be vmapped"
+    ):
+        oplib.vmap(info.op, _dims_of(batched))(*batched)
+
+
+def test_custom_op_db_cat_rule_fails_as_in_torch(custom_op_db: Any) -> None:
+    # torch's numpy_cat_vmap unpacks one in_dim for its two arguments (xs, dim): it raises
+    # there too (ported as written)
+    xs = [T(B, 2, 3), T(B, 4, 3)]
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        oplib.vmap(lambda a, b: custom_op_db.numpy_cat([a, b], 0))(*xs)

@@ -16,7 +16,7 @@
 # - fake kernels: torch.empty_like -> oplib.empty_like, torch.cat -> oplib.ops.oplib.cat,
 #   torch.tensor_split -> `tensor_split` below (oplib has no tensor_split op; it narrows
 #   with oplib.ops.oplib._narrow as torch's does).
-# - register_vmap calls and the numpy_*_vmap functions dropped (oplib has no vmap).
+# - register_vmap calls and the numpy_*_vmap functions: kept as written (oplib.vmap).
 # - OpInfo / SampleInput / make_tensor / all_types_and: minimal local stand-ins below
 #   (oplib has no OpInfo machinery); in OpInfo's dtypes, torch.bool -> bool and torch.half
 #   -> np.float16; the sample functions of autograd_function_db are copied
@@ -187,6 +187,14 @@ def numpy_cube_backward(ctx, grad_out, grad_dx):
 numpy_cube.register_autograd(numpy_cube_backward, setup_context=numpy_cube_setup_context)
 
 
+def numpy_cube_vmap(info, in_dims, x):
+    result = numpy_cube(x)
+    return result, (in_dims[0], in_dims[0])
+
+
+numpy_cube.register_vmap(numpy_cube_vmap)
+
+
 @oplib.custom_op("_torch_testing::numpy_mul", mutates_args=())
 def numpy_mul(x: Tensor, y: Tensor) -> Tensor:
     return oplib.tensor(to_numpy(x) * to_numpy(y), device=device_of(x))
@@ -212,6 +220,18 @@ def numpy_mul_backward(ctx, grad_out):
 numpy_mul.register_autograd(numpy_mul_backward, setup_context=numpy_mul_setup_context)
 
 
+def numpy_mul_vmap(info, in_dims, x, y):
+    x_bdim, y_bdim = in_dims
+    x = x.movedim(x_bdim, -1) if x_bdim is not None else x.unsqueeze(-1)
+    y = y.movedim(y_bdim, -1) if y_bdim is not None else y.unsqueeze(-1)
+    result = x * y
+    result = result.movedim(-1, 0)
+    return result, 0
+
+
+numpy_mul.register_vmap(numpy_mul_vmap)
+
+
 @oplib.custom_op("_torch_testing::numpy_mul_scalar", mutates_args=())
 def numpy_mul_scalar(x: Tensor, *, scalar: float) -> Tensor:
     return oplib.tensor(to_numpy(x) * scalar, device=device_of(x))
@@ -234,6 +254,17 @@ def numpy_mul_scalar_backward(ctx, grad_out):
 numpy_mul_scalar.register_autograd(
     numpy_mul_scalar_backward, setup_context=numpy_mul_scalar_setup_context
 )
+
+
+def numpy_mul_scalar_vmap(info, in_dims, x, *, scalar):
+    (x_bdim,) = in_dims
+    x = x.movedim(x_bdim, -1) if x_bdim is not None else x.unsqueeze(-1)
+    result = x * scalar
+    result = result.movedim(-1, 0)
+    return result, 0
+
+
+numpy_mul_scalar.register_vmap(numpy_mul_scalar_vmap)
 
 
 @oplib.custom_op("_torch_testing::numpy_sort", mutates_args=())
@@ -274,6 +305,17 @@ def numpy_sort_backward(ctx, grad_out, grad_ind, grad_ind_inv):
 numpy_sort.register_autograd(numpy_sort_backward, setup_context=numpy_sort_setup_context)
 
 
+def numpy_sort_vmap(info, in_dims, x, dim):
+    x_bdim, _ = in_dims
+    x = x.movedim(x_bdim, 0)
+    dim = dim if dim >= 0 else dim + x.dim() - 1
+    result = numpy_sort(x, dim + 1)
+    return result, (0, 0, 0)
+
+
+numpy_sort.register_vmap(numpy_sort_vmap)
+
+
 @oplib.custom_op("_torch_testing::numpy_take", mutates_args=())
 def numpy_take(x: Tensor, ind: Tensor, ind_inv: Tensor, dim: int) -> Tensor:
     device = device_of(x)
@@ -304,6 +346,28 @@ def numpy_take_backward(ctx, grad_out):
 
 
 numpy_take.register_autograd(numpy_take_backward, setup_context=numpy_take_setup_context)
+
+
+def numpy_take_vmap(info, in_dims, x, ind, ind_inv, dim):
+    x_bdim, ind_bdim, ind_inv_bdim, _ = in_dims
+
+    # wrap dim
+    logical_dim = x.dim() if x_bdim is None else x_bdim - 1
+    dim = dim if dim >= 0 else dim + logical_dim
+
+    def expand_bdim(x, x_bdim):
+        if x_bdim is None:
+            return x.expand(info.batch_size, *x.shape)
+        return x.movedim(x_bdim, 0)
+
+    x = expand_bdim(x, x_bdim)
+    ind = expand_bdim(ind, ind_bdim)
+    ind_inv = expand_bdim(ind_inv, ind_inv_bdim)
+
+    return numpy_take(x, ind, ind_inv, dim + 1), 0
+
+
+numpy_take.register_vmap(numpy_take_vmap)
 
 
 @oplib.custom_op("_torch_testing::numpy_nonzero", mutates_args=())
@@ -337,6 +401,13 @@ def sample_inputs_numpy_nonzero(opinfo, device, dtype, requires_grad, **kwargs):
     yield SampleInput(result, args=())
 
 
+def numpy_nonzero_vmap(info, in_dims, x):
+    raise NotImplementedError("Operator is data-dependent and cannot be vmapped.")
+
+
+numpy_nonzero.register_vmap(numpy_nonzero_vmap)
+
+
 @oplib.custom_op("_torch_testing::numpy_view_copy", mutates_args=())
 def numpy_view_copy(x: Tensor, shape: Sequence[int]) -> Tensor:
     return oplib.tensor(np.copy(to_numpy(x).reshape(shape)), device=device_of(x))
@@ -358,6 +429,18 @@ def numpy_view_copy_backward(ctx, grad_out):
 numpy_view_copy.register_autograd(
     numpy_view_copy_backward, setup_context=numpy_view_copy_setup_context
 )
+
+
+def numpy_view_copy_vmap(info, in_dims, x, shape):
+    x_bdim, _ = in_dims
+    x = x.movedim(x_bdim, 0)
+    x_shape = x.shape[0]
+    batch_shape = (x_shape, *shape)
+    result = numpy_view_copy(x, batch_shape)
+    return result, 0
+
+
+numpy_view_copy.register_vmap(numpy_view_copy_vmap)
 
 
 def sample_inputs_numpy_view_copy(opinfo, device, dtype, requires_grad, **kwargs):
@@ -404,6 +487,15 @@ def numpy_cat_backward(ctx, grad_out):
 numpy_cat.register_autograd(numpy_cat_backward, setup_context=numpy_cat_setup_context)
 
 
+def numpy_cat_vmap(info, in_dims, x, dim):
+    (x_bdim,) = in_dims
+    result = numpy_cat(x, dim)
+    return result, x_bdim
+
+
+numpy_cat.register_vmap(numpy_cat_vmap)
+
+
 def sample_inputs_numpy_cat(opinfo, device, dtype, requires_grad, **kwargs):
     make_arg = functools.partial(
         make_tensor, device=device, dtype=dtype, requires_grad=requires_grad
@@ -439,6 +531,16 @@ def numpy_split_copy_backward(ctx, grad_out):
 numpy_split_copy.register_autograd(
     numpy_split_copy_backward, setup_context=numpy_split_copy_setup_context
 )
+
+
+def numpy_split_copy_vmap(info, in_dims, x, splits, dim):
+    x_bdim, _, _ = in_dims
+    x = x.movedim(x_bdim, 0)
+    result = numpy_split_copy(x, splits, dim + 1)
+    return result, 0
+
+
+numpy_split_copy.register_vmap(numpy_split_copy_vmap)
 
 
 def sample_inputs_numpy_split_copy(opinfo, device, dtype, requires_grad, **kwargs):
@@ -477,6 +579,16 @@ def numpy_split_copy_with_int_backward(ctx, grad_out, _):
 numpy_split_copy_with_int.register_autograd(
     numpy_split_copy_with_int_backward, setup_context=numpy_split_copy_with_int_setup_context
 )
+
+
+def numpy_split_copy_with_int_vmap(info, in_dims, x, splits, dim):
+    x_bdim, _, _ = in_dims
+    x = x.movedim(x_bdim, 0)
+    result, len_split = numpy_split_copy_with_int(x, splits, dim + 1)
+    return (result, len_split), ([0 for _ in range(len(result))], None)
+
+
+numpy_split_copy_with_int.register_vmap(numpy_split_copy_with_int_vmap)
 
 
 @oplib.custom_op("_torch_testing::numpy_nms", mutates_args=())
@@ -535,6 +647,13 @@ def _(boxes, scores, iou_threshold):
     i0 = ctx.create_unbacked_symint()
     result = boxes.new_empty([i0], dtype=oplib.int64)
     return result
+
+
+def numpy_nms_vmap(info, in_dims, boxes, scores, iou_threshold):
+    raise NotImplementedError("Operator is data-dependent and cannot be vmapped.")
+
+
+numpy_nms.register_vmap(numpy_nms_vmap)
 
 
 def sample_inputs_numpy_nms(opinfo, device, dtype, requires_grad, **kwargs):
