@@ -139,6 +139,11 @@ _STATE = _State()
 
 # (qualified name, device type) -> the cast dtypes registered (the last one serves).
 _RULES: dict[tuple[str, str], list[np.dtype]] = {}
+#: The ops autocast may cast on some device: the core ops with a policy, and those with a
+#: rule (name -> how many rules). Every other op passes straight through the mode.
+_CASTING: dict[str, int] = dict.fromkeys(
+    (name for name, policies in CORE_POLICIES.items() if policies != (_NONE, _NONE)), 1
+)
 _RULES_LOCK = threading.Lock()
 _FIRST_LOCK = threading.Lock()
 
@@ -215,6 +220,7 @@ def add_rule(qualname: str, device_type: str, dtype: np.dtype) -> Handle:
     key = (qualname, device_type)
     with _RULES_LOCK:
         _RULES.setdefault(key, []).append(dtype)
+        _CASTING[qualname] = _CASTING.get(qualname, 0) + 1
 
     def undo() -> None:
         with _RULES_LOCK:
@@ -225,6 +231,9 @@ def add_rule(qualname: str, device_type: str, dtype: np.dtype) -> Handle:
                 stack.reverse()
                 if not stack:
                     del _RULES[key]
+                _CASTING[qualname] -= 1
+                if not _CASTING[qualname]:
+                    del _CASTING[qualname]
 
     return Handle(undo, f"autocast rule of {qualname} for {device_type}")
 
@@ -293,7 +302,14 @@ def _native_dtype(value: Any) -> np.dtype:
     return backend.dtype_of(value)
 
 
+# ``oplib::astype``, looked up on first use (the core op set loads with the plugins). A cast
+# is that op: differentiable, and its gradient comes back in the input's dtype.
+_ASTYPE: list[Any] = []
+
+
 def _cast_one(value: Any, dtype: np.dtype) -> Any:
+    if not _ASTYPE:
+        _ASTYPE.append(lookup("oplib::astype"))
     if isinstance(value, Tensor):
         if value.dtype == dtype:
             return value
@@ -309,13 +325,13 @@ def _cast_one(value: Any, dtype: np.dtype) -> Any:
             hit = st.cache.get((id(value), dtype))
             if hit is not None and hit[0] is value:
                 return hit[1]
-        out = value.to(dtype)
+        out = _ASTYPE[0](value, dtype)
         if cacheable:
             st.cache[(id(value), dtype)] = (value, out)
         return out
     if _native_dtype(value) == dtype:
         return value
-    return lookup("oplib::_to_copy")(value, dtype=dtype)
+    return _ASTYPE[0](value, dtype)
 
 
 def _cast(value: Any, device_type: str, dtype: np.dtype) -> Any:
@@ -490,8 +506,8 @@ class autocast(DispatchMode):
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         st = _STATE
-        if st.excluded or not isinstance(op, OpOverload):  # a higher-order op: its parts come
-            return op(*args, **kwargs)
+        if st.excluded or not isinstance(op, OpOverload) or op.name() not in _CASTING:
+            return op(*args, **kwargs)  # (a higher-order op: its parts come here one by one)
         device = _call_device(args, kwargs)
         if device is None:
             return op(*args, **kwargs)
