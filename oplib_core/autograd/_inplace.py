@@ -3,9 +3,9 @@
 An in-place op ``self.add_(other)`` on tensors that require grad is recorded as torch does:
 
 1. a leaf that requires grad is refused (``a leaf Variable that requires grad is being used
-   in an in-place operation.``), and so is a view of a tensor that requires grad and any
-   tensor whose storage a view shares (oplib does not rebase a view's history, torch's
-   ``CopySlices``: the other tensor would keep a stale gradient);
+   in an in-place operation.``), and so is a view of one; a write into another view
+   rewrites its base's history (torch's ``CopySlices``, see ``_copy_slices``), and a write
+   into a base regenerates its views' histories;
 2. the op's functional form (``add(self, other)``) runs with autograd on ``old``, a Tensor
    standing for ``self`` before the write (same data, same history): its node is the new
    ``grad_fn`` of ``self``, so gradients flow to ``self``'s old history and to ``other``;
