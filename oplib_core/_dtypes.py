@@ -117,10 +117,11 @@ class memory_format:  # torch.memory_format
     ``dims_inner_first(ndim)`` lists the dimensions from the fastest-varying one, or None for
     ``preserve_format`` (no order of its own)."""
 
-    __slots__ = ("_name", "ndim")
+    __slots__ = ("name", "ndim")
 
     def __init__(self, name: str, ndim: int | None = None) -> None:
-        self._name = name
+        #: torch's name (``"channels_last"``)
+        self.name = name
         #: the rank the format is defined for (4 for channels_last), None for any
         self.ndim = ndim
 
@@ -132,10 +133,10 @@ class memory_format:  # torch.memory_format
         return (1, *range(ndim - 1, 1, -1), 0)  # channels last: C fastest, then W, H, (D), N
 
     def __repr__(self) -> str:
-        return f"oplib.{self._name}"
+        return f"oplib.{self.name}"
 
     def __reduce__(self) -> str:
-        return self._name
+        return self.name
 
 
 contiguous_format = memory_format("contiguous_format")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ._device import Device
 from ._dispatch.modes import ACTIVE, MODES
-from ._dtypes import get_default_dtype, to_dtype
+from ._dtypes import check_layout, get_default_dtype, to_dtype
 from ._registry import REGISTRY
 from ._tensor import Tensor
 from .backends import TABLE, Backend, not_installed
@@ -113,18 +113,42 @@ def _under_fake_mode(t: Tensor) -> Tensor:
     return t
 
 
-def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def empty(
+    *size: Any,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """An uninitialised tensor of ``size`` (ints, or one sequence)."""
+    if layout is not None:
+        check_layout(layout, "empty")
     data = _call("oplib::empty", _size(size), dtype=dtype, device=_device(device))
     return _finish(data, requires_grad)
 
 
-def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(
+    *size: Any,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    if layout is not None:
+        check_layout(layout, "zeros")
     data = _call("oplib::zeros", _size(size), dtype=dtype, device=_device(device))
     return _finish(data, requires_grad)
 
 
-def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(
+    *size: Any,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    if layout is not None:
+        check_layout(layout, "ones")
     data = _call("oplib::ones", _size(size), dtype=dtype, device=_device(device))
     return _finish(data, requires_grad)
 
@@ -134,9 +158,12 @@ def full(
     fill_value: Any,
     *,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
+    if layout is not None:
+        check_layout(layout, "full")
     return _finish(
         _call("oplib::full", list(size), fill_value, dtype=dtype, device=_device(device)),
         requires_grad,
@@ -149,11 +176,14 @@ def arange(
     step: Any = 1,
     *,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """``arange(end)`` or ``arange(start, end, step)``; ints give int64, floats the default
     dtype."""
+    if layout is not None:
+        check_layout(layout, "arange")
     dev = _device(device)
     if end is None:
         data = _call("oplib::arange", start, dtype=dtype, device=dev)
@@ -187,55 +217,121 @@ def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -
 
 @overload
 def empty_like(
-    other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Tensor,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor: ...
 @overload
 def empty_like(
-    other: FakeArray, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: FakeArray,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> FakeArray: ...
 @overload
 def empty_like(
-    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Any: ...
 def empty_like(
-    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Any:
+    if layout is not None:
+        check_layout(layout, "empty_like")
     return _like("empty", other, dtype, device, requires_grad)
 
 
 @overload
 def zeros_like(
-    other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Tensor,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor: ...
 @overload
 def zeros_like(
-    other: FakeArray, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: FakeArray,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> FakeArray: ...
 @overload
 def zeros_like(
-    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Any: ...
 def zeros_like(
-    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Any:
+    if layout is not None:
+        check_layout(layout, "zeros_like")
     return _like("zeros", other, dtype, device, requires_grad)
 
 
 @overload
 def ones_like(
-    other: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Tensor,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor: ...
 @overload
 def ones_like(
-    other: FakeArray, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: FakeArray,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> FakeArray: ...
 @overload
 def ones_like(
-    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Any: ...
 def ones_like(
-    other: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    other: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Any:
+    if layout is not None:
+        check_layout(layout, "ones_like")
     return _like("ones", other, dtype, device, requires_grad)
 
 

@@ -16,7 +16,17 @@ import numpy as np
 
 from . import _indexing, _pickling, _setitem
 from ._device import Device
-from ._dtypes import bfloat16, is_floating, to_dtype
+from ._dtypes import (
+    bfloat16,
+    check_layout,
+    check_memory_format,
+    contiguous_format,
+    is_floating,
+    strided,
+    to_dtype,
+)
+from ._dtypes import layout as Layout
+from ._dtypes import memory_format as MemoryFormat
 from ._registry import REGISTRY
 from ._views import ViewSet
 from .backends import TABLE, Backend
@@ -75,6 +85,36 @@ def _op(qualname: str) -> Callable[..., Tensor]:
     # The one place that says what core ops give back for Tensor arguments: a Tensor.
     op: Callable[..., Tensor] = REGISTRY.ops[qualname].overload
     return op
+
+
+def _laid_out(t: Tensor, fmt: MemoryFormat) -> bool:
+    """Whether ``t``'s elements lie in memory in ``fmt``'s order with no gaps, by torch's
+    rule (``compute_contiguous``): dimensions of size 1 are skipped, an empty tensor is
+    contiguous. An array that exposes no strides (fake, meta, jax, dask) is row-major."""
+    shape = t.shape
+    ndim = len(shape)
+    if fmt.ndim is not None and ndim != fmt.ndim:
+        return False
+    data = t._data
+    raw = None if isinstance(data, FakeArray) else getattr(data, "strides", None)
+    if raw is not None:
+        size = t.dtype.itemsize
+        strides = [s // size for s in raw]
+    else:  # row-major
+        strides = [1] * ndim
+        for d in range(ndim - 2, -1, -1):
+            strides[d] = strides[d + 1] * shape[d + 1]
+    if 0 in shape:
+        return True
+    # preserve_format: torch answers as for contiguous_format
+    order = fmt.dims_inner_first(ndim) or range(ndim - 1, -1, -1)
+    expected = 1
+    for d in order:
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
 
 
 def _is_scalar(x: object) -> bool:
@@ -398,24 +438,44 @@ class Tensor:
         dt = self.dtype if dtype is None else dtype
         return Tensor._wrap(_op(op)(list(size), *args, dtype=dt, device=dev))
 
-    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    def new_empty(
+        self, *size: Any, dtype: Any = None, layout: Any = None, device: Any = None
+    ) -> Tensor:
         """An uninitialised tensor of ``size`` with this tensor's dtype and device (unless
         given); on a fake or meta tensor, a data-less one."""
+        if layout is not None:
+            check_layout(layout, "new_empty")
         return self._new_like("oplib::empty", size, dtype=dtype, device=device)
 
-    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    def new_zeros(
+        self, *size: Any, dtype: Any = None, layout: Any = None, device: Any = None
+    ) -> Tensor:
         """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
+        if layout is not None:
+            check_layout(layout, "new_zeros")
         return self._new_like("oplib::zeros", size, dtype=dtype, device=device)
 
-    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    def new_ones(
+        self, *size: Any, dtype: Any = None, layout: Any = None, device: Any = None
+    ) -> Tensor:
         """Ones of ``size`` with this tensor's dtype and device (unless given)."""
+        if layout is not None:
+            check_layout(layout, "new_ones")
         return self._new_like("oplib::ones", size, dtype=dtype, device=device)
 
     def new_full(
-        self, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None
+        self,
+        size: Any,
+        fill_value: Any,
+        *,
+        dtype: Any = None,
+        layout: Any = None,
+        device: Any = None,
     ) -> Tensor:
         """``fill_value`` in every element of ``size``, with this tensor's dtype and device
         (unless given)."""
+        if layout is not None:
+            check_layout(layout, "new_full")
         return self._new_like("oplib::full", (size,), fill_value, dtype=dtype, device=device)
 
     def detach(self) -> Tensor:
@@ -616,6 +676,43 @@ class Tensor:
                 f"{len(elements) - 1}], but got {dim})"
             )
         return elements[dim]
+
+    @property
+    def layout(self) -> Layout:
+        """``oplib.strided``: every oplib tensor is a dense array (torch's ``Tensor.layout``)."""
+        return strided
+
+    def is_contiguous(self, memory_format: MemoryFormat = contiguous_format) -> builtins.bool:
+        """Whether the elements lie in memory in ``memory_format``'s order with no gaps
+        (row-major for ``contiguous_format``; dimensions of size 1 and empty tensors count
+        as torch counts them). Arrays without a memory layout of their own (fake, meta, jax)
+        are contiguous; ``channels_last`` asks a 4-d tensor, ``channels_last_3d`` a 5-d
+        one, and is False for any other rank."""
+        fmt = check_memory_format(memory_format, "is_contiguous")
+        return _laid_out(self, fmt)
+
+    def contiguous(self, memory_format: MemoryFormat = contiguous_format) -> Tensor:
+        """This tensor if it is contiguous in ``memory_format`` (see ``is_contiguous``), else
+        a copy that is, in the autograd graph as torch's ``contiguous()`` is (gradients flow
+        back to this tensor)."""
+        fmt = check_memory_format(memory_format, "contiguous")
+        if fmt.ndim is not None and self.ndim != fmt.ndim:
+            raise RuntimeError(f"required rank {fmt.ndim} tensor to use {fmt.name} format")
+        if _laid_out(self, fmt):
+            return self
+        order = fmt.dims_inner_first(self.ndim)
+        if order is None:
+            raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+        # A row-major buffer of the dimensions in memory order (outermost first), seen back
+        # in this tensor's order: for channels_last, NHWC memory behind an NCHW tensor.
+        outer_first = list(reversed(order))
+        moved = outer_first != list(range(self.ndim))
+        src = self.permute(outer_first) if moved else self
+        buf = Tensor._wrap(
+            _op("oplib::empty")(list(src.shape), dtype=self.dtype, device=self.device)
+        )
+        buf.copy_(src)
+        return buf.permute([outer_first.index(d) for d in range(self.ndim)]) if moved else buf
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         """A DLPack capsule of this tensor's memory, from its array's own ``__dlpack__``

@@ -8,12 +8,20 @@ caches for next time. ``explain()`` reports the same plan without running it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
 from .._pickling import Where, find, where_defined
-from .._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Kernel, OpEntry, Origin
+from .._registry import (
+    AUTOGRAD,
+    COMPOSITE_EXPLICIT,
+    COMPOSITE_IMPLICIT,
+    REGISTRY,
+    Kernel,
+    OpEntry,
+    Origin,
+)
 from .._return_types import acquire as acquire_return_type
 from .._return_types import named_result, naming
 from .._return_types import release as release_return_type
@@ -258,6 +266,29 @@ class OpOverload(FastCall):
         """Whether a kernel (a fallthrough included) is registered for ``key``:
         ``kernel(key) is not None``."""
         return self.kernel(key) is not None
+
+    def has_kernel_for_dispatch_key(self, key: str) -> bool:
+        """torch's ``OpOverload.has_kernel_for_dispatch_key``: whether a kernel (a
+        fallthrough included) or a ``py_impl`` kernel is registered at exactly ``key``.
+        An alias key answers for what was registered to it, not for what it expands to
+        (``"CompositeExplicitAutograd"`` is False for an op with only a ``cpu`` kernel, and
+        ``"CPU"`` False for one with only a ``default`` kernel), as torch's does. torch's
+        per-backend autograd keys (``"AutogradCPU"``...) are always False: oplib has one
+        ``"Autograd"`` key. A name that is no key raises ``UnknownDispatchKeyError``."""
+        if key.startswith(AUTOGRAD) and key != AUTOGRAD:
+            return False
+        return self.has_kernel(key) or self.py_kernel(key) is not None
+
+    def has_kernel_for_any_dispatch_key(self, keyset: DispatchKeySet | Iterable[str]) -> bool:
+        """torch's ``has_kernel_for_any_dispatch_key``: whether ``has_kernel_for_dispatch_key``
+        holds for some key of ``keyset`` (a ``DispatchKeySet`` or key names), the composite
+        alias keys left out as torch leaves alias keys out."""
+        keys = keyset.keys if isinstance(keyset, DispatchKeySet) else keyset
+        return any(
+            k not in (COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT)
+            and self.has_kernel_for_dispatch_key(k)
+            for k in keys
+        )
 
     def py_kernel(self, key: str | type[DispatchMode]) -> Callable[..., Any] | None:
         """The ``py_impl`` kernel for ``key`` (a key name or device type, normalised, or a

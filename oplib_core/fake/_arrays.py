@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._device import Device, parse_device
-from .._dtypes import get_default_dtype, to_dtype
+from .._dtypes import get_default_dtype, layout, strided, to_dtype
 from ..backends import TABLE
 from ..errors import DeviceMismatchError
 from . import _shapes as S
@@ -209,6 +209,11 @@ class FakeArray:
         always the contiguous (row-major) strides of the shape."""
         strides = _contiguous_strides(self.shape)
         return strides if dim is None else strides[S.wrap_dim(dim, len(self.shape))]
+
+    @property
+    def layout(self) -> layout:
+        """``oplib.strided``, as every oplib array's."""
+        return strided
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
         """Always ``True``: fake arrays carry no memory layout (see :meth:`stride`)."""
