@@ -10,8 +10,9 @@ VENV=${VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
-# Every distribution in this repo, editable; cupy is not installed (no GPU needed).
-dists=(-e ".[test]")
+# Every distribution in this repo, editable, with the test and documentation tools; cupy is
+# not installed (no GPU needed).
+dists=(-e ".[test,docs]")
 for d in plugins/*/; do
   [ -f "$d/pyproject.toml" ] || continue
   # a plugin's "test" extra holds what its tests need (e.g. distributed for oplib-dask)
