@@ -129,7 +129,8 @@ def _run(py: Path, env: dict[str, str] | None = None) -> dict:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**ENV, **(env or {})},
+        # its own entry-point cache, not the user's
+        env={**ENV, "OPLIB_CACHE_DIR": str(py.parent.parent / "cache"), **(env or {})},
         cwd=py.parent,
         check=False,
     )
