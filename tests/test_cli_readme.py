@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from oplib_core.cli import main
 
 ROOT = Path(__file__).parent.parent
 FILES = ["README.md", "docs/cli.md"]
@@ -69,13 +69,18 @@ def comparable(rows: list[str]) -> list[list[str]]:
     return table
 
 
-def run(command: str, capsys: pytest.CaptureFixture[str], monkeypatch) -> list[str]:
+def run(command: str) -> list[str]:
+    """The command's stdout in a fresh process (what a user sees: nothing registered or
+    imported by other tests), piped: a line per row."""
     argv = shlex.split(command, comments=True)
     assert argv[0] == "oplib", command
-    monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe: a line per row
-    monkeypatch.setenv("NO_COLOR", "1")
-    assert main(argv[1:]) == 0
-    return [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR")}
+    r = subprocess.run(
+        [sys.executable, "-m", "oplib_core", *argv[1:]],
+        capture_output=True, text=True, timeout=120, env={**env, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return [line.rstrip() for line in r.stdout.splitlines()]
 
 
 ALL = samples()
@@ -88,8 +93,8 @@ def test_the_samples_are_found():
 
 
 @pytest.mark.parametrize("sample", ALL, ids=[f"{s.file}:{s.command}" for s in ALL])
-def test_a_console_sample_is_what_the_command_prints(sample, capsys, monkeypatch):
-    actual = run(sample.command, capsys, monkeypatch)
+def test_a_console_sample_is_what_the_command_prints(sample):
+    actual = run(sample.command)
     if os.environ.get("OPLIB_REGEN_SAMPLES") and not sample.partial:
         path = ROOT / sample.file
         text = path.read_text(encoding="utf-8")
@@ -106,11 +111,11 @@ def test_a_console_sample_is_what_the_command_prints(sample, capsys, monkeypatch
         assert want == got, f"{sample.file}: {sample.command!r} prints otherwise ({hint})"
 
 
-def test_a_stale_sample_is_caught(capsys, monkeypatch):
+def test_a_stale_sample_is_caught():
     stale = Sample("README.md", "oplib backends list", [
         "backend   key   distribution   available   devices   ops",
         "cpu       CPU   oplib-cpu 0.1.0   yes   1   62",
     ], partial=False)  # fmt: skip
-    actual = run(stale.command, capsys, monkeypatch)
+    actual = run(stale.command)
     assert comparable(stale.output) != comparable(actual)
     assert comparable(stale.output)[1][3] == "yes"  # (cells are split on 3+ spaces)
