@@ -64,7 +64,14 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 # Frames in these files are the registration machinery, never the registration's origin.
 _MACHINERY = frozenset(
     os.path.join(_PACKAGE_DIR, f)
-    for f in ("_registry.py", "library.py", "plugins.py", "custom_op.py", "__init__.py")
+    for f in (
+        "_registry.py",
+        "library.py",
+        "plugins.py",
+        "custom_op.py",
+        "legacy.py",
+        "__init__.py",
+    )
 ) | frozenset(os.path.join(_PACKAGE_DIR, "autograd", f) for f in ("_registration.py",))
 
 

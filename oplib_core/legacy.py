@@ -28,7 +28,14 @@ from typing import Any
 from ._dispatch import OpOverload
 from ._infer_schema import infer_schema
 from ._lookup import resolve
-from ._registry import AUTOGRAD, REGISTRY, Handle, _location_of
+from ._registry import (
+    AUTOGRAD,
+    COMPOSITE_IMPLICIT,
+    REGISTRY,
+    Handle,
+    _caller_location,
+    _location_of,
+)
 from ._schema import BaseType, ListType, OptionalType, parse_signature
 from ._tensor import Tensor
 from .autograd._registration import Formula
@@ -60,8 +67,10 @@ def _split(qualname: str, api: str) -> tuple[str, str]:
     ns, name = qualname.split("::")
     if "." in name:
         raise InvalidNameError(
-            f"{api}(qualname={qualname!r}): the legacy API does not support overload names; "
-            "use a name without '.'",
+            f"{api}(qualname={qualname!r}): the legacy custom op APIs do not handle "
+            "overloads, i.e. operator names with '.' in them. Please name your operator "
+            f"something like ns::foo. Got: {qualname} (torch._custom_ops refuses them too; "
+            "oplib.custom_op and Library.define take overload names)",
             qualname,
         )
     return ns, name
@@ -152,6 +161,18 @@ class LegacyOp:
     def _check_doesnt_have_library_autograd_impl(self) -> None:
         if self._autograd_handle is not None:
             return
+        implicit = REGISTRY.ops[self._qualname].kernel(COMPOSITE_IMPLICIT)
+        if implicit is not None:
+            raise RegistrationError(
+                f"impl_backward/impl_save_for_backward: the operator {self._qualname} already "
+                "has an implementation via a pre-existing registration to "
+                f"CompositeImplicitAutograd (at {implicit.origin}). CompositeImplicitAutograd "
+                "operators do not need an autograd formula; instead, the operator will "
+                "decompose into its constituents and those can have autograd formulas defined "
+                "on them.",
+                op=self._qualname,
+                existing=str(implicit.origin),
+            )
         k = REGISTRY.ops[self._qualname].kernel(AUTOGRAD)
         if k is not None:
             raise RegistrationError(
@@ -344,6 +365,8 @@ def _find(qualname: Any, api: str) -> LegacyOp:
 
 
 def _define(qualname: str, schema: str) -> LegacyOp:
+    """Define the op, after torch's ``validate_schema``: refused, with nothing defined, when
+    the schema is not functional or names an argument ``self``, or when the op exists."""
     ns, name = _split(qualname, "custom_op")
     parsed = parse_signature(schema, name=name)
     if (
@@ -352,9 +375,17 @@ def _define(qualname: str, schema: str) -> LegacyOp:
         or any(r.annotation is not None for r in parsed.returns)
     ):
         raise InvalidArgumentError(
-            f"custom_op(qualname={qualname!r}, schema={schema!r}): the legacy custom_op only "
-            "supports functional operators (ops that do not mutate any inputs, do not return "
-            "views of the inputs, and have at least one return)",
+            f"custom_op({qualname!r}): custom_op only supports functional operators (ops that "
+            "do not mutate any inputs, do not return views of the inputs, and has at least one "
+            f"return). Got the following non-functional schema: {parsed}",
+            api="custom_op",
+            argument="schema",
+            value=schema,
+        )
+    if any(a.name == "self" for a in parsed.arguments):
+        raise InvalidArgumentError(
+            f"custom_op({qualname!r}): custom_op does not support arguments named 'self'. "
+            f"Please rename your argument. Got: {parsed}",
             api="custom_op",
             argument="schema",
             value=schema,
@@ -364,12 +395,18 @@ def _define(qualname: str, schema: str) -> LegacyOp:
         entry = REGISTRY.ops.get(qualname)
         if old is not None and (entry is None or entry.overload is not old._opoverload):
             del _OPS[qualname]  # a wrapper of an op that is gone
-        elif old is not None:
-            raise RegistrationError(
-                f"custom_op(): {qualname} was already defined through the legacy API; "
-                "destroy it first (op._destroy())",
-                op=qualname,
-            )
+            entry = None
+    if entry is not None:
+        first = entry.origin.source
+        raise RegistrationError(
+            f"custom_op(): tried to register an operator ({ns}::{parsed}) with "
+            "the same name and overload name multiple times. Each overload's schema should "
+            "only be registered with a single call to custom_op (or define). Duplicate "
+            f"registration: registered at {_caller_location()}. Original registration: "
+            f"registered at {first}",
+            op=qualname,
+            existing=first,
+        )
     lib = Library(ns, "FRAGMENT")
     try:
         lib.define(str(parsed))
