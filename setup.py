@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 #: the oldest Python the abi3 extension runs on (Py_LIMITED_API, the wheel's cp310 tag)
@@ -108,7 +109,7 @@ def _write_version_module(version: str) -> None:
         target.write_text(text)
 
 
-def _extensions() -> list:
+def _extensions() -> list[Any]:
     from setuptools import Extension
 
     if os.environ.get("OPLIB_NO_EXTENSION", "0") == "1":

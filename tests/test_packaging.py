@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 import subprocess
 import sys
 import tarfile
@@ -20,6 +21,7 @@ from helpers import c_compiler
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parent.parent
+_BUILD = runpy.run_path(str(ROOT / "setup.py"), run_name="oplib_setup")
 LICENSE = (ROOT / "LICENSE").read_text()
 
 #: distribution directory -> (distribution name, import package)
@@ -114,7 +116,8 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("PASSED") == 2 * len(DISTS), proc.stdout
+    # a wheel and an sdist each, and oplib-core's pure-Python wheel
+    assert proc.stdout.count("PASSED") == 2 * len(DISTS) + 1, proc.stdout
     return out
 
 
@@ -129,7 +132,12 @@ def _metadata(wheel: Path) -> Message:
 def test_built_wheel_and_sdist(dists, where):
     name, package = DISTS[where]
     stem = name.replace("-", "_")
-    (wheel,) = dists.glob(f"{stem}-*.whl")
+    # oplib-core: its compiled wheel is checked here, its pure one in test_wheel_tags
+    (wheel,) = [
+        w
+        for w in dists.glob(f"{stem}-*.whl")
+        if not w.name.endswith("-none-any.whl") or name != "oplib-core"
+    ]
     (sdist,) = dists.glob(f"{stem}-*.tar.gz")
     meta = _metadata(wheel)
     assert meta["Name"] == name
@@ -159,6 +167,74 @@ def test_built_wheel_and_sdist(dists, where):
         assert "oplib_core/_native/_cfastcall.pyi" in built
         if c_compiler() is not None:
             assert [n for n in built if n.endswith((".so", ".pyd"))], built
+
+
+def _tags(wheel: Path) -> str:
+    """The tags in a wheel's file name: python-abi-platform."""
+    return wheel.name[: -len(".whl")].split("-", 2)[2]
+
+
+@pytest.mark.slow
+def test_wheel_tags(dists):
+    """A package index takes every wheel: oplib-core's compiled one is abi3 (one per
+    platform, every Python from 3.10) with a manylinux tag, never the bare linux tag; its
+    pure one and every plugin's are py3-none-any."""
+    core = sorted(dists.glob("oplib_core-*.whl"))
+    tags = [_tags(w) for w in core]
+    assert len(tags) == 2 and "py3-none-any" in tags, tags
+    (compiled,) = [t for t in tags if t != "py3-none-any"]
+    assert re.fullmatch(r"cp310-abi3-(manylinux|musllinux)\S+", compiled), compiled
+    assert "linux_" not in compiled.replace("manylinux_", "").replace("musllinux_", "")
+    for where, (name, _) in DISTS.items():
+        if where.startswith("plugins/"):
+            (wheel,) = dists.glob(f"{name.replace('-', '_')}-*.whl")
+            assert _tags(wheel) == "py3-none-any", wheel.name
+            # the plugin needs the oplib-core (and oplib-cpu) of its own version's series
+            meta = _metadata(wheel)
+            pin = _BUILD["compatible_core"](meta["Version"])
+            requires = meta.get_all("Requires-Dist")
+            assert any(r.replace(" ", "") in _spellings("oplib-core", pin) for r in requires)
+    (pure,) = [w for w in core if w.name.endswith("-py3-none-any.whl")]
+    with zipfile.ZipFile(pure) as z:
+        assert not [n for n in z.namelist() if n.endswith((".so", ".pyd"))]
+
+
+def _spellings(name: str, spec: str) -> set[str]:
+    """A requirement as metadata may write it (specifiers in either order)."""
+    parts = spec.split(",")
+    return {name + ",".join(parts), name + ",".join(reversed(parts))}
+
+
+@pytest.mark.slow
+def test_the_built_wheels_install_offline_and_pass_oplib_check(dists, tmp_path):
+    """The wheels alone (--no-index: oplib's distributions from the built ones only) give a
+    working install: ``oplib check`` on cpu passes; the pure-Python wheel runs the same
+    calls through generated Python."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    core = _project(".")["project"]["dependencies"]
+    subprocess.run([*pip, *core], check=True, timeout=300)  # third-party: from the index
+    offline = [*pip, "--no-index", "--find-links", str(dists)]
+    subprocess.run([*offline, "oplib-core", "oplib-cpu"], check=True, timeout=300)
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    oplib = str(venv / "bin" / "oplib")
+
+    def run(*args: str) -> str:
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    assert run(oplib, "--version").startswith(
+        f"oplib-core {_BUILD['oplib_version']()} (native fast call: compiled)"
+    )
+    run(oplib, "check", "--backend", "cpu")  # exit status 0: every op passes
+    (pure,) = dists.glob("oplib_core-*-py3-none-any.whl")
+    subprocess.run([*offline, "--force-reinstall", "--no-deps", str(pure)], check=True)
+    assert "generated Python" in run(oplib, "--version").splitlines()[0]
+    code = "import oplib_core as o; print(o.ops.oplib.add(o.tensor([1.0]), o.tensor([2.0])))"
+    assert "3." in run(py, "-c", code)
 
 
 # -- editable installs ----------------------------------------------------------------------
