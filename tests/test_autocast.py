@@ -164,6 +164,26 @@ def test_accelerator_lists():
         assert not oplib.is_autocast_enabled("cpu")
 
 
+_CUDA = oplib.backends.TABLE.find("cuda")
+_CUDA_STATUS = "the cuda backend is not installed" if _CUDA is None else _CUDA.status()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(_CUDA_STATUS is not None, reason=f"cuda unavailable: {_CUDA_STATUS}")
+def test_cuda_lists_on_a_gpu():
+    x, w = f32(2, 3, device="cuda"), f32(3, 4, device="cuda")
+    with oplib.autocast("cuda"):
+        y = x @ w
+        assert y.dtype == oplib.float16 and y.device.type == "cuda"
+        assert ops.exp(y).dtype == oplib.float32
+        assert ops.sum(y).dtype == oplib.float32
+    expected = x.cpu().numpy().astype(np.float16) @ w.cpu().numpy().astype(np.float16)
+    np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=1e-2)
+    # cupy holds no bfloat16: refused up front, as torch refuses it on a GPU without it
+    with pytest.raises(oplib.BackendError, match="cannot hold bfloat16"):
+        oplib.autocast("cuda", dtype=oplib.bfloat16)
+
+
 # -- nesting, enabled=False, threads -------------------------------------------------------------
 
 
