@@ -60,15 +60,16 @@ def _name(func: Any) -> str:
     return getattr(func, "__name__", None) or repr(func)
 
 
-def _check_out_dims_type(func: Any, out_dims: Any) -> None:
-    def ok(d: Any) -> bool:
-        if d is None or type(d) is int:
-            return True
-        if isinstance(d, (tuple, list)):
-            return all(ok(x) for x in d)
-        return False
+def _dims_ok(d: Any) -> bool:
+    if d is None or type(d) is int:
+        return True
+    if isinstance(d, (tuple, list)):
+        return all(_dims_ok(x) for x in d)
+    return False
 
-    if not ok(out_dims):
+
+def _check_out_dims_type(func: Any, out_dims: Any) -> None:
+    if not _dims_ok(out_dims):
         raise ValueError(
             f"vmap({_name(func)}, ..., out_dims={out_dims}): `out_dims` must be an int, None "
             "or a python collection of ints representing where in the outputs the vmapped "
@@ -211,26 +212,42 @@ def _once(
     return _outputs(out, out_dims, name, level, batch, native)
 
 
-def _outputs(out: Any, out_dims: Any, name: str, level: int, batch: int, native: bool) -> Any:
-    def bad() -> ValueError:
+class _Out:
+    """What unwrapping one vmap call's outputs needs (no closures: a recursive closure is a
+    reference cycle, and the outputs would wait for the garbage collector)."""
+
+    __slots__ = ("batch", "level", "name", "native", "out", "out_dims")
+
+    def __init__(
+        self, out: Any, out_dims: Any, name: str, level: int, batch: int, native: bool
+    ) -> None:
+        self.out = out
+        self.out_dims = out_dims
+        self.name = name
+        self.level = level
+        self.batch = batch
+        self.native = native
+
+    def bad(self) -> ValueError:
         return ValueError(
-            f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible "
-            f"with the structure of `outputs`. out_dims has structure {structure(out_dims)} "
-            f"but outputs has structure {structure(out)}."
+            f"vmap({self.name}, ..., out_dims={self.out_dims})(<inputs>): out_dims is not "
+            "compatible with the structure of `outputs`. out_dims has structure "
+            f"{structure(self.out_dims)} but outputs has structure {structure(self.out)}."
         )
 
-    def one(o: Any, d: Any) -> Any:
+    def one(self, o: Any, d: Any) -> Any:
+        name = self.name
         if isinstance(d, (tuple, list)):
             if not isinstance(o, (tuple, list)) or len(o) != len(d):
-                raise bad()
-            items = [one(x, y) for x, y in zip(o, d, strict=True)]
+                raise self.bad()
+            items = [self.one(x, y) for x, y in zip(o, d, strict=True)]
             return type(o)(*items) if hasattr(o, "_fields") else type(o)(items)
         if isinstance(o, (tuple, list)):
-            items = [one(x, d) for x in o]
+            items = [self.one(x, d) for x in o]
             return type(o)(*items) if hasattr(o, "_fields") else type(o)(items)
         if type(o) is dict:
-            return {k: one(v, d) for k, v in o.items()}
-        ours = type(o) is BatchedTensor and o._level == level
+            return {k: self.one(v, d) for k, v in o.items()}
+        ours = type(o) is BatchedTensor and o._level == self.level
         if d is None:
             if ours:
                 raise ValueError(
@@ -246,21 +263,23 @@ def _outputs(out: Any, out_dims: Any, name: str, level: int, batch: int, native:
         nd = o.ndim + 1
         if not -nd <= d < nd:
             raise IndexError(
-                f"vmap({name}, ..., out_dims={out_dims}): Dimension out of range (expected to "
-                f"be in range of [{-nd}, {nd - 1}], but got {d})"
+                f"vmap({name}, ..., out_dims={self.out_dims}): Dimension out of range "
+                f"(expected to be in range of [{-nd}, {nd - 1}], but got {d})"
             )
         d = d + nd if d < 0 else d
-        if ours:
+        if type(o) is BatchedTensor and o._level == self.level:
             v = o._value
             r = v if d == 0 else v.movedim(0, d)
         else:  # the same for every example: broadcast it along the batch dim
             v = o.unsqueeze(d)
             size = list(v.shape)
-            size[d] = batch
+            size[d] = self.batch
             r = v.expand(size)
-        return r.native if native else r
+        return r.native if self.native else r
 
-    return one(out, out_dims)
+
+def _outputs(out: Any, out_dims: Any, name: str, level: int, batch: int, native: bool) -> Any:
+    return _Out(out, out_dims, name, level, batch, native).one(out, out_dims)
 
 
 def _chunked(

@@ -95,7 +95,7 @@ class BatchedTensor(Tensor):
         return self
 
     @property
-    def grad_fn(self) -> Any:  # type: ignore[override]
+    def grad_fn(self) -> Any:
         return self._value.grad_fn
 
     @grad_fn.setter
@@ -124,13 +124,13 @@ class BatchedTensor(Tensor):
             "oplib.ops.oplib.where, or move the decision out of the vmapped function."
         )
 
-    __bool__ = _data_dependent  # type: ignore[assignment]
-    __float__ = _data_dependent  # type: ignore[assignment]
-    __int__ = _data_dependent  # type: ignore[assignment]
-    __index__ = _data_dependent  # type: ignore[assignment]
+    __bool__ = _data_dependent
+    __float__ = _data_dependent
+    __int__ = _data_dependent
+    __index__ = _data_dependent
     tolist = _data_dependent
-    numpy = _data_dependent  # type: ignore[assignment]
-    __array__ = _data_dependent  # type: ignore[assignment]
+    numpy = _data_dependent
+    __array__ = _data_dependent
 
     def __repr__(self) -> str:
         return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n    {self._value!r}\n)"
@@ -141,7 +141,8 @@ class BatchedTensor(Tensor):
         entries = key if type(key) is tuple else (key,)
         with level.popped():
             if _sliceable(entries, level.level):
-                return wrap(self._value[(slice(None), *entries)], level.level)
+                full = (slice(None), *entries)
+                return wrap(self._value[full], level.level)
             # batched indices, or advanced ones apart: each example on its own
             rows = [
                 self._value.select(0, i)[_pick_key(entries, level.level, i)]
@@ -154,11 +155,12 @@ class BatchedTensor(Tensor):
         entries = key if type(key) is tuple else (key,)
         with level.popped():
             if _sliceable(entries, level.level):
+                full = (slice(None), *entries)
                 if type(value) is BatchedTensor and value._level == level.level:
-                    region = self._value[(slice(None), *entries)]
+                    region = self._value[full]
                     v = value._value
                     value = v.reshape([v.shape[0], *([1] * (region.ndim - v.ndim)), *v.shape[1:]])
-                self._value[(slice(None), *entries)] = value
+                self._value[full] = value
                 return
             for i in range(level.batch_size):
                 row = self._value.select(0, i)
@@ -233,7 +235,19 @@ class VmapLevel(DispatchMode):
     def __oplib_dispatch__(
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        return run_op(self, op, args, kwargs)
+        stack = MODES.stack
+        if stack:  # outer levels or other modes: they see the calls the rule makes
+            return run_op(self, op, args, kwargs)
+        # The only mode of this thread: off the global count as well while the rule runs,
+        # so that the ops it calls on plain arrays take the fast path. (Through the public
+        # enter/exit, which hold the count's lock; call_mode puts the mode back after.)
+        stack.append(self)
+        DispatchMode.__exit__(self)
+        try:
+            return run_op(self, op, args, kwargs)
+        finally:
+            DispatchMode.__enter__(self)
+            stack.pop()
 
     def expand(self, t: Tensor) -> Tensor:
         """``t``'s copy expanded to the batch (a view recorded by autograd), made once."""
@@ -334,7 +348,7 @@ def run_op(level: VmapLevel, op: OpOverload, args: tuple[Any, ...], kwargs: dict
         rule = CORE_RULES.get(name)
     if rule is None:
         return per_example(level, op, args, kwargs, warn=name not in PER_EXAMPLE)
-    pos, kw = _bind(op, args, kwargs)
+    pos, kw = _bind(op, name, args, kwargs)
     for k, v in kw.items():
         if isinstance(v, BatchedTensor) and v._level == lv:
             raise NotImplementedError(
@@ -351,33 +365,57 @@ def run_op(level: VmapLevel, op: OpOverload, args: tuple[Any, ...], kwargs: dict
     return _wrap_result(level, name, result[0], result[1], originals)
 
 
+def _stand_in(a: Any, back: dict[int, Any]) -> Any:
+    if isinstance(a, Tensor) and type(a) is not Tensor:
+        p = Tensor._wrap(a._data)
+        back[id(p)] = a
+        return p
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_stand_in(x, back) for x in a)
+    return a
+
+
+def _restore(a: Any, back: dict[int, Any]) -> Any:
+    if type(a) is Tensor:
+        return back.get(id(a), a)
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_restore(x, back) for x in a)
+    return a
+
+
+_REQUIRED = object()
+#: Per op: the defaults of its positional arguments (``_REQUIRED`` where there is none).
+_POSITIONAL: dict[str, tuple[Any, ...]] = {}
+
+
+def _positional(op: OpOverload, name: str) -> tuple[Any, ...]:
+    defaults = _POSITIONAL.get(name)
+    if defaults is None:
+        defaults = _POSITIONAL[name] = tuple(
+            (a.default_value if a.has_default else _REQUIRED)
+            for a in op.schema.arguments
+            if not a.kwarg_only
+        )
+    return defaults
+
+
 def _bind(
-    op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+    op: OpOverload, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any]]:
     """``op.bind`` for arguments that hold BatchedTensors (the binder takes plain Tensors:
     each goes in as a stand-in over its data and comes back out)."""
+    if not kwargs:  # positional only (most calls): fill the defaults, the op checks the rest
+        defaults = _positional(op, name)
+        n = len(args)
+        if n <= len(defaults) and _REQUIRED not in defaults[n:]:
+            return [*args, *(list(d) if type(d) is list else d for d in defaults[n:])], {}
     back: dict[int, Any] = {}
-
-    def stand_in(a: Any) -> Any:
-        if isinstance(a, Tensor) and type(a) is not Tensor:
-            p = Tensor._wrap(a._data)
-            back[id(p)] = a
-            return p
-        if type(a) is list or type(a) is tuple:
-            return type(a)(stand_in(x) for x in a)
-        return a
-
-    def restore(a: Any) -> Any:
-        if type(a) is Tensor:
-            return back.get(id(a), a)
-        if type(a) is list or type(a) is tuple:
-            return type(a)(restore(x) for x in a)
-        return a
-
-    pos, kw = op.bind(tuple(stand_in(a) for a in args), {k: stand_in(v) for k, v in kwargs.items()})
+    pos, kw = op.bind(
+        tuple(_stand_in(a, back) for a in args), {k: _stand_in(v, back) for k, v in kwargs.items()}
+    )
     if not back:
         return pos, kw
-    return [restore(a) for a in pos], {k: restore(v) for k, v in kw.items()}
+    return [_restore(a, back) for a in pos], {k: _restore(v, back) for k, v in kw.items()}
 
 
 def call_rule(
@@ -427,47 +465,56 @@ def _wrap_result(
 ) -> Any:
     if not (out_dims is None or type(out_dims) is int or isinstance(out_dims, (list, tuple))):
         raise _bad_out_dims(name, out, out_dims)
+    return _wrap_one(level, name, out, out_dims, originals, (out, out_dims))
 
-    def one(o: Any, d: Any) -> Any:
-        if isinstance(o, (list, tuple)):
-            if isinstance(d, (list, tuple)):
-                if len(d) != len(o):
-                    raise _bad_out_dims(name, out, out_dims)
-                items = [one(x, y) for x, y in zip(o, d, strict=True)]
-            else:
-                items = [one(x, d) for x in o]
-            return type(o)(*items) if hasattr(o, "_fields") else type(o)(items)
+
+def _wrap_one(
+    level: VmapLevel,
+    name: str,
+    o: Any,
+    d: Any,
+    originals: dict[int, Any],
+    whole: tuple[Any, Any],
+) -> Any:
+    if isinstance(o, (list, tuple)):
         if isinstance(d, (list, tuple)):
-            raise _bad_out_dims(name, out, out_dims)
-        if d is None:
-            return o
-        if not isinstance(o, Tensor):
-            raise RuntimeError(
-                f"vmap: the batching rule of {name} returned a {type(o).__name__} with "
-                f"out_dim {d}; only Tensors have a batch dim (give None as its out_dim)"
-            )
-        nd = o.ndim
-        if not -nd <= d < nd:
-            raise RuntimeError(
-                f"vmap: the batching rule of {name} returned out_dim {d} for an output of "
-                f"{nd} dims; expected -{nd} <= out_dim < {nd}"
-            )
-        if d < 0:
-            d += nd
-        if o.shape[d] != level.batch_size:
-            raise RuntimeError(
-                f"vmap: the batching rule of {name} returned an output of shape "
-                f"{tuple(o.shape)} whose out_dim {d} has size {o.shape[d]}, not the batch "
-                f"size {level.batch_size}"
-            )
-        orig = originals.get(id(o))
-        if orig is not None and d == 0 and type(orig) is BatchedTensor:
-            return orig  # an in-place op's result is its (batched) input, as torch keeps it
-        if d != 0:
-            o = o.movedim(d, 0)
-        return wrap(o, level.level)
-
-    return one(out, out_dims)
+            if len(d) != len(o):
+                raise _bad_out_dims(name, *whole)
+            items = [
+                _wrap_one(level, name, x, y, originals, whole) for x, y in zip(o, d, strict=True)
+            ]
+        else:
+            items = [_wrap_one(level, name, x, d, originals, whole) for x in o]
+        return type(o)(*items) if hasattr(o, "_fields") else type(o)(items)
+    if isinstance(d, (list, tuple)):
+        raise _bad_out_dims(name, *whole)
+    if d is None:
+        return o
+    if not isinstance(o, Tensor):
+        raise RuntimeError(
+            f"vmap: the batching rule of {name} returned a {type(o).__name__} with "
+            f"out_dim {d}; only Tensors have a batch dim (give None as its out_dim)"
+        )
+    nd = o.ndim
+    if not -nd <= d < nd:
+        raise RuntimeError(
+            f"vmap: the batching rule of {name} returned out_dim {d} for an output of "
+            f"{nd} dims; expected -{nd} <= out_dim < {nd}"
+        )
+    if d < 0:
+        d += nd
+    if o.shape[d] != level.batch_size:
+        raise RuntimeError(
+            f"vmap: the batching rule of {name} returned an output of shape "
+            f"{tuple(o.shape)} whose out_dim {d} has size {o.shape[d]}, not the batch "
+            f"size {level.batch_size}"
+        )
+    orig = originals.get(id(o))
+    if orig is not None and d == 0 and type(orig) is BatchedTensor:
+        return orig  # an in-place op's result is its (batched) input, as torch keeps it
+    if d != 0:
+        o = o.movedim(d, 0)
+    return wrap(o, level.level)
 
 
 def functional(qualname: str) -> OpOverload:
@@ -515,29 +562,29 @@ def per_example(
             stacklevel=_user_stacklevel(),
         )
     grad_on = is_grad_enabled()
-    lv = level.level
-
-    def pick(a: Any, i: int) -> Any:
-        if isinstance(a, Tensor):
-            if type(a) is BatchedTensor and a._level == lv:
-                return _SELECT(a._value, 0, i)
-            if grad_on and a.requires_grad:
-                return _SELECT(level.expand(a), 0, i)
-            return a
-        if type(a) is list or type(a) is tuple:
-            return type(a)(pick(x, i) for x in a)
-        return a
-
     results = []
     firsts = []
     for i in range(level.batch_size):
-        args_i = tuple(pick(a, i) for a in args)
-        kwargs_i = {k: pick(v, i) for k, v in kwargs.items()}
+        args_i = tuple(_pick(level, a, i, grad_on) for a in args)
+        kwargs_i = {k: _pick(level, v, i, grad_on) for k, v in kwargs.items()}
         results.append(op(*args_i, **kwargs_i))
         firsts.append(args_i[0] if args_i else None)
     if results and all(r is f for r, f in zip(results, firsts, strict=True)):
         return args[0]  # an in-place op wrote each example into its view of the input
     return _stack_results(level, name, results)
+
+
+def _pick(level: VmapLevel, a: Any, i: int, grad_on: bool) -> Any:
+    """Argument ``a`` for example ``i`` (its batched Tensors selected at ``i``)."""
+    if isinstance(a, Tensor):
+        if type(a) is BatchedTensor and a._level == level.level:
+            return _SELECT(a._value, 0, i)
+        if grad_on and a.requires_grad:
+            return _SELECT(level.expand(a), 0, i)
+        return a
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_pick(level, x, i, grad_on) for x in a)
+    return a
 
 
 def _stack_results(level: VmapLevel, name: str, results: list[Any]) -> Any:

@@ -50,6 +50,7 @@ def batched_grad(
     with level.popped():
         outs: list[Any] = []
         gouts: list[Any] = []
+        g: Any
         for i, (o, g) in enumerate(zip(outputs, grads, strict=True)):
             if type(o) is BatchedTensor and o._level == lv:
                 v = o._value

@@ -15,7 +15,6 @@ from typing import Any
 
 from .._opset import CORE_OPS
 from .._tensor import Tensor
-from ..errors import InvalidArgumentError
 from ._batched import (
     CORE_RULES,
     OUT_VARIANTS,
@@ -174,7 +173,7 @@ def all_batched_dim(op: Any, pos: int) -> Rule:
 
     def rule(info: VmapInfo, in_dims: tuple[Any, ...], *args: Any, **kw: Any) -> tuple[Any, Any]:
         b = info.batch_size
-        a = [
+        a: list[Any] = [
             _batch(x, d, b) if isinstance(x, Tensor) else x
             for x, d in zip(args, in_dims, strict=True)
         ]
@@ -394,16 +393,17 @@ def per_example_rule(op: Any) -> Rule:
         # The values are batch-first; run them as a level of their own, just below this one.
         level = VmapLevel(-1 - len(current_levels()), info.batch_size, info.randomness)
 
-        def rewrap(a: Any, d: Any) -> Any:
-            if type(d) is list:
-                return type(a)(rewrap(x, y) for x, y in zip(a, d, strict=True))
-            return wrap(a, level.level) if d is not None else a
-
-        wrapped = tuple(rewrap(a, d) for a, d in zip(args, in_dims, strict=True))
+        wrapped = tuple(_rewrap(a, d, level.level) for a, d in zip(args, in_dims, strict=True))
         out = per_example(level, op, wrapped, {}, warn=False)
         return _values(out, level.level), 0
 
     return rule
+
+
+def _rewrap(a: Any, d: Any, level: int) -> Any:
+    if type(d) is list:
+        return type(a)(_rewrap(x, y, level) for x, y in zip(a, d, strict=True))
+    return wrap(a, level) if d is not None else a
 
 
 def _values(out: Any, level: int) -> Any:
@@ -516,6 +516,6 @@ def install() -> None:
                 make = inplace
             elif "pointwise" in tags:
                 make = broadcasting
-            else:
-                raise InvalidArgumentError(f"vmap: no batching rule written for {name}")
+            else:  # a core op added without a rule: it runs per example, with the warning
+                continue
         CORE_RULES[name] = _LazyRule(name, make)
