@@ -77,7 +77,7 @@ def share_version(base: Tensor, view: Tensor, *, is_view: bool = True) -> None:
     if is_view:
         if len(vc) == 1:
             vc.append(ViewSet(base))
-        vc[1].add(view)
+        vc[1].add(base, view)
     view._vc = vc
 
 

@@ -10,7 +10,8 @@ as torch's base does not keep its views alive.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the Tensor module imports this one
     from ._tensor import Tensor
@@ -25,13 +26,21 @@ class ViewSet:
 
     __slots__ = ("_cap", "base", "views")
 
-    def __init__(self, base: Tensor) -> None:
-        self.base: weakref.ref[Tensor] = weakref.ref(base)
+    def __init__(self, base: Tensor | None) -> None:
+        self.base: Callable[[], Tensor | None] = _no_base if base is None else _ref(base)
         #: id(view) -> weak reference to it (a dead one is pruned as the dict grows)
         self.views: dict[int, weakref.ref[Tensor]] = {}
         self._cap = 32
 
-    def add(self, view: Tensor) -> None:
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        # An unpickled tensor's data is a copy of its own: it is no view of anything there.
+        return _unpickled, ()
+
+    def add(self, base: Tensor, view: Tensor) -> None:
+        """``view`` was taken of ``base`` (the base itself or another of its views). Where
+        the base is gone (or this set came with a pickled tensor), ``base`` takes its place."""
+        if self.base() is None:
+            self.base = _ref(base)
         views = self.views
         if len(views) >= self._cap:
             self._prune()
@@ -40,7 +49,7 @@ class ViewSet:
     def _prune(self) -> None:
         """Drop the dead views (a long-lived base sliced in a loop)."""
         views = self.views
-        for k in [k for k, r in views.items() if r() is None]:
+        for k in [k for k, r in list(views.items()) if r() is None]:
             del views[k]
         self._cap = max(32, 2 * len(views))
 
@@ -51,4 +60,14 @@ class ViewSet:
 
     def alive(self) -> list[Tensor]:
         """The views still alive."""
-        return [v for r in self.views.values() if (v := r()) is not None]
+        # (a copy first: another thread may add a view meanwhile)
+        return [v for r in list(self.views.values()) if (v := r()) is not None]
+
+
+def _no_base() -> None:
+    return None
+
+
+def _unpickled() -> ViewSet:
+    """The ``ViewSet`` of an unpickled (or deep-copied) tensor: no base, no views."""
+    return ViewSet(None)

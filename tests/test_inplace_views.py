@@ -9,7 +9,9 @@ differences (``gradcheck``) and, for double backward, ``gradgradcheck``.
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +27,10 @@ X = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
 
 def t(values: Any, *, grad: bool = False) -> oplib.Tensor:
     return oplib.tensor(np.asarray(values, dtype=F64), requires_grad=grad)
+
+
+def pickle_round_trip(x: Any) -> Any:
+    return pickle.loads(pickle.dumps(x))
 
 
 def grad_of(x: oplib.Tensor) -> np.ndarray:
@@ -219,6 +225,32 @@ def test_the_written_view_outlives_its_base():
     v.mul_(3)
     v.sum().backward()
     np.testing.assert_array_equal(grad_of(x), [[6, 6, 6], [0, 0, 0]])
+
+
+def test_a_view_of_a_view_whose_base_is_gone_rebases_the_first_view():
+    x = t(X, grad=True)
+    w = t([2.0, 3.0], grad=True)
+    row = (x * 2)[0]
+    gc.collect()
+    tail = row[1:]
+    tail.mul_(w)
+    assert row.grad_fn.name() == "CopySlices"
+    row.sum().backward()
+    np.testing.assert_array_equal(grad_of(x), [[2, 4, 6], [0, 0, 0]])
+    np.testing.assert_array_equal(grad_of(w), [4, 6])
+
+
+@pytest.mark.parametrize("duplicate", [pickle_round_trip, copy.deepcopy])
+def test_a_copied_tensor_is_the_base_of_its_new_views(duplicate: Callable[[Any], Any]) -> None:
+    base = oplib.zeros(2, 3, dtype=F64)
+    _ = base[0]  # a view: the storage's record of views travels with the copy
+    moved = duplicate(base)
+    w = t([1.0, 2.0, 3.0], grad=True)
+    moved[1].copy_(w)
+    assert moved.grad_fn.name() == "CopySlices"
+    (moved * moved).sum().backward()
+    np.testing.assert_array_equal(grad_of(w), [2, 4, 6])
+    assert base.grad_fn is None and float(base.sum()) == 0.0
 
 
 def test_a_reshape_that_copies_is_not_a_view_of_its_input():
@@ -429,6 +461,19 @@ def test_meta_tensors_get_shapes():
     (y * y).sum().backward()
     assert x.grad is not None and w.grad is not None
     assert x.grad.shape == (2, 3) and w.grad.shape == (3,) and x.grad.device.type == "meta"
+
+
+def test_arrays_without_strides_are_refused_naming_their_type():
+    backend = oplib.backends.TABLE.find("privateuse1")
+    if backend is None or not backend.is_available():
+        pytest.skip("the privateuse1 backend (oplib-privateuse) is not installed")
+    x = oplib.tensor(np.ones((2, 3)), device="privateuse1", requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError) as info:
+        y[0].mul_(2)  # the vendor's arrays hide their memory: the view cannot be placed
+    assert y._version == 0
+    assert "needs the arrays' strides" in str(info.value)
+    assert "DeviceArray has none" in str(info.value) and "clone()" in str(info.value)
 
 
 @pytest.mark.cuda
