@@ -148,17 +148,27 @@ _RULES_LOCK = threading.Lock()
 _FIRST_LOCK = threading.Lock()
 
 
+# Device types torch knows whatever is installed (torch.amp.is_autocast_available says yes
+# for them without the hardware): code written for them keeps running where their backend
+# is missing, with autocast disabled and a warning, as torch does without a GPU.
+_KNOWN_DEVICE_TYPES: Final = frozenset(("cpu", "cuda", "xpu", "mps", "hpu", "xla", "privateuse1"))
+
+
 def _autocast_devices() -> list[str]:
-    return sorted(n for n in TABLE.names() if not TABLE.get(n).spec.fake_kernels)
+    installed = {n for n in TABLE.names() if not TABLE.get(n).spec.fake_kernels}
+    return sorted(installed | _KNOWN_DEVICE_TYPES)
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """Whether ``device_type`` supports autocast: an installed backend that holds data
-    (``"meta"`` does not), as ``torch.amp.is_autocast_available``."""
+    """Whether ``device_type`` supports autocast, as ``torch.amp.is_autocast_available``: an
+    installed backend that holds data (``"meta"`` does not), or a device type torch knows
+    (``"cuda"``, ``"xpu"``...) whether or not its backend is installed."""
     if not isinstance(device_type, str):
         return False
     backend = TABLE.find(device_type)
-    return backend is not None and not backend.spec.fake_kernels
+    if backend is None:
+        return device_type in _KNOWN_DEVICE_TYPES
+    return not backend.spec.fake_kernels
 
 
 def check_device_type(device_type: object, api: str) -> str:
@@ -174,7 +184,7 @@ def check_device_type(device_type: object, api: str) -> str:
     if not is_autocast_available(device_type):
         raise InvalidDeviceError(
             f"{api}: User specified an unsupported autocast device_type {device_type!r}; "
-            f"autocast supports the installed backends that hold data: "
+            f"autocast supports the device types of backends that hold data: "
             f"{', '.join(_autocast_devices())}",
             device_type,
             device_type,
@@ -239,9 +249,9 @@ def add_rule(qualname: str, device_type: str, dtype: np.dtype) -> Handle:
 
 
 def policy_of(op: OpOverload, device_type: str) -> tuple[CastPolicy, np.dtype | None]:
-    """How autocast treats ``op`` on ``device_type``: a ``register_autocast`` rule (the
-    policy ``FP32`` or ``LOWER_PRECISION_FP`` is not used for those: the dtype is given),
-    else the core table (``CORE_POLICIES``), else untouched."""
+    """How autocast treats ``op`` on ``device_type``, and the dtype to cast to when the
+    policy does not say it: a ``register_autocast`` rule (``LOWER_PRECISION_FP`` with the
+    rule's dtype), else the core table (``CORE_POLICIES``), else untouched (``NONE``)."""
     name = op.name()
     stack = _RULES.get((name, device_type))
     if stack:
@@ -429,10 +439,11 @@ class autocast(DispatchMode):
             )
             return False
         self.fast_dtype = dtype
-        backend = TABLE.get(self.device)
-        if not backend.is_available():
+        backend = TABLE.find(self.device)
+        if backend is None or not backend.is_available():
+            why = "not installed" if backend is None else "installed, not usable here"
             warnings.warn(
-                f"{name} is not available (backend {self.device!r}). Disabling autocast.",
+                f"{name} is not available (backend {self.device!r} {why}). Disabling autocast.",
                 UserWarning,
                 stacklevel=3,
             )

@@ -343,10 +343,23 @@ def test_unavailable_device_warns_and_disables():
     cuda = oplib.backends.TABLE.find("cuda")
     if cuda is None or cuda.is_available():
         pytest.skip("needs the cuda backend installed without a usable GPU")
-    with pytest.warns(UserWarning, match="CUDA is not available"):
+    with pytest.warns(UserWarning, match=r"CUDA is not available \(backend 'cuda' installed"):
         ac = oplib.autocast("cuda")
     with ac:
         assert active_modes() == ()
+
+
+def test_known_device_type_without_its_backend_warns_and_disables(lib, ns):
+    assert oplib.backends.TABLE.find("xpu") is None  # no xpu backend in this project
+    assert oplib.is_autocast_available("xpu") and not oplib.is_autocast_available("meta")
+    with pytest.warns(UserWarning, match=r"XPU is not available \(backend 'xpu' not installed\)"):
+        ac = oplib.autocast("xpu")
+    with ac:
+        assert active_modes() == ()
+    # a rule for it registers (it waits for the backend, as kernels for it do)
+    _seen_op(lib, ns, [])
+    handle = oplib.library.register_autocast(f"{ns}::f", "xpu", oplib.float16, lib=lib)
+    assert handle.active
 
 
 def test_disabled_autocast_never_warns():
