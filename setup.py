@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,8 @@ def _extensions() -> list[Any]:
             include_dirs=["oplib_core/include"],
             define_macros=[("Py_LIMITED_API", limited)],
             py_limited_api=True,
+            # _Alignas: MSVC compiles C11 only when asked
+            extra_compile_args=["/std:c11"] if sys.platform == "win32" else [],
             optional=True,
         )
     ]
