@@ -136,6 +136,19 @@ def test_several_writes_in_a_row():
     np.testing.assert_array_equal(grad_of(w), [544, 1616, 80])
 
 
+def test_augmented_assignments_into_views():
+    x = t(X, grad=True)
+    w = t([2.0, 3.0, 4.0], grad=True)
+    y = x * 1
+    y[0] += w  # Python: a write into the view y[0], then y[0] = that view
+    y[:, 1:] *= 3
+    y.T[2] /= w[:2]
+    (y * y).sum().backward()
+    # torch 2.13 on the same numbers
+    np.testing.assert_array_equal(grad_of(x), [[6, 90, 31.5], [8, 90, 12]])
+    np.testing.assert_array_equal(grad_of(w), [-104.25, 66, 31.5])
+
+
 def test_a_base_that_is_not_contiguous():
     x = t(X, grad=True)
     w = t([5.0, 6.0], grad=True)
