@@ -158,6 +158,18 @@ def test_accelerator_lists():
         assert ops.sum(y).dtype == oplib.float32
         assert ops.sum(y, dtype=oplib.float16).dtype == oplib.float16  # a given dtype wins
         assert ops.cat([y, y]).dtype == oplib.float16  # cat is not listed for CUDA
+        # scatter_add and index_put promote to the widest input (off autocast: self's dtype)
+        half = oplib.tensor(np.zeros((2, 3), np.float16)).to("privateuse1")
+        index = oplib.tensor(np.zeros((2, 3), np.int64)).to("privateuse1")
+        assert ops.scatter_add(half, 0, index, f32(2, 3, device="privateuse1")).dtype == (
+            oplib.float32
+        )
+        rows = oplib.tensor(np.array([0, 1])).to("privateuse1")
+        assert ops.index_put(half, [rows], f32(2, 3, device="privateuse1")).dtype == (oplib.float32)
+        with oplib.autocast("privateuse1", enabled=False):
+            assert ops.scatter_add(half, 0, index, f32(2, 3, device="privateuse1")).dtype == (
+                oplib.float16
+            )
         # cpu tensors are not cast by a privateuse1 autocast
         assert (f32(2, 3) @ f32(3, 4)).dtype == oplib.float32
         assert oplib.is_autocast_enabled("privateuse1")
