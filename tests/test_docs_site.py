@@ -104,3 +104,5 @@ def test_sphinx_roles_become_code() -> None:
     assert plain_roles(":meth:`the copy <oplib_core.Tensor.to>`") == "`the copy`"
     assert plain_roles(":py:exc:`~oplib_core.errors.BackendError`") == "`BackendError`"
     assert plain_roles("``code`` and :unknown:`x`") == "``code`` and :unknown:`x`"
+    assert plain_roles("an entry point::\n\n    [x]\n") == "an entry point:\n\n    [x]\n"
+    assert plain_roles("a::b and c ::\n") == "a::b and c ::\n"  # a qualname; a lone ::

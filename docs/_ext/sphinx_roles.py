@@ -1,6 +1,7 @@
 """A griffe extension for the API reference (mkdocs.yml): the docstrings' Sphinx roles
 (``:func:`~oplib_core.library.define```) become Markdown code (`` `define` ``), as Sphinx
-would show them; a ``~`` keeps the last name only, ``text <target>`` keeps the text."""
+would show them; a ``~`` keeps the last name only, ``text <target>`` keeps the text. A
+paragraph ending in ``::`` before its literal block ends in ``:``, as Sphinx shows it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import griffe
 
+_LITERAL = re.compile(r"(?<=\S)::$", re.MULTILINE)
 _ROLE = re.compile(r":(?:py:)?(?:func|meth|class|mod|attr|data|exc|obj|const):`([^`]+)`")
 
 
@@ -23,8 +25,9 @@ def _plain(match: re.Match[str]) -> str:
 
 
 def plain_roles(text: str) -> str:
-    """``text`` with every Sphinx cross-reference role written as inline code."""
-    return _ROLE.sub(_plain, text)
+    """``text`` with every Sphinx cross-reference role written as inline code, and the
+    ``::`` that introduces a literal block written ``:``."""
+    return _LITERAL.sub(":", _ROLE.sub(_plain, text))
 
 
 class SphinxRoles(griffe.Extension):
