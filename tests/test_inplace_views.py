@@ -220,6 +220,25 @@ def test_a_view_after_an_in_place_op_on_its_base():
     np.testing.assert_array_equal(grad_of(x), [[6, 0, 0], [6, 0, 0]])  # torch: the same
 
 
+def test_a_view_apart_from_the_written_one_keeps_its_history():
+    x = t(X, grad=True)
+    w = t([2.0, 3.0, 4.0], grad=True)
+    y = x * 1
+    first, second = y[0], y[1]
+    history = first.grad_fn
+    second.mul_(w)  # first's memory lies apart: its history is still right, and kept
+    assert first.grad_fn is history
+    overlapping = y[:, 0]  # shares memory with the next write: regenerated
+    y[0].add_(1)
+    assert first.grad_fn.name() == "AsStridedBackward0"
+    assert overlapping.grad_fn.name() == "AsStridedBackward0"
+    (first.sum() + second.sum() * overlapping.sum()).backward()
+    # first = x0 + 1; second = x1 w; overlapping = [x00 + 1, x10 w0]
+    s1, o = np.sum(np.asarray(X)[1] * [2, 3, 4]), 1 + 1 + 4 * 2
+    np.testing.assert_array_equal(grad_of(w), np.asarray(X)[1] * o + [4 * s1, 0, 0])
+    np.testing.assert_array_equal(grad_of(x), [[1 + s1, 1, 1], [2 * o + 2 * s1, 3 * o, 4 * o]])
+
+
 def test_views_of_a_base_without_grad_get_grad_when_it_does():
     w = t([1.0, 2.0], grad=True)
     out = oplib.zeros(2, 3, dtype=F64)

@@ -253,19 +253,47 @@ class CopySlices(Node):
 
 
 # -- rewriting histories --------------------------------------------------------------------------
+def _extent(data: Any) -> tuple[int, int] | None:
+    """The bytes ``[start, end)`` a strided array spans; None for others."""
+    layout = _layout(data)
+    if layout is None:
+        return None
+    start, strides, size = layout
+    lo = hi = start
+    for n, st in zip(data.shape, strides, strict=True):
+        if n == 0:
+            return (start, start)
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return (lo, hi + size)
+
+
 def rebase_views(
-    views: ViewSet, base: Tensor, skip: Tensor | None, what: str, was_rg: bool
+    views: ViewSet,
+    base: Tensor,
+    written: Tensor | None,
+    what: str,
+    was_rg: bool,
 ) -> None:
-    """Give every live view of ``base`` (but ``skip``) its history over ``base``'s current
-    one, as torch regenerates a view's ``grad_fn`` once its base was written. A view that
-    does not require grad of a base that did (``was_rg``: taken under no_grad) is left out:
-    torch refuses to regenerate those."""
+    """Give every live view of ``base`` (but the ``written`` one) its history over
+    ``base``'s current one, as torch regenerates a view's ``grad_fn`` once its base was
+    written. A view that does not require grad of a base that did (``was_rg``: taken under
+    no_grad) is left out: torch refuses to regenerate those. After a write into a view, a
+    view in the graph whose memory lies apart from it keeps its history (still right, and
+    a loop writing ``cache[i]`` beside many live views stays cheap)."""
     edge = edge_of(base)
     if edge is None:
         return
+    span = None if written is None else _extent(written._data)
     for v in views.alive():
-        if v is skip or v is base or (was_rg and not v._rg):
+        if v is written or v is base or (was_rg and not v._rg):
             continue
+        if span is not None and v._rg:
+            other = _extent(v._data)
+            if other is not None and (other[1] <= span[0] or span[1] <= other[0]):
+                continue
         pos = locate(base, v, what, written=False)
         if pos is None:  # not a view after all (its kernel made a copy): its own history
             continue
