@@ -119,6 +119,8 @@ out["rand"] = str(oplib.ops.myaccel.rand([2], device="myaccel").device)
 out["bad_index"] = catch(oplib.ones, 2, device="myaccel:7")
 out["wrong_type"] = catch(oplib.myaccel.set_device, "privateuse1:0")
 out["slot"] = [privateuse1_backend_name(), str(oplib.ones(2, device="privateuse1").device)]
+from oplib_core.cli import main
+out["check"] = main(["check", "--backend", "myaccel", "oplib::mul", "oplib::sum"])
 print(json.dumps(out))
 """
 
@@ -161,6 +163,7 @@ def test_the_renamed_template_answers_to_its_name(venv: Path) -> None:
     assert "must be myaccel device" in message, message
     # the slot is still oplib-privateuse's, under its own name
     assert out["slot"] == ["privateuse1", "privateuse1:0"]
+    assert out["check"] == 0  # opcheck passes on the renamed device
 
 
 def test_the_renamed_template_reads_its_own_device_count(venv: Path) -> None:
