@@ -106,3 +106,38 @@ def test_sphinx_roles_become_code() -> None:
     assert plain_roles("``code`` and :unknown:`x`") == "``code`` and :unknown:`x`"
     assert plain_roles("an entry point::\n\n    [x]\n") == "an entry point:\n\n    [x]\n"
     assert plain_roles("a::b and c ::\n") == "a::b and c ::\n"  # a qualname; a lone ::
+
+
+@pytest.mark.parametrize(
+    ("page", "complaint"),
+    [
+        ("See [the guide](missing.md).\n", "missing.md"),
+        ("See [a section](#no-such-section).\n", "no-such-section"),
+        ("::: oplib_core.no_such_module\n", "no_such_module"),
+    ],
+    ids=["link", "anchor", "reference"],
+)
+def test_the_site_config_fails_on_a_broken_page(tmp_path: Path, page: str, complaint: str) -> None:
+    """The project's own configuration, on a page with one mistake: the build fails and
+    names it (so the test above can fail)."""
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text(f"# Home\n\n{page}")
+    python = config["plugins"][1]["mkdocstrings"]["handlers"]["python"]
+    python["paths"] = [str(ROOT)]
+    python["options"]["extensions"] = [str(ROOT / "docs" / "_ext" / "sphinx_roles.py")]
+    config["docs_dir"] = str(docs)
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--site-dir", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
+    assert proc.returncode != 0, proc.stderr
+    assert complaint in proc.stderr, proc.stderr
