@@ -138,3 +138,18 @@ def test_the_pages_include_every_docs_page() -> None:
     assert ROOT / "README.md" in PAGES
     assert set((ROOT / "docs").glob("*.md")) <= set(PAGES)
     assert len(CASES) >= 30  # the blocks were found
+
+
+def test_the_runner_reports_failures_skips_and_hidden_setup(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- invisible-code-block: python\nhidden = 41\n-->\n"
+        "```python\nassert hidden + 1 == 42\n```\n\n"
+        '<!-- skip: next "cannot run in this test at all" -->\n'
+        "```python\nraise SystemExit(3)\n```\n\n"
+        "```python\n[].pop()\n```\n"
+    )
+    results = _run(page, tmp_path)
+    assert [status for status, _ in results.values()] == ["passed", "passed", "skipped", "failed"]
+    assert list(results.values())[2][1] == "cannot run in this test at all"
+    assert "IndexError: pop from empty list" in list(results.values())[3][1]
