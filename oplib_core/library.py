@@ -41,6 +41,7 @@ from .errors import (
     LibraryDestroyedError,
     RegistrationError,
     ReservedNamespaceError,
+    SchemaError,
 )
 
 __all__ = [
@@ -688,12 +689,18 @@ def register_autocast(
 _vmap_rules: dict[str, Origin] = {}
 
 
+class _KwargOnlyTensorsError(SchemaError, NotImplementedError):
+    """``register_vmap`` for an op with keyword-only Tensor arguments: a SchemaError, and
+    the NotImplementedError torch raises for it."""
+
+
 def _check_vmap_schema(op: OpOverload, api: str) -> None:
     schema = op.schema
     if any(a.kwarg_only and "Tensor" in str(a.type) for a in schema.arguments):
-        raise NotImplementedError(
+        raise _KwargOnlyTensorsError(
             f"{api} with kwarg-only Tensor args. In the original definition of the op, please "
-            f"make your tensors not kwarg-only. Got: {schema}"
+            f"make your tensors not kwarg-only. Got: {schema}",
+            str(schema),
         )
 
 

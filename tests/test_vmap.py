@@ -436,7 +436,7 @@ def test_hypothesis_matmul_matches_the_loop(b: int, sa: Any, sb: Any, dims: Any)
 def mysin() -> Any:
     @oplib.custom_op("vmaptest::mysin", mutates_args=())
     def op(x: Tensor) -> Tensor:
-        return np.sin(x)
+        return np.sin(x)  # type: ignore[return-value]  # kernels get (and give) numpy arrays
 
     _batched._WARNED.discard("vmaptest::mysin")
     yield op
@@ -559,8 +559,11 @@ def test_register_vmap_refuses_keyword_only_tensors_as_torch() -> None:
     lib = oplib.Library("vmaptest3", "FRAGMENT")
     try:
         lib.define("f(Tensor x, *, Tensor y) -> Tensor")
-        with pytest.raises(NotImplementedError, match="register_vmap with kwarg-only Tensor args"):
+        with pytest.raises(
+            NotImplementedError, match="register_vmap with kwarg-only Tensor args"
+        ) as e:
             oplib.library.register_vmap("vmaptest3::f", lambda *a: a, lib=lib)
+        assert isinstance(e.value, oplib.SchemaError)
     finally:
         lib._destroy()
 
@@ -958,3 +961,15 @@ def test_custom_op_db_cat_rule_fails_as_in_torch(custom_op_db: Any) -> None:
     xs = [T(B, 2, 3), T(B, 4, 3)]
     with pytest.raises(ValueError, match="too many values to unpack"):
         oplib.vmap(lambda a, b: custom_op_db.numpy_cat([a, b], 0))(*xs)
+
+
+def test_a_higher_order_operator_runs_per_example_with_the_warning() -> None:
+    _batched._WARNED.discard("cond")
+    x = oplib.tensor(np.arange(6.0).reshape(3, 2))
+
+    def f(v: Tensor) -> Tensor:
+        return oplib.cond(v.sum() > 3, lambda a: a * 2, lambda a: a - 1, (v,))
+
+    with pytest.warns(UserWarning, match="no batching rule for cond.*higher-order operator"):
+        got = oplib.vmap(f)(x)
+    np.testing.assert_allclose(got.numpy(), [[-1.0, 0.0], [4.0, 6.0], [8.0, 10.0]])

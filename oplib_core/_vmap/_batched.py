@@ -336,6 +336,8 @@ def run_op(level: VmapLevel, op: OpOverload, args: tuple[Any, ...], kwargs: dict
             break
     if not batched:
         return op(*args, **kwargs)
+    if not isinstance(op, OpOverload):  # a higher-order operator (cond, map, ...)
+        return per_example(level, op, args, kwargs, warn=True)
     name = op.name()
     out_of = OUT_VARIANTS.get(name)
     if out_of is not None and "out" in kwargs:
@@ -550,14 +552,19 @@ def per_example(
 ) -> Any:
     """``op`` run once per example and the results stacked (the fallback for an op without
     a batching rule: ``warn`` says so once per op)."""
-    name = op.name() if isinstance(op, OpOverload) else getattr(op, "__name__", repr(op))
+    is_op = isinstance(op, OpOverload)
+    name = op.name() if is_op or hasattr(op, "name") else repr(op)
     if warn and name not in _WARNED:
         _WARNED.add(name)
+        fix = (
+            "register one with oplib.library.register_vmap"
+            if is_op
+            else "it is a higher-order operator, whose functions run per example too"
+        )
         warnings.warn(
             f"vmap: there is no batching rule for {name}, so it runs once per example "
-            f"({level.batch_size} calls) and the results are stacked; register one with "
-            "oplib.library.register_vmap (there is a performance drop because the op has "
-            "no batching rule)",
+            f"({level.batch_size} calls) and the results are stacked; {fix} (there is a "
+            "performance drop because the op has no batching rule)",
             UserWarning,
             stacklevel=_user_stacklevel(),
         )
