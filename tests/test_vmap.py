@@ -973,3 +973,13 @@ def test_a_higher_order_operator_runs_per_example_with_the_warning() -> None:
     with pytest.warns(UserWarning, match="no batching rule for cond.*higher-order operator"):
         got = oplib.vmap(f)(x)
     np.testing.assert_allclose(got.numpy(), [[-1.0, 0.0], [4.0, 6.0], [8.0, 10.0]])
+
+
+def test_a_batched_value_that_escapes_its_vmap_is_refused() -> None:
+    leak: list[Tensor] = []
+    oplib.vmap(lambda v: leak.append(v) or v)(T(B, 2))
+    (escaped,) = leak
+    with pytest.raises(oplib.CallArgumentError, match="BatchedTensor, which no installed backend"):
+        K.sin(escaped)
+    with pytest.raises(RuntimeError, match=r"escaped the oplib\.vmap call that made it"):
+        escaped[0]
