@@ -124,7 +124,10 @@ def _call(
     kwargs: dict[str, Any],
 ) -> Any:
     name = _name(func)
-    where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
+
+    def where() -> str:  # made only for an error message
+        return f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
+
     if not args:
         raise ValueError(
             f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you "
@@ -132,13 +135,13 @@ def _call(
         )
     if not (type(in_dims) is int or type(in_dims) is tuple):
         raise ValueError(
-            f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching "
+            f"{where()}: expected `in_dims` to be int or a (potentially nested) tuple matching "
             f"the structure of inputs, got: {type(in_dims)}."
         )
 
     def bad() -> ValueError:
         return ValueError(
-            f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has "
+            f"{where()}: in_dims is not compatible with the structure of `inputs`. in_dims has "
             f"structure {structure(in_dims)} but inputs has structure {structure(args)}."
         )
 
@@ -155,14 +158,14 @@ def _call(
             continue
         if not _is_array(x):
             raise ValueError(
-                f"{where}: Got in_dim={d} for an input but the input is of type {type(x)}. We "
+                f"{where()}: Got in_dim={d} for an input but the input is of type {type(x)}. We "
                 "cannot vmap over non-Tensor arguments, please use None as the respective in_dim"
             )
         native = native and not isinstance(x, Tensor)
         nd = x.ndim
         if not -nd <= d < nd:
             raise ValueError(
-                f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
+                f"{where()}: Got in_dim={d} for some input, but that input is a Tensor of "
                 f"dimensionality {nd} so expected in_dim to satisfy -{nd} <= in_dim < {nd}."
             )
         d = d + nd if d < 0 else d
