@@ -983,3 +983,22 @@ def test_a_batched_value_that_escapes_its_vmap_is_refused() -> None:
         K.sin(escaped)
     with pytest.raises(RuntimeError, match=r"escaped the oplib\.vmap call that made it"):
         escaped[0]
+
+
+def test_an_op_defined_again_with_other_defaults_binds_the_new_ones() -> None:
+    seen: list[Any] = []
+    for default in (1, 2):
+        lib = oplib.Library("vmaptest4", "FRAGMENT")
+        try:
+            lib.define(f"f(Tensor x, int k={default}) -> Tensor")
+            oplib.impl("vmaptest4::f", "cpu", lambda x, k: x * k, lib=lib)
+
+            def rule(info: Any, in_dims: Any, x: Tensor, k: int) -> Any:
+                seen.append(k)
+                return K.mul(x, float(k)), 0
+
+            oplib.library.register_vmap("vmaptest4::f", rule, lib=lib)
+            oplib.vmap(oplib.ops.vmaptest4.f)(T(B, 2))
+        finally:
+            lib._destroy()
+    assert seen == [1, 2]

@@ -386,18 +386,22 @@ def _restore(a: Any, back: dict[int, Any]) -> Any:
 
 
 _REQUIRED = object()
-#: Per op: the defaults of its positional arguments (``_REQUIRED`` where there is none).
-_POSITIONAL: dict[str, tuple[Any, ...]] = {}
+#: Per op name: its schema and the defaults of its positional arguments (``_REQUIRED``
+#: where there is none). The schema is compared: an op defined again may differ.
+_POSITIONAL: dict[str, tuple[object, tuple[Any, ...]]] = {}
 
 
 def _positional(op: OpOverload, name: str) -> tuple[Any, ...]:
-    defaults = _POSITIONAL.get(name)
-    if defaults is None:
-        defaults = _POSITIONAL[name] = tuple(
-            (a.default_value if a.has_default else _REQUIRED)
-            for a in op.schema.arguments
-            if not a.kwarg_only
-        )
+    schema = op.schema
+    hit = _POSITIONAL.get(name)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    defaults = tuple(
+        (a.default_value if a.has_default else _REQUIRED)
+        for a in schema.arguments
+        if not a.kwarg_only
+    )
+    _POSITIONAL[name] = (schema, defaults)
     return defaults
 
 
