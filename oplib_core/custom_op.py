@@ -56,7 +56,9 @@ def _validate(qualname: str, schema: str, given: bool, mutates_args: Iterable[st
     """Refuse, before anything is defined, what torch's custom_op refuses: keyword-only
     Tensor arguments, and a given schema whose mutable arguments differ from
     ``mutates_args``."""
-    parsed = parse_signature(schema, name=qualname)
+    # "ns::f.overload" is an overload of the packet ns::f, as in torch's custom_op
+    base, _, overload = qualname.partition(".")
+    parsed = parse_signature(schema, name=base, overload_name=overload)
     kw_tensors = [a.name for a in parsed.kwarg_only if _is_tensor_like(a.type)]
     if kw_tensors:
         raise _KwargOnlyTensorError(

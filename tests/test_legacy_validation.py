@@ -240,3 +240,38 @@ def test_a_legacy_backward_returning_no_dict_names_the_op_and_formula(ns, teardo
         f"{backward.__code__.co_firstlineno} using the legacy CustomOp API (impl_backward), "
         "expected the output of the backward function to be a dict but got NoneType"
     )
+
+
+# -- torch.library.custom_op, unlike torch._custom_ops, takes an overload name --------------------
+def test_custom_op_with_an_overload_name_joins_the_packet(ns, teardown):
+    # torch: custom_op("ns::g") and custom_op("ns::g.ovl") -> torch.ops.ns.g.overloads() ==
+    # ['default', 'ovl'], the packet picking one by the arguments
+    plain = oplib.custom_op(
+        f"{ns}::g", lambda x: x.copy(), mutates_args=(), schema="(Tensor x) -> Tensor"
+    )
+    teardown(plain)
+    two = oplib.custom_op(
+        f"{ns}::g.ovl", lambda x, y: x + y, mutates_args=(), schema="(Tensor x, Tensor y) -> Tensor"
+    )
+    teardown(two)
+    packet = oplib.ops.__getattr__(ns).g
+    assert sorted(packet.overloads()) == ["default", "ovl"]
+    x = oplib.tensor([1.0])
+    assert packet(x).tolist() == [1.0] and packet(x, x).tolist() == [2.0]
+    assert repr(two) == f"<CustomOpDef({ns}::g.ovl)>"
+    # defining the overload again replaces it alone, as for a plain name
+    again = oplib.custom_op(
+        f"{ns}::g.ovl", lambda x, y: x - y, mutates_args=(), schema="(Tensor x, Tensor y) -> Tensor"
+    )
+    teardown(again)
+    assert packet(x, x).tolist() == [0.0] and plain(x).tolist() == [1.0]
+
+
+def test_custom_op_decorator_with_an_overload_name(ns, teardown):
+    @oplib.custom_op(f"{ns}::h.two", mutates_args=())
+    def h(x: oplib.Tensor) -> oplib.Tensor:
+        return x * 2
+
+    teardown(h)
+    assert h(oplib.tensor([1.0])).tolist() == [2.0]
+    assert oplib.ops.__getattr__(ns).h.overloads() == ["two"]
