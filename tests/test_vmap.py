@@ -1002,3 +1002,14 @@ def test_an_op_defined_again_with_other_defaults_binds_the_new_ones() -> None:
         finally:
             lib._destroy()
     assert seen == [1, 2]
+
+
+def test_vmap_under_fake_tensor_mode_and_on_meta() -> None:
+    x = T(B, 4)
+    with oplib.FakeTensorMode() as mode:
+        out = oplib.vmap(lambda a, w: (a * w).sum() + a.amax(), in_dims=(0, None))(
+            mode.from_real(x), mode.from_real(T(4))
+        )
+    assert out.shape == (B,) and type(out.native).__name__ == "FakeArray"
+    meta = oplib.empty(B, 4, 2, device="meta")
+    assert oplib.vmap(lambda a: a.sum(0) @ a.T, in_dims=1)(meta).shape == (4, B)
