@@ -149,7 +149,10 @@ CASES: dict[str, list[Case]] = {
         (lambda x: K.sum(x, None, True), (T(B),), 0),
     ],
     "oplib::mean": [(lambda x: K.mean(x, [1]), (T(B, 3, 4),), 0)],
-    "oplib::amax": [(lambda x: K.amax(x, [0]), (T(B, 3, 4),), 0)],
+    "oplib::amax": [
+        (lambda x: K.amax(x, [0]), (T(B, 3, 4),), 0),
+        (lambda x: x.amax(1), (T(B, 3, 4),), 0),  # an int for the int[] dim
+    ],
     "oplib::amin": [(lambda x: K.amin(x), (T(B, 3, 4),), 0)],
     "oplib::matmul": [
         (K.matmul, (T(B, 4), T(B, 4)), 0),
@@ -234,6 +237,8 @@ CASES: dict[str, list[Case]] = {
     "oplib::min": [(lambda x: K.min(x), (T(B, 3, 4),), 0)],
     "oplib::min.dim": [(lambda x: tuple(K.min(x, -1, True)), (T(B, 3, 4),), 0)],
     "oplib::clone": [(K.clone, (T(B, 3),), 0)],
+    "oplib::_narrow": [(lambda x: K._narrow(x, -1, 1, 2), (T(B, 2, 4),), 0)],
+    "oplib::_to_copy": [(lambda x: K._to_copy(x, dtype=oplib.float32), (T(B, 3),), 0)],
     "oplib::astype": [(lambda x: K.astype(x, oplib.float32), (T(B, 3),), 0)],
     "oplib::copy_": [(lambda x, y: x.clone().copy_(y), (T(B, 3), T(3)), (0, None))],
     "oplib::add_.Tensor": [(lambda x, y: x.clone().add_(y), (T(B, 3), T(B, 3)), 0)],
@@ -276,7 +281,8 @@ def test_every_core_op_has_a_rule_and_a_case() -> None:
     names = {c.schema.partition("(")[0]: c for c in CORE_OPS}
     factories = {n for n, c in names.items() if any(t.value == "factory" for t in c.tags)}
     ruled = set(_batched.CORE_RULES) | _batched.PER_EXAMPLE | set(_batched.OUT_VARIANTS)
-    assert set(names) - factories == ruled  # every core op with a Tensor argument
+    everything = {op.name() for op in oplib.registered_ops("oplib")} | set(names)
+    assert everything - factories == ruled  # every oplib:: op with a Tensor argument
     assert set(_batched.CORE_RULES) | _batched.PER_EXAMPLE == set(CASES)
 
 
@@ -1013,3 +1019,40 @@ def test_vmap_under_fake_tensor_mode_and_on_meta() -> None:
     assert out.shape == (B,) and type(out.native).__name__ == "FakeArray"
     meta = oplib.empty(B, 4, 2, device="meta")
     assert oplib.vmap(lambda a: a.sum(0) @ a.T, in_dims=1)(meta).shape == (4, B)
+
+
+TENSOR_METHODS: dict[str, Callable[[Tensor], Any]] = {
+    "float": lambda a: a.float(),
+    "to": lambda a: a.to(oplib.float32),
+    "cpu": lambda a: a.cpu(),
+    "type_as": lambda a: a.type_as(a),
+    "contiguous": lambda a: a.T.contiguous(),
+    "T": lambda a: a.T,
+    "mT": lambda a: a.mT,
+    "reshape": lambda a: a.reshape(-1),
+    "view": lambda a: a.view(8),
+    "expand": lambda a: a[None].expand(2, 4, 2),
+    "permute": lambda a: a.permute(1, 0),
+    "split": lambda a: a.split(2)[0],
+    "max": lambda a: a.max(0)[0],
+    "iter": lambda a: list(a)[1],
+    "where": lambda a: a.where(a > 0.5, 0.0),
+    "operators": lambda a: 1 - (-a) / 2 + abs(a) ** 2 + 2**a,
+    "matmul": lambda a: a @ a.T,
+    "iadd": lambda a: a.clone().__iadd__(1),
+    "len": lambda a: a * len(a),
+    "size": lambda a: a.sum() * a.size(0) * a.numel(),
+    "roll": lambda a: a.roll(1),
+    "repeat": lambda a: a.repeat(2, 1),
+    "chunk": lambda a: a.chunk(2)[1],
+    "squeeze": lambda a: a[None].squeeze(),
+    "mean": lambda a: a.mean(0),
+    "new_tensor": lambda a: a + a.new_tensor([1.0, 2.0]),
+    "narrow": lambda a: a.narrow(0, 1, 2),
+    "index_select": lambda a: a.index_select(0, oplib.tensor(np.array([0, 2]))),
+}
+
+
+@pytest.mark.parametrize("name", list(TENSOR_METHODS))
+def test_tensor_methods_act_per_example(name: str) -> None:
+    check(TENSOR_METHODS[name], (T(B, 4, 2),))

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._dispatch import DispatchMode, OpOverload
 from .._dispatch.modes import MODES
+from .._dtypes import contiguous_format
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
 from ..ops import ops
@@ -108,6 +109,17 @@ class BatchedTensor(Tensor):
 
     def detach(self) -> Tensor:
         return wrap(self._value.detach(), self._level)
+
+    def contiguous(self, memory_format: Any = contiguous_format) -> Tensor:
+        # the value row-major, batch dim first: each example is row-major too
+        if memory_format is not contiguous_format:
+            raise NotImplementedError(
+                f"vmap: contiguous(memory_format={memory_format}) inside vmap; only the "
+                "default (row-major) layout is supported"
+            )
+        level = _level_of(self)
+        with level.popped():
+            return wrap(self._value.contiguous(), level.level)
 
     # -- data access is per example: refused, with torch's words -------------------------
     def item(self) -> Any:
@@ -386,23 +398,22 @@ def _restore(a: Any, back: dict[int, Any]) -> Any:
 
 
 _REQUIRED = object()
-#: Per op name: its schema and the defaults of its positional arguments (``_REQUIRED``
-#: where there is none). The schema is compared: an op defined again may differ.
-_POSITIONAL: dict[str, tuple[object, tuple[Any, ...]]] = {}
+#: Per op name: its schema, the defaults of its positional arguments (``_REQUIRED`` where
+#: there is none) and which of them are int lists. The schema is compared: an op defined
+#: again may differ.
+_POSITIONAL: dict[str, tuple[object, tuple[Any, ...], tuple[bool, ...]]] = {}
 
 
-def _positional(op: OpOverload, name: str) -> tuple[Any, ...]:
+def _positional(op: OpOverload, name: str) -> tuple[tuple[Any, ...], tuple[bool, ...]]:
     schema = op.schema
     hit = _POSITIONAL.get(name)
     if hit is not None and hit[0] is schema:
-        return hit[1]
-    defaults = tuple(
-        (a.default_value if a.has_default else _REQUIRED)
-        for a in schema.arguments
-        if not a.kwarg_only
-    )
-    _POSITIONAL[name] = (schema, defaults)
-    return defaults
+        return hit[1], hit[2]
+    pos = [a for a in schema.arguments if not a.kwarg_only]
+    defaults = tuple((a.default_value if a.has_default else _REQUIRED) for a in pos)
+    int_lists = tuple(str(a.type).rstrip("?") in ("int[]", "SymInt[]") for a in pos)
+    _POSITIONAL[name] = (schema, defaults, int_lists)
+    return defaults, int_lists
 
 
 def _bind(
@@ -411,10 +422,14 @@ def _bind(
     """``op.bind`` for arguments that hold BatchedTensors (the binder takes plain Tensors:
     each goes in as a stand-in over its data and comes back out)."""
     if not kwargs:  # positional only (most calls): fill the defaults, the op checks the rest
-        defaults = _positional(op, name)
+        defaults, int_lists = _positional(op, name)
         n = len(args)
         if n <= len(defaults) and _REQUIRED not in defaults[n:]:
-            return [*args, *(list(d) if type(d) is list else d for d in defaults[n:])], {}
+            pos = [*args, *(list(d) if type(d) is list else d for d in defaults[n:])]
+            for i in range(n):
+                if int_lists[i] and isinstance(args[i], (int, np.integer)):
+                    pos[i] = [int(args[i])]  # an int for an int[] (``sum(x, 1)``)
+            return pos, {}
     back: dict[int, Any] = {}
     pos, kw = op.bind(
         tuple(_stand_in(a, back) for a in args), {k: _stand_in(v, back) for k, v in kwargs.items()}

@@ -469,6 +469,9 @@ _SPECIAL: dict[str, Callable[[Any], Rule]] = {
     "oplib::index_put_": lambda op: _index_put(op, inplace_=True),
 }
 
+#: oplib:: ops the dispatcher layer defines outside CORE_OPS.
+_EXTRA: dict[str, Callable[[Any], Rule]] = {"oplib::_narrow": one_dim, "oplib::_to_copy": same}
+
 #: Ops that run once per example on purpose: their output shape depends on the data.
 _LOOPED = ("oplib::masked_select",)
 
@@ -518,4 +521,6 @@ def install() -> None:
                 make = broadcasting
             else:  # a core op added without a rule: it runs per example, with the warning
                 continue
+        CORE_RULES[name] = _LazyRule(name, make)
+    for name, make in _EXTRA.items():
         CORE_RULES[name] = _LazyRule(name, make)
