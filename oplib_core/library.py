@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from . import _autocast
 from ._dispatch import DispatchMode, OpOverload
+from ._dispatch.modes import tensor_types
 from ._kernel_handle import KernelHandle, get_kernel
 from ._lookup import qualname_of, resolve
 from ._registry import (
@@ -31,7 +32,6 @@ from ._registry import (
 from ._schema import parse_schema, parse_signature
 from ._startup import fork_safe
 from ._tags import Tag
-from ._tensor import Tensor
 from ._vmap import _batched
 from .errors import (
     ArgumentTypeError,
@@ -561,16 +561,6 @@ def impl_abstract(
 _dispatch_rules: dict[tuple[str, type], Origin] = {}
 
 
-def _tensor_types(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[type, ...]:
-    """The distinct types of the Tensor arguments (in lists too), as torch's ``types``."""
-    seen: dict[type, None] = {}
-    for a in (*args, *kwargs.values()):
-        for x in a if isinstance(a, (list, tuple)) else (a,):
-            if isinstance(x, Tensor):
-                seen[type(x)] = None
-    return tuple(seen)
-
-
 @overload
 def register_dispatch_rule(
     op: Any, mode: type[DispatchMode], func: None = None, /, *, lib: Library | None = None
@@ -620,7 +610,7 @@ def register_dispatch_rule(
         origin = origin_of(fn)
 
         def rule(mode_: DispatchMode, *args: Any, **kwargs: Any) -> Any:
-            return fn(mode_, overload_, _tensor_types(args, kwargs), args, kwargs)
+            return fn(mode_, overload_, tensor_types(args, kwargs), args, kwargs)
 
         rule.__wrapped__ = fn  # type: ignore[attr-defined]
         key = (qualname, mode)
