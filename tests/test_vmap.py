@@ -1048,6 +1048,8 @@ TENSOR_METHODS: dict[str, Callable[[Tensor], Any]] = {
     "squeeze": lambda a: a[None].squeeze(),
     "mean": lambda a: a.mean(0),
     "new_tensor": lambda a: a + a.new_tensor([1.0, 2.0]),
+    "new_zeros": lambda a: a.new_zeros(4, 2).copy_(a) + a.new_ones((2,)) + a.new_full([2], 3.0),
+    "new_empty": lambda a: a.new_empty(2).copy_(a[0]),
     "narrow": lambda a: a.narrow(0, 1, 2),
     "index_select": lambda a: a.index_select(0, oplib.tensor(np.array([0, 2]))),
 }
@@ -1056,3 +1058,17 @@ TENSOR_METHODS: dict[str, Callable[[Tensor], Any]] = {
 @pytest.mark.parametrize("name", list(TENSOR_METHODS))
 def test_tensor_methods_act_per_example(name: str) -> None:
     check(TENSOR_METHODS[name], (T(B, 4, 2),))
+
+
+def test_new_factories_are_one_per_example() -> None:
+    seen: list[Any] = []
+
+    def f(a: Tensor) -> Tensor:
+        z = a.new_zeros(3)
+        seen.append((type(z).__name__, z.shape))
+        z[0] = a.sum()  # an example written into its own row
+        return z
+
+    out = oplib.vmap(f)(T(B, 2))
+    assert seen == [("BatchedTensor", (3,))]
+    assert out.shape == (B, 3)

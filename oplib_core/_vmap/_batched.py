@@ -110,6 +110,20 @@ class BatchedTensor(Tensor):
     def detach(self) -> Tensor:
         return wrap(self._value.detach(), self._level)
 
+    def _new_like(
+        self, op: str, size: tuple[Any, ...], *args: Any, dtype: Any, device: Any
+    ) -> Tensor:
+        # new_empty/new_zeros/new_ones/new_full: one per example (functorch's rules), so
+        # that writing an example into it in place works
+        if len(size) == 1 and not isinstance(size[0], int) and hasattr(size[0], "__iter__"):
+            size = tuple(size[0])
+        level = _level_of(self)
+        with level.popped():
+            out = self._value._new_like(
+                op, (level.batch_size, *size), *args, dtype=dtype, device=device
+            )
+        return wrap(out, level.level)
+
     def contiguous(self, memory_format: Any = contiguous_format) -> Tensor:
         # the value row-major, batch dim first: each example is row-major too
         if memory_format is not contiguous_format:
