@@ -681,10 +681,10 @@ def grad(
         if type(t) is not Tensor and isinstance(t, Tensor):
             hook = _transform_hook(t, "__oplib_grad__")
             if hook is not None:  # a transform's Tensor (vmap's BatchedTensor) answers
-                result: tuple[Any, ...] = hook(
+                answer: tuple[Any, ...] = hook(
                     outs, ins, grad_outputs, retain_graph, create_graph, allow_unused
                 )
-                return result
+                return answer
     grads = _one_per(outs, grad_outputs, "grad()", "grad_outputs", "output")
     if retain_graph is None:
         retain_graph = create_graph
