@@ -47,7 +47,14 @@ PUBLIC_MODULES = [
 # -- the checker ----------------------------------------------------------------------------
 
 
+#: Names with a leading underscore that are public on purpose: torch spells them so
+#: (``torch._check``, ``torch._check_is_size`` ...), and ``oplib_core.__all__`` lists them.
+DELIBERATE = frozenset(name for name in oplib_core.__all__ if name.startswith("_"))
+
+
 def _private(segment: str) -> bool:
+    if segment in DELIBERATE:
+        return False
     return segment.startswith("_") and not (segment.startswith("__") and segment.endswith("__"))
 
 
@@ -192,6 +199,9 @@ def _doc_blocks(path: Path) -> Iterator[tuple[int, str]]:
         ("from oplib_core.backend_registration import normalize_device", []),
         ("import numpy as np\nnp._NoValue", []),
         ("from mypkg import _private", []),
+        # torch's underscore spellings that oplib_core.__all__ lists
+        ("import oplib_core as oplib\noplib._check(True)", []),
+        ("from oplib_core import _check_is_size", []),
     ],
 )
 def test_checker(code: str, expected: list[str]) -> None:
