@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import runpy
 import shutil
 import sys
 import zipfile
@@ -97,6 +98,15 @@ def _applies(req: Requirement, env: dict[str, str], extras: Iterable[str] = ("",
     return any(req.marker.evaluate({**env, "extra": e}) for e in (*extras, *named))
 
 
+def _setup_requirements(folder: Path, project: dict[str, Any]) -> list[str]:
+    """A plugin's dependencies where its setup.py lists them (``dynamic``: their oplib
+    pins come from the version), as that setup.py tells them without building."""
+    if "dependencies" not in project.get("dynamic", []):
+        return []
+    told = runpy.run_path(str(folder / "setup.py"), run_name="oplib_requirements")
+    return list(told["REQUIRES"])
+
+
 def wanted(root: Path = ROOT, python: str = "3.12") -> list[Requirement]:
     """Every requirement of a GPU run on ``python`` (build, run and test), oplib's own
     distributions left out, one entry per project (specifiers merged), in first-seen order."""
@@ -108,7 +118,7 @@ def wanted(root: Path = ROOT, python: str = "3.12") -> list[Requirement]:
         project = meta["project"]
         local.add(canonicalize_name(project["name"]))
         lines = list(meta.get("build-system", {}).get("requires", []))
-        lines += project.get("dependencies", [])
+        lines += project.get("dependencies", []) or _setup_requirements(folder, project)
         lines += project.get("optional-dependencies", {}).get("test", [])
         for line in (*lines, *GPU_RUN_EXTRAS):
             req = Requirement(line)

@@ -58,4 +58,6 @@ def _versions() -> tuple[str, list[str]]:
 
 
 VERSION, REQUIRES = _versions()
-setup(version=VERSION, install_requires=REQUIRES)
+
+if __name__ == "__main__":  # (run under another name, it only tells VERSION and REQUIRES)
+    setup(version=VERSION, install_requires=REQUIRES)
