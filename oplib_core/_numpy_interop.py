@@ -326,7 +326,10 @@ class NumpyFunction:
         """numpy's signature of ``fn``, read on first use (reading them all would cost every
         import of oplib, and most programs never call a numpy function on a Tensor)."""
         if self._signature is None:
-            self._signature = inspect.signature(self.fn)
+            try:
+                self._signature = inspect.signature(self.fn)
+            except ValueError:  # a C function numpy < 2.3 gives no signature
+                self._signature = inspect.signature(_SIGNATURES[self.fn.__name__])
             # The positional parameters up to the first one not mapped: a call giving no
             # more than these, and no keywords, needs no binding (``np.sum(t, 0)``).
             leading: list[str] = []
@@ -346,6 +349,22 @@ class NumpyFunction:
 
 #: numpy function -> its core op and how the arguments map.
 FUNCTIONS: dict[Callable[..., Any], NumpyFunction] = {}
+
+
+def _concatenate_signature(
+    arrays: Any, /, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: Any = "same_kind"
+) -> Any: ...
+
+
+def _where_signature(condition: Any, x: Any = None, y: Any = None, /) -> Any: ...
+
+
+#: the signatures numpy 2.3 and later report, for the C functions older numpy (that of
+#: Python 3.10) gives none
+_SIGNATURES: dict[str, Callable[..., Any]] = {
+    "concatenate": _concatenate_signature,
+    "where": _where_signature,
+}
 
 
 def _implements(fn: Any, op: str, params: str) -> Callable[[Callable[..., Any]], Any]:
