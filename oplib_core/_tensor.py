@@ -66,18 +66,22 @@ def bump_version(t: Tensor) -> None:
         vc[0] += 1
 
 
-def share_version(base: Tensor, view: Tensor, *, is_view: bool = True) -> None:
+def share_version(base: Tensor, view: Tensor, *, is_view: bool = True, piece: bool = False) -> None:
     """``view`` (the output of a ``Tensor(a)`` op on ``base``, or ``base.detach()``) shares
     ``base``'s storage, so it shares its version counter. A view is also recorded in the
     counter's second element, a ``ViewSet`` (autograd rewrites the base's history when a
-    view is written in place, torch's ``CopySlices``)."""
+    view is written in place, torch's ``CopySlices``); so is a ``piece``, one of several
+    views an op returns (``split``), which autograd refuses to write in place."""
     vc = base._vc
     if vc is None:
         vc = base._vc = [0]
-    if is_view:
+    if is_view or piece:
         if len(vc) == 1:
             vc.append(ViewSet(base))
-        vc[1].add(base, view)
+        if piece:
+            vc[1].add_piece(view)
+        else:
+            vc[1].add(base, view)
     view._vc = vc
 
 

@@ -24,12 +24,14 @@ _ref = weakref.ref
 class ViewSet:
     """The base of one storage and the views taken of it (weak references)."""
 
-    __slots__ = ("_cap", "base", "views")
+    __slots__ = ("_cap", "base", "pieces", "views")
 
     def __init__(self, base: Tensor | None) -> None:
         self.base: Callable[[], Tensor | None] = _no_base if base is None else _ref(base)
         #: id(view) -> weak reference to it (a dead one is pruned as the dict grows)
         self.views: dict[int, weakref.ref[Tensor]] = {}
+        #: id(piece) -> weak reference to it: the outputs of ``split`` and its family
+        self.pieces: dict[int, weakref.ref[Tensor]] = {}
         self._cap = 32
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
@@ -46,12 +48,24 @@ class ViewSet:
             self._prune()
         views[id(view)] = _ref(view)
 
+    def add_piece(self, piece: Tensor) -> None:
+        """``piece`` is one of several views an op returned (``split``, ``chunk``): it shares
+        the storage, but no in-place write may go through it while autograd records."""
+        if len(self.pieces) >= self._cap:
+            self._prune()
+        self.pieces[id(piece)] = _ref(piece)
+
     def _prune(self) -> None:
-        """Drop the dead views (a long-lived base sliced in a loop)."""
-        views = self.views
-        for k in [k for k, r in list(views.items()) if r() is None]:
-            del views[k]
-        self._cap = max(32, 2 * len(views))
+        """Drop the dead views and pieces (a long-lived base sliced in a loop)."""
+        for table in (self.views, self.pieces):
+            for k in [k for k, r in list(table.items()) if r() is None]:
+                del table[k]
+        self._cap = max(32, 2 * len(self.views), 2 * len(self.pieces))
+
+    def is_piece(self, t: Tensor) -> bool:
+        """Whether ``t`` is one of the pieces (see ``add_piece``)."""
+        r = self.pieces.get(id(t))
+        return r is not None and r() is t
 
     def is_view(self, t: Tensor) -> bool:
         """Whether ``t`` is one of the views (not the base, nor a ``detach()`` of it)."""

@@ -447,6 +447,31 @@ def test_outputs_of_split_and_chunk_are_refused():
         b.add_(1)
 
 
+def test_outputs_of_split_share_the_version_counter_of_their_input():
+    # A piece of a split written under no_grad changes the saved input: backward refuses, as
+    # torch does (each output shares its base's version counter), instead of a wrong grad.
+    x = t([0.0, 1.0, 2.0, 3.0], grad=True)
+    y = x * 2
+    z = y.sin()  # saves y
+    for pieces in (y.split(2), y.chunk(2), oplib.ops.oplib.tensor_split(y, 2)):
+        assert all(p._version == y._version for p in pieces)
+    with oplib.no_grad():
+        y.split(2)[1].add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+    # a piece of a tensor outside the graph, given a value in it: torch 2.13's refusal
+    with pytest.raises(
+        RuntimeError,
+        match="A view was created in no_grad mode and is being modified inplace with grad "
+        "mode enabled. This view is the output of a function that returns multiple views",
+    ):
+        t([0.0, 0.0]).chunk(2)[0].add_(t([1.0], grad=True))
+    # and without autograd, the write lands in the base's storage
+    base = t([0.0, 0.0, 0.0, 0.0])
+    base.chunk(2)[1].fill_(3.0)
+    assert base.numpy().tolist() == [0.0, 0.0, 3.0, 3.0] and base._version == 1
+
+
 def test_an_expanded_view_is_refused():
     y = t([1.0], grad=True) * 2
     e = y.expand(3)

@@ -346,7 +346,7 @@ def _return_plan(schema: FunctionSchema) -> tuple[ReturnPlan, ...]:
         kind = "list" if is_list else ("tensor" if is_tensor else "other")
         ann = r.annotation
         found = None
-        if ann is not None and ann.alias_set and not is_list:
+        if ann is not None and ann.alias_set:  # "Tensor(a)[]": each piece a view (split)
             found = aliases.get(frozenset(ann.alias_set))
         if ann is None or found is None:
             plan.append((kind, None, False))

@@ -212,6 +212,8 @@ def _wrap_one(plan: ReturnPlan, value: Any, bargs: list[Any], bkwargs: dict[str,
     if alias is not None:
         original = alias.get(bargs, bkwargs)
         if type(original) is Tensor:
+            if kind == "list":  # the split family: pieces share the storage, not a ViewSet
+                return [_piece(original, v) for v in value]
             if not written:
                 return _view(original, value)
             if original._data is value:
@@ -232,6 +234,15 @@ def _view(base: Tensor, value: Any) -> Tensor | None:
     view = Tensor._wrap(value)
     share_version(base, view)
     return view
+
+
+def _piece(base: Tensor, value: Any) -> Tensor:
+    """One of several views an op returns (``split``): it shares ``base``'s version counter,
+    so a write into it is seen by a backward that saved ``base``; it is not placed in the
+    base's views (torch refuses in-place ops on it under grad mode, see autograd)."""
+    piece = Tensor._wrap(value)
+    share_version(base, piece, is_view=False, piece=True)
+    return piece
 
 
 # -- checking results -------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from typing import Any
 
 from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
-from .._schema import FunctionSchema
 from .._tensor import Tensor
 from .._views import ViewSet
 from ._copy_slices import AsStridedBackward, CopySlices, locate, rebase_views
@@ -55,6 +54,15 @@ _MULTI_VIEW = (
     "Output {nr} of {name} is a view and is being modified inplace. This view is the output "
     "of a function that returns multiple views. Such functions do not allow the output views "
     "to be modified inplace. You should replace the inplace operation by an out-of-place one."
+)
+
+#: torch's words for a write with an argument that requires grad into one of several views
+#: of a tensor that does not require grad (checked on torch 2.13)
+_NO_GRAD_MULTI_VIEW = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode "
+    "enabled. This view is the output of a function that returns multiple views. Such "
+    "functions do not allow the output views to be modified inplace. You should replace the "
+    "inplace operation by an out-of-place one."
 )
 
 
@@ -98,21 +106,17 @@ FORMS: dict[str, Form] = {
 }
 
 
-def _is_view_node(fn: Any) -> bool:
-    formula = getattr(fn, "_formula", None)
-    if formula is None:
-        return False
-    schema: FunctionSchema = formula.call.schema
-    return any(r.annotation is not None and not r.annotation.is_write for r in schema.returns)
-
-
 def _refuse(self: Tensor) -> None:
     """torch's refusals of an in-place op on a leaf that requires grad, and on one of several
-    views an op returns (the ``split`` family: no ``ViewSet`` places them in their base)."""
+    views an op returns (the ``split`` family: the ``ViewSet`` holds them as pieces, not
+    views, so no ``CopySlices`` places a write through them in their base)."""
     fn = self.grad_fn
     if self._rg and fn is None:
         raise RuntimeError(_LEAF)
-    if fn is not None and self._vc is None and _is_view_node(fn):
+    vc = self._vc
+    if vc is not None and len(vc) > 1 and vc[1].is_piece(self):
+        if fn is None:  # a piece of a tensor outside the graph, given a value in it
+            raise RuntimeError(_NO_GRAD_MULTI_VIEW)
         raise RuntimeError(_MULTI_VIEW.format(nr=self._out_nr, name=fn.name()))
 
 
