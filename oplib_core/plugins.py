@@ -97,7 +97,7 @@ _OURS = (os.path.dirname(__file__) + os.sep, contextlib.__file__)
 
 def _user_stacklevel() -> int:
     """``warnings.warn``'s ``stacklevel`` for the first frame outside :data:`_OURS`, from
-    the function that calls this one (``skip_file_prefixes`` before Python 3.12)."""
+    the function that calls this one."""
     level, frame = 1, sys._getframe(1)
     while frame.f_back is not None and frame.f_code.co_filename.startswith(_OURS):
         frame, level = frame.f_back, level + 1
@@ -1011,11 +1011,10 @@ class PluginHost:
             f"oplib: plugin {record.name!r} ({record.distribution or 'in-process'}) {what} "
             f"and was skipped: {record.error}"
         )
-        # At the user's line (the call that loaded the plugins), not at oplib's own
-        if sys.version_info >= (3, 12):
-            warnings.warn(message, PluginWarning, skip_file_prefixes=_OURS)
-        else:
-            warnings.warn(message, PluginWarning, stacklevel=_user_stacklevel())
+        # At the user's line (the call that loaded the plugins), not at oplib's own. Not
+        # skip_file_prefixes: on 3.12 and 3.13 it stops at contextlib's __exit__ (which
+        # threw the plugin's error into _isolated) although contextlib's file is in _OURS.
+        warnings.warn(message, PluginWarning, stacklevel=_user_stacklevel())
 
     # -- in-process plugins -------------------------------------------------------------
     def register(
