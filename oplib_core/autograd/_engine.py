@@ -287,6 +287,45 @@ def _sole(old: Tensor) -> bool:
     return bool(getattr(flags, "writeable", True))
 
 
+def _buffer_counts(prev: Tensor) -> tuple[int, int]:
+    data = prev._data
+    return sys.getrefcount(prev), sys.getrefcount(data)
+
+
+def _buffer_baseline() -> tuple[int, int]:
+    """What ``_buffer_counts`` gives for a gradient held by a node's input buffer and the
+    engine's local alone (measured as the engine calls it, not assumed)."""
+    buf = [Tensor._wrap(np.zeros(1))]
+    prev = buf[0]
+
+    def sole(prev: Tensor, g: Tensor) -> tuple[int, int]:  # as _sole_buffer is called
+        return _buffer_counts(prev)
+
+    return sole(prev, Tensor._wrap(np.zeros(1)))
+
+
+_BUFFER_SOLE = _buffer_baseline()
+
+
+def _sole_buffer(prev: Tensor, g: Tensor) -> bool:
+    """Whether the gradient ``prev`` waiting in a node's input buffer may have ``g`` added
+    into it in place: the engine made it and nothing else holds it or its array (not a
+    caller's ``grad_outputs``, not a leaf's ``.grad``, not sent to another node too, no
+    view of it), and its array owns its memory, can be written, and is of ``g``'s class."""
+    if prev._rg or prev is g or _buffer_counts(prev) != _BUFFER_SOLE:
+        return False
+    vc = prev._vc
+    if vc is not None and len(vc) > 1:
+        return False
+    data = prev._data
+    if type(g._data) is not type(data):
+        return False
+    flags = getattr(data, "flags", None)
+    if flags is None or not getattr(flags, "owndata", False):
+        return False
+    return bool(getattr(flags, "writeable", True))
+
+
 def _detached(g: Tensor) -> Tensor:
     return g if g.grad_fn is None and not g._rg else Tensor._wrap(g._data)
 
@@ -453,6 +492,7 @@ def _run(
     # per output) exists once a gradient reached it, so it always holds one that is not None.
     ready = [n for n in roots if n not in deps]
     node_capture = run.node_capture
+    create_graph = run.create_graph
     special = bool(node_capture) or needed is not None
     pop = ready.pop
     push = ready.append
@@ -526,7 +566,12 @@ def _run(
                         buf[nr] = g
                 else:
                     prev = buf[nr]
-                    buf[nr] = g if prev is None else prev + g
+                    if prev is None:
+                        buf[nr] = g
+                    elif create_graph or not _big(prev._data) or not _sole_buffer(prev, g):
+                        buf[nr] = prev + g
+                    else:  # torch's InputBuffer: += into a sum nobody else holds
+                        _op("oplib::add_.Tensor")(prev, g)
             left = deps[target] - 1
             deps[target] = left
             if left == 0:
@@ -570,7 +615,12 @@ def _route(
         if buf is None:
             buffers[target] = buf = [None] * target._nout
         prev = buf[nr]
-        buf[nr] = g if prev is None else prev + g
+        if prev is None:
+            buf[nr] = g
+        elif run.create_graph or not _big(prev._data) or not _sole_buffer(prev, g):
+            buf[nr] = prev + g
+        else:
+            _op("oplib::add_.Tensor")(prev, g)
     left = deps[target] - 1
     deps[target] = left
     if left == 0:

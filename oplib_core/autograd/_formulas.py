@@ -17,6 +17,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from .._dispatch.fastpath import SLOW
+from .._dispatch.modes import ACTIVE
+from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
 from .._tensor import Tensor
 from ._engine import sum_to
@@ -80,6 +85,71 @@ def narrow_fake(self: Any, dim: int, start: int, length: int) -> Any:
 narrow_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
 
 
+# -- numpy shortcuts -----------------------------------------------------------------------------
+# Speed tricks in one room: a formula below may compute straight on numpy arrays, writing
+# in place into the temporaries it made (``g * (1 - y*y)`` as three ufunc calls and one
+# array, not three dispatched ops and three arrays), when that is exactly what its ops would
+# do: no graph is being recorded (``create_graph=False``), no dispatch mode is active, the
+# fast path is on (``OPLIB_DISPATCH_SLOW=1`` runs every formula through its ops, so the
+# suite proves both agree), the arrays are plain numpy arrays of one IEEE float dtype, and
+# the ops' numpy kernels are still the core ones (a plugin registered over them is obeyed).
+
+_PLAIN_FLOATS = frozenset(np.dtype(d) for d in ("float16", "float32", "float64"))
+_ARRAY_KERNELS = "oplib_core.kernels._array_kernels"
+#: op -> the numpy kernel the fast path held when it was last checked to be the core's
+_CORE_KERNEL: dict[Any, Any] = {}
+
+
+def _core_numpy(op: Any) -> bool:
+    """Whether ``op`` runs on numpy arrays through the core's own kernel (what the fast
+    path holds for them, once a call filled it)."""
+    fn = op._opcache.tensor.get(np.ndarray)
+    if fn is None:
+        return False
+    if _CORE_KERNEL.get(op) is fn:
+        return True
+    if getattr(fn, "__module__", None) != _ARRAY_KERNELS:
+        return False
+    _CORE_KERNEL[op] = fn
+    return True
+
+
+def _plain(g: Any, y: Any) -> bool:
+    """Whether a formula on gradient ``g`` and saved ``y`` (built from ``mul`` and
+    ``rsub.Scalar``) may take its numpy shortcut."""
+    if GRAD.enabled or ACTIVE[0] or SLOW or type(g) is not Tensor or type(y) is not Tensor:
+        return False
+    gd, yd = g._data, y._data
+    return (
+        type(gd) is np.ndarray
+        and type(yd) is np.ndarray
+        and gd.dtype is yd.dtype
+        and yd.dtype in _PLAIN_FLOATS
+        and _core_numpy(OPS.mul)
+        and _core_numpy(OPS.rsub_Scalar)
+    )
+
+
+def _plain_scaled(g: Any, s: Any) -> bool:
+    """Whether ``mul.Scalar(g, s)`` may run as ``numpy.multiply`` (a real number ``s``)."""
+    if GRAD.enabled or ACTIVE[0] or SLOW or type(g) is not Tensor:
+        return False
+    gd = g._data
+    return (
+        type(gd) is np.ndarray
+        and gd.dtype in _PLAIN_FLOATS
+        and type(s) in (float, int)
+        and _core_numpy(OPS.mul_Scalar)
+    )
+
+
+def _square(y: np.ndarray) -> np.ndarray:
+    """``y * y`` as a new array the caller owns (an array for 0-d too, not a scalar)."""
+    out = np.empty(y.shape, y.dtype)
+    np.multiply(y, y, out=out)
+    return out
+
+
 def _zero(g: Tensor) -> Tensor:
     """A 0-d zero of ``g``'s dtype (a CPU scalar; the dispatcher moves it to ``g``'s device)."""
     return Tensor._wrap(OPS.zeros([], dtype=g.dtype))
@@ -124,11 +194,23 @@ def _cos(ctx: Any, g: Tensor) -> Any:
 
 def _tanh(ctx: Any, g: Tensor) -> Any:
     (out,) = ctx.saved_tensors
+    if _plain(g, out):  # g * (1 - out*out), one array made
+        t = _square(out._data)
+        np.subtract(1, t, out=t)
+        np.multiply(g._data, t, out=t)
+        return Tensor._wrap(t)
     return OPS.mul(g, OPS.rsub_Scalar(OPS.mul(out, out), 1))
 
 
 def _sigmoid(ctx: Any, g: Tensor) -> Any:
     (out,) = ctx.saved_tensors
+    if _plain(g, out):  # g * (out * (1 - out)), one array made
+        y = out._data
+        t = np.empty(y.shape, y.dtype)
+        np.subtract(1, y, out=t)
+        np.multiply(y, t, out=t)
+        np.multiply(g._data, t, out=t)
+        return Tensor._wrap(t)
     return OPS.mul(g, OPS.mul(out, OPS.rsub_Scalar(out, 1)))
 
 
@@ -249,7 +331,13 @@ def _neg_s(ctx: Any, g: Tensor) -> Any:
 
 
 def _mul_s(ctx: Any, g: Tensor) -> Any:
-    return _scalar_grads(OPS.mul_Scalar(g, ctx.scalar))
+    s = ctx.scalar
+    if _plain_scaled(g, s):
+        gd = g._data
+        out = np.empty(gd.shape, gd.dtype)
+        np.multiply(gd, s, out=out)
+        return Tensor._wrap(out), None
+    return _scalar_grads(OPS.mul_Scalar(g, s))
 
 
 def _div_s(ctx: Any, g: Tensor) -> Any:
