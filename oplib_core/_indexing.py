@@ -14,17 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._registry import REGISTRY
+from ._registry import op_named as _op  # the op by name
 from .fake._arrays import FakeArray, fake_array
 
 if TYPE_CHECKING:
     from ._tensor import Tensor
 
 __all__ = ["getitem"]
-
-
-def _op(qualname: str) -> Any:
-    return REGISTRY.ops[qualname].overload
 
 
 def _check_int(i: int, size: Any, dim: int) -> None:
@@ -87,7 +83,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
         size = shape[0]
         if type(size) is not int or not -size <= key < size:
             _check_int(key, size, 0)
-        out: Tensor = REGISTRY.ops["oplib::select.int"].overload(t, 0, key)
+        out: Tensor = _op("oplib::select.int")(t, 0, key)
         return out
     if type(key) is slice and t._data.shape:
         step = key.step
@@ -96,7 +92,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
             and (key.start is None or type(key.start) is int)
             and (key.stop is None or type(key.stop) is int)
         ):
-            out = REGISTRY.ops["oplib::slice.Tensor"].overload(t, 0, key.start, key.stop, 1)
+            out = _op("oplib::slice.Tensor")(t, 0, key.start, key.stop, 1)
             return out
     entries = list(key) if type(key) is tuple else [key]
     ndim = len(t._data.shape)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._dispatch import OpOverload
-from ._registry import REGISTRY
+from ._registry import REGISTRY, op_named
 from ._startup import ensure
 from .errors import AmbiguousOperatorError, NotAnOperatorError, UnknownOperatorError
 from .ops import OpOverloadPacket
@@ -100,9 +100,11 @@ def _by_name(name: str, api: str) -> OpOverload:
     ensure()
     key = name[: -len(_DEFAULT)] if name.endswith(_DEFAULT) else name
     ns, sep, rest = key.partition("::")
-    entry = REGISTRY.ops.get(key) if sep and ns and rest else None
-    if entry is not None:
-        overload: OpOverload = entry.overload
+    if sep and ns and rest:
+        try:
+            overload: OpOverload = op_named(key)
+        except UnknownOperatorError:
+            raise _unknown(name, api) from None  # in lookup's words, with suggestions
         return overload
     raise _unknown(name, api)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import REGISTRY
+from ._registry import op_named
 from .backends import TABLE
 from .errors import ArgumentTypeError
 from .fake._arrays import FakeArray
@@ -106,7 +106,7 @@ _UFUNC_DEFAULTS: dict[str, object] = {
 
 
 def _op(name: str) -> Callable[..., Any]:
-    fn: Callable[..., Any] = REGISTRY.ops["oplib::" + name].overload
+    fn: Callable[..., Any] = op_named("oplib::" + name)
     return fn
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "Origin",
     "Registry",
     "fallthrough_kernel",
+    "op_named",
 ]
 
 COMPOSITE_EXPLICIT = "CompositeExplicitAutograd"
@@ -973,6 +974,25 @@ class Registry:
 
 
 REGISTRY = deferred(Registry)()
+
+
+def op_named(qualname: str) -> Any:
+    """The overload (an ``OpOverload``, callable) registered as ``qualname``, the table's
+    key: ``"ns::op"`` for a default overload, ``"ns::op.overload"`` for another; a pending
+    op is built, a waiting plugin loaded. The core's one answer to "the op by name": every
+    module that calls an op it knows by name asks here, and the public ``oplib.lookup``
+    (which takes every spelling a user writes) ends here for a name.
+
+    Raises :class:`UnknownOperatorError` when no operator is registered as ``qualname``.
+    """
+    try:
+        return REGISTRY.ops[qualname].overload
+    except KeyError:
+        raise UnknownOperatorError(
+            f"operator {qualname!r} does not exist; define it first "
+            f"(oplib.define({qualname!r}, '(...) -> ...'))",
+            op=qualname,
+        ) from None
 
 
 def _unbuild_after_fork(me: int) -> None:

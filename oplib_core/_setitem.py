@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._registry import REGISTRY
+from ._registry import op_named as _op  # the op by name
 from .fake._arrays import FakeArray
 
 if TYPE_CHECKING:  # the Tensor module imports this one
@@ -33,10 +33,6 @@ if TYPE_CHECKING:  # the Tensor module imports this one
 __all__ = ["setitem"]
 
 _INT64 = np.dtype("int64")
-
-
-def _op(qualname: str) -> Any:
-    return REGISTRY.ops[qualname].overload
 
 
 def _native_item(t: Tensor, item: Any) -> Any:

@@ -27,7 +27,7 @@ from ._dtypes import (
 )
 from ._dtypes import layout as Layout
 from ._dtypes import memory_format as MemoryFormat
-from ._registry import REGISTRY
+from ._registry import op_named
 from ._views import ViewSet
 from .backends import TABLE, Backend
 from .backends import device as to_device
@@ -85,10 +85,9 @@ def share_version(base: Tensor, view: Tensor, *, is_view: bool = True, piece: bo
     view._vc = vc
 
 
-def _op(qualname: str) -> Callable[..., Tensor]:
-    # The one place that says what core ops give back for Tensor arguments: a Tensor.
-    op: Callable[..., Tensor] = REGISTRY.ops[qualname].overload
-    return op
+# The op by name (the registry's one answer), typed with what core ops give back for
+# Tensor arguments: a Tensor. Bound, not wrapped: the operators below call it per call.
+_op: Callable[[str], Callable[..., Tensor]] = op_named
 
 
 def _laid_out(t: Tensor, fmt: MemoryFormat) -> bool:
@@ -133,7 +132,7 @@ def _is_operand(x: object) -> bool:
 
 def _binary(name: str, a: Tensor, b: Any) -> Tensor | NotImplementedType:
     if type(b) is Tensor:  # the common case first: not a scalar, an operand
-        out: Tensor = REGISTRY.ops["oplib::" + name].overload(a, b)
+        out: Tensor = _op("oplib::" + name)(a, b)
         return out
     if _is_scalar(b):
         return _op(f"oplib::{name}.Scalar")(a, b)
@@ -771,7 +770,7 @@ class Tensor:
     # -- operators (routed through the core op set) ---------------------------------------
     def __add__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            out: Tensor = REGISTRY.ops["oplib::add"].overload(self, other)
+            out: Tensor = _op("oplib::add")(self, other)
             return out
         return _binary("add", self, other)
 
@@ -780,7 +779,7 @@ class Tensor:
 
     def __sub__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            out: Tensor = REGISTRY.ops["oplib::sub"].overload(self, other)
+            out: Tensor = _op("oplib::sub")(self, other)
             return out
         return _binary("sub", self, other)
 
@@ -789,7 +788,7 @@ class Tensor:
 
     def __mul__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            out: Tensor = REGISTRY.ops["oplib::mul"].overload(self, other)
+            out: Tensor = _op("oplib::mul")(self, other)
             return out
         return _binary("mul", self, other)
 
@@ -798,7 +797,7 @@ class Tensor:
 
     def __truediv__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
-            out: Tensor = REGISTRY.ops["oplib::div"].overload(self, other)
+            out: Tensor = _op("oplib::div")(self, other)
             return out
         return _binary("div", self, other)
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._grad_mode import STATE as GRAD
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._startup import at_fork
 from .._tensor import Tensor
 from ..backends import TABLE
@@ -65,7 +65,7 @@ _FREED = (
 
 
 def _op(qualname: str) -> OpOverload:
-    op: OpOverload = REGISTRY.ops[qualname].overload
+    op: OpOverload = op_named(qualname)
     return op
 
 

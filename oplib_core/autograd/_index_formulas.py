@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 from ._engine import sum_to
 
@@ -28,7 +28,7 @@ _INT64 = np.dtype("int64")
 
 
 def _op(name: str) -> Any:
-    return REGISTRY.ops[f"oplib::{name}"].overload
+    return op_named(f"oplib::{name}")
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
