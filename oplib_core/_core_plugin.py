@@ -14,7 +14,7 @@ import numpy as np
 from ._device import Device
 from ._dispatch import OpOverload
 from ._opset import CORE_OPS
-from ._registry import REGISTRY
+from ._registry import op_named
 from .backends import TABLE
 from .hookspecs import hookimpl
 from .plugins import Registrar
@@ -23,12 +23,12 @@ TO_COPY = "oplib::_to_copy(Tensor self, *, ScalarType? dtype=None, Device? devic
 
 
 def _clone() -> OpOverload:
-    op: OpOverload = REGISTRY.ops["oplib::clone"].overload
+    op: OpOverload = op_named("oplib::clone")
     return op
 
 
 def _astype() -> OpOverload:
-    op: OpOverload = REGISTRY.ops["oplib::astype"].overload
+    op: OpOverload = op_named("oplib::astype")
     return op
 
 

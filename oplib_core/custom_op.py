@@ -12,7 +12,7 @@ from ._dispatch import FAST_FIELDS, FastCall, OpOverload
 from ._handle import Handle
 from ._infer_schema import infer_schema
 from ._pickling import Where, find, where_defined
-from ._registry import FAKE, REGISTRY
+from ._registry import FAKE, REGISTRY, op_named
 from ._schema import BaseType, FunctionSchema, SchemaType, parse_signature
 from ._startup import fork_safe
 from ._tags import Tag
@@ -122,7 +122,7 @@ class CustomOpDef(FastCall):
                 raise
             _LIBS[qualname] = self._lib
         self._qualname = qualname
-        self._opoverload: OpOverload = REGISTRY.ops[qualname].overload
+        self._opoverload: OpOverload = op_named(qualname)
         self._follow(self._opoverload)
         self.__name__ = name
         self.__qualname__ = qualname

@@ -35,6 +35,7 @@ from ._registry import (
     Handle,
     _caller_location,
     _location_of,
+    op_named,
 )
 from ._schema import BaseType, ListType, OptionalType, parse_signature
 from ._tensor import Tensor
@@ -95,7 +96,7 @@ class LegacyOp:
     def __init__(self, lib: Library, qualname: str) -> None:
         self._lib = lib
         self._qualname = qualname
-        self._opoverload: OpOverload = REGISTRY.ops[qualname].overload
+        self._opoverload: OpOverload = op_named(qualname)
         self._schema = self._opoverload._schema
         self._impls: dict[str, _Impl] = {}
         self._output_differentiability: list[bool] | None = None

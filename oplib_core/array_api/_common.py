@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .._dtypes import scalar_dtype
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
 def call(name: str) -> Callable[..., Tensor]:
     """The core op ``oplib::<name>``; called with Tensors it returns a Tensor (autograd,
     device and fake mode all follow dispatch)."""
-    op: Callable[..., Tensor] = REGISTRY.ops["oplib::" + name].overload
+    op: Callable[..., Tensor] = op_named("oplib::" + name)
     return op
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._grad_mode import STATE as GRAD
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 from .._views import ViewSet
 from ..fake._arrays import FakeArray
@@ -46,7 +46,7 @@ _OVERLAP = (
 
 
 def _op(name: str) -> Any:
-    return REGISTRY.ops[f"oplib::{name}"].overload
+    return op_named(f"oplib::{name}")
 
 
 def view_set(t: Tensor) -> ViewSet | None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._grad_mode import no_grad
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 from ..errors import OplibError
 from ._engine import grad
@@ -103,7 +103,7 @@ def _gradcheck(
     The floating inputs are converted to ``dtype`` (None: kept in their own)."""
     if isinstance(inputs, Tensor):
         inputs = (inputs,)
-    to_copy = REGISTRY.ops["oplib::_to_copy"].overload
+    to_copy = op_named("oplib::_to_copy")
     args: list[Any] = []
     wrt: list[int] = []
     for i, a in enumerate(inputs):
@@ -283,7 +283,7 @@ def gradgradcheck(
 
 def _float64(values: Sequence[Any]) -> list[Any]:
     """Float64 copies of the floating Tensors (keeping ``requires_grad``); the rest as is."""
-    to_copy = REGISTRY.ops["oplib::_to_copy"].overload
+    to_copy = op_named("oplib::_to_copy")
     out: list[Any] = []
     for a in values:
         if isinstance(a, Tensor) and a.dtype.kind in "fc":

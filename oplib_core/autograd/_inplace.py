@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 from .._views import ViewSet
 from ._copy_slices import AsStridedBackward, CopySlices, locate, rebase_views
@@ -190,7 +190,7 @@ def _plain(op: Any, form: Form, self: Tensor, args: Any, kwargs: Any) -> Any:
 
 def inplace_kernel(qualname: str, form: Form) -> Callable[..., Any]:
     """The Autograd kernel of the in-place op ``qualname`` with functional form ``form``."""
-    op = REGISTRY.ops[qualname].overload
+    op = op_named(qualname)
 
     def kernel(self: Any, *args: Any, **kwargs: Any) -> Any:
         if type(self) is not Tensor:
@@ -255,7 +255,7 @@ def _index_put(ctx: Any, g: Tensor) -> Any:
     if need_self:
         gs = g if ctx.accumulate else OPS.index_put(g, ctx.indices, _zero(g), False)
     if need_values:
-        index = REGISTRY.ops["oplib::index.Tensor"].overload
+        index = op_named("oplib::index.Tensor")
         indices = ctx.indices
         if all(i is not None and i._data.ndim == 0 for i in indices):
             # one element (``t[0, 1] = v``): the kernel would return a scalar, not an array

@@ -16,7 +16,7 @@ import numpy as np
 from .._device import Device
 from .._factories import tensor
 from .._opset import OUT_OPS
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 from ..fake._arrays import FakeArray
 from ..kernels._inplace_kernels import functional_name
@@ -150,7 +150,7 @@ def _out_samples(functional: str) -> Callable[[Device], Iterator[SampleInput]]:
     other values than the result."""
 
     def make(device: Device) -> Iterator[SampleInput]:
-        op = REGISTRY.ops[f"oplib::{functional}"].overload  # plugins load on first use
+        op = op_named(f"oplib::{functional}")  # plugins load on first use
         for sample in CORE_SAMPLES[functional](device):
             args = tuple(_detached(a) for a in sample.args)
             kwargs = {k: _detached(v) for k, v in sample.kwargs.items()}

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._device import Device
 from .._higher_order._operator import HOPS, HigherOrderOperator
-from .._registry import REGISTRY
+from .._registry import REGISTRY, op_named
 from ..backends import TABLE, Backend
 from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from ._hop_samples import hop_samples
@@ -222,7 +222,7 @@ def check_ops(
 def _check_cell(q: str, b: Backend, test_utils: tuple[str, ...]) -> tuple[list[CheckRow], bool]:
     """The rows of op ``q`` on backend ``b``, one per check, and whether it had samples
     (or its sample hook raised, which is reported as a failure)."""
-    op = REGISTRY.ops[q].overload if q in REGISTRY.ops else HOPS.get(q)
+    op = op_named(q) if q in REGISTRY.ops else HOPS.get(q)
     per_check = {c: CheckRow(q, b.name, c) for c in test_utils}
     # a data-less backend, or one with fewer dtypes than oplib: the cpu samples, copied there
     restricted = b.dtype_map() is not None
