@@ -256,9 +256,9 @@ class FunctionCtx(Node):
 
     def _apply(self, grads: list[Any]) -> Sequence[Any]:
         formula = self._formula
-        if formula.unary_simple:  # one Tensor in, one out: no checks for a Tensor result
+        if formula.simple:  # one output: formula.run's first case, inlined
             result = formula.backward(self, grads[0])
-            if type(result) is Tensor:
+            if type(result) is Tensor and formula.unary:  # no checks for a Tensor result
                 return (result,)
             return formula.check(result, self)
         return formula.run(self, grads)
