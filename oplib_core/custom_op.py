@@ -13,7 +13,7 @@ from ._handle import Handle
 from ._infer_schema import infer_schema
 from ._pickling import Where, find, where_defined
 from ._registry import FAKE, REGISTRY, op_named
-from ._schema import BaseType, FunctionSchema, SchemaType, parse_signature
+from ._schema import FunctionSchema, parse_signature
 from ._startup import fork_safe
 from ._tags import Tag
 from .autograd._registration import register_autograd
@@ -45,13 +45,6 @@ _LIBS_LOCK = fork_safe(threading.Lock())  # (held while defining: see fork_safe)
 _DEFS: weakref.WeakValueDictionary[str, CustomOpDef] = weakref.WeakValueDictionary()
 
 
-def _is_tensor_like(t: SchemaType) -> bool:
-    inner: Any = t
-    while not isinstance(inner, BaseType):
-        inner = inner.elem
-    return inner.name == "Tensor"
-
-
 def _validate(qualname: str, schema: str, given: bool, mutates_args: Iterable[str] | str) -> None:
     """Refuse, before anything is defined, what torch's custom_op refuses: keyword-only
     Tensor arguments, and a given schema whose mutable arguments differ from
@@ -59,7 +52,7 @@ def _validate(qualname: str, schema: str, given: bool, mutates_args: Iterable[st
     # "ns::f.overload" is an overload of the packet ns::f, as in torch's custom_op
     base, _, overload = qualname.partition(".")
     parsed = parse_signature(schema, name=base, overload_name=overload)
-    kw_tensors = [a.name for a in parsed.kwarg_only if _is_tensor_like(a.type)]
+    kw_tensors = [a.name for a in parsed.kwarg_only if a.type.is_tensor_like()]
     if kw_tensors:
         raise _KwargOnlyTensorError(
             f"custom_op({qualname!r}): keyword-only Tensor argument(s) {kw_tensors} are not "

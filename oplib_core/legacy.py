@@ -37,7 +37,7 @@ from ._registry import (
     _location_of,
     op_named,
 )
-from ._schema import BaseType, ListType, OptionalType, parse_signature
+from ._schema import BaseType, ListType, parse_signature
 from ._tensor import Tensor
 from .autograd._registration import Formula
 from .errors import InvalidArgumentError, InvalidNameError, RegistrationError
@@ -277,7 +277,7 @@ def _validate_grad_inputs_dict(
             "expected the output of the backward function to be a dict but got "
             f"{type(grad_inputs_dict).__name__}"
         )
-    expected_keys = {a.name for a in op._schema.arguments if _tensor_like(a.type)}
+    expected_keys = {a.name for a in op._schema.arguments if a.type.is_tensor_like()}
     actual_keys = set(grad_inputs_dict.keys())
     if expected_keys != actual_keys:
         error(
@@ -329,16 +329,6 @@ def _validate_grad_inputs_dict(
                 f"gradient because input '{name}' was not a Tensor (it was type "
                 f"{arg_info.__name__})."
             )
-
-
-def _tensor_like(t: Any) -> bool:
-    if isinstance(t, OptionalType):
-        t = t.elem
-    if isinstance(t, ListType):
-        t = t.elem
-        if isinstance(t, OptionalType):
-            t = t.elem
-    return isinstance(t, BaseType) and t.name == "Tensor"
 
 
 def _find(qualname: Any, api: str) -> LegacyOp:

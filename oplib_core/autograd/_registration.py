@@ -20,7 +20,7 @@ from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
 from .._lookup import resolve
 from .._registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
-from .._schema import FunctionSchema, ListType, OptionalType
+from .._schema import FunctionSchema, OptionalType, SchemaType
 from .._tensor import Tensor
 from ..backends import dtype_of
 from ..errors import UnknownOperatorError
@@ -36,12 +36,10 @@ _new = object.__new__
 _OTHER, _TENSOR, _LIST = 0, 1, 2
 
 
-def _kind(t: Any) -> int:
-    if isinstance(t, OptionalType):
-        t = t.elem
-    if isinstance(t, ListType):
-        return _LIST if _kind(t.elem) == _TENSOR else _OTHER
-    return _TENSOR if getattr(t, "name", None) == "Tensor" else _OTHER
+def _kind(t: SchemaType) -> int:
+    if t.is_tensor_list():
+        return _LIST
+    return _TENSOR if t.is_tensor_like() else _OTHER
 
 
 def is_functional(schema: FunctionSchema) -> bool:

@@ -176,14 +176,6 @@ def _resolve_op(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOve
     return lookup_for_call(op, args, kwargs, "opcheck")
 
 
-def _is_tensor_type(t: Any) -> bool:
-    if isinstance(t, OptionalType):
-        return _is_tensor_type(t.elem)
-    if isinstance(t, ListType):
-        return _is_tensor_type(t.elem)
-    return isinstance(t, BaseType) and t.name == "Tensor"
-
-
 def _is_device_type(t: Any) -> bool:
     base = t.elem if isinstance(t, OptionalType) else t
     return isinstance(base, BaseType) and base.name == "Device"
@@ -237,12 +229,12 @@ class _Case:
         for a in self.schema.arguments:
             if a.kwarg_only:
                 self.values[a.name] = self._tensors(a, bkwargs.get(a.name))
-        self.has_tensors = any(_leaves(v) for a, v in self.items() if _is_tensor_type(a.type))
+        self.has_tensors = any(_leaves(v) for a, v in self.items() if a.type.is_tensor_like())
         self.device = self._home()
 
     @staticmethod
     def _tensors(a: Argument, v: Any) -> Any:
-        if not _is_tensor_type(a.type):
+        if not a.type.is_tensor_like():
             return v
         if isinstance(v, (list, tuple)):
             return [_as_tensor(x) for x in v]
@@ -257,7 +249,7 @@ class _Case:
     ) -> Iterator[tuple[Argument, str, Tensor]]:
         values = self.values if values is None else values
         for a in self.schema.arguments:
-            if _is_tensor_type(a.type):
+            if a.type.is_tensor_like():
                 for i, t in _leaves(values[a.name]):
                     yield a, _label(a.name, i), t
 
@@ -275,7 +267,7 @@ class _Case:
         copy = _copy_op()
         out: dict[str, Any] = {}
         for a, v in self.items():
-            if _is_tensor_type(a.type):
+            if a.type.is_tensor_like():
                 out[a.name] = self._copy_value(v, device, copy)
             elif _is_device_type(a.type) and device is not None:
                 moves = (v is not None and v.type == self.device.type) or not self.has_tensors
@@ -934,7 +926,7 @@ def _test_gradcheck(case: _Case, target: Device) -> str | None:
     slots = [
         (a.name, i)
         for a in case.schema.arguments
-        if _is_tensor_type(a.type)
+        if a.type.is_tensor_like()
         for i, t in _leaves(values[a.name])
         if t.dtype.kind in "fc"
     ]
