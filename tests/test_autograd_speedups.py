@@ -42,13 +42,13 @@ def test_tanh_and_sigmoid_gradients_are_the_formulas_own_bit_for_bit(dtype, shap
     assert gx.dtype == x.dtype and gx.shape == x.shape
     np.testing.assert_array_equal(gx.numpy(), want)
     (gs,) = grad(x.sigmoid(), x, oplib.tensor(gn))
-    s = OPS_sigmoid(x)
+    s = _sigmoid_of(x)
     np.testing.assert_array_equal(gs.numpy(), gn * (s * (dtype(1) - s)))
     (gm,) = grad(x * 0.75, x, oplib.tensor(gn))
     np.testing.assert_array_equal(gm.numpy(), gn * dtype(0.75))
 
 
-def OPS_sigmoid(x: oplib.Tensor) -> np.ndarray:
+def _sigmoid_of(x: oplib.Tensor) -> np.ndarray:
     out: np.ndarray = oplib.ops.oplib.sigmoid(x.detach()).numpy()
     return out
 
