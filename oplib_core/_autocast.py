@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 
-from ._dispatch import DispatchMode, OpOverload
-from ._dispatch.modes import FIRST
+from ._dispatch import FIRST, DispatchMode, OpOverload
 from ._dtypes import bfloat16, float16, float32, float64, is_floating, promote_types, to_dtype
 from ._grad_mode import is_grad_enabled
 from ._handle import Handle

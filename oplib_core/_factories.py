@@ -10,7 +10,7 @@ from typing import Any, overload
 import numpy as np
 
 from ._device import Device
-from ._dispatch.modes import ACTIVE, MODES
+from ._dispatch import ACTIVE, MODES
 from ._dtypes import check_layout, get_default_dtype, to_dtype
 from ._registry import REGISTRY
 from ._tensor import Tensor

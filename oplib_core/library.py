@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
 from . import _autocast
-from ._dispatch import DispatchMode, OpOverload
-from ._dispatch.modes import tensor_types
+from ._dispatch import DispatchMode, OpOverload, tensor_types
 from ._kernel_handle import KernelHandle, get_kernel
 from ._lookup import qualname_of, resolve
 from ._registry import (

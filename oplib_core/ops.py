@@ -20,11 +20,17 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ._dispatch import FAST_FIELDS, FastCall, OpOverload
-from ._dispatch.doc import document, packet_text
-from ._dispatch.fastpath import FactoryFastCall, Route
-from ._dispatch.modes import ACTIVE
-from ._dispatch.overload import _FactoryOverload
+from ._dispatch import (
+    ACTIVE,
+    FAST_FIELDS,
+    FactoryFastCall,
+    FactoryOverload,
+    FastCall,
+    OpOverload,
+    Route,
+    document,
+    packet_text,
+)
 from ._native import loaded_libraries as _loaded_libraries
 from ._pickling import Where, find, where_defined
 from ._registry import REGISTRY, OpEntry
@@ -50,8 +56,7 @@ class OpOverloadPacket(FastCall):
         self._resolved: dict[Any, OpOverload] = {}
         # call shape (argument types) → what the chosen overload's fast path runs for it
         self._routes: dict[tuple[type, ...], Route] = {}
-        self._npos = -1
-        self._nmin = 0
+        self._follow(None)  # no overloads yet: every call takes the slow path
 
     if TYPE_CHECKING:  # overloads are instance attributes: packet.default, packet.out
 
@@ -74,7 +79,7 @@ class OpOverloadPacket(FastCall):
         # per-signature overload cache first.
         if only is None:
             self.__class__ = _OverloadedPacket
-        elif isinstance(only, _FactoryOverload):
+        elif isinstance(only, FactoryOverload):
             self.__class__ = _FactoryPacket
             self._factory = only._factory
         else:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import _backend_cache, backend_registration
 from ._discovery import CORE_DISTRIBUTION, switched_on
-from ._dispatch.failure import add_note
+from ._dispatch import add_note
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
 from ._lookup import qualname_of
 from ._ownership import OverrideWarning

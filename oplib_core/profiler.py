@@ -29,8 +29,7 @@ from threading import get_ident
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from ._dispatch.fastpath import fast_route
-from ._dispatch.modes import MODES, DispatchMode
+from ._dispatch import MODES, DispatchMode
 from ._higher_order._operator import HigherOrderOperator
 from ._higher_order._pytree import leaves
 from ._registry import Origin
@@ -234,13 +233,12 @@ class profile(DispatchMode):
             event = Event("op", *self._names(op), parent, get_ident())
             event.key = type(modes[-1]).__name__
             return self._timed(event, opened, op, args, kwargs)
-        sig = op._sig
-        route = fast_route(sig, op._opcache, args, kwargs)
+        route = op.route(args, kwargs)
         if route is None:  # what the fast path does not serve: plan it, as the slow path
             return self._planned(op, args, kwargs, parent, opened, modes)
         # Complicated for speed (budget: 2 us per call): a call the fast path serves runs
         # through it; what dispatch chose for its cached kernel is planned once.
-        run, bargs, kernel = route
+        run, bargs, kernel, key_pos = route
         info = self._fast.get(kernel)
         if info is None:
             plan = op.plan_call(args, kwargs)
@@ -248,7 +246,7 @@ class profile(DispatchMode):
         if self.record_shapes:
             shapes = []
             dtypes = []
-            for i in sig.key_pos:
+            for i in key_pos:
                 a = bargs[i]
                 if type(a) is Tensor:
                     a = a._data
@@ -294,11 +292,9 @@ class profile(DispatchMode):
         call = plan.placement
         if call is not None and self.record_shapes:
             event.shapes, event._dtypes = _inputs(call.found)
-        # as the slow path: calls of the fast path's shape fill its caches
-        remember = not kwargs and op._nmin <= len(args) <= op._npos
         modes.append(self)
-        try:
-            return self._timed(event, opened, op._run, (plan, remember), {})
+        try:  # run as the slow path runs it (calls of the fast path's shape fill its caches)
+            return self._timed(event, opened, op.run_plan, (plan,), {})
         finally:
             modes.pop()
 

@@ -12,28 +12,52 @@ One concept per module, each importing only those above it in this list:
 - ``fastpath``: ``FastCall.__call__`` and the per-op caches it reads (``OpCache``), the
   Tensor entries, ``call_below_autograd``, and the ``OPLIB_DISPATCH_SLOW`` switch;
 - ``overload``: the public ``OpOverload``, its slow path and ``plan_call``.
+
+This module is the one door: the rest of the core imports from here, never from the
+submodules, and asks an op (``OpOverload``'s methods) rather than reading its fields.
+Modes that run calls themselves use ``bind_call``/``unwrap_call``/``wrap_call`` (the
+bound call, its arrays, the result as the caller gets it), ``mode_runner`` and
+``serve_mode`` (calls of the fast path's shape served without leaving the dispatcher),
+and the profiler ``route``/``plan_call``/``run_plan`` (what the dispatcher decides, run
+as it runs it). ``tests/test_dispatch_door.py`` holds the rule.
 """
 
 from __future__ import annotations
 
 from .binding import Binder, Signature, is_array
-from .fastpath import FAST_FIELDS, MISS, SLOW, FastCall, OpCache
-from .modes import DispatchMode, active_modes
-from .overload import OpOverload, Plan
-from .resolution import DispatchKeySet
+from .doc import document, packet_text
+from .failure import add_note
+from .fastpath import FAST_FIELDS, MISS, SLOW, FactoryFastCall, FastCall, OpCache, Route
+from .modes import ACTIVE, FIRST, MODES, DispatchMode, active_modes, tensor_types
+from .overload import BoundCall, CallRoute, OpOverload, Plan
+from .overload import _FactoryOverload as FactoryOverload
+from .resolution import DispatchKeySet, has_trivial_fake
 
 __all__ = [
+    "ACTIVE",
     "FAST_FIELDS",
+    "FIRST",
     "MISS",
+    "MODES",
     "SLOW",
     "Binder",
+    "BoundCall",
+    "CallRoute",
     "DispatchKeySet",
     "DispatchMode",
+    "FactoryFastCall",
+    "FactoryOverload",
     "FastCall",
     "OpCache",
     "OpOverload",
     "Plan",
+    "Route",
     "Signature",
     "active_modes",
+    "add_note",
+    "document",
+    "has_trivial_fake",
     "is_array",
+    "packet_text",
+    "tensor_types",
 ]

@@ -27,7 +27,15 @@ from ..backends import device as to_device
 from ..errors import CallArgumentError
 from ..fake._arrays import FakeArray
 
-__all__ = ["Binder", "Signature", "Slot", "is_array", "is_plain_tensor", "tensor_like"]
+__all__ = [
+    "Binder",
+    "Signature",
+    "Slot",
+    "is_array",
+    "is_plain_tensor",
+    "tensor_like",
+    "tensor_value",
+]
 
 _INVALID = object()
 Converter = Callable[[Any], Any]
@@ -46,6 +54,11 @@ def _tensor(x: Any) -> Any:
     if isinstance(x, np.generic):
         return np.asarray(x)
     return _INVALID
+
+
+#: What binding makes of a ``Tensor`` argument: ``x`` itself when it is an array (a Tensor,
+#: a backend's native array, a fake array), a converted or invalid value otherwise.
+tensor_value = _tensor
 
 
 def _tensor_or_none(x: Any) -> Any:

@@ -47,6 +47,7 @@ __all__ = [
     "cache_class",
     "factory_entry",
     "fast_route",
+    "mode_runner",
     "same_device",
     "tensor_entry",
 ]
@@ -89,6 +90,10 @@ FactoryCall = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 #: An op's slow path: ``call_slow(args, kwargs)``.
 CallSlow = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
+#: What a mode remembered for an op (``OpCache.remember_mode``): ``serve(mode, args,
+#: kwargs)``, the result or ``MISS``.
+ModeServe = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+
 
 class OpCache:
     """What the fast path remembers about one op; empty until calls fill it.
@@ -122,6 +127,7 @@ class OpCache:
         "key0",
         "key_rest",
         "kwdefaults",
+        "modes",
         "sig",
         "tensor",
         "tensor_entry",
@@ -138,6 +144,7 @@ class OpCache:
         self.autograd: dict[type, Callable[..., Any]] = {}
         self.by_backend: dict[str, tuple[Callable[..., Any], str]] = {}
         self.factory: dict[Any, FactoryServe] = {}
+        self.modes: dict[type, ModeServe] = {}
         self.tensor_entry = tensor_entry(sig, self, call_slow)
         self.by_type[Tensor] = self.tensor_entry
 
@@ -149,6 +156,7 @@ class OpCache:
         self.autograd.clear()
         self.by_backend.clear()
         self.factory.clear()
+        self.modes.clear()
 
     def backend_kernel(self, backend: Backend) -> tuple[Callable[..., Any], str]:
         """``resolve(entry, backend)``, remembered per backend."""
@@ -226,6 +234,15 @@ class OpCache:
             if v is not None and not (type(v) in (list, tuple) and all(type(e) is int for e in v)):
                 return False
         return key in self.factory
+
+    def remember_mode(self, mode_type: type, serve: ModeServe) -> None:
+        """Serve this op's calls under an innermost mode of exactly ``mode_type`` with
+        ``serve(mode, args, kwargs)`` (a result, or ``MISS`` to hand the call to the mode),
+        until ``invalidate()``. Nothing is remembered with the fast path off."""
+        if SLOW:
+            return
+        with REGISTRY.lock:
+            self.modes[mode_type] = serve
 
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
@@ -786,3 +803,78 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
             raise
 
     return call_factory
+
+
+# -- modes that run kernels themselves --------------------------------------------------------
+
+#: How a mode runs a kernel in its own context: ``enter(mode, kernel, nargs)``.
+ModeEnter = Callable[[Any, Callable[..., Any], Any], Any]
+#: A mode's answer for a kernel result that is no array of the class it runs on:
+#: ``finish(out, tensors_in)``, the call's result (or it raises).
+ModeFinish = Callable[[Any, bool], Any]
+#: ``mode_runner``'s answer: ``run(mode, args, kwargs)``, the result or ``MISS`` (what
+#: ``OpCache.remember_mode`` takes).
+ModeRun = ModeServe
+
+
+def mode_runner(
+    sig: Signature,
+    kernel: Callable[..., Any],
+    cls: type,
+    enter: ModeEnter | None,
+    finish: ModeFinish,
+) -> ModeRun | None:
+    """For a mode that runs ``kernel`` itself on arrays of exactly class ``cls`` (the fake
+    mode on fake arrays): ``run(mode, args, kwargs)`` runs a call of the fast path's shape
+    (positional arguments, checked by ``sig.bind_fast``, the one check every path shares)
+    whose tensor arguments are all ``cls`` arrays or Tensors of them: ``kernel`` on the
+    arrays (the keyword-only defaults passed; through ``enter(mode, kernel, nargs)`` when
+    given), its ``cls`` result a Tensor when Tensors came in, any other result given to
+    ``finish(out, tensors_in)``. ``MISS`` for every other call. None when no call
+    qualifies: the op returns other than one plain Tensor, has no fast shape, or the fast
+    path is off (``OPLIB_DISPATCH_SLOW=1``)."""
+    if SLOW or sig.npos < 0 or not sig.single_plain_return:
+        return None
+    if sig.kwdefaults:
+        kernel = functools.partial(kernel, **sig.kwdefaults)
+    if sig.npos == 1 and sig.nmin == 1:  # one Tensor in, one out (neg, exp...): unrolled
+
+        def run1(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if kwargs or len(args) != 1:
+                return MISS
+            a = args[0]
+            if type(a) is Tensor:
+                a = a._data
+                tensors_in = True
+            else:
+                tensors_in = False
+            if type(a) is not cls:
+                return MISS
+            out = kernel(a) if enter is None else enter(mode, kernel, (a,))
+            if type(out) is cls:
+                return _make_tensor(out) if tensors_in else out
+            return finish(out, tensors_in)
+
+        return run1
+
+    bind_fast, key_pos = sig.bind_fast, sig.key_pos
+
+    def run(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = bind_fast(args, kwargs)
+        if bound is None:
+            return MISS
+        nargs = bound[0]
+        tensors_in = False
+        for i in key_pos:
+            v = nargs[i]
+            if type(v) is Tensor:
+                tensors_in = True
+                v = nargs[i] = v._data
+            if type(v) is not cls:
+                return MISS
+        out = kernel(*nargs) if enter is None else enter(mode, kernel, nargs)
+        if type(out) is cls:
+            return _make_tensor(out) if tensors_in else out
+        return finish(out, tensors_in)
+
+    return run

@@ -31,21 +31,28 @@ from .._tags import Tag
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
-from .binding import Binder, Signature
+from .binding import Binder, Signature, tensor_value
 from .doc import document, overload_text
 from .failure import kernel_failed
 from .fastpath import (
     LOG_DISPATCH,
+    MISS,
     SLOW,
     FactoryCall,
     FactoryFastCall,
     FastCall,
+    ModeEnter,
+    ModeFinish,
+    ModeRun,
+    ModeServe,
     OpCache,
     below_autograd,
     cache_class,
     factory_entry,
+    fast_route,
+    mode_runner,
 )
-from .modes import ACTIVE, MODES, DispatchMode, call_mode
+from .modes import ACTIVE, FIRST, MODES, DispatchMode, call_mode
 from .placement import Placement, as_tensors, check_result, checking, place, wrap
 from .resolution import (
     DispatchKeySet,
@@ -65,7 +72,24 @@ if LOG_DISPATCH:  # logging costs start-up time; only when asked for
     if not _log.handlers and not logging.getLogger().handlers:
         _log.addHandler(logging.StreamHandler())
 
-__all__ = ["OpOverload", "Plan"]
+__all__ = ["BoundCall", "CallRoute", "OpOverload", "Plan"]
+
+#: ``OpOverload.route``'s answer: ``(run, bargs, kernel, key_pos)``.
+CallRoute = tuple[Callable[..., Any], list[Any], Callable[..., Any], tuple[int, ...]]
+
+
+class BoundCall:
+    """``op(*args, **kwargs)`` bound for a mode that runs kernels itself
+    (``OpOverload.bind_call``): ``bargs``/``bkwargs`` as kernels get them (defaults filled
+    in, Tensors as given); ``fast`` whether the call has the fast path's shape (positional
+    arguments of the exact types it takes; always False with ``OPLIB_DISPATCH_SLOW=1``)."""
+
+    __slots__ = ("bargs", "bkwargs", "fast")
+
+    def __init__(self, bargs: list[Any], bkwargs: dict[str, Any], fast: bool) -> None:
+        self.bargs = bargs
+        self.bkwargs = bkwargs
+        self.fast = fast
 
 
 class Plan:
@@ -363,6 +387,113 @@ class OpOverload(FastCall):
 
         return inner
 
+    # -- the door for modes ------------------------------------------------------------------
+    # What modes that run calls themselves (FakeTensorMode, the profiler) ask the op,
+    # instead of reading its fields: oplib_core._dispatch exports these names.
+    def bind_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> BoundCall:
+        """``op(*args, **kwargs)`` bound to the schema (``BoundCall``); raises
+        ``TypeError`` like the call when the arguments do not fit. A call of the fast
+        path's shape is bound by the check the fast path shares (``Signature.bind_fast``)."""
+        sig = self._sig
+        if self._npos >= 0:
+            bound = sig.bind_fast(args, kwargs)
+            if bound is not None:
+                bargs = bound[0]
+                for i in sig.key_pos:  # binding converts or refuses anything but arrays
+                    if tensor_value(bargs[i]) is not bargs[i]:
+                        break
+                else:
+                    return BoundCall(bargs, bound[1], True)
+        bargs, bkwargs = self._binder.bind(args, kwargs)
+        return BoundCall(bargs, bkwargs, False)
+
+    def unwrap_call(
+        self, call: BoundCall, convert: Callable[[str, Any], Any]
+    ) -> tuple[list[Any], dict[str, Any], bool]:
+        """``(nargs, nkwargs, tensors_in)``: the bound call with every tensor argument's
+        array (a Tensor's ``_data``, a native array as given) replaced by ``convert(name,
+        array)`` (``name`` as ``"x"`` or ``"xs[1]"``), and whether its results are Tensors
+        (a Tensor came in, or no array did and the op is a user's, as placement decides)."""
+        nargs = list(call.bargs)
+        nkwargs = dict(call.bkwargs) if call.bkwargs else call.bkwargs
+        tensors_in = False
+        arrays_in = False
+        for name, value, container, index in self._sig.tensor_arguments(nargs, nkwargs):
+            arrays_in = True
+            if type(value) is Tensor:
+                tensors_in = True
+                value = value._data
+            container[index] = convert(name, value)
+        if not arrays_in:
+            tensors_in = self._sig.wrap_bare
+        return nargs, nkwargs, tensors_in
+
+    def wrap_call(
+        self,
+        call: BoundCall,
+        out: Any,
+        tensors_in: bool,
+        check: Callable[[Any], Any],
+    ) -> Any:
+        """A kernel's result as the caller gets it: None for ``-> ()``; each tensor result
+        through ``check(value)`` (the mode's own check; it returns the array); Tensors
+        (views and versions as the slow path's ``wrap``) when ``tensors_in``; the op's
+        named tuple where its schema names the returns; a single return the kernel gave as
+        a 1-tuple stays one."""
+        sig = self._sig
+        plan = sig.returns
+        if not plan:
+            return None
+        if len(plan) == 1 and plan[0][0] != "list" and type(out) is tuple and len(out) == 1:
+            return (self.wrap_call(call, out[0], tensors_in, check),)
+        if len(plan) == 1:
+            out = _checked(plan[0][0], out, check)
+        else:
+            out = tuple(_checked(p[0], o, check) for p, o in zip(plan, out, strict=True))
+        if tensors_in:
+            return wrap(sig, out, call.bargs, call.bkwargs)
+        return out if sig.named is None else tuple.__new__(sig.named, out)
+
+    def named_result(self, out: Any) -> Any:
+        """A decomposition's result as the op returns it: its named tuple where the schema
+        names the returns."""
+        named = self._sig.named
+        return out if named is None else named_result(named, out)
+
+    def mode_runner(
+        self,
+        kernel: Callable[..., Any],
+        cls: type,
+        enter: ModeEnter | None,
+        finish: ModeFinish,
+    ) -> ModeRun | None:
+        """``fastpath.mode_runner`` for this op: ``run(mode, args, kwargs)`` runs ``kernel`` on a
+        fast-shaped call of ``cls`` arrays (or Tensors of them), else ``MISS``; None when
+        no call of this op qualifies (or the fast path is off)."""
+        return mode_runner(self._sig, kernel, cls, enter, finish)
+
+    def serve_mode(self, mode_type: type[DispatchMode], serve: ModeServe) -> None:
+        """Under an innermost mode of exactly ``mode_type`` (none marked to go first),
+        calls of this op try ``serve(mode, args, kwargs)`` before the mode's
+        ``__oplib_dispatch__``, the mode still active; ``MISS`` hands the call on. Until a
+        registration changes the op (and never with the fast path off)."""
+        self._opcache.remember_mode(mode_type, serve)
+
+    def route(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallRoute | None:
+        """What the fast path would do with ``op(*args, **kwargs)`` were no mode active:
+        ``(run, bargs, kernel, key_pos)`` — ``run(*bargs)`` runs it as the fast path
+        would, ``kernel`` is the cached kernel that serves it (a new object whenever the
+        answer may have changed), ``key_pos`` where its tensor arguments sit in
+        ``bargs`` — or None when the call takes the slow path (``plan_call`` and
+        ``run_plan`` it)."""
+        found = fast_route(self._sig, self._opcache, args, kwargs)
+        return None if found is None else (*found, self._sig.key_pos)
+
+    def tensor_kernel(self, cls: type) -> Callable[..., Any] | None:
+        """The backend kernel the fast path holds for calls on Tensors of ``cls`` arrays
+        that record no gradient, or None (no such call yet, or the fast path is off)."""
+        return self._opcache.tensor.get(cls)
+
     # -- planning -----------------------------------------------------------------------------
     def plan_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:
         """How ``op(*args, **kwargs)`` dispatches below the modes, without running a kernel.
@@ -420,17 +551,27 @@ class OpOverload(FastCall):
                 f"operator {entry.qualname} no longer exists: the Library that defined it was "
                 "destroyed"
             )
-        if ACTIVE[0] and MODES.stack:
-            return call_mode(self, args, kwargs)
-        plan = self.plan_call(args, kwargs)
-        # Fast calls pass positional arguments only: only such calls are remembered.
-        remember = not kwargs and self._nmin <= len(args) <= self._npos
-        return self._run(plan, remember)
+        if ACTIVE[0]:
+            stack = MODES.stack
+            if stack:
+                served = self._opcache.modes
+                if served and not FIRST[0]:  # what the innermost mode remembered
+                    mode = stack[-1]
+                    serve = served.get(type(mode))
+                    if serve is not None:
+                        out = serve(mode, args, kwargs)
+                        if out is not MISS:
+                            return out
+                return call_mode(self, args, kwargs)
+        return self.run_plan(self.plan_call(args, kwargs))
 
-    def _run(self, plan: Plan, remember: bool) -> Any:
-        """Run a plan: the kernel on the arguments it takes, the result wrapped."""
+    def run_plan(self, plan: Plan) -> Any:
+        """Run ``plan_call``'s plan as the slow path does: the kernel on the arguments it
+        takes, the result wrapped (raising the plan's ``error`` instead, if any); a call of
+        the fast path's shape (positional arguments only) fills the fast path's caches."""
         if plan.error is not None:
             raise plan.error
+        remember = not plan._kwargs and self._nmin <= len(plan._args) <= self._npos
         fn, key, call = plan.kernel, plan.key, plan.placement
         assert fn is not None and key is not None and call is not None
         if LOG_DISPATCH:
@@ -537,6 +678,14 @@ def _wrapping(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     serve.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this
     return serve
+
+
+def _checked(kind: str, value: Any, check: Callable[[Any], Any]) -> Any:
+    if kind == "tensor":
+        return check(value)
+    if kind == "list":
+        return [check(v) for v in value]
+    return value
 
 
 def _as_factory(op: OpOverload) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._dispatch.modes import DispatchMode
+from .._dispatch import DispatchMode
 from .._registry import FAKE
 from .._tensor import Tensor
 from ..fake._arrays import FakeArray

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
-from .._dispatch.modes import ACTIVE, MODES, DispatchMode
+from .._dispatch import ACTIVE, MODES, DispatchMode
 from .._pickling import Where, find, where_defined
 from .._registry import (
     AUTOGRAD,

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .._dispatch import DispatchMode, OpOverload
-from .._dispatch.modes import MODES
+from .._dispatch import MODES, DispatchMode, OpOverload
 from .._dtypes import contiguous_format
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor

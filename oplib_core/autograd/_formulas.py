@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch.fastpath import SLOW
-from .._dispatch.modes import ACTIVE
+from .._dispatch import ACTIVE, SLOW
 from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY
 from .._tensor import Tensor
@@ -103,7 +102,7 @@ _CORE_KERNEL: dict[Any, Any] = {}
 def _core_numpy(op: Any) -> bool:
     """Whether ``op`` runs on numpy arrays through the core's own kernel (what the fast
     path holds for them, once a call filled it)."""
-    fn = op._opcache.tensor.get(np.ndarray)
+    fn = op.tensor_kernel(np.ndarray)
     if fn is None:
         return False
     if _CORE_KERNEL.get(op) is fn:

@@ -13,17 +13,21 @@ real and fake data.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any
 
 import numpy as np
 
-from .._dispatch import DispatchKeySet, DispatchMode, OpOverload
-from .._dispatch.placement import wrap
-from .._dispatch.resolution import has_trivial_fake
+from .._dispatch import (
+    BoundCall,
+    DispatchKeySet,
+    DispatchMode,
+    OpOverload,
+    has_trivial_fake,
+)
 from .._native._classes import CLASSES
 from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
-from .._return_types import named_result
 from .._tensor import Tensor
 from ..backends import TABLE
 from ..errors import NoKernelError
@@ -35,7 +39,6 @@ from ._symbolic import ShapeEnv
 
 __all__ = ["FakeTensorMode"]
 
-_RETRY = object()
 META = "meta"
 
 # (the kernel's context, whether it is a core kernel that calls no ops, whether it is the
@@ -59,9 +62,6 @@ class FakeTensorMode(DispatchMode):
         self._memo: dict[int, tuple[Any, Tensor]] = {}
         # fake (or Meta) kernel -> its Plan
         self._contexts: dict[Any, Plan] = {}
-        # op -> whether its calls can take the fast path of __oplib_dispatch__ (a property
-        # of the schema: positional arguments, tensors only as plain Tensor arguments)
-        self._simple: dict[OpOverload, bool] = {}
 
     def __repr__(self) -> str:
         return f"FakeTensorMode(allow_non_fake_inputs={self.allow_non_fake_inputs})"
@@ -100,131 +100,41 @@ class FakeTensorMode(DispatchMode):
         return FakeArray._make(shape, dtype, intern_device(backend.device_of(data)))
 
     # -- dispatch -------------------------------------------------------------------------
+    # The dispatcher does the binding, unwrapping and wrapping (its door: bind_call,
+    # unwrap_call, wrap_call); the mode chooses the kernel, fakes or refuses real inputs
+    # and checks the outputs. Calls of the fast path's shape on fake arrays are then served
+    # from the op (serve_mode), without coming back here.
     def __oplib_dispatch__(
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        fn = op.py_kernel(FAKE)
+        fn = _fake_kernel(op)
         if fn is None:
-            k = op.kernel(FAKE)
-            if k is not None and k.fn is not fallthrough_kernel:
-                fn = k.fn
-            else:
-                fn = _meta_kernel(op)
-                if fn is None:
-                    return self._decompose(op, args, kwargs)
+            return self._decompose(op, args, kwargs)
         plan = self._contexts.get(fn)
         if plan is None:
             plan = self._plan(op, fn)
-
-        # Fast path: positional arguments the dispatcher's fast path would take, tensors
-        # only as plain Tensor arguments, all of them fake (the checks of sig.bind_fast).
-        sig = op._sig
-        n = len(args)
-        simple = self._simple.get(op)
-        if simple is None:
-            simple = self._simple[op] = sig.npos >= 0 and all(
-                not s.kw and not s.is_list for s in sig.slots
-            )
-        if not (simple and not kwargs and sig.nmin <= n <= sig.npos):
-            return self._dispatch_general(op, fn, plan, args, kwargs)
-        if n != sig.npos:
-            args += sig.tails[n]
-        if sig.multi:
-            for i, ok in sig.checks:
-                if type(args[i]) not in ok:
-                    return self._dispatch_general(op, fn, plan, args, kwargs)
-            for i, nullable in sig.lists:
-                v = args[i]
-                if v is None:
-                    if not nullable:
-                        return self._dispatch_general(op, fn, plan, args, kwargs)
-                elif type(v) is list or type(v) is tuple:
-                    for e in v:
-                        if type(e) is not int:
-                            return self._dispatch_general(op, fn, plan, args, kwargs)
-                    if type(v) is tuple:  # kernels get int[] as a list, as binding gives it
-                        args = (*args[:i], list(v), *args[i + 1 :])
-                else:
-                    return self._dispatch_general(op, fn, plan, args, kwargs)
-        nargs = list(args)
-        tensors_in = False
-        for i in sig.key_pos:
-            v = nargs[i]
-            if type(v) is Tensor:
-                tensors_in = True
-                v = nargs[i] = v._data
-            if not isinstance(v, FakeArray):  # real inputs: refused or converted there
-                return self._dispatch_general(op, fn, plan, args, kwargs)
-        out = self._run(fn, plan, nargs, sig.kwdefaults)
-        if plan[2]:
-            out = _from_meta(out, nargs, sig.kwdefaults)
-        if sig.single_plain_return:
-            if not isinstance(out, FakeArray):
-                if _one_tuple(out):  # "-> (Tensor)": a 1-tuple, as the kernel returned it
-                    return (self._finish(op, out[0], list(args), sig.kwdefaults, tensors_in),)
-                out = _check_one(op, "tensor", out)
-            return Tensor._wrap(out) if tensors_in else out
-        return self._finish(op, out, list(args), dict(sig.kwdefaults), tensors_in)
-
-    def _finish(
-        self, op: OpOverload, out: Any, bargs: list[Any], bkwargs: dict[str, Any], tensors_in: bool
-    ) -> Any:
-        """The fake kernel's result as the caller gets it: None for ``-> ()``, checked
-        data-less arrays (Tensors when Tensors came in), a 1-tuple for a single return the
-        kernel gave as a 1-tuple."""
-        sig = op._sig
-        if not sig.returns:  # "-> ()": None, whatever the kernel returned
-            return None
-        if len(sig.returns) == 1 and sig.returns[0][0] != "list" and _one_tuple(out):
-            return (self._finish(op, out[0], bargs, bkwargs, tensors_in),)
-        out = self._check_outputs(op, out)
-        if tensors_in:
-            return wrap(sig, out, bargs, bkwargs)
-        return out if sig.named is None else tuple.__new__(sig.named, out)
-
-    def _dispatch_general(
-        self,
-        op: OpOverload,
-        fn: Any,
-        plan: Plan,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        """Any call: bind to the schema, unwrap Tensors, fake 0-d cpu inputs."""
-        bargs, bkwargs, nargs, nkwargs, tensors_in = self._bind(op, args, kwargs)
-        out = self._run(fn, plan, nargs, nkwargs)
+        call = op.bind_call(args, kwargs)
+        nargs, nkwargs, tensors_in = self._unwrap(op, call)
+        out = self._run_kernel(fn, plan, nargs, nkwargs)
         if plan[2]:
             out = _from_meta(out, nargs, nkwargs)
-        if op._sig.single_plain_return and isinstance(out, FakeArray):
-            return Tensor._wrap(out) if tensors_in else out
-        return self._finish(op, out, bargs, bkwargs, tensors_in)
+        result = op.wrap_call(call, out, tensors_in, functools.partial(_check_one, op, "tensor"))
+        if call.fast and not plan[2] and type(self).__oplib_dispatch__ is _OWN_DISPATCH:
+            _serve(op, fn, plan[1])
+        return result
 
     def _decompose(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """No fake kernel: run the CompositeImplicitAutograd decomposition under the mode."""
-        bargs, bkwargs, *_ = self._bind(op, args, kwargs)  # argument errors come first
+        call = op.bind_call(args, kwargs)
+        self._unwrap(op, call)  # argument errors come first
         decomp = op.kernel(COMPOSITE_IMPLICIT)
         if decomp is None or decomp.is_fallthrough:
             if has_trivial_fake(op.name(), op.schema):
                 return None  # mutates, returns nothing: no metadata to compute (as torch)
             raise self._no_fake(op)
         with self:
-            out = decomp.fn(*bargs, **bkwargs)
-        named = op._sig.named
-        return out if named is None else named_result(named, out)
-
-    def _bind(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """(bound args, bound kwargs, their native fake versions..., whether Tensors came in)."""
-        bound = op._sig.bind_fast(args, kwargs)
-        if bound is not None:
-            bargs, bkwargs = bound
-            nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
-            if nargs is not _RETRY:
-                return bargs, bkwargs, nargs, nkwargs, tensors_in
-        bargs, bkwargs = op._sig.bind(args, kwargs)
-        nargs, nkwargs, tensors_in = self._unwrap(op, bargs, bkwargs)
-        if nargs is _RETRY:
-            raise AssertionError("bound arguments are always recognised")
-        return bargs, bkwargs, nargs, nkwargs, tensors_in
+            out = decomp.fn(*call.bargs, **call.bkwargs)
+        return op.named_result(out)
 
     def _plan(self, op: OpOverload, fn: Any) -> Plan:
         """The fake (or Meta) kernel's context, whether it is a core kernel that calls no
@@ -240,7 +150,7 @@ class FakeTensorMode(DispatchMode):
         plan = self._contexts[fn] = (ctx, getattr(fn, "_oplib_leaf_fake", False), is_meta)
         return plan
 
-    def _run(
+    def _run_kernel(
         self,
         fn: Any,
         plan: Plan,
@@ -260,38 +170,21 @@ class FakeTensorMode(DispatchMode):
             self.__exit__()
             state.ctx = outer
 
-    def _unwrap(
-        self, op: OpOverload, bargs: list[Any], bkwargs: dict[str, Any]
-    ) -> tuple[Any, dict[str, Any], bool]:
-        """Native fake arrays in place of Tensors; refuses real arrays (0-d cpu arrays,
-        Python scalars' stand-ins, are faked)."""
-        nargs = list(bargs)
-        nkwargs = dict(bkwargs) if bkwargs else bkwargs
-        sig = op._sig
-        tensors_in = False
-        arrays_in = False
+    def _unwrap(self, op: OpOverload, call: BoundCall) -> tuple[list[Any], dict[str, Any], bool]:
+        """The bound call with native fake arrays in place of Tensors; refuses real arrays
+        (0-d cpu arrays, Python scalars' stand-ins, are faked)."""
         real: list[str] = []
-        fake_seen = False
-        for slot in sig.slots:
-            value = slot.get(nargs, nkwargs)
-            if slot.is_list and value is not None and not isinstance(value, (list, tuple)):
-                return _RETRY, {}, False
-        for name, value, container, index in sig.tensor_arguments(nargs, nkwargs):
-            arrays_in = True
-            if type(value) is Tensor:
-                tensors_in = True
-                value = value._data
+        fake_seen: list[bool] = []
+
+        def convert(name: str, value: Any) -> Any:
             if isinstance(value, FakeArray):
-                fake_seen = True
-            else:
-                value = self._fake_input(value, name, real)
-                if value is _RETRY:
-                    return _RETRY, {}, False
-            container[index] = value
+                fake_seen.append(True)
+                return value
+            return self._fake_input(value, name, real)
+
+        nargs, nkwargs, tensors_in = op.unwrap_call(call, convert)
         if real:
-            raise self._mixed(op, real, fake_seen)
-        if not arrays_in:  # no array: a user's op returns Tensors, as outside the mode
-            tensors_in = sig.wrap_bare
+            raise self._mixed(op, real, bool(fake_seen))
         if CLASSES:  # opaque objects: their fakes
             for kw, index, cls in class_slots(op):
                 holder: Any = nkwargs if kw else nargs
@@ -307,8 +200,11 @@ class FakeTensorMode(DispatchMode):
 
     def _fake_input(self, value: Any, name: str, real: list[str]) -> Any:
         backend = TABLE.for_type(type(value))
-        if backend is None:
-            return _RETRY
+        if backend is None:  # binding let it through: a Tensor subclass's own mode's job
+            raise TypeError(
+                f"FakeTensorMode: argument {name!r} is a {type(value).__name__}, which "
+                "the mode cannot make fake; expected an oplib.Tensor or a native array"
+            )
         if (backend.name == "cpu" and not value.shape) or self.allow_non_fake_inputs:
             return self._fake_of(value, "dispatch")
         real.append(f"{name!r} (a real {backend.name} {type(value).__name__})")
@@ -353,13 +249,6 @@ class FakeTensorMode(DispatchMode):
             op=qualname,
             key=FAKE,
         )
-
-    @staticmethod
-    def _check_outputs(op: OpOverload, out: Any) -> Any:
-        plan = op._sig.returns
-        if len(plan) == 1:
-            return _check_one(op, plan[0][0], out)
-        return tuple(_check_one(op, p[0], o) for p, o in zip(plan, out, strict=True))
 
 
 def _check_one(op: OpOverload, kind: str, value: Any) -> Any:
@@ -441,3 +330,59 @@ def _from_meta(out: Any, nargs: list[Any], nkwargs: dict[str, Any]) -> Any:
 
 def _one_tuple(out: Any) -> bool:
     return type(out) is tuple and len(out) == 1
+
+
+def _fake_kernel(op: OpOverload) -> Any:
+    """What the mode runs for ``op``: its fake kernel (a ``py_impl`` one first), else its
+    Meta kernel, else None (then its decomposition)."""
+    fn = op.py_kernel(FAKE)
+    if fn is not None:
+        return fn
+    k = op.kernel(FAKE)
+    if k is not None and k.fn is not fallthrough_kernel:
+        return k.fn
+    return _meta_kernel(op)
+
+
+# op -> (the fake kernel, what serves the op's calls under the mode; None: nothing can):
+# built once per kernel, handed to the op again whenever a registration made it forget
+_served: weakref.WeakKeyDictionary[OpOverload, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _serve(op: OpOverload, fn: Any, leaf: bool) -> None:
+    """After a call of the fast path's shape ran ``fn`` under the mode: let the op serve
+    such calls on fake arrays itself (``op.serve_mode``), unless ``py_impl(FakeTensorMode)``
+    gives it a handler of its own."""
+    if op.py_kernel(FakeTensorMode) is not None:
+        return
+    known = _served.get(op)
+    if known is None or known[0] is not fn:
+        known = _served[op] = (fn, _serving(op, fn, leaf))
+    if known[1] is not None:
+        op.serve_mode(FakeTensorMode, known[1])
+
+
+def _serving(op: OpOverload, fn: Any, leaf: bool) -> Any:
+    def finish(out: Any, tensors_in: bool) -> Any:
+        if _one_tuple(out):  # "-> (Tensor)": a 1-tuple, as the kernel returned it
+            return (finish(out[0], tensors_in),)
+        out = _check_one(op, "tensor", out)
+        return Tensor._wrap(out) if tensors_in else out
+
+    def enter(mode: FakeTensorMode, kernel: Any, nargs: Any) -> Any:
+        # the mode is active here (the op serves it on the stack): only the context
+        plan = mode._contexts.get(fn)
+        if plan is None:
+            plan = mode._plan(op, fn)
+        state = STATE
+        outer = state.ctx
+        state.ctx = plan[0]
+        try:
+            return kernel(*nargs)
+        finally:
+            state.ctx = outer
+
+    return op.mode_runner(fn, FakeArray, None if leaf else enter, finish)
+
+
+_OWN_DISPATCH = FakeTensorMode.__oplib_dispatch__
