@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
@@ -53,7 +54,7 @@ def op_docstring(op: Any) -> str | None:
     candidates = [op.kernel(COMPOSITE_EXPLICIT)]
     source = op.origin.source
     for key, kernel in op.kernels():  # Fake and Autograd kernels may be made on first read
-        if key not in (FAKE, AUTOGRAD, COMPOSITE_EXPLICIT) and kernel.origin.source == source:
+        if key not in (FAKE, AUTOGRAD, COMPOSITE_EXPLICIT) and _defined_with(kernel, source):
             candidates.append(kernel)
     for kernel in candidates:
         if kernel is not None and inspect.isfunction(kernel.fn):
@@ -61,6 +62,20 @@ def op_docstring(op: Any) -> str | None:
             if doc:
                 return doc
     return None
+
+
+def _defined_with(kernel: Any, source: str) -> bool:
+    """Whether ``kernel`` was registered where its op was defined (``source``). Python 3.10
+    puts a decorated function's definition at its ``def`` line, below the decorator's line
+    where its code starts (``co_firstlineno``), which is the kernel's origin."""
+    if kernel.origin.source == source:
+        return True
+    code: CodeType | None = getattr(kernel.fn, "__code__", None)
+    filename, _, line = source.rpartition(":")
+    if code is None or filename != code.co_filename or not line.isdigit():
+        return False
+    body = min((n for _, _, n in code.co_lines() if n is not None), default=code.co_firstlineno)
+    return code.co_firstlineno <= int(line) <= body
 
 
 def schema_lines(ops: list[Any]) -> str:
