@@ -12,7 +12,7 @@ import numpy as np
 from ._device import Device
 from ._dispatch import ACTIVE, MODES
 from ._dtypes import check_layout, get_default_dtype, to_dtype
-from ._registry import REGISTRY
+from ._registry import op_named
 from ._tensor import Tensor
 from .backends import TABLE, Backend, not_installed
 from .backends import device as to_device
@@ -38,7 +38,7 @@ def _call(qualname: str, *args: Any, **kwargs: Any) -> Any:
         del kwargs["dtype"]
     if kwargs["device"] is None:
         del kwargs["device"]
-    return REGISTRY.ops[qualname].overload(*args, **kwargs)
+    return op_named(qualname)(*args, **kwargs)
 
 
 def _size(size: tuple[Any, ...]) -> list[Any]:

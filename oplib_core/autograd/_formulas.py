@@ -21,7 +21,7 @@ import numpy as np
 
 from .._dispatch import ACTIVE, SLOW
 from .._grad_mode import STATE as GRAD
-from .._registry import REGISTRY
+from .._registry import op_named
 from .._tensor import Tensor
 from ._engine import sum_to
 
@@ -38,7 +38,7 @@ class _Ops:
         base, _, overload = name.partition("_Scalar")
         qual = f"oplib::{base}.Scalar" if name.endswith("_Scalar") else f"oplib::{name}"
         del overload
-        op = REGISTRY.ops[qual].overload
+        op = op_named(qual)
         setattr(self, name, op)
         return op
 
