@@ -8,10 +8,24 @@ and the newest's. A version whose interpreter is not found is skipped (nox says 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import nox
 
 #: the versions the classifiers claim (tests/test_release.py checks that they agree)
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+
+
+def _pyenv_bins() -> list[str]:
+    """pyenv's interpreter of each version, newest patch: its shims answer only for the
+    versions pyenv has been told to use, so nox is shown the interpreters themselves."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found = [sorted(root.glob(f"versions/{v}.*/bin/python"))[-1:] for v in PYTHONS]
+    return [str(p.parent) for paths in found for p in paths]
+
+
+os.environ["PATH"] = os.pathsep.join([*_pyenv_bins(), os.environ.get("PATH", "")])
 
 nox.options.error_on_missing_interpreters = False
 nox.options.reuse_existing_virtualenvs = True
