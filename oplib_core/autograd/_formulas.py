@@ -23,7 +23,7 @@ from .._dispatch import ACTIVE, SLOW
 from .._grad_mode import STATE as GRAD
 from .._registry import op_named
 from .._tensor import Tensor
-from ._engine import sum_to
+from ._engine import IN_PLACE_MIN, sum_to
 
 __all__ = ["FORMULAS", "NON_DIFFERENTIABLE", "narrow_fake", "narrow_kernel"]
 
@@ -142,11 +142,15 @@ def _plain_scaled(g: Any, s: Any) -> bool:
     )
 
 
-def _square(y: np.ndarray) -> np.ndarray:
-    """``y * y`` as a new array the caller owns (an array for 0-d too, not a scalar)."""
-    out = np.empty(y.shape, y.dtype)
-    np.multiply(y, y, out=out)
-    return out
+#: The fewest elements for which a shortcut writes into its temporaries (``out=``): below,
+#: numpy's ``out=`` and in-place paths cost more than the small arrays they save (1
+#: element, numpy 2.4: ``g * (1 - y*y)`` 1.5 µs, the same with ``out=`` 2.4 µs).
+_IN_PLACE_MIN = IN_PLACE_MIN
+
+
+def _wrapped(r: Any) -> Tensor:
+    """A Tensor over a shortcut's result (a numpy scalar from 0-d arrays made an array)."""
+    return Tensor._wrap(r if type(r) is np.ndarray else np.asarray(r))
 
 
 def _zero(g: Tensor) -> Tensor:
@@ -193,8 +197,11 @@ def _cos(ctx: Any, g: Tensor) -> Any:
 
 def _tanh(ctx: Any, g: Tensor) -> Any:
     (out,) = ctx.saved_tensors
-    if _plain(g, out):  # g * (1 - out*out), one array made
-        t = _square(out._data)
+    if _plain(g, out):  # g * (1 - out*out)
+        y = out._data
+        if y.size < _IN_PLACE_MIN:
+            return _wrapped(g._data * (1 - y * y))
+        t = y * y  # one array made, not three
         np.subtract(1, t, out=t)
         np.multiply(g._data, t, out=t)
         return Tensor._wrap(t)
@@ -203,10 +210,11 @@ def _tanh(ctx: Any, g: Tensor) -> Any:
 
 def _sigmoid(ctx: Any, g: Tensor) -> Any:
     (out,) = ctx.saved_tensors
-    if _plain(g, out):  # g * (out * (1 - out)), one array made
+    if _plain(g, out):  # g * (out * (1 - out))
         y = out._data
-        t = np.empty(y.shape, y.dtype)
-        np.subtract(1, y, out=t)
+        if y.size < _IN_PLACE_MIN:
+            return _wrapped(g._data * (y * (1 - y)))
+        t = 1 - y  # one array made, not three
         np.multiply(y, t, out=t)
         np.multiply(g._data, t, out=t)
         return Tensor._wrap(t)
@@ -332,10 +340,7 @@ def _neg_s(ctx: Any, g: Tensor) -> Any:
 def _mul_s(ctx: Any, g: Tensor) -> Any:
     s = ctx.scalar
     if _plain_scaled(g, s):
-        gd = g._data
-        out = np.empty(gd.shape, gd.dtype)
-        np.multiply(gd, s, out=out)
-        return Tensor._wrap(out), None
+        return _wrapped(g._data * s), None
     return _scalar_grads(OPS.mul_Scalar(g, s))
 
 
