@@ -12,6 +12,7 @@ from typing import Any
 
 from .._device import Device, parse_device
 from .._dispatch import OpOverload
+from .._lookup import resolve
 from .._records import Record, field
 from ..plugins import HOST
 
@@ -50,10 +51,13 @@ def as_sample(value: Any, op: OpOverload) -> SampleInput:
     )
 
 
-def sample_inputs(op: OpOverload, device: Device | str) -> list[SampleInput]:
-    """Every plugin's sample inputs for ``op`` on ``device``, in plugin order. The core
-    samples keep data of a dtype ``device``'s backend cannot hold (``BackendSpec.dtypes``:
-    float64 on JAX in its 32-bit mode) on ``cpu``; ``oplib check`` skips such samples."""
+def sample_inputs(op: Any, device: Device | str) -> list[SampleInput]:
+    """Every plugin's sample inputs for ``op`` (any spelling ``oplib.lookup`` takes; the
+    ``oplib_sample_inputs`` hooks get its ``OpOverload``) on ``device``, in plugin order.
+    The core samples keep data of a dtype ``device``'s backend cannot hold
+    (``BackendSpec.dtypes``: float64 on JAX in its 32-bit mode) on ``cpu``; ``oplib check``
+    skips such samples."""
+    overload = resolve(op, "sample_inputs")
     dev = parse_device(device)
-    answers: Iterable[Any] = HOST.pm.hook.oplib_sample_inputs(op=op, device=dev)
-    return [as_sample(s, op) for answer in answers for s in answer]
+    answers: Iterable[Any] = HOST.pm.hook.oplib_sample_inputs(op=overload, device=dev)
+    return [as_sample(s, overload) for answer in answers for s in answer]

@@ -536,9 +536,10 @@ def make_kernel(qualname: str, kind: str) -> Callable[..., Any]:
 
 # -- the explicit fallback --------------------------------------------------------------------
 def single_chunk(op: Any) -> Callable[..., Any]:
-    """A ``dask`` kernel for any single-output ``op`` (an ``OpOverload`` or its qualified
-    name): every dask input is rechunked to one chunk and the op runs once, in one task, on
-    whole arrays. Its output shape comes from the op's fake kernel, which is required.
+    """A ``dask`` kernel for any single-output ``op`` (any spelling ``oplib.lookup`` takes:
+    ``"ns::op[.overload]"``, an ``OpOverload``, a packet, a custom op): every dask input is
+    rechunked to one chunk and the op runs once, in one task, on whole arrays. Its output
+    shape comes from the op's fake kernel, which is required.
 
     Use it explicitly, for ops the generic kernels do not cover::
 
@@ -546,8 +547,9 @@ def single_chunk(op: Any) -> Callable[..., Any]:
         oplib.register_kernel("mylib::sort_rows", "dask",
                               oplib_dask.single_chunk("mylib::sort_rows"))  # every call
 
-    The whole array must fit in one worker's memory."""
-    qualname = op if isinstance(op, str) else op.name()
+    The whole array must fit in one worker's memory. A name no operator goes by raises
+    ``oplib.UnknownOperatorError`` here, not at the first call."""
+    qualname = oplib_core.lookup(op).name()
     plan = Plan(qualname, "pointwise")
 
     def dask_single_chunk_kernel(*args: Any, **kwargs: Any) -> Any:
