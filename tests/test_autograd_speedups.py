@@ -48,6 +48,21 @@ def test_tanh_and_sigmoid_gradients_are_the_formulas_own_bit_for_bit(dtype, shap
     np.testing.assert_array_equal(gm.numpy(), gn * dtype(0.75))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_tanh_and_sigmoid_gradients_written_in_place_are_bit_for_bit(dtype):
+    """From IN_PLACE_MIN elements the shortcut writes into its one temporary: same bits."""
+    rng = np.random.default_rng(1)
+    xn = rng.standard_normal(BIG).astype(dtype)
+    gn = rng.standard_normal(BIG).astype(dtype)
+    x = oplib.tensor(xn, requires_grad=True)
+    (gx,) = grad(x.tanh(), x, oplib.tensor(gn))
+    y = np.tanh(xn)
+    np.testing.assert_array_equal(gx.numpy(), gn * (dtype(1) - y * y))
+    (gs,) = grad(x.sigmoid(), x, oplib.tensor(gn))
+    s = _sigmoid_of(x)
+    np.testing.assert_array_equal(gs.numpy(), gn * (s * (dtype(1) - s)))
+
+
 def _sigmoid_of(x: oplib.Tensor) -> np.ndarray:
     out: np.ndarray = oplib.ops.oplib.sigmoid(x.detach()).numpy()
     return out

@@ -119,14 +119,20 @@ def _plain(g: Any, y: Any) -> bool:
     if GRAD.enabled or ACTIVE[0] or SLOW or type(g) is not Tensor or type(y) is not Tensor:
         return False
     gd, yd = g._data, y._data
-    return (
-        type(gd) is np.ndarray
-        and type(yd) is np.ndarray
-        and gd.dtype is yd.dtype
-        and yd.dtype in _PLAIN_FLOATS
-        and _core_numpy(OPS.mul)
-        and _core_numpy(OPS.rsub_Scalar)
-    )
+    if (
+        type(gd) is not np.ndarray
+        or type(yd) is not np.ndarray
+        or gd.dtype is not yd.dtype
+        or yd.dtype not in _PLAIN_FLOATS
+    ):
+        return False
+    mul, rsub = OPS.mul, OPS.rsub_Scalar
+    core = _CORE_KERNEL.get
+    fn = mul.tensor_kernel(np.ndarray)
+    if fn is None or fn is not core(mul):  # (the two lookups of _core_numpy, inlined)
+        return _core_numpy(mul) and _core_numpy(rsub)
+    fn = rsub.tensor_kernel(np.ndarray)
+    return (fn is not None and fn is core(rsub)) or _core_numpy(rsub)
 
 
 def _plain_scaled(g: Any, s: Any) -> bool:
