@@ -217,3 +217,18 @@ def test_slow_switch_turns_the_served_path_off() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "0"
+
+
+def test_served_binary_calls_agree_with_the_mode() -> None:
+    mode = oplib.FakeTensorMode()
+    a = mode.from_real(np.ones((4, 3), dtype=np.float32))
+    b = mode.from_real(np.ones(3, dtype=np.float64))
+    add = oplib.ops.oplib.add.default
+    with mode:
+        results = [add(a, b) for _ in range(2)]  # the mode's path, then the op's
+        mixed = add(a, b.native)  # a Tensor beside a native fake array: a Tensor
+        native = add(a.native, b.native)
+    for r in (*results, mixed):
+        assert type(r) is oplib.Tensor
+        assert (r.shape, str(r.dtype)) == ((4, 3), "float64")
+    assert not isinstance(native, oplib.Tensor) and native.shape == (4, 3)

@@ -857,6 +857,28 @@ def mode_runner(
 
         return run1
 
+    if sig.npos == 2 and sig.nmin == 2 and sig.key_pos == (0, 1):  # two Tensors: unrolled
+
+        def run2(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if kwargs or len(args) != 2:
+                return MISS
+            a, b = args
+            tensors_in = False
+            if type(a) is Tensor:
+                a = a._data
+                tensors_in = True
+            if type(b) is Tensor:
+                b = b._data
+                tensors_in = True
+            if type(a) is not cls or type(b) is not cls:
+                return MISS
+            out = kernel(a, b) if enter is None else enter(mode, kernel, (a, b))
+            if type(out) is cls:
+                return _make_tensor(out) if tensors_in else out
+            return finish(out, tensors_in)
+
+        return run2
+
     bind_fast, key_pos = sig.bind_fast, sig.key_pos
 
     def run(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
