@@ -12,7 +12,10 @@ the APIs that matrix leaves out and the single-place rules.
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
+import re
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -380,3 +383,88 @@ def test_kwarg_only_tensors_are_refused_by_custom_op_as_is_tensor_like_says(
     else:
         made = oplib.custom_op(f"{ns}::k", mutates_args=(), schema=schema)(lambda x, y: x)
         made._destroy()
+
+
+# -- __all__ says what is public ------------------------------------------------------------
+
+REPO = CORE.parent
+_FROM_IMPORT = re.compile(r"^\s*from (oplib_core(?:\.\w+)*) import (\([^)]*\)|[^\n]*)", re.M)
+
+
+def _readers() -> list[pathlib.Path]:
+    """What users copy: the docs, the README, the examples and the plugins."""
+    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    for where in ("examples", "plugins"):
+        files += [
+            p
+            for p in sorted((REPO / where).rglob("*.py"))
+            if "build" not in p.relative_to(REPO).parts
+        ]
+    return files
+
+
+def _imported_names(text: str) -> Iterator[tuple[str, str]]:
+    for m in _FROM_IMPORT.finditer(text):
+        for item in m.group(2).split("#")[0].strip("()").split(","):
+            name = item.split(" as ")[0].strip()
+            if name.isidentifier():
+                yield m.group(1), name
+
+
+def test_what_docs_examples_and_plugins_import_is_in_all() -> None:
+    missing = []
+    for path in _readers():
+        for module, name in _imported_names(path.read_text()):
+            if any(part.startswith("_") for part in module.split(".")):
+                continue  # test_public_line refuses these
+            mod = importlib.import_module(module)
+            if isinstance(getattr(mod, name, None), types.ModuleType):
+                continue  # a submodule
+            if name not in getattr(mod, "__all__", [name]):
+                missing.append(f"{path.relative_to(REPO)}: from {module} import {name}")
+    assert missing == []
+
+
+def test_the_import_reader_reads_aliases_and_parentheses() -> None:
+    text = (
+        "from oplib_core.cli import main as oplib_cli\nfrom oplib_core import (\n    a,\n    b,\n)"
+    )
+    assert list(_imported_names(text)) == [
+        ("oplib_core.cli", "main"),
+        ("oplib_core", "a"),
+        ("oplib_core", "b"),
+    ]
+
+
+def test_every_error_is_listed_where_users_look() -> None:
+    from oplib_core import errors
+
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and value.__module__ == errors.__name__
+    }
+    assert defined - set(errors.__all__) == set()
+    assert set(errors.__all__) - set(oplib.__all__) == set()  # and at the top, as torch's
+
+
+def test_underscore_names_in_all_are_torchs_check_family_documented_as_public() -> None:
+    underscored = {n for n in oplib.__all__ if n.startswith("_") and not n.startswith("__")}
+    assert underscored == {
+        "_check",
+        "_check_index",
+        "_check_is_size",
+        "_check_not_implemented",
+        "_check_type",
+        "_check_value",
+    }
+    architecture = (REPO / "docs" / "architecture.md").read_text()
+    assert all(f"`{n}`" in architecture for n in underscored)
+
+
+@pytest.mark.parametrize("name", ["map", "bool", "int", "float"])
+def test_builtin_spellings_are_public_outside_all(name: str) -> None:
+    assert hasattr(oplib, name) and name not in oplib.__all__  # star imports shadow no builtin
+    assert f"`oplib.{name}`" in (REPO / "docs" / "architecture.md").read_text()
