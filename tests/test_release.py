@@ -212,6 +212,9 @@ def test_the_release_workflow_publishes_with_trusted_publishing():
     sdists = flow["jobs"]["sdists"]["steps"]
     assert any(s.get("with", {}).get("fetch-depth") == 0 for s in sdists)
     assert "OPLIB_NO_EXTENSION=1" in str(sdists)
+    # a build that fell back to FALLBACK_VERSION (no tag found) is never published
+    (check,) = [s for s in sdists if s.get("name") == "the version is the tag's"]
+    assert check["run"] == 'test -f "dist/oplib_core-${GITHUB_REF_NAME#v}.tar.gz"'
 
 
 def test_ci_runs_the_ci_script_on_a_full_clone():
