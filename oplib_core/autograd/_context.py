@@ -258,7 +258,16 @@ class FunctionCtx(Node):
         formula = self._formula
         if formula.simple:  # one output: formula.run's first case, inlined
             result = formula.backward(self, grads[0])
-            if type(result) is Tensor and formula.unary:  # no checks for a Tensor result
-                return (result,)
+            if type(result) is Tensor:
+                if formula.unary:  # no checks for a Tensor result
+                    return (result,)
+            elif (  # (Tensor, None) for (Tensor, Scalar) inputs: what check() accepts as is
+                type(result) is tuple
+                and len(result) == 2 == formula.n_inputs
+                and formula.first_only
+                and result[1] is None
+                and type(result[0]) is Tensor
+            ):
+                return result
             return formula.check(result, self)
         return formula.run(self, grads)
