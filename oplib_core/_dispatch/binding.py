@@ -298,10 +298,6 @@ def _int_list(t: SchemaType) -> bool | None:
     return None
 
 
-def _is_int_sequence(v: Any) -> bool:
-    return (type(v) is list or type(v) is tuple) and all(type(e) is int for e in v)
-
-
 # Scalar argument types the fast path takes when the value has one of these exact types
 # (anything else goes through binding, which converts or refuses it).
 _FAST_TYPES: dict[str, frozenset[type]] = {
@@ -558,10 +554,14 @@ class Signature:
             if v is None:
                 if not nullable:
                     return None
-            elif not _is_int_sequence(v):
+            elif type(v) is list or type(v) is tuple:
+                for e in v:  # (a loop, not all(): modes bind every call through this)
+                    if type(e) is not int:
+                        return None
+                if type(v) is tuple:
+                    bargs[i] = list(v)  # as bind() gives it
+            else:
                 return None
-            elif type(v) is tuple:
-                bargs[i] = list(v)  # as bind() gives it
         return bargs, dict(self.kwdefaults)
 
     def tensor_arguments(

@@ -290,14 +290,18 @@ class OpCache:
             kernel_failed(exc, self.entry, fn, args)
 
     def _with_kwdefaults(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` with the keyword-only defaults bound in (unless it has the same ones)."""
-        wanted = self.kwdefaults
-        if not wanted:
-            return fn
-        own = getattr(fn, "__kwdefaults__", None) or {}
-        if all(own.get(k, _NO) == v for k, v in wanted.items()):
-            return fn
-        return functools.partial(fn, **wanted)
+        return with_kwdefaults(fn, self.kwdefaults)
+
+
+def with_kwdefaults(fn: Callable[..., Any], wanted: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` with the keyword-only defaults ``wanted`` bound in (unless it has the same
+    ones)."""
+    if not wanted:
+        return fn
+    own = getattr(fn, "__kwdefaults__", None) or {}
+    if all(own.get(k, _NO) == v for k, v in wanted.items()):
+        return fn
+    return functools.partial(fn, **wanted)
 
 
 def cache_class(placement: Placement) -> type | None:
@@ -835,8 +839,7 @@ def mode_runner(
     path is off (``OPLIB_DISPATCH_SLOW=1``)."""
     if SLOW or sig.npos < 0 or not sig.single_plain_return:
         return None
-    if sig.kwdefaults:
-        kernel = functools.partial(kernel, **sig.kwdefaults)
+    kernel = with_kwdefaults(kernel, sig.kwdefaults)
     if sig.npos == 1 and sig.nmin == 1:  # one Tensor in, one out (neg, exp...): unrolled
 
         def run1(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
