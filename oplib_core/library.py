@@ -685,7 +685,7 @@ class _KwargOnlyTensorsError(SchemaError, NotImplementedError):
 
 def _check_vmap_schema(op: OpOverload, api: str) -> None:
     schema = op.schema
-    if any(a.kwarg_only and "Tensor" in str(a.type) for a in schema.arguments):
+    if any(a.kwarg_only and a.type.is_tensor_like() for a in schema.arguments):
         raise _KwargOnlyTensorsError(
             f"{api} with kwarg-only Tensor args. In the original definition of the op, please "
             f"make your tensors not kwarg-only. Got: {schema}",

@@ -468,3 +468,15 @@ def test_underscore_names_in_all_are_torchs_check_family_documented_as_public() 
 def test_builtin_spellings_are_public_outside_all(name: str) -> None:
     assert hasattr(oplib, name) and name not in oplib.__all__  # star imports shadow no builtin
     assert f"`oplib.{name}`" in (REPO / "docs" / "architecture.md").read_text()
+
+
+@pytest.mark.parametrize(("text", "like"), [("Tensor?", True), ("Tensor[]", True), ("int", False)])
+def test_register_vmap_refuses_kwarg_only_tensors_as_is_tensor_like_says(
+    text: str, like: bool, lib: oplib.Library, ns: str
+) -> None:
+    lib.define(f"k(Tensor x, *, {text} y) -> Tensor")
+    if like:
+        with pytest.raises(Exception, match="kwarg-only Tensor args"):
+            register_vmap(f"{ns}::k", lambda info, in_dims, x, y: (x, 0), lib=lib)
+    else:
+        register_vmap(f"{ns}::k", lambda info, in_dims, x, y: (x, 0), lib=lib)
