@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import numpy as np
@@ -29,7 +29,7 @@ from .._tensor import Tensor
 from ..backends import Backend
 from .binding import Signature
 from .failure import kernel_failed
-from .modes import ACTIVE
+from .modes import ACTIVE, FIRST, MODES
 from .placement import Placement, wrap
 from .resolution import autograd_kernel, resolve
 
@@ -378,7 +378,11 @@ FAST_FIELDS = (
     "_multi",
     "_by_type",
     "_opcache",
+    "_modes",
 )
+
+# What an object that shares no op's fast path serves under modes: nothing.
+_NO_MODES: Mapping[type, ModeServe] = types.MappingProxyType({})
 
 
 class FastCall:
@@ -388,7 +392,8 @@ class FastCall:
     Subclasses set the ``Signature``'s fast-path plan as attributes (``_npos``, ``_nmin``,
     ``_tails``, ``_key0``, ``_key_rest``, ``_checks``, ``_lists``, ``_multi``; ``_npos`` -1
     to always take the slow path), ``_by_type`` (their op's ``OpCache.by_type``),
-    ``_opcache`` (that ``OpCache``, for the exception path) and ``_call_slow``.
+    ``_opcache`` (that ``OpCache``, for the exception path), ``_modes`` (its ``modes``:
+    what it serves under a mode, tried before the slow path) and ``_call_slow``.
     """
 
     __slots__ = ()
@@ -402,6 +407,7 @@ class FastCall:
     _multi: bool
     _by_type: dict[type, Callable[..., Any]]
     _opcache: OpCache
+    _modes: Mapping[type, ModeServe]
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -409,6 +415,8 @@ class FastCall:
     # Complicated for better performance (every check inlined, the common case tested
     # first, Tensors found through the same dict lookup as arrays); the plain equivalent:
     #
+    #     if ACTIVE[0] and cache.modes has the innermost mode's class:
+    #         run what it serves (unless it answers MISS)
     #     bound = sig.bind_fast(args, kwargs)           # the shape: arity, scalars, int[]s
     #     if ACTIVE[0] or bound is None or the tensor arguments differ in type:
     #         return self._call_slow(args, kwargs)
@@ -422,7 +430,19 @@ class FastCall:
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         n = len(args)
         if kwargs or ACTIVE[0] or n != self._npos:
-            if kwargs or ACTIVE[0] or n > self._npos or n < self._nmin:
+            if ACTIVE[0]:
+                # what the innermost mode asked the op to serve for it (OpCache.modes)
+                if self._modes and not FIRST[0]:
+                    stack = MODES.stack
+                    if stack:
+                        mode = stack[-1]
+                        serve = self._modes.get(type(mode))
+                        if serve is not None:
+                            out = serve(mode, args, kwargs)
+                            if out is not MISS:
+                                return out
+                return self._call_slow(args, kwargs)
+            if kwargs or n > self._npos or n < self._nmin:
                 return self._call_slow(args, kwargs)
             args += self._tails[n]
         t = type(args[self._key0])
@@ -498,7 +518,7 @@ class FastCall:
         """Share ``op``'s fast path (its plan and its caches); None: always slow."""
         # (The subclasses declare the slots, FastCall only their types: hence setattr.)
         if op is None:
-            for name, value in (("_npos", -1), ("_nmin", 0)):
+            for name, value in (("_npos", -1), ("_nmin", 0), ("_modes", _NO_MODES)):
                 setattr(self, name, value)
             return
         for name in FAST_FIELDS:

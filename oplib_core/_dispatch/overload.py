@@ -36,7 +36,6 @@ from .doc import document, overload_text
 from .failure import kernel_failed
 from .fastpath import (
     LOG_DISPATCH,
-    MISS,
     SLOW,
     FactoryCall,
     FactoryFastCall,
@@ -52,7 +51,7 @@ from .fastpath import (
     fast_route,
     mode_runner,
 )
-from .modes import ACTIVE, FIRST, MODES, DispatchMode, call_mode
+from .modes import ACTIVE, MODES, DispatchMode, call_mode
 from .placement import Placement, as_tensors, check_result, checking, place, wrap
 from .resolution import (
     DispatchKeySet,
@@ -196,6 +195,7 @@ class OpOverload(FastCall):
         "_key0",
         "_key_rest",
         "_lists",
+        "_modes",
         "_multi",
         "_nmin",
         "_npos",
@@ -236,6 +236,7 @@ class OpOverload(FastCall):
         self._lists = sig.lists
         self._multi = sig.multi
         self._by_type = cache.by_type
+        self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
         self._factory = factory_entry(sig, cache)
         if self._factory is not None:
@@ -474,8 +475,9 @@ class OpOverload(FastCall):
 
     def serve_mode(self, mode_type: type[DispatchMode], serve: ModeServe) -> None:
         """Under an innermost mode of exactly ``mode_type`` (none marked to go first),
-        calls of this op try ``serve(mode, args, kwargs)`` before the mode's
-        ``__oplib_dispatch__``, the mode still active; ``MISS`` hands the call on. Until a
+        calls of this op (and of the packets and custom ops that share its fast path) try
+        ``serve(mode, args, kwargs)`` first, the mode still active; ``MISS`` hands the call
+        on to the mode's ``__oplib_dispatch__``. Until a
         registration changes the op (and never with the fast path off)."""
         self._opcache.remember_mode(mode_type, serve)
 
@@ -551,18 +553,8 @@ class OpOverload(FastCall):
                 f"operator {entry.qualname} no longer exists: the Library that defined it was "
                 "destroyed"
             )
-        if ACTIVE[0]:
-            stack = MODES.stack
-            if stack:
-                served = self._opcache.modes
-                if served and not FIRST[0]:  # what the innermost mode remembered
-                    mode = stack[-1]
-                    serve = served.get(type(mode))
-                    if serve is not None:
-                        out = serve(mode, args, kwargs)
-                        if out is not MISS:
-                            return out
-                return call_mode(self, args, kwargs)
+        if ACTIVE[0] and MODES.stack:  # (what a mode asked the op to serve: __call__)
+            return call_mode(self, args, kwargs)
         return self.run_plan(self.plan_call(args, kwargs))
 
     def run_plan(self, plan: Plan) -> Any:
