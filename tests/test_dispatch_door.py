@@ -232,3 +232,39 @@ def test_served_binary_calls_agree_with_the_mode() -> None:
         assert type(r) is oplib.Tensor
         assert (r.shape, str(r.dtype)) == ((4, 3), "float64")
     assert not isinstance(native, oplib.Tensor) and native.shape == (4, 3)
+
+
+def test_packets_and_custom_ops_reach_what_their_op_serves() -> None:
+    lib = oplib.Library("doorpkt", "DEF")
+    try:
+        lib.define("half(Tensor x) -> Tensor")
+        lib.impl("half", lambda x: x / 2, "CPU")
+        calls: list[int] = []
+
+        @oplib.register_fake("doorpkt::half", lib=lib)
+        def _(x):
+            calls.append(1)
+            return oplib.empty_like(x)
+
+        mode = oplib.FakeTensorMode()
+        x = mode.from_real(np.ones((2, 3)))
+        packet = oplib.ops.doorpkt.half
+        with mode:
+            outs = [packet(x) for _ in range(3)]
+        assert [o.shape for o in outs] == [(2, 3)] * 3
+        assert len(calls) == 3  # the fake kernel ran each time, whichever path served it
+        # the op serves its packet's calls (the fast path off: it serves none)
+        assert bool(packet.default._opcache.modes) is (not SLOW)
+    finally:
+        lib._destroy()
+
+
+def test_a_packet_without_overloads_under_a_mode_says_the_op_is_gone() -> None:
+    lib = oplib.Library("doorgone", "DEF")
+    lib.define("gone(Tensor x) -> Tensor")
+    packet = oplib.ops.doorgone.gone
+    lib._destroy()
+    mode = oplib.FakeTensorMode()
+    x = mode.from_real(np.ones(2))
+    with mode, pytest.raises(RuntimeError, match=r"doorgone::gone no longer exists"):
+        packet(x)
