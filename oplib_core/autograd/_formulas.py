@@ -17,13 +17,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from .._dispatch import ACTIVE, SLOW
-from .._grad_mode import STATE as GRAD
 from .._registry import op_named
 from .._tensor import Tensor
-from ._engine import IN_PLACE_MIN, sum_to
+from ._engine import sum_to
 
 __all__ = ["FORMULAS", "NON_DIFFERENTIABLE", "narrow_fake", "narrow_kernel"]
 
@@ -84,81 +80,6 @@ def narrow_fake(self: Any, dim: int, start: int, length: int) -> Any:
 narrow_fake._oplib_leaf_fake = True  # type: ignore[attr-defined]  # calls no ops
 
 
-# -- numpy shortcuts -----------------------------------------------------------------------------
-# Speed tricks in one room: a formula below may compute straight on numpy arrays, writing
-# in place into the temporaries it made (``g * (1 - y*y)`` as three ufunc calls and one
-# array, not three dispatched ops and three arrays), when that is exactly what its ops would
-# do: no graph is being recorded (``create_graph=False``), no dispatch mode is active, the
-# fast path is on (``OPLIB_DISPATCH_SLOW=1`` runs every formula through its ops, so the
-# suite proves both agree), the arrays are plain numpy arrays of one IEEE float dtype, and
-# the ops' numpy kernels are still the core ones (a plugin registered over them is obeyed).
-
-_PLAIN_FLOATS = frozenset(np.dtype(d) for d in ("float16", "float32", "float64"))
-_ARRAY_KERNELS = "oplib_core.kernels._array_kernels"
-#: op -> the numpy kernel the fast path held when it was last checked to be the core's
-_CORE_KERNEL: dict[Any, Any] = {}
-
-
-def _core_numpy(op: Any) -> bool:
-    """Whether ``op`` runs on numpy arrays through the core's own kernel (what the fast
-    path holds for them, once a call filled it)."""
-    fn = op.tensor_kernel(np.ndarray)
-    if fn is None:
-        return False
-    if _CORE_KERNEL.get(op) is fn:
-        return True
-    if getattr(fn, "__module__", None) != _ARRAY_KERNELS:
-        return False
-    _CORE_KERNEL[op] = fn
-    return True
-
-
-def _plain(g: Any, y: Any) -> bool:
-    """Whether a formula on gradient ``g`` and saved ``y`` (built from ``mul`` and
-    ``rsub.Scalar``) may take its numpy shortcut."""
-    if GRAD.enabled or ACTIVE[0] or SLOW or type(g) is not Tensor or type(y) is not Tensor:
-        return False
-    gd, yd = g._data, y._data
-    if (
-        type(gd) is not np.ndarray
-        or type(yd) is not np.ndarray
-        or gd.dtype is not yd.dtype
-        or yd.dtype not in _PLAIN_FLOATS
-    ):
-        return False
-    mul, rsub = OPS.mul, OPS.rsub_Scalar
-    core = _CORE_KERNEL.get
-    fn = mul.tensor_kernel(np.ndarray)
-    if fn is None or fn is not core(mul):  # (the two lookups of _core_numpy, inlined)
-        return _core_numpy(mul) and _core_numpy(rsub)
-    fn = rsub.tensor_kernel(np.ndarray)
-    return (fn is not None and fn is core(rsub)) or _core_numpy(rsub)
-
-
-def _plain_scaled(g: Any, s: Any) -> bool:
-    """Whether ``mul.Scalar(g, s)`` may run as ``numpy.multiply`` (a real number ``s``)."""
-    if GRAD.enabled or ACTIVE[0] or SLOW or type(g) is not Tensor:
-        return False
-    gd = g._data
-    return (
-        type(gd) is np.ndarray
-        and gd.dtype in _PLAIN_FLOATS
-        and type(s) in (float, int)
-        and _core_numpy(OPS.mul_Scalar)
-    )
-
-
-#: The fewest elements for which a shortcut writes into its temporaries (``out=``): below,
-#: numpy's ``out=`` and in-place paths cost more than the small arrays they save (1
-#: element, numpy 2.4: ``g * (1 - y*y)`` 1.5 µs, the same with ``out=`` 2.4 µs).
-_IN_PLACE_MIN = IN_PLACE_MIN
-
-
-def _wrapped(r: Any) -> Tensor:
-    """A Tensor over a shortcut's result (a numpy scalar from 0-d arrays made an array)."""
-    return Tensor._wrap(r if type(r) is np.ndarray else np.asarray(r))
-
-
 def _zero(g: Tensor) -> Tensor:
     """A 0-d zero of ``g``'s dtype (a CPU scalar; the dispatcher moves it to ``g``'s device)."""
     return Tensor._wrap(OPS.zeros([], dtype=g.dtype))
@@ -203,27 +124,11 @@ def _cos(ctx: Any, g: Tensor) -> Any:
 
 def _tanh(ctx: Any, g: Tensor) -> Any:
     (out,) = ctx.saved_tensors
-    if _plain(g, out):  # g * (1 - out*out)
-        y = out._data
-        if y.size < _IN_PLACE_MIN:
-            return _wrapped(g._data * (1 - y * y))
-        t = y * y  # one array made, not three
-        np.subtract(1, t, out=t)
-        np.multiply(g._data, t, out=t)
-        return Tensor._wrap(t)
     return OPS.mul(g, OPS.rsub_Scalar(OPS.mul(out, out), 1))
 
 
 def _sigmoid(ctx: Any, g: Tensor) -> Any:
     (out,) = ctx.saved_tensors
-    if _plain(g, out):  # g * (out * (1 - out))
-        y = out._data
-        if y.size < _IN_PLACE_MIN:
-            return _wrapped(g._data * (y * (1 - y)))
-        t = 1 - y  # one array made, not three
-        np.multiply(y, t, out=t)
-        np.multiply(g._data, t, out=t)
-        return Tensor._wrap(t)
     return OPS.mul(g, OPS.mul(out, OPS.rsub_Scalar(out, 1)))
 
 
@@ -344,10 +249,7 @@ def _neg_s(ctx: Any, g: Tensor) -> Any:
 
 
 def _mul_s(ctx: Any, g: Tensor) -> Any:
-    s = ctx.scalar
-    if _plain_scaled(g, s):
-        return _wrapped(g._data * s), None
-    return _scalar_grads(OPS.mul_Scalar(g, s))
+    return _scalar_grads(OPS.mul_Scalar(g, ctx.scalar))
 
 
 def _div_s(ctx: Any, g: Tensor) -> Any:
