@@ -268,3 +268,24 @@ def test_a_packet_without_overloads_under_a_mode_says_the_op_is_gone() -> None:
     x = mode.from_real(np.ones(2))
     with mode, pytest.raises(RuntimeError, match=r"doorgone::gone no longer exists"):
         packet(x)
+
+
+def test_served_views_and_named_results_are_what_the_mode_gives() -> None:
+    mode = oplib.FakeTensorMode()
+    x = mode.from_real(np.ones((3, 4)))
+    transpose = oplib.ops.oplib.transpose.default  # -> Tensor(a): a view of its input
+    max_dim = oplib.ops.oplib.max.dim  # -> (Tensor values, Tensor indices)
+    with mode:
+        views = [transpose(x, 0, 1) for _ in range(2)]  # the mode's path, then the op's
+        results = [max_dim(x, 1) for _ in range(2)]
+    for v in views:
+        assert type(v) is oplib.Tensor and v.shape == (4, 3)
+    before = x._version
+    with mode:
+        oplib.ops.oplib.add_.Tensor(views[1], views[0])  # writing a view bumps its base
+    assert x._version == before + 1
+    for r in results:
+        assert type(r).__name__ == "max" and r.values.shape == (3,)
+        assert str(r.indices.dtype) == "int64"
+    for op in (transpose, max_dim):
+        assert bool(op._opcache.modes) is (not SLOW)

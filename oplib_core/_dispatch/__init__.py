@@ -24,12 +24,12 @@ as it runs it). ``tests/test_dispatch_door.py`` holds the rule.
 
 from __future__ import annotations
 
-from .binding import Binder, Signature, is_array
+from .binding import Binder, BoundCall, Signature, is_array
 from .doc import document, packet_text
 from .failure import add_note
 from .fastpath import FAST_FIELDS, MISS, SLOW, FactoryFastCall, FastCall, OpCache, Route
 from .modes import ACTIVE, FIRST, MODES, DispatchMode, active_modes, tensor_types
-from .overload import BoundCall, CallRoute, OpOverload, Plan
+from .overload import CallRoute, OpOverload, Plan
 from .overload import _FactoryOverload as FactoryOverload
 from .resolution import DispatchKeySet, has_trivial_fake
 

@@ -29,6 +29,7 @@ from ..fake._arrays import FakeArray
 
 __all__ = [
     "Binder",
+    "BoundCall",
     "Signature",
     "Slot",
     "is_array",
@@ -386,6 +387,20 @@ def _unreturned_writes(schema: FunctionSchema) -> tuple[Slot, ...]:
         if not a.kwarg_only:
             pos_i += 1
     return tuple(out)
+
+
+class BoundCall:
+    """``op(*args, **kwargs)`` bound for a mode that runs kernels itself
+    (``OpOverload.bind_call``): ``bargs``/``bkwargs`` as kernels get them (defaults filled
+    in, Tensors as given); ``fast`` whether the call has the fast path's shape (positional
+    arguments of the exact types it takes; always False with ``OPLIB_DISPATCH_SLOW=1``)."""
+
+    __slots__ = ("bargs", "bkwargs", "fast")
+
+    def __init__(self, bargs: list[Any], bkwargs: dict[str, Any], fast: bool) -> None:
+        self.bargs = bargs
+        self.bkwargs = bkwargs
+        self.fast = fast
 
 
 class Signature:

@@ -27,7 +27,7 @@ from .._grad_mode import STATE as GRAD
 from .._registry import REGISTRY, OpEntry
 from .._tensor import Tensor
 from ..backends import Backend
-from .binding import Signature
+from .binding import BoundCall, Signature
 from .failure import kernel_failed
 from .modes import ACTIVE, FIRST, MODES
 from .placement import Placement, wrap
@@ -833,9 +833,11 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
 
 #: How a mode runs a kernel in its own context: ``enter(mode, kernel, nargs)``.
 ModeEnter = Callable[[Any, Callable[..., Any], Any], Any]
-#: A mode's answer for a kernel result that is no array of the class it runs on:
-#: ``finish(out, tensors_in)``, the call's result (or it raises).
-ModeFinish = Callable[[Any, bool], Any]
+#: A mode's answer for a kernel result it must look at: ``finish(out, tensors_in, call)``,
+#: the call's result (or it raises). ``call`` is the bound call (``BoundCall``, Tensors as
+#: given) for an op whose returns are not one plain Tensor, else None: its one result was
+#: no array of the class the mode runs on.
+ModeFinish = Callable[[Any, bool, "BoundCall | None"], Any]
 #: ``mode_runner``'s answer: ``run(mode, args, kwargs)``, the result or ``MISS`` (what
 #: ``OpCache.remember_mode`` takes).
 ModeRun = ModeServe
@@ -853,14 +855,16 @@ def mode_runner(
     (positional arguments, checked by ``sig.bind_fast``, the one check every path shares)
     whose tensor arguments are all ``cls`` arrays or Tensors of them: ``kernel`` on the
     arrays (the keyword-only defaults passed; through ``enter(mode, kernel, nargs)`` when
-    given), its ``cls`` result a Tensor when Tensors came in, any other result given to
-    ``finish(out, tensors_in)``. ``MISS`` for every other call. None when no call
-    qualifies: the op returns other than one plain Tensor, has no fast shape, or the fast
-    path is off (``OPLIB_DISPATCH_SLOW=1``)."""
-    if SLOW or sig.npos < 0 or not sig.single_plain_return:
+    given). An op returning one plain Tensor gives its ``cls`` result (a Tensor when
+    Tensors came in) and any other to ``finish(out, tensors_in, None)``; any other op gives
+    every result to ``finish(out, tensors_in, call)``. ``MISS`` for every other call.
+    None when no call qualifies: the op has no fast shape, or the fast path is off
+    (``OPLIB_DISPATCH_SLOW=1``)."""
+    if SLOW or sig.npos < 0:
         return None
     kernel = with_kwdefaults(kernel, sig.kwdefaults)
-    if sig.npos == 1 and sig.nmin == 1:  # one Tensor in, one out (neg, exp...): unrolled
+    single = sig.single_plain_return
+    if single and sig.npos == 1 and sig.nmin == 1:  # one Tensor in, one out: unrolled
 
         def run1(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if kwargs or len(args) != 1:
@@ -876,11 +880,11 @@ def mode_runner(
             out = kernel(a) if enter is None else enter(mode, kernel, (a,))
             if type(out) is cls:
                 return _make_tensor(out) if tensors_in else out
-            return finish(out, tensors_in)
+            return finish(out, tensors_in, None)
 
         return run1
 
-    if sig.npos == 2 and sig.nmin == 2 and sig.key_pos == (0, 1):  # two Tensors: unrolled
+    if single and sig.npos == 2 and sig.nmin == 2 and sig.key_pos == (0, 1):  # two: unrolled
 
         def run2(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if kwargs or len(args) != 2:
@@ -898,7 +902,7 @@ def mode_runner(
             out = kernel(a, b) if enter is None else enter(mode, kernel, (a, b))
             if type(out) is cls:
                 return _make_tensor(out) if tensors_in else out
-            return finish(out, tensors_in)
+            return finish(out, tensors_in, None)
 
         return run2
 
@@ -908,7 +912,8 @@ def mode_runner(
         bound = bind_fast(args, kwargs)
         if bound is None:
             return MISS
-        nargs = bound[0]
+        bargs = bound[0]
+        nargs = bargs if single else list(bargs)
         tensors_in = False
         for i in key_pos:
             v = nargs[i]
@@ -918,8 +923,10 @@ def mode_runner(
             if type(v) is not cls:
                 return MISS
         out = kernel(*nargs) if enter is None else enter(mode, kernel, nargs)
+        if not single:
+            return finish(out, tensors_in, BoundCall(bargs, bound[1], True))
         if type(out) is cls:
             return _make_tensor(out) if tensors_in else out
-        return finish(out, tensors_in)
+        return finish(out, tensors_in, None)
 
     return run

@@ -31,7 +31,7 @@ from .._tags import Tag
 from .._tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
-from .binding import Binder, Signature, tensor_value
+from .binding import Binder, BoundCall, Signature, tensor_value
 from .doc import document, overload_text
 from .failure import kernel_failed
 from .fastpath import (
@@ -71,24 +71,10 @@ if LOG_DISPATCH:  # logging costs start-up time; only when asked for
     if not _log.handlers and not logging.getLogger().handlers:
         _log.addHandler(logging.StreamHandler())
 
-__all__ = ["BoundCall", "CallRoute", "OpOverload", "Plan"]
+__all__ = ["CallRoute", "OpOverload", "Plan"]
 
 #: ``OpOverload.route``'s answer: ``(run, bargs, kernel, key_pos)``.
 CallRoute = tuple[Callable[..., Any], list[Any], Callable[..., Any], tuple[int, ...]]
-
-
-class BoundCall:
-    """``op(*args, **kwargs)`` bound for a mode that runs kernels itself
-    (``OpOverload.bind_call``): ``bargs``/``bkwargs`` as kernels get them (defaults filled
-    in, Tensors as given); ``fast`` whether the call has the fast path's shape (positional
-    arguments of the exact types it takes; always False with ``OPLIB_DISPATCH_SLOW=1``)."""
-
-    __slots__ = ("bargs", "bkwargs", "fast")
-
-    def __init__(self, bargs: list[Any], bkwargs: dict[str, Any], fast: bool) -> None:
-        self.bargs = bargs
-        self.bkwargs = bkwargs
-        self.fast = fast
 
 
 class Plan:
@@ -450,7 +436,7 @@ class OpOverload(FastCall):
         if len(plan) == 1:
             out = _checked(plan[0][0], out, check)
         else:
-            out = tuple(_checked(p[0], o, check) for p, o in zip(plan, out, strict=True))
+            out = tuple([_checked(p[0], o, check) for p, o in zip(plan, out, strict=True)])
         if tensors_in:
             return wrap(sig, out, call.bargs, call.bkwargs)
         return out if sig.named is None else tuple.__new__(sig.named, out)

@@ -62,6 +62,8 @@ class FakeTensorMode(DispatchMode):
         self._memo: dict[int, tuple[Any, Tensor]] = {}
         # fake (or Meta) kernel -> its Plan
         self._contexts: dict[Any, Plan] = {}
+        # op -> the check of its tensor results (a data-less array or None)
+        self._checks: dict[OpOverload, Any] = {}
 
     def __repr__(self) -> str:
         return f"FakeTensorMode(allow_non_fake_inputs={self.allow_non_fake_inputs})"
@@ -118,7 +120,10 @@ class FakeTensorMode(DispatchMode):
         out = self._run_kernel(fn, plan, nargs, nkwargs)
         if plan[2]:
             out = _from_meta(out, nargs, nkwargs)
-        result = op.wrap_call(call, out, tensors_in, functools.partial(_check_one, op, "tensor"))
+        check = self._checks.get(op)
+        if check is None:
+            check = self._checks[op] = functools.partial(_check_one, op, "tensor")
+        result = op.wrap_call(call, out, tensors_in, check)
         if call.fast and not plan[2] and type(self).__oplib_dispatch__ is _OWN_DISPATCH:
             _serve(op, fn, plan[1])
         return result
@@ -363,10 +368,14 @@ def _serve(op: OpOverload, fn: Any, leaf: bool) -> None:
 
 
 def _serving(op: OpOverload, fn: Any, leaf: bool) -> Any:
-    def finish(out: Any, tensors_in: bool) -> Any:
+    check = functools.partial(_check_one, op, "tensor")
+
+    def finish(out: Any, tensors_in: bool, call: BoundCall | None) -> Any:
+        if call is not None:  # returns other than one plain Tensor: as the mode's own path
+            return op.wrap_call(call, out, tensors_in, check)
         if _one_tuple(out):  # "-> (Tensor)": a 1-tuple, as the kernel returned it
-            return (finish(out[0], tensors_in),)
-        out = _check_one(op, "tensor", out)
+            return (finish(out[0], tensors_in, None),)
+        out = check(out)
         return Tensor._wrap(out) if tensors_in else out
 
     def enter(mode: FakeTensorMode, kernel: Any, nargs: Any) -> Any:
