@@ -12,81 +12,24 @@ its domain's edges (``log``, ``sqrt``, division), so ``test_gradcheck`` is meani
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .._device import Device
 from .._dispatch import OpOverload
-from .._dtypes import bfloat16
-from .._factories import tensor
-from .._tensor import Tensor
-from ..backends import TABLE
+from .._opset import OUT_OPS
+from ..kernels._inplace_kernels import functional_name
 from ._index_samples import INDEX_MAKERS
+from ._inplace_samples import INPLACE_MAKERS, out_samples
+from ._sample_data import BF16, F16, F32, F64, I64, Maker, _Data, _t, samples_into
 from ._samples import SampleInput
 
 __all__ = ["CORE_SAMPLES"]
 
-F32 = np.dtype(np.float32)
-F64 = np.dtype(np.float64)
-I64 = np.dtype(np.int64)
-BF16 = bfloat16
-#: float16 samples sit beside the bfloat16 ones: the half-precision float every backend with
-#: a GPU library holds (cupy has no bfloat16). No gradcheck in it: its precision is too low.
-F16 = np.dtype(np.float16)
-
-Maker = Callable[[Device], Iterator[SampleInput]]
-_MakerFn = Callable[..., Iterator[SampleInput]]
-
-
-class _Data:
-    """Host data from a seed fixed per op, so samples are the same on every device."""
-
-    def __init__(self, name: str) -> None:
-        self.rng = np.random.default_rng(sum(name.encode()) * 7919)
-
-    def floats(self, shape: tuple[int, ...], *, positive: bool = False) -> np.ndarray:
-        """Magnitudes in [0.5, 2): away from 0; distinct, so no ties."""
-        mag = self.rng.uniform(0.5, 2.0, size=shape)
-        if positive:
-            return mag
-        signed: np.ndarray = mag * self.rng.choice([-1.0, 1.0], size=shape)
-        return signed
-
-    def ints(self, shape: tuple[int, ...]) -> np.ndarray:
-        return self.rng.integers(-5, 6, size=shape).astype(np.int64)
-
-    def bools(self, shape: tuple[int, ...]) -> np.ndarray:
-        return self.rng.integers(0, 2, size=shape).astype(bool)
-
-
-def _t(
-    data: np.ndarray, device: Device, dtype: np.dtype | None = None, grad: bool = True
-) -> Tensor:
-    arr = data if dtype is None else data.astype(dtype)
-    backend = TABLE.find(device.type)
-    if backend is not None and backend.dtype_problem(arr.dtype) is not None:
-        device = Device("cpu")  # the backend cannot hold it: ``oplib check`` skips the sample
-    return tensor(arr, device=device, requires_grad=grad and arr.dtype.kind == "f")
-
-
 CORE_SAMPLES: dict[str, Maker] = {}
-
-
-def _samples(*names: str) -> Callable[[_MakerFn], _MakerFn]:
-    """Register a maker ``fn(name, data, device)`` for the ops ``names``."""
-
-    def register(fn: _MakerFn) -> _MakerFn:
-        for name in names:
-
-            def make(device: Device, _n: str = name) -> Iterator[SampleInput]:
-                return fn(_n, _Data(_n), device)
-
-            CORE_SAMPLES[name] = make
-        return fn
-
-    return register
+_samples = samples_into(CORE_SAMPLES)
 
 
 # -- pointwise --------------------------------------------------------------------------------
@@ -394,5 +337,6 @@ def core_sample_inputs(op: OpOverload, device: Device) -> Any:
     return None if maker is None else list(maker(device))
 
 
-# The in-place ops' samples add themselves to CORE_SAMPLES (their module imports this one).
-from . import _inplace_samples  # noqa: E402,F401
+CORE_SAMPLES.update(INPLACE_MAKERS)  # the in-place ops and their functional companions
+for _op in OUT_OPS:  # each out= overload: its functional op's samples, with an ``out``
+    CORE_SAMPLES[_op.name] = out_samples(functional_name(_op.name), CORE_SAMPLES)

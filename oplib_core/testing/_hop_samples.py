@@ -2,7 +2,7 @@
 
 Functions are part of a higher-order operator's arguments; the samples use module-level
 ones built from core ops, so every backend with those ops runs them. Data comes from the
-same seeded host data as the core op set's samples (``_core_samples``).
+same seeded host data as the core op set's samples (``_sample_data``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from .._device import Device
 from .._higher_order._operator import HigherOrderOperator
 from .._tensor import Tensor
-from ._core_samples import F64, _Data, _t
+from ._sample_data import F64, _Data, _t
 from ._samples import SampleInput
 
 __all__ = ["HOP_SAMPLES", "hop_samples"]

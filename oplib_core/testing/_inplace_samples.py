@@ -1,6 +1,6 @@
 """Sample inputs of the in-place core ops, their functional companions (``clamp``,
-``index_put``) and the ``out=`` overloads, registered into ``_core_samples.CORE_SAMPLES``
-(which imports this module).
+``index_put``) and the ``out=`` overloads: ``INPLACE_MAKERS`` and ``out_samples``, which
+:mod:`._core_samples` merges into ``CORE_SAMPLES``.
 
 The tensors written in place do not require grad (a leaf that requires grad is refused by
 every in-place op, as in torch); the functional companions' samples do, for gradcheck.
@@ -8,22 +8,23 @@ every in-place op, as in torch); the functional companions' samples do, for grad
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .._device import Device
 from .._factories import tensor
-from .._opset import OUT_OPS
 from .._registry import op_named
 from .._tensor import Tensor
 from ..fake._arrays import FakeArray
-from ..kernels._inplace_kernels import functional_name
-from ._core_samples import BF16, CORE_SAMPLES, F32, F64, I64, _Data, _samples, _t
+from ._sample_data import BF16, F32, F64, I64, Maker, _Data, _t, samples_into
 from ._samples import SampleInput
 
-__all__: list[str] = []
+__all__ = ["INPLACE_MAKERS", "out_samples"]
+
+INPLACE_MAKERS: dict[str, Maker] = {}
+_samples = samples_into(INPLACE_MAKERS)
 
 
 @_samples("add_.Tensor", "sub_.Tensor", "mul_.Tensor", "div_.Tensor")
@@ -144,21 +145,17 @@ def _unlike(expected: Tensor) -> Tensor:
     return tensor(host, device=expected.device)
 
 
-def _out_samples(functional: str) -> Callable[[Device], Iterator[SampleInput]]:
-    """An ``out=`` overload's samples: the functional op's, without grad (``out=`` refuses
-    autograd), each with an ``out`` of the functional result's shape and dtype holding
-    other values than the result."""
+def out_samples(functional: str, makers: Mapping[str, Maker]) -> Maker:
+    """An ``out=`` overload's samples: the functional op's (``makers[functional]``, read
+    per call), without grad (``out=`` refuses autograd), each with an ``out`` of the
+    functional result's shape and dtype holding other values than the result."""
 
     def make(device: Device) -> Iterator[SampleInput]:
         op = op_named(f"oplib::{functional}")  # plugins load on first use
-        for sample in CORE_SAMPLES[functional](device):
+        for sample in makers[functional](device):
             args = tuple(_detached(a) for a in sample.args)
             kwargs = {k: _detached(v) for k, v in sample.kwargs.items()}
             out = _unlike(op(*args, **kwargs))
             yield SampleInput(args, {**kwargs, "out": out}, name=f"{sample.name}, out=")
 
     return make
-
-
-for _op in OUT_OPS:
-    CORE_SAMPLES[_op.name] = _out_samples(functional_name(_op.name))
