@@ -663,13 +663,14 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
 
 def fast_route(
     sig: Signature, cache: OpCache, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Callable[..., Any], list[Any], Callable[..., Any]] | None:
+) -> tuple[Callable[..., Any], list[Any], Callable[..., Any], tuple[int, ...]] | None:
     """What ``FastCall.__call__`` would do with ``op(*args, **kwargs)`` if no mode were
     active, for a mode that runs calls below itself cheaply (the profiler):
-    ``(entry, bargs, kernel)`` — ``entry(*bargs)`` runs the call as the fast path would, and
-    ``kernel`` is the cached kernel that serves it (a new object whenever the answer may
-    have changed) — or None when the call would take the slow path (then plan it). The
-    plain restatement of ``FastCall.__call__``'s checks (through ``sig.bind_fast``)."""
+    ``(entry, bargs, kernel, key_pos)`` — ``entry(*bargs)`` runs the call as the fast path
+    would, ``kernel`` is the cached kernel that serves it (a new object whenever the answer
+    may have changed), ``key_pos`` where the tensor arguments sit in ``bargs`` — or None
+    when the call would take the slow path (then plan it). The plain restatement of
+    ``FastCall.__call__``'s checks (through ``sig.bind_fast``)."""
     if SLOW or not sig.key_pos:
         return None
     bound = sig.bind_fast(args, kwargs)
@@ -682,7 +683,7 @@ def fast_route(
             return None
     if first is not Tensor:
         fn = cache.by_type.get(first)
-        return None if fn is None else (fn, bargs, fn)
+        return None if fn is None else (fn, bargs, fn, sig.key_pos)
     cls = type(bargs[sig.key0]._data)
     requires_grad = False
     for i in sig.key_pos:
@@ -692,7 +693,7 @@ def fast_route(
         if a._rg:
             requires_grad = True
     fn = (cache.autograd if requires_grad and GRAD.enabled else cache.tensor).get(cls)
-    return None if fn is None else (cache.tensor_entry, bargs, fn)
+    return None if fn is None else (cache.tensor_entry, bargs, fn, sig.key_pos)
 
 
 def _never(args: tuple[Any, ...]) -> Any:

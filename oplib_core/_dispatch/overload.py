@@ -474,8 +474,7 @@ class OpOverload(FastCall):
         answer may have changed), ``key_pos`` where its tensor arguments sit in
         ``bargs`` — or None when the call takes the slow path (``plan_call`` and
         ``run_plan`` it)."""
-        found = fast_route(self._sig, self._opcache, args, kwargs)
-        return None if found is None else (*found, self._sig.key_pos)
+        return fast_route(self._sig, self._opcache, args, kwargs)
 
     def tensor_kernel(self, cls: type) -> Callable[..., Any] | None:
         """The backend kernel the fast path holds for calls on Tensors of ``cls`` arrays
