@@ -153,7 +153,7 @@ imported = time.perf_counter()
 oplib.ops.oplib.sin(np.ones(1))
 called = time.perf_counter()
 out = {"import oplib_core": (imported - start) * 1e3, "first op call": (called - imported) * 1e3}
-for r in oplib.plugins.HOST.records.values():  # (not plugins.list(): that loads them all)
+for r in oplib._plugin_host.HOST.records.values():  # (not plugins.list(): that loads them all)
     if r.status == "loaded":
         out[f"  plugin {r.name!r}"] = r.load_ms
 print(json.dumps(out))

@@ -365,18 +365,19 @@ def _is_submodule(name: str) -> builtins.bool:
 def _load_plugins() -> None:
     from . import _core_plugin
     from ._discovery import CORE_DISTRIBUTION
+    from ._plugin_host import HOST
     from .autograd import _core_autograd_plugin
     from .fake import _core_fake_plugin
     from .testing import _samples_plugin
 
-    with plugins.HOST.transaction():  # all or nothing, Ctrl-C included: retried next use
+    with HOST.transaction():  # all or nothing, Ctrl-C included: retried next use
         # declared by oplib-core itself: the only plugins allowed the reserved namespaces
         core = CORE_DISTRIBUTION
-        plugins.HOST.register(_core_plugin, name="core", distribution=core)
-        plugins.HOST.register(_core_fake_plugin, name="core-fake", distribution=core)
-        plugins.HOST.register(_core_autograd_plugin, name="core-autograd", distribution=core)
-        plugins.HOST.register(_samples_plugin, name="core-samples", distribution=core)
-        plugins.HOST.load_entry_points()
+        HOST.register(_core_plugin, name="core", distribution=core)
+        HOST.register(_core_fake_plugin, name="core-fake", distribution=core)
+        HOST.register(_core_autograd_plugin, name="core-autograd", distribution=core)
+        HOST.register(_samples_plugin, name="core-samples", distribution=core)
+        HOST.load_entry_points()
     _settle()
 
 

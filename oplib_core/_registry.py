@@ -69,6 +69,7 @@ _MACHINERY = frozenset(
         "_registry.py",
         "library.py",
         "plugins.py",
+        "_registrar.py",
         "custom_op.py",
         "legacy.py",
         "__init__.py",

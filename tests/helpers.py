@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
+from oplib_core import _plugin_host, plugins
 from oplib_core import library as _library
-from oplib_core import plugins
 from oplib_core._device import Device
 
 _counter = itertools.count()
@@ -147,7 +147,7 @@ def load_batch(*plugins_and_dists: Any, entry_points: bool = False) -> tuple[lis
     with ``entry_points``, each as if found through an entry point named after it. Returns
     their records and the warnings raised."""
     oplib.plugins.load()
-    host = plugins.HOST
+    host = _plugin_host.HOST
     recs = []
     for plugin, dist in plugins_and_dists:
         rec = plugins.PluginRecord(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import oplib_core as oplib
-from oplib_core import plugins
+from oplib_core import _plugin_host, plugins
 from oplib_core.cli import COMMANDS, build_parser, main
 from oplib_core.cli._render import Output
 from oplib_core.cli._run import run
@@ -201,7 +201,7 @@ def test_plugins_list_survives_a_keyboard_interrupt_in_a_plugin(capsys, ns, monk
     try:
         code = main(["plugins", "list"])
     finally:
-        if plugins.HOST.records.get(f"{ns}-ctrl-c") is not None:
+        if _plugin_host.HOST.records.get(f"{ns}-ctrl-c") is not None:
             plugins.unregister(f"{ns}-ctrl-c")
     captured = capsys.readouterr()
     assert calls and code == 1

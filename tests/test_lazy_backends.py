@@ -23,12 +23,12 @@ STATE = """
 import sys
 import numpy as np
 import oplib_core as oplib
-from oplib_core import plugins
+from oplib_core import _plugin_host, plugins
 from oplib_core.backends import TABLE
 
 def waiting():
     oplib._startup.ensure()  # the start-up, which notes the plugins that wait
-    return sorted(plugins.HOST.deferred)
+    return sorted(_plugin_host.HOST.deferred)
 
 def imported(*names):
     return sorted(n for n in names if f"oplib_{n}.plugin" in sys.modules)
@@ -55,7 +55,7 @@ def test_backend_only_plugins_wait_for_their_backend(cache: dict[str, str]) -> N
         OUT["sin"] = oplib.ops.oplib.sin(np.zeros(2)).tolist()
         OUT["after_call"] = waiting()
         OUT["imported"] = imported("jax", "dask", "cuda", "meta", "cpu", "privateuse")
-        OUT["statuses"] = {r.name: r.status for r in plugins.HOST.records.values()}
+        OUT["statuses"] = {r.name: r.status for r in _plugin_host.HOST.records.values()}
         """,
         cache,
     )
@@ -286,7 +286,7 @@ def test_a_third_party_backend_waits_for_an_array_of_its_class(tmp_path: Path) -
     y = oplib.ops.oplib.sin(x)
     OUT["result"] = [type(y).__name__, y.tolist()]
     OUT["after"] = waiting()
-    OUT["record"] = plugins.HOST.records["acme"].status
+    OUT["record"] = _plugin_host.HOST.records["acme"].status
     """
     with_acme(tmp_path, ["acme"], code)  # cold: recorded
     out = with_acme(tmp_path, ["acme"], code)
@@ -337,14 +337,14 @@ def test_a_plugin_failing_when_its_backend_is_first_used_is_reported(
 def test_ctrl_c_while_a_waiting_plugin_loads_leaves_it_waiting(cache: dict[str, str]) -> None:
     out = run(
         """
-        real = plugins.PluginHost._run_hook
+        real = _plugin_host.PluginHost._run_hook
         hits = []
         def interrupted(self, record, phase):
             if record.name == "meta" and not hits:
                 hits.append(1)
                 raise KeyboardInterrupt
             return real(self, record, phase)
-        plugins.PluginHost._run_hook = interrupted
+        _plugin_host.PluginHost._run_hook = interrupted
         oplib.ops.oplib.sin(np.ones(1))
         OUT["first"] = catch(oplib.backends.get, "meta")
         OUT["waiting"] = waiting()
@@ -365,12 +365,12 @@ def test_threads_asking_at_once_load_the_plugin_once(cache: dict[str, str]) -> N
         """
         import threading
         oplib.ops.oplib.sin(np.ones(1))
-        real = plugins.PluginHost._load_entry_point
+        real = _plugin_host.PluginHost._load_entry_point
         loads = []
         def counting(self, ep, record=None):
             loads.append(ep.name)
             return real(self, ep, record)
-        plugins.PluginHost._load_entry_point = counting
+        _plugin_host.PluginHost._load_entry_point = counting
         barrier = threading.Barrier(8)
         seen = []
         def ask():
@@ -410,7 +410,7 @@ def test_unregistering_a_waiting_plugin_removes_what_it_would_have_registered(
         oplib.plugins.unregister("meta")
         OUT["waiting"] = waiting()
         OUT["meta"] = oplib.backends.TABLE.find("meta") is None
-        OUT["records"] = sorted(r.name for r in plugins.HOST.records.values())
+        OUT["records"] = sorted(r.name for r in _plugin_host.HOST.records.values())
         OUT["op"] = catch(oplib.lookup, "privateuse::rand")
         """,
         cache,

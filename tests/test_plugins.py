@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core import plugins
+from oplib_core import _plugin_host, plugins
 from oplib_core._introspect import op_detail
 from oplib_core.errors import NoKernelError
 
@@ -58,7 +58,7 @@ def test_phases_let_a_plugin_implement_an_op_defined_by_a_later_plugin(registere
         oplib_define=lambda registrar: registrar.define("phased::double", "(Tensor x) -> Tensor"),
     )
     recs = [plugins.PluginRecord(name=n) for n in ("impl_first", "def_second")]
-    host = plugins.HOST
+    host = _plugin_host.HOST
     for rec, p in zip(recs, (impl_plugin, def_plugin), strict=True):
         host.records[rec.name] = rec
         assert host._register_with_pluggy(rec, p)
@@ -223,7 +223,7 @@ def batch():
 
     yield run
     for r in made:
-        if r.name in plugins.HOST.records:
+        if r.name in _plugin_host.HOST.records:
             plugins.unregister(r.name)
 
 
@@ -410,9 +410,9 @@ def test_entry_point_names_are_kept_by_the_known_distribution_only():
         [ep("cpu", "evil"), ep("cpu", "oplib-cpu")],
         [ep("cpu", "oplib-cpu"), ep("cpu", "evil")],
     ):
-        verdict = {e.distribution: rivals for e, rivals in plugins._by_entry_point_name(eps)}
+        verdict = {e.distribution: rivals for e, rivals in _plugin_host._by_entry_point_name(eps)}
         assert verdict == {"oplib-cpu": [], "evil": ["oplib-cpu"]}
-    verdict = plugins._by_entry_point_name([ep("x", "a"), ep("x", "b"), ep("y", "c")])
+    verdict = _plugin_host._by_entry_point_name([ep("x", "a"), ep("x", "b"), ep("y", "c")])
     assert [r for _, r in verdict] == [["b"], ["a"], []]
 
 
@@ -501,10 +501,10 @@ def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads(
         """
         import numpy as np
         import oplib_core as oplib
-        from oplib_core import _startup, plugins
+        from oplib_core import _plugin_host, _startup, plugins
         from oplib_core._registry import REGISTRY
 
-        real = plugins.PluginHost._run_hook
+        real = _plugin_host.PluginHost._run_hook
         hits = []
 
         def interrupted(self, record, phase):
@@ -513,11 +513,11 @@ def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads(
                 raise KeyboardInterrupt
             return real(self, record, phase)
 
-        plugins.PluginHost._run_hook = interrupted
+        _plugin_host.PluginHost._run_hook = interrupted
         OUT["first"] = catch(oplib.plugins.load)
         OUT["loaded_after_interrupt"] = _startup.is_loaded()
         OUT["ops_left"] = len(vars(REGISTRY).get("ops", {}))
-        OUT["records_left"] = len(vars(plugins.HOST).get("records", {}))
+        OUT["records_left"] = len(vars(_plugin_host.HOST).get("records", {}))
         OUT["backends_left"] = len(vars(oplib.backends.TABLE).get("_backends", {}))
         OUT["add"] = oplib.ops.oplib.add(np.ones(2), np.ones(2)).tolist()
         OUT["statuses"] = sorted({r.status for r in plugins.list()})
@@ -582,3 +582,16 @@ def test_plugins_defining_one_op_outside_their_namespace_are_all_refused(batch, 
     assert "neither owns the namespace" in " ".join(str(r.error) for r in recs)
     with pytest.raises(oplib.UnknownOperatorError):
         oplib.lookup(f"{ns}::op")
+
+
+def test_the_public_module_holds_the_plugin_authors_side_and_the_host_is_private():
+    """``oplib_core.plugins`` gives what a plugin author and a user take (``Registrar``,
+    ``PluginRecord``, ``load`` ...); the host that loads plugins is ``_plugin_host``."""
+    from oplib_core import _registrar
+
+    assert plugins.Registrar is _registrar.Registrar
+    assert plugins.PluginRecord is _registrar.PluginRecord
+    assert plugins.PluginWarning is _registrar.PluginWarning
+    assert not hasattr(plugins, "PluginHost") and not hasattr(plugins, "HOST")
+    assert isinstance(_plugin_host.HOST, _plugin_host.PluginHost)
+    assert all(hasattr(plugins, name) for name in plugins.__all__)

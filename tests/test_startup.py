@@ -75,7 +75,7 @@ def test_filled_singletons_are_plain_instances():
 import oplib_core as oplib
 from oplib_core._registry import REGISTRY, Registry
 from oplib_core.backends import TABLE, BackendTable
-from oplib_core.plugins import HOST, PluginHost
+from oplib_core._plugin_host import HOST, PluginHost
 pairs = ((REGISTRY, Registry), (TABLE, BackendTable), (HOST, PluginHost))
 before = [type(o) is c for o, c in pairs]
 oplib.ops.oplib.sin

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core import plugins
+from oplib_core import _plugin_host, plugins
 from oplib_core._introspect import waiting_detail
 from oplib_core.cli import main
 
@@ -27,7 +27,7 @@ def registered():
 
     yield register
     for n in reversed(names):
-        if n in plugins.HOST.records:
+        if n in _plugin_host.HOST.records:
             plugins.unregister(n)
 
 
@@ -135,7 +135,7 @@ def test_conflict_when_the_op_arrives_is_reported_not_raised(registered):
     np.testing.assert_array_equal(
         oplib.ops.__getattr__(ns).scale(np.array([1.0])), [2.0]
     )  # the owner's
-    assert plugins.HOST.records[rec.name].status == "failed"  # evicted as for any kernel
+    assert _plugin_host.HOST.records[rec.name].status == "failed"  # evicted as for any kernel
 
 
 def test_cli_shows_waiting_kernels(registered, capsys, monkeypatch):

@@ -326,7 +326,9 @@ class HigherOrderOperator:
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Frames in these files define operators for someone else (the constructor, a registrar).
-_SKIP = frozenset({os.path.abspath(__file__), os.path.join(os.path.dirname(_HERE), "plugins.py")})
+_SKIP = frozenset(
+    {os.path.abspath(__file__), os.path.join(os.path.dirname(_HERE), "_registrar.py")}
+)
 
 
 def _definition_origin() -> Origin:

@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from .. import _introspect as introspect
-from ..plugins import HOST, INTERRUPTED_IN
+from .._plugin_host import HOST, INTERRUPTED_IN
 from ._errors import CliError
 from ._parsers import group, leaf
 from ._render import Output, dist_label

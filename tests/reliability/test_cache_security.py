@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from oplib_core import _backend_cache, _discovery, plugins
+from oplib_core import _backend_cache, _discovery, _plugin_host, plugins
 from oplib_core._version import __version__
 
 from subproc import run_python
@@ -252,7 +252,7 @@ def flipped(content: bytes, bit: int) -> bytes:
 def real_backends_record() -> None:
     """Write the waiting-plugin record this process's plugins give (the real one)."""
     plugins.load()
-    deferrable = plugins.HOST._deferrable()
+    deferrable = _plugin_host.HOST._deferrable()
     assert {p.name for p in deferrable} >= {"cuda", "meta", "privateuse"}
     _backend_cache.write(__version__, deferrable)
 

@@ -185,11 +185,11 @@ import warnings
 warnings.simplefilter("ignore")
 import numpy as np
 import oplib_core as oplib
-from oplib_core import plugins
+from oplib_core import _plugin_host
 oplib.ops.oplib.sin(np.zeros(1))
-OUT["waiting"] = sorted(plugins.HOST.deferred)
+OUT["waiting"] = sorted(_plugin_host.HOST.deferred)
 OUT["listed"] = sorted(n for n in dir(oplib.ops.acme) if not n.startswith("_"))
-OUT["status"] = plugins.HOST.records["acme"].status
+OUT["status"] = _plugin_host.HOST.records["acme"].status
 """
 
 
