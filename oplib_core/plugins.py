@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._ownership import OverrideWarning
-from ._plugin_host import HOST
+from ._plugin_host import HOST as _HOST
 from ._registrar import PluginRecord, PluginWarning, Registrar
 from ._startup import ensure
 
@@ -38,18 +38,18 @@ def load() -> None:
     ``import oplib_core``, and a backend-only plugin on first use of its backend; call this
     to pay that cost (and see plugin warnings) up front."""
     ensure()
-    HOST.load_deferred()
+    _HOST.load_deferred()
 
 
 def register(plugin: Any, name: str | None = None) -> PluginRecord:
     """Add a plugin in-process and run its hooks now (all phases). Returns its record; a
     failing plugin is rolled back and its record says why (status ``failed``)."""
-    return HOST.register(plugin, name)
+    return _HOST.register(plugin, name)
 
 
 def unregister(plugin_or_name: Any) -> None:
     """Remove an in-process or entry-point plugin and everything it registered."""
-    HOST.unregister(plugin_or_name)
+    _HOST.unregister(plugin_or_name)
 
 
 def get(name: str) -> PluginRecord | None:
@@ -57,12 +57,12 @@ def get(name: str) -> PluginRecord | None:
     loading the plugins that wait for their backends: one of those has status
     ``"deferred"`` until its backend is first used (:func:`list` loads them all)."""
     ensure()
-    return HOST.records.get(name)
+    return _HOST.records.get(name)
 
 
 def list() -> _builtin_list[PluginRecord]:
     """Every plugin oplib knows of, loaded or not, in load order (the ones waiting for
     their backends load first, to report how that went)."""
     ensure()
-    HOST.load_deferred()
-    return _builtin_list(HOST.records.values())
+    _HOST.load_deferred()
+    return _builtin_list(_HOST.records.values())
