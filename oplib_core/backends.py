@@ -43,12 +43,14 @@ __all__ = [
     "Backend",
     "BackendSpec",
     "BackendTable",
+    "DevicePlacement",
     "device",
     "for_type",
     "get",
     "list",
     "namespace_dtypes",
     "not_installed",
+    "on_device",
     "register",
 ]
 
@@ -794,3 +796,75 @@ def dtype_of(array: Any) -> np.dtype:
         return d
     b = TABLE.for_type(type(array))
     return np.dtype(d) if b is None else b.dtype_of(array)
+
+
+class DevicePlacement(Record):
+    """How a backend's kernels find the device a call runs on and make it current, for
+    :func:`on_device`: ``array_type`` recognises the backend's arrays (the library's class,
+    known once it is imported; ``()`` when no array decides: JAX runs an op where its inputs
+    are), ``device_of(array)`` gives such an array's device index, ``current_device()`` this
+    thread's current device index (``None``: the library has no current device, so a call
+    that names one always enters it), and ``device(index)`` is the context manager that
+    makes device ``index`` current (``cupy.cuda.Device(i)``)."""
+
+    array_type: type | tuple[type, ...]
+    device_of: Callable[[Any], int]
+    current_device: Callable[[], int] | None
+    device: Callable[[int], contextlib.AbstractContextManager[Any]]
+
+
+def on_device(
+    kernel: Callable[[], Callable[..., Any]],
+    placement: Callable[[], DevicePlacement],
+    *,
+    name: str,
+) -> Callable[..., Any]:
+    """A backend plugin's kernel run on the device its call runs on: the first of the
+    call's arrays (a positional argument, or an item of a list or tuple argument) that is
+    ``placement().array_type``, else its ``device=`` argument's index, else the current
+    device. ``placement().device(i)`` is entered only when ``i`` is not the current device
+    (entering and leaving ``cupy.cuda.Device`` cost about a microsecond per call, issue
+    30; on one device it is always current). ``kernel()`` and ``placement()`` are called
+    once, on the first call, so that loading the plugin imports no array library; the
+    result is named ``name`` (its ``__name__`` and ``__qualname__``, which errors quote).
+
+    No dtype guard is added here: the dispatcher already refuses, before any kernel runs,
+    a dtype the backend declares it cannot hold (``BackendSpec.dtypes``) with a
+    ``BackendDtypeError`` (``Backend.check_dtype``), in dtype arguments, copies and
+    ``empty``."""
+    fn: Callable[..., Any] | None = None
+    array_type: type | tuple[type, ...] = ()
+    device_of: Callable[[Any], int] = int
+    current: Callable[[], int] | None = None
+    enter: Callable[[int], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        nonlocal fn, array_type, device_of, current, enter
+        if fn is None:  # the first call: imports the library (BackendError when unusable)
+            where = placement()
+            array_type, device_of = where.array_type, where.device_of
+            current, enter = where.current_device, where.device
+            fn = kernel()
+        index: int | None = None
+        for a in args:
+            if isinstance(a, array_type):
+                index = device_of(a)
+                break
+            if isinstance(a, (_builtin_list, tuple)):
+                for item in a:
+                    if isinstance(item, array_type):
+                        index = device_of(item)
+                        break
+                if index is not None:
+                    break
+        else:
+            target = kwargs.get("device")
+            if isinstance(target, Device):
+                index = target.index
+        if index is None or (current is not None and index == current()):
+            return fn(*args, **kwargs)
+        with enter(index):
+            return fn(*args, **kwargs)
+
+    run.__name__ = run.__qualname__ = name
+    return run

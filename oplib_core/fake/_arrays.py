@@ -160,8 +160,24 @@ class FakeArray:
         )
 
     @classmethod
+    def from_parts(cls, shape: tuple[Any, ...], dtype: np.dtype, device: Device) -> Self:
+        """An array of this class from parts already checked, without checking them again
+        (the constructor of fake kernels and of a data-less backend's kernels, which run
+        per call): ``shape`` a tuple of ints and ``SymInt``s (:func:`check_shape`'s
+        result), ``dtype`` a numpy dtype, ``device`` a ``Device`` as the backend reports
+        its arrays' devices. ``MetaArray.from_parts((3, 4), np.dtype("float32"), META)``.
+        ``FakeArray(shape, dtype, device)`` checks and converts each part."""
+        a = _new(cls)
+        a.shape = shape
+        a.dtype = dtype
+        a.device = device
+        return a
+
+    @classmethod
     def _make(cls, shape: tuple[Any, ...], dtype: np.dtype, device: Device) -> Self:
-        """Construct without validation (fake kernels' hot path)."""
+        """:meth:`from_parts`, under the core's own spelling (a copy, not an alias: an
+        alias of a ``Self`` classmethod is ambiguous to mypy, and a call through would
+        cost the hot path a frame)."""
         a = _new(cls)
         a.shape = shape
         a.dtype = dtype
@@ -458,7 +474,7 @@ class FakeArray:
 
 
 def _rebuild(cls: type[FakeArray], shape: tuple[Any, ...], dtype: str, device: str) -> Any:
-    return cls._make(shape, np.dtype(dtype), parse_device(device))
+    return cls.from_parts(shape, np.dtype(dtype), parse_device(device))
 
 
 _devices: dict[Device, Device] = {}
@@ -500,4 +516,4 @@ def fake_array(shape: tuple[Any, ...], dtype: np.dtype, device: Device | None) -
     backend = TABLE.find(device.type)
     if backend is not None and backend.spec.fake_kernels and backend.spec.empty is not None:
         return backend.spec.empty(shape, dtype, device)
-    return FakeArray._make(shape, dtype, normalize_device(device))
+    return FakeArray.from_parts(shape, dtype, normalize_device(device))

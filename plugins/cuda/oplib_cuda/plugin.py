@@ -1,10 +1,10 @@
 """The ``cuda`` backend: cupy arrays, and the core op set's kernels bound to cupy.
 
 Nothing here imports cupy at load time: arrays are recognised by the name
-``"cupy.ndarray"``, and the kernels are small wrappers that import cupy on their first
-call, bind their ``array_kernels(cupy)`` kernel once, and run each call on the device ``i``
-its arrays (or its ``device=`` argument) are on, entering ``cupy.cuda.Device(i)`` only when
-``i`` is not the current device.
+``"cupy.ndarray"``, and the kernels are small wrappers (``oplib_core.backends.on_device``)
+that import cupy on their first call, bind their ``array_kernels(cupy)`` kernel once, and run
+each call on the device ``i`` its arrays (or its ``device=`` argument) are on, entering
+``cupy.cuda.Device(i)`` only when ``i`` is not the current device.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 import oplib_core as oplib
 from oplib_core import BackendSpec, Device, hookimpl
+from oplib_core.backends import DevicePlacement, on_device
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
 from oplib_cuda import device as device_module
@@ -116,46 +117,29 @@ def _kernels() -> dict[str, Any]:
     return array_kernels(runtime.cupy())
 
 
-def _call_device(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-    """The CUDA device a call runs on: its first cupy array's, else its ``device=``
-    argument's index, else ``None`` (the current device)."""
-    for a in args:
-        dev = getattr(a, "device", None)
-        if dev is not None and hasattr(dev, "id"):
-            return int(dev.id)
-        if isinstance(a, (list, tuple)):
-            for item in a:
-                dev = getattr(item, "device", None)
-                if dev is not None and hasattr(dev, "id"):
-                    return int(dev.id)
-    target = kwargs.get("device")
-    return target.index if isinstance(target, Device) else None
+def _placement() -> DevicePlacement:
+    """cupy's arrays, their device, this thread's current device and ``cupy.cuda.Device``
+    (imports cupy: ``BackendError`` when it is unusable)."""
+    cp = runtime.cupy()
+    return DevicePlacement(
+        array_type=cp.ndarray,
+        device_of=_device_of,
+        current_device=cp.cuda.runtime.getDevice,
+        device=cp.cuda.Device,
+    )
 
 
 def _on_device(name: str) -> Any:
-    """The cuda kernel of core op ``name``: ``array_kernels(cupy)[name]``, looked up on the
-    first call and kept, run on the call's device. ``cupy.cuda.Device(i)`` is entered only
-    when ``i`` is not this thread's current device: entering and leaving it cost about a
-    microsecond per call on an H200 (issue 30), and on one GPU the device is always
-    current."""
-    fn: Any = None
-    current: Any = None  # cupy.cuda.runtime.getDevice: this thread's current device's id
-
-    def kernel(*args: Any, **kwargs: Any) -> Any:
-        nonlocal fn, current
-        if fn is None:  # the first call: imports cupy (BackendError when unusable)
-            current = runtime.cupy().cuda.runtime.getDevice
-            # issue 30: add/sub/mul/maximum/minimum on large contiguous arrays run oplib's
-            # own vectorized kernel, the rest cupy's (OPLIB_CUDA_FAST_ELEMENTWISE=0: off)
-            fn = elementwise.fast_kernel(name, _kernels()[name])
-        dev = _call_device(args, kwargs)
-        if dev is None or dev == current():
-            return fn(*args, **kwargs)
-        with runtime.cupy().cuda.Device(dev):
-            return fn(*args, **kwargs)
-
-    kernel.__name__ = kernel.__qualname__ = f"cuda_{name.replace('.', '_')}"
-    return kernel
+    """The cuda kernel of core op ``name``: ``array_kernels(cupy)[name]``, bound on the
+    first call, run on the call's device (``on_device``: ``cupy.cuda.Device(i)`` is entered
+    only when ``i`` is not this thread's current device). Issue 30: add/sub/mul/maximum/
+    minimum on large contiguous arrays run oplib's own vectorized kernel, the rest cupy's
+    (``OPLIB_CUDA_FAST_ELEMENTWISE=0``: off)."""
+    return on_device(
+        lambda: elementwise.fast_kernel(name, _kernels()[name]),
+        _placement,
+        name=f"cuda_{name.replace('.', '_')}",
+    )
 
 
 @hookimpl

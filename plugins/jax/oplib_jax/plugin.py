@@ -2,7 +2,8 @@
 
 Nothing here imports jax at load time: arrays are recognised by the public name
 ``"jax.Array"`` (matched through the class's bases once jax is imported), and the kernels are
-small wrappers that bind ``array_kernels(jax.numpy)`` on their first call.
+small wrappers that bind ``array_kernels(jax.numpy)`` on their first call (factories through
+``oplib_core.backends.on_device``, on the JAX device their ``device=`` argument names).
 
 JAX arrays are immutable: the core ops that write to an argument (``copy_``) have no jax
 kernel, and calling one says so (``no_kernel_hint``).
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from oplib_core import BackendSpec, Device, hookimpl
+from oplib_core.backends import DevicePlacement, on_device
 from oplib_core.errors import BackendDtypeError, BackendError
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
@@ -173,25 +175,32 @@ def _no_truncation(name: str) -> Iterator[None]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _placement() -> DevicePlacement:
+    """Factories run on the JAX device their ``device=`` argument names (``jax:i`` under
+    ``jax.default_device``); no array decides, as JAX runs an op where its inputs are, and
+    JAX has no current device to compare with, so a named device is always entered."""
+    return DevicePlacement(
+        array_type=(),
+        device_of=_device_of,
+        current_device=None,
+        device=lambda index: runtime.jax().default_device(_device(Device("jax", index))),
+    )
+
+
 def _bound(name: str) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return _kernels()[name](*args, **kwargs)
+
     if name not in _DTYPE_DEFAULTS and name not in _FACTORIES:
-
-        def kernel(*args: Any, **kwargs: Any) -> Any:
-            return _kernels()[name](*args, **kwargs)
-
         return kernel
 
     def checked(*args: Any, **kwargs: Any) -> Any:
-        target = kwargs.get("device")
-        where = (
-            runtime.jax().default_device(_device(target))
-            if isinstance(target, Device)
-            else contextlib.nullcontext()
-        )
-        with where, _no_truncation(name):
+        with _no_truncation(name):
             return _kernels()[name](*args, **kwargs)
 
-    return checked
+    if name not in _FACTORIES:
+        return checked
+    return on_device(lambda: checked, _placement, name=f"jax_{name.replace('.', '_')}")
 
 
 @hookimpl

@@ -32,7 +32,7 @@ class MetaArray(FakeArray):
 
 def from_host(array: np.ndarray, device: Device) -> MetaArray:
     """Moving to ``meta`` keeps shape and dtype and drops the data."""
-    return MetaArray._make(tuple(int(s) for s in array.shape), np.dtype(array.dtype), META)
+    return MetaArray.from_parts(tuple(int(s) for s in array.shape), np.dtype(array.dtype), META)
 
 
 def to_host(array: MetaArray) -> np.ndarray:
@@ -45,4 +45,4 @@ def to_host(array: MetaArray) -> np.ndarray:
 
 
 def empty(shape: tuple[Any, ...], dtype: np.dtype, device: Device) -> MetaArray:
-    return MetaArray._make(check_shape(shape, "empty"), np.dtype(dtype), META)
+    return MetaArray.from_parts(check_shape(shape, "empty"), np.dtype(dtype), META)

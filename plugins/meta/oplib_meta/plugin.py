@@ -35,7 +35,7 @@ def oplib_backends() -> list[BackendSpec]:
 
 def _filled(name: str) -> Any:
     def kernel(size: Sequence[Any], *, dtype: np.dtype | None, device: Device | None) -> MetaArray:
-        return MetaArray._make(
+        return MetaArray.from_parts(
             check_shape(size, name), get_default_dtype() if dtype is None else dtype, META
         )
 
@@ -47,7 +47,7 @@ def meta_full(
     size: Sequence[Any], fill_value: Any, *, dtype: np.dtype | None, device: Device | None
 ) -> MetaArray:
     dt = shapes.scalar_dtype(fill_value) if dtype is None else dtype
-    return MetaArray._make(check_shape(size, "full"), dt, META)
+    return MetaArray.from_parts(check_shape(size, "full"), dt, META)
 
 
 def meta_arange(end: Any, *, dtype: np.dtype | None, device: Device | None) -> MetaArray:
@@ -58,7 +58,7 @@ def meta_arange_start(
     start: Any, end: Any, step: Any, *, dtype: np.dtype | None, device: Device | None
 ) -> MetaArray:
     n = shapes.arange_length(start, end, step)
-    return MetaArray._make((n,), shapes.arange_dtype(start, end, step, dtype), META)
+    return MetaArray.from_parts((n,), shapes.arange_dtype(start, end, step, dtype), META)
 
 
 def meta_to_copy(
@@ -67,7 +67,7 @@ def meta_to_copy(
     """Copies stay on meta; copying out of meta has no data to copy."""
     if device is not None and device.type != "meta":
         to_host(self)
-    return MetaArray._make(self.shape, self.dtype if dtype is None else dtype, META)
+    return MetaArray.from_parts(self.shape, self.dtype if dtype is None else dtype, META)
 
 
 @hookimpl

@@ -12,12 +12,15 @@ when it loads; for the slot, users call ``generate_methods_for_privateuse1_backe
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from oplib_core import BackendSpec, Device, get_default_dtype, hookimpl
 from oplib_core.backend_registration import generate_methods_for_backend
+from oplib_core.backends import DevicePlacement, on_device
 from oplib_core.errors import BackendError
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
@@ -41,6 +44,11 @@ def _index(device: Device | None) -> int:
     index = (
         device_module.current_device() if device is None or device.index is None else (device.index)
     )
+    return _checked(index)
+
+
+def _checked(index: int) -> int:
+    """``index`` when that device exists, else ``BackendError`` saying how many do."""
     try:
         return memory.check_index(index)
     except IndexError as e:
@@ -56,6 +64,10 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> DeviceArr
     return array
 
 
+def _device_of(array: DeviceArray) -> int:
+    return array._index
+
+
 def _namespace() -> Any:
     return namespace(device_module.current_device())
 
@@ -68,7 +80,7 @@ SPEC = BackendSpec(
     priority=5,
     status=_status,
     device_count=memory.device_count,
-    device_of=lambda a: a._index,
+    device_of=_device_of,
     to_host=memory.to_host,
     from_host=_from_host,
     empty=_empty,
@@ -82,26 +94,36 @@ SPEC = BackendSpec(
 _core_kernels = bind(array_kernels)  # array_kernels(DeviceNamespace(i)), once per device
 
 
-def _device_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    """The device a call runs on: its first array's, else its ``device=`` argument's, else
-    the current device."""
-    for a in args:
-        if isinstance(a, DeviceArray):
-            return a._index
-        if isinstance(a, (list, tuple)):
-            for item in a:
-                if isinstance(item, DeviceArray):
-                    return item._index
-    dev = kwargs.get("device")
-    return _index(dev if isinstance(dev, Device) else None)
+@contextlib.contextmanager
+def _current(index: int) -> Iterator[None]:
+    """Device ``index`` made this thread's current device for the length of a call."""
+    _checked(index)
+    before = device_module.current_device()
+    device_module.set_device(index)
+    try:
+        yield
+    finally:
+        device_module.set_device(before)
+
+
+#: How the kernels find their call's device (its first DeviceArray, else its ``device=``)
+#: and make it current (``on_device``); the kernels run on the current device.
+PLACEMENT = DevicePlacement(
+    array_type=DeviceArray,
+    device_of=_device_of,
+    current_device=device_module.current_device,
+    device=_current,
+)
 
 
 def _on_device(name: str) -> Any:
-    def kernel(*args: Any, **kwargs: Any) -> Any:
-        return _core_kernels(_device_index(args, kwargs))[name](*args, **kwargs)
+    def bound() -> Any:
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            return _core_kernels(device_module.current_device())[name](*args, **kwargs)
 
-    kernel.__name__ = kernel.__qualname__ = f"{NAME}_{name.replace('.', '_')}"
-    return kernel
+        return kernel
+
+    return on_device(bound, lambda: PLACEMENT, name=f"{NAME}_{name.replace('.', '_')}")
 
 
 RAND = f"{NAMESPACE}::rand(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor"
@@ -119,14 +141,14 @@ def _random_dtype(dtype: np.dtype | None, op: str) -> np.dtype:
 
 def rand(size: list[int], *, dtype: np.dtype | None = None, device: Device | None = None) -> Any:
     """Uniform samples in [0, 1) from the device's generator."""
-    index = _device_index((), {"device": device})
+    index = _index(device)
     sample = device_module.generator(index).random(tuple(size), dtype=_random_dtype(dtype, "rand"))
     return memory.wrap(sample, index)
 
 
 def randn(size: list[int], *, dtype: np.dtype | None = None, device: Device | None = None) -> Any:
     """Standard normal samples from the device's generator."""
-    index = _device_index((), {"device": device})
+    index = _index(device)
     gen = device_module.generator(index)
     return memory.wrap(gen.standard_normal(tuple(size), dtype=_random_dtype(dtype, "randn")), index)
 

@@ -1,0 +1,331 @@
+"""The public helpers a backend plugin is written with (issue 33): ``on_device`` runs a kernel
+on its call's device, entering the device only when it is not the current one;
+``BackendSpec.dtypes`` refusals reach a plugin's kernels as ``BackendDtypeError`` before
+they run; ``FakeArray.from_parts`` builds a data-less backend's arrays (the meta plugin's).
+
+Proved on ``placed``: a two-device backend double on numpy memory whose device context
+records every entry, registered in-process; and, marked ``cuda``, on cupy itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import oplib_core as oplib
+from oplib_core import Device
+from oplib_core.backends import DevicePlacement, on_device
+from oplib_core.errors import BackendDtypeError, BackendError
+from oplib_core.fake import FakeArray
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "placed"
+
+
+class PlacedArray(np.ndarray):
+    """numpy memory standing in for device ``index``'s."""
+
+    index = 0
+
+
+def placed(data: Any, index: int) -> PlacedArray:
+    out = np.asarray(data).view(PlacedArray)
+    out.index = index
+    return out
+
+
+class Runtime:
+    """The double's device runtime: a current device, and a device context that records the
+    index of every entry and whether each was left."""
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.entered: list[int] = []
+        self.left: list[int] = []
+        self.loads = 0
+
+    def current_device(self) -> int:
+        return self.current
+
+    @contextlib.contextmanager
+    def device(self, index: int) -> Iterator[None]:
+        self.entered.append(index)
+        before, self.current = self.current, index
+        try:
+            yield
+        finally:
+            self.current = before
+            self.left.append(index)
+
+    def placement(self) -> DevicePlacement:
+        self.loads += 1
+        return DevicePlacement(
+            array_type=PlacedArray,
+            device_of=lambda a: a.index,
+            current_device=self.current_device,
+            device=self.device,
+        )
+
+
+def _wrapped(rt: Runtime, fn: Callable[..., Any], name: str = "placed_op") -> Callable[..., Any]:
+    """``fn`` through ``on_device``, called with the device current while it runs."""
+
+    def kernel() -> Callable[..., Any]:
+        return lambda *args, **kwargs: fn(rt.current, *args, **kwargs)
+
+    return on_device(kernel, rt.placement, name=name)
+
+
+# -- on_device, called directly ---------------------------------------------------------------
+
+
+def test_an_array_on_the_current_device_runs_without_entering_it() -> None:
+    rt = Runtime()
+    run = _wrapped(rt, lambda cur, x: (cur, x.index))
+    assert run(placed([1.0], 0)) == (0, 0)
+    assert rt.entered == []
+
+
+def test_an_array_on_another_device_runs_inside_that_device_and_leaves_it() -> None:
+    rt = Runtime()
+    run = _wrapped(rt, lambda cur, x, y: cur)
+    assert run(placed([1.0], 1), placed([2.0], 1)) == 1
+    assert (rt.entered, rt.left, rt.current) == ([1], [1], 0)
+
+
+def test_the_first_array_decides_also_inside_a_list_argument() -> None:
+    rt = Runtime()
+    run = _wrapped(rt, lambda cur, *args, **kwargs: cur)
+    assert run(2.0, [placed([1.0], 1), placed([1.0], 0)]) == 1
+    assert run(placed([1.0], 0), (placed([1.0], 1),)) == 0
+    # an array comes before a device= argument
+    assert run(placed([1.0], 1), device=Device("cpu")) == 1
+    assert rt.entered == [1, 1]
+
+
+def test_without_an_array_the_device_argument_decides_else_the_current_device() -> None:
+    rt = Runtime()
+    run = _wrapped(rt, lambda cur, *args, **kwargs: cur)
+    assert run([2], device=Device(NAME, 1)) == 1
+    assert run([2], device=Device(NAME, 0)) == 0
+    assert run([2], device=Device(NAME)) == 0  # no index: the current device
+    assert run([2]) == 0
+    assert rt.entered == [1]
+
+
+def test_a_library_without_a_current_device_always_enters_the_device_named() -> None:
+    rt = Runtime()
+    where = rt.placement()
+    nocurrent = DevicePlacement(where.array_type, where.device_of, None, where.device)
+    run = on_device(lambda: lambda *a, **k: rt.current, lambda: nocurrent, name="jaxlike_zeros")
+    assert run([2], device=Device(NAME, 0)) == 0
+    assert run(placed([1.0], 0)) == 0
+    assert rt.entered == [0, 0]
+
+
+def test_kernel_and_placement_are_loaded_once_on_the_first_call() -> None:
+    rt = Runtime()
+    kernels: list[int] = []
+
+    def kernel() -> Callable[..., Any]:
+        kernels.append(1)
+        return lambda x: x.index
+
+    run = on_device(kernel, rt.placement, name="placed_neg")
+    assert (rt.loads, kernels) == (0, [])  # loading the plugin imports nothing
+    for index in (0, 1, 0, 1):
+        assert run(placed([1.0], index)) == index
+    assert (rt.loads, kernels) == (1, [1])
+
+
+def test_a_failing_kernel_leaves_the_device_and_its_error_propagates() -> None:
+    rt = Runtime()
+
+    def fails(cur: int, x: Any) -> Any:
+        raise ValueError(f"failed on device {cur}")
+
+    run = _wrapped(rt, fails)
+    with pytest.raises(ValueError, match=r"^failed on device 1$"):
+        run(placed([1.0], 1))
+    assert (rt.entered, rt.left, rt.current) == ([1], [1], 0)
+
+
+def test_the_wrapper_is_named_as_asked() -> None:
+    run = _wrapped(Runtime(), lambda cur, x: x, name="placed_add_Tensor")
+    assert (run.__name__, run.__qualname__) == ("placed_add_Tensor", "placed_add_Tensor")
+
+
+def test_placement_loading_errors_reach_the_caller_and_are_retried() -> None:
+    calls: list[int] = []
+
+    def unusable() -> DevicePlacement:
+        calls.append(1)
+        raise BackendError("the placed backend is unavailable: no driver")
+
+    run = on_device(lambda: lambda x: x, unusable, name="placed_neg")
+    for _ in range(2):
+        with pytest.raises(BackendError, match="no driver"):
+            run(placed([1.0], 0))
+    assert calls == [1, 1]  # nothing half-bound is kept
+
+
+# -- through the dispatcher: a backend whose kernels use on_device ------------------------------
+
+HELD = frozenset(np.dtype(n) for n in ("bool", "int32", "int64", "float32"))
+
+
+@pytest.fixture
+def backend() -> Iterator[Runtime]:
+    rt = Runtime()
+    undo = oplib.backends.register(
+        oplib.BackendSpec(
+            name=NAME,
+            array_types=(PlacedArray,),
+            priority=5,  # above cpu's: its arrays are numpy arrays too
+            device_count=lambda: 2,
+            device_of=lambda a: a.index,
+            to_host=lambda a: np.array(a.view(np.ndarray)),
+            from_host=lambda a, d: placed(np.array(a), d.index or 0),
+            dtypes=lambda: HELD,
+            dtype_hint="placed holds no float64",
+        )
+    )
+    lib = oplib.Library("oplib", "IMPL")
+
+    def neg(cur: int, x: PlacedArray) -> PlacedArray:
+        return placed(-x.view(np.ndarray), cur)
+
+    def zeros(cur: int, size: list[int], *, dtype: Any = None, device: Any = None) -> Any:
+        return placed(np.zeros(size, np.float32 if dtype is None else dtype), cur)
+
+    try:
+        lib.impl("neg", _wrapped(rt, neg, "placed_neg"), NAME)
+        lib.impl("zeros", _wrapped(rt, zeros, "placed_zeros"), NAME)
+        yield rt
+    finally:
+        lib._destroy()
+        undo()
+
+
+def test_a_dispatched_op_runs_on_its_arrays_device(backend: Runtime) -> None:
+    x = placed(np.array([1.0, -2.0], np.float32), 1)
+    for _ in range(3):  # the slow path first, then the fast path's cache
+        out = oplib.ops.oplib.neg(x)
+        assert type(out) is PlacedArray and out.index == 1
+        np.testing.assert_array_equal(out.view(np.ndarray), [-1.0, 2.0])
+    assert backend.entered == [1, 1, 1] and backend.current == 0
+    oplib.ops.oplib.neg(placed(np.ones(1, np.float32), 0))
+    assert backend.entered == [1, 1, 1]
+
+
+def test_a_dispatched_factory_runs_on_its_device_argument(backend: Runtime) -> None:
+    out = oplib.ops.oplib.zeros([2], dtype=oplib.int32, device=Device(NAME, 1))
+    assert (out.index, out.dtype) == (1, np.dtype("int32"))
+    assert backend.entered == [1]
+
+
+def test_a_dtype_the_backend_lacks_is_refused_before_the_kernel_runs(backend: Runtime) -> None:
+    with pytest.raises(BackendDtypeError) as info:
+        oplib.ops.oplib.zeros([2], dtype=oplib.float64, device=Device(NAME, 1))
+    assert str(info.value) == (
+        "oplib::zeros(): backend 'placed' has no float64 dtype (it holds bool, int32, int64, "
+        "float32); placed holds no float64; or ask for a dtype it holds (e.g. oplib.float32), "
+        "keep float64 tensors on the cpu, or use a backend that holds float64"
+    )
+    assert (info.value.backend, info.value.dtype) == (NAME, np.dtype("float64"))
+    assert backend.entered == []  # refused before the device was entered
+
+
+# -- the template (privateuse1) through on_device ------------------------------------------------
+
+
+def test_privateuse1_runs_on_the_arrays_device_and_keeps_the_current_one() -> None:
+    dev = oplib.privateuse1
+    x = oplib.tensor([1.0, -2.0], device="privateuse1:1")
+    assert dev.current_device() == 0
+    out = -x
+    assert out.device == Device("privateuse1", 1)
+    np.testing.assert_array_equal(out.to("cpu").numpy(), [-1.0, 2.0])
+    assert dev.current_device() == 0
+
+
+def test_privateuse1_refuses_a_device_argument_beyond_its_devices() -> None:
+    count = oplib.privateuse1.device_count()
+    with pytest.raises(BackendError, match=rf"\b{count}\b"):
+        oplib.ops.oplib.zeros([2], device=Device("privateuse1", count))
+    assert oplib.privateuse1.current_device() == 0
+
+
+def test_no_plugin_writes_its_own_device_wrapper_or_reaches_for_fake_array_make() -> None:
+    """cuda, privateuse1 and jax place their kernels with ``on_device``; no plugin or
+    example calls the private ``FakeArray._make`` (``from_parts`` is the public one)."""
+    sources = [
+        p
+        for d in ("plugins", "examples")
+        for p in sorted((ROOT / d).rglob("*.py"))
+        if "build" not in p.parts and "tests" not in p.parts
+    ]
+    makes = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for p in sources
+        for node in ast.walk(ast.parse(p.read_text(), str(p)))
+        if isinstance(node, ast.Attribute) and node.attr == "_make"
+    ]
+    assert makes == []
+    for plugin in ("cuda/oplib_cuda", "privateuse/oplib_privateuse", "jax/oplib_jax"):
+        text = (ROOT / "plugins" / plugin / "plugin.py").read_text()
+        assert re.search(r"\bon_device\(", text), plugin
+
+
+# -- FakeArray.from_parts -----------------------------------------------------------------------
+
+
+def test_from_parts_builds_an_array_of_the_class_from_checked_parts() -> None:
+    shape = (3, 4)
+    a = FakeArray.from_parts(shape, np.dtype("float16"), Device("cpu"))
+    assert type(a) is FakeArray
+    assert a.shape is shape  # taken as given: no copy, no check (the hot path)
+    assert (a.dtype, a.device) == (np.dtype("float16"), Device("cpu"))
+    with pytest.raises(ValueError):  # the public constructor checks what from_parts takes
+        FakeArray((-1,), "float16")
+
+
+def test_from_parts_gives_the_subclass_the_meta_plugin_returns() -> None:
+    from oplib_meta import MetaArray
+
+    m = MetaArray.from_parts((2,), np.dtype("int32"), Device("meta"))
+    assert type(m) is MetaArray
+    assert repr(m) == "MetaArray(shape=(2,), dtype=int32)"
+    made = oplib.ops.oplib.full([2, 3], 1.5, device=Device("meta"))
+    assert type(made) is MetaArray and made.shape == (2, 3)
+    assert oplib.empty(4, device="meta").native.shape == (4,)
+
+
+# -- on cupy ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cp() -> Any:
+    reason = oplib.backends.get("cuda").status()
+    if reason is not None:
+        pytest.skip(f"needs a CUDA device: {reason}")
+    return pytest.importorskip("cupy")
+
+
+@pytest.mark.cuda
+def test_cuda_runs_on_the_arrays_device_and_keeps_the_current_one(cp: Any) -> None:
+    last = cp.cuda.runtime.getDeviceCount() - 1
+    x = oplib.tensor([1.0, -2.0], device=f"cuda:{last}")
+    out = (-x).native
+    assert isinstance(out, cp.ndarray) and out.device.id == last
+    assert cp.cuda.runtime.getDevice() == 0
+    np.testing.assert_array_equal(cp.asnumpy(out), [-1.0, 2.0])
+    z = oplib.zeros(2, device=f"cuda:{last}").native
+    assert z.device.id == last and cp.cuda.runtime.getDevice() == 0
