@@ -462,8 +462,8 @@ def test_outputs_of_split_share_the_version_counter_of_their_input():
     # a piece of a tensor outside the graph, given a value in it: torch 2.13's refusal
     with pytest.raises(
         RuntimeError,
-        match="A view was created in no_grad mode and is being modified inplace with grad "
-        "mode enabled. This view is the output of a function that returns multiple views",
+        match=r"A view was created in no_grad mode and is being modified inplace with grad "
+        r"mode enabled\. This view is the output of a function that returns multiple views",
     ):
         t([0.0, 0.0]).chunk(2)[0].add_(t([1.0], grad=True))
     # and without autograd, the write lands in the base's storage
