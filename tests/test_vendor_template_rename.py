@@ -53,7 +53,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ROOT / "plugins" / "privateuse",
         checkout / "plugins" / "privateuse",
         ignore=shutil.ignore_patterns("*.egg-info", "__pycache__", "build"),
+        symlinks=True,  # as a clone has it: the build helper is a link into plugins/
     )
+    shutil.copy2(ROOT / "plugins" / "oplib_plugin_build.py", checkout / "plugins")
     subprocess.run(
         ["bash", "-euo", "pipefail", "-c", _rename_steps()],
         cwd=checkout,

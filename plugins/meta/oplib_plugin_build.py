@@ -1,0 +1,1 @@
+../oplib_plugin_build.py
