@@ -13,7 +13,10 @@ HERE = Path(__file__).resolve().parent
 OPLIB = ["oplib-core"]
 OTHERS = ["numpy>=1.24"]
 
-VERSION, REQUIRES = runpy.run_path(str(HERE / "oplib_plugin_build.py"))["versions"](
+# the checkout's own file (where git keeps no links, the link here is only its path), else
+# the copy an sdist or a vendor's copy of the template carries
+HELPER = next(p for p in (HERE.parent, HERE) if (p / "oplib_plugin_build.py").is_file())
+VERSION, REQUIRES = runpy.run_path(str(HELPER / "oplib_plugin_build.py"))["versions"](
     HERE, OPLIB, OTHERS
 )
 
