@@ -167,6 +167,16 @@ def test_the_c_source_compiles_against_the_limited_api_alone():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_the_c_source_parses_arguments_without_hash_formats():
+    """An abi3 module built with 3.13's headers passes a '#' format (``s#``) to the 3.10-3.12
+    runtime without the size_t flag, which raises "PY_SSIZE_T_CLEAN macro must be defined
+    for '#' formats" there (seen in CI: the 3.13 venv rebuilt the in-place module)."""
+    source = (ROOT / "oplib_core" / "_native" / "_cfastcall.c").read_text()
+    calls = re.findall(r"(Py_BuildValue|PyArg_\w+)\(([^;]*?)\"([^\"]*)\"", source)
+    assert calls, "no argument parsing found: the check reads the wrong file"
+    assert not [(fn, fmt) for fn, _, fmt in calls if "#" in fmt]
+
+
 def _cibuildwheel() -> dict[str, Any]:
     return _pyproject()["tool"]["cibuildwheel"]
 

@@ -384,6 +384,7 @@ static void fc_dealloc(PyObject *op) {
 }
 
 static PyObject *fc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  PyObject *kinds_str;
   const char *kinds;
   Py_ssize_t nkinds, nouts;
   int by_fake;
@@ -391,11 +392,15 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
   PyObject *ndarray, *cache, *miss, *slow, *empty, *fail, *out_metas, *out_meta;
   static char *names[] = {"kinds", "nouts", "by_fake", "fn", "shape_fn", "ndarray", "cache",
                           "miss", "slow", "empty", "fail", "out_metas", "out_meta", NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s#npKKO!O!OOOOO!O:FastCall", names, &kinds,
-                                   &nkinds, &nouts, &by_fake, &fn, &shape_fn, &PyType_Type,
+  /* "U", not "s#": a '#' format of an abi3 module built with 3.13's headers raises
+     SystemError (PY_SSIZE_T_CLEAN) on 3.10-3.12, whatever the module defines */
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UnpKKO!O!OOOOO!O:FastCall", names,
+                                   &kinds_str, &nouts, &by_fake, &fn, &shape_fn, &PyType_Type,
                                    &ndarray, &PyDict_Type, &cache, &miss, &slow, &empty, &fail,
                                    &PyDict_Type, &out_metas, &out_meta))
     return NULL;
+  kinds = PyUnicode_AsUTF8AndSize(kinds_str, &nkinds);
+  if (kinds == NULL) return NULL;
   if (fn == 0 || nouts < 0) {
     PyErr_SetString(PyExc_ValueError, "FastCall needs a kernel address and nouts >= 0");
     return NULL;
