@@ -120,7 +120,7 @@ def main() -> None:
             "import + first op call": (
                 "import numpy as np, oplib_core as oplib; oplib.ops.oplib.sin(np.ones(1))"
             ),
-            # the same with every plugin loaded at start-up (see oplib_core/_backend_cache.py)
+            # the same with every plugin loaded at start-up (oplib_core/_registry/backend_cache.py)
             "first call, eager plugins": (
                 "import os; os.environ['OPLIB_LAZY_BACKENDS'] = '0'; "
                 "import numpy as np, oplib_core as oplib; oplib.ops.oplib.sin(np.ones(1))"

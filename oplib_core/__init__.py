@@ -13,8 +13,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import _startup, autograd, backend_registration, backends, plugins, profiler, return_types
-from . import _tensor_methods as _tensor_methods  # sets the core ops' Tensor methods
+from . import autograd, backend_registration, backends, plugins, profiler, return_types
 from . import native as native  # device-generic helpers for kernels (oplib.native)
 from ._autocast import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
 from ._check import (
@@ -89,12 +88,14 @@ from ._higher_order import (
 )
 from ._higher_order import map as map  # re-exported by the alias: not in __all__ (see there)
 from ._infer_schema import infer_schema
-from ._lookup import lookup, registered_ops
 from ._native._api import classes, get_include, register_class, register_fake_class
 from ._native._errors import LibraryLoadError, NativeKernelError
+from ._registry import startup as _startup
+from ._registry.lookup import lookup, registered_ops
 from ._schema import FunctionSchema, parse_schema
 from ._tags import Tag
-from ._tensor import Tensor
+from ._tensor import methods as _methods  # noqa: F401 (sets the core ops' Tensor methods)
+from ._tensor.tensor import Tensor
 from ._version import __version__
 from ._vmap._api import vmap
 from .autograd import register_autograd

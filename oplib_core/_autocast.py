@@ -28,9 +28,9 @@ import numpy as np
 from ._dispatch import FIRST, DispatchMode, OpOverload
 from ._dtypes import bfloat16, float16, float32, float64, is_floating, promote_types, to_dtype
 from ._grad_mode import is_grad_enabled
-from ._handle import Handle
-from ._lookup import lookup
-from ._tensor import Tensor
+from ._registry.handle import Handle
+from ._registry.lookup import lookup
+from ._tensor.tensor import Tensor
 from .backends import TABLE
 from .errors import ArgumentTypeError, BackendError, InvalidArgumentError, InvalidDeviceError
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from ._device import Device
 from ._factories import ones_like
-from ._lookup import lookup
-from ._tensor import Tensor
+from ._registry.lookup import lookup
+from ._tensor.tensor import Tensor
 from .autograd import grad
 from .backends import TABLE, Backend, BackendSpec, not_installed
 from .errors import NoKernelError

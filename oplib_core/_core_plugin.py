@@ -14,7 +14,7 @@ import numpy as np
 from ._device import Device
 from ._dispatch import OpOverload
 from ._opset import CORE_OPS
-from ._registry import op_named
+from ._registry.registry import op_named
 from .backends import TABLE
 from .hookspecs import hookimpl
 from .plugins import Registrar

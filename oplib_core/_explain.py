@@ -6,8 +6,8 @@ from typing import Any
 
 from ._dispatch import OpOverload, active_modes
 from ._higher_order._operator import HigherOrderOperator
-from ._lookup import lookup_for_call
-from ._registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
+from ._registry.lookup import lookup_for_call
+from ._registry.registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY
 
 __all__ = ["DispatchExplanation", "explain"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._registry import AUTOGRAD
+from ._registry.registry import AUTOGRAD
 
 if TYPE_CHECKING:
     from ._explain import DispatchExplanation

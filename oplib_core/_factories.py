@@ -12,8 +12,8 @@ import numpy as np
 from ._device import Device
 from ._dispatch import ACTIVE, MODES
 from ._dtypes import check_layout, get_default_dtype, to_dtype
-from ._registry import op_named
-from ._tensor import Tensor
+from ._registry.registry import op_named
+from ._tensor.tensor import Tensor
 from .backends import TABLE, Backend, not_installed
 from .backends import device as to_device
 from .errors import ArgumentTypeError, BackendError

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._device import Device
 from ._schema import BaseType, ListType, OptionalType, SchemaType, parse_signature
-from ._tensor import Tensor
+from ._tensor.tensor import Tensor
 from .errors import SchemaError
 
 __all__ = ["infer_schema"]
@@ -45,7 +45,7 @@ _STRING_NAMES: dict[str, object] = {
     "Tensor": Tensor,
     "oplib.Tensor": Tensor,
     "oplib_core.Tensor": Tensor,
-    "oplib_core._tensor.Tensor": Tensor,
+    "oplib_core._tensor.tensor.Tensor": Tensor,
     "oplib_core.tensor.Tensor": Tensor,
     "np.ndarray": np.ndarray,
     "numpy.ndarray": np.ndarray,

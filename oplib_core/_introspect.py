@@ -8,9 +8,9 @@ from typing import Any
 
 from . import plugins
 from ._higher_order._operator import HOPS, NAMESPACE, HigherOrderOperator
-from ._lookup import resolve
-from ._registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
-from ._waiting import WAITING
+from ._registry.lookup import resolve
+from ._registry.registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
+from ._registry.waiting import WAITING
 from .backends import TABLE, Backend
 
 __all__ = ["backend_rows", "hop_detail", "op_detail", "op_rows", "plugin_rows", "waiting_detail"]

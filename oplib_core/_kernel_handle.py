@@ -7,9 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 from ._dispatch import DispatchKeySet, OpOverload
-from ._lookup import resolve
-from ._registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, REGISTRY, origin_of
-from ._tensor import Tensor
+from ._registry.lookup import resolve
+from ._registry.registry import (
+    AUTOGRAD,
+    COMPOSITE_EXPLICIT,
+    COMPOSITE_IMPLICIT,
+    FAKE,
+    REGISTRY,
+    origin_of,
+)
+from ._tensor.tensor import Tensor
 from .backends import TABLE
 from .errors import ArgumentTypeError, NoKernelError, UnknownDispatchKeyError
 

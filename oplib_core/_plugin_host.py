@@ -20,12 +20,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from . import _backend_cache, backend_registration
+from . import backend_registration
 from ._discovery import CORE_DISTRIBUTION, switched_on
 from ._dispatch import add_note
 from ._registrar import PluginRecord, PluginWarning, Registrar
-from ._registry import REGISTRY, Handle
-from ._startup import (
+from ._registry import backend_cache as _backend_cache
+from ._registry.registry import REGISTRY, Handle
+from ._registry.startup import (
     LOADS,
     LOCK,
     at_fork,

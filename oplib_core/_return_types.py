@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from ._registry.startup import fork_safe
 from ._schema import FunctionSchema
-from ._startup import fork_safe
 
 __all__ = [
     "Namespace",

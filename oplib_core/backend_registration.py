@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from ._device import Device, parse_device
-from ._ownership import party
-from ._registry import _WELL_KNOWN_KEYS, REGISTRY, Handle, PluginContext, current_plugin
-from ._startup import LOCK, ensure
-from ._tensor import Tensor
+from ._registry.ownership import party
+from ._registry.registry import _WELL_KNOWN_KEYS, REGISTRY, Handle, PluginContext, current_plugin
+from ._registry.startup import LOCK, ensure
+from ._tensor.tensor import Tensor
 from .backends import TABLE
 from .errors import (
     ArgumentTypeError,

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from ._array_api import DtypeMap, namespace_dtypes
-from ._backend_cache import DeferredBackend
 from ._device import Device, parse_device
 from ._dtypes import (
     EXTENSION_FLOATS,
@@ -28,7 +27,8 @@ from ._dtypes import (
     uint32,
 )
 from ._records import Record
-from ._startup import LOCK, deferred, ensure
+from ._registry.backend_cache import DeferredBackend
+from ._registry.startup import LOCK, deferred, ensure
 from .errors import (
     ArgumentTypeError,
     BackendDtypeError,

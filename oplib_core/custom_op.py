@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
 from ._dispatch import FAST_FIELDS, FastCall, OpOverload
-from ._handle import Handle
 from ._infer_schema import infer_schema
-from ._pickling import Where, find, where_defined
-from ._registry import FAKE, REGISTRY, op_named
+from ._registry.handle import Handle
+from ._registry.registry import FAKE, REGISTRY, op_named
+from ._registry.startup import fork_safe
 from ._schema import FunctionSchema, parse_signature
-from ._startup import fork_safe
 from ._tags import Tag
+from ._tensor.pickling import Where, find, where_defined
 from .autograd._registration import register_autograd
 from .errors import InvalidNameError, SchemaError
 from .library import (

@@ -27,8 +27,8 @@ from typing import Any
 
 from ._dispatch import OpOverload
 from ._infer_schema import infer_schema
-from ._lookup import resolve
-from ._registry import (
+from ._registry.lookup import resolve
+from ._registry.registry import (
     AUTOGRAD,
     COMPOSITE_IMPLICIT,
     REGISTRY,
@@ -38,7 +38,7 @@ from ._registry import (
     op_named,
 )
 from ._schema import BaseType, ListType, parse_signature
-from ._tensor import Tensor
+from ._tensor.tensor import Tensor
 from .autograd._registration import Formula
 from .errors import InvalidArgumentError, InvalidNameError, RegistrationError
 from .fake import get_ctx

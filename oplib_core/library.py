@@ -16,8 +16,8 @@ from typing import Any, Protocol, TypeVar, overload
 from . import _autocast
 from ._dispatch import DispatchMode, OpOverload, tensor_types
 from ._kernel_handle import KernelHandle, get_kernel
-from ._lookup import qualname_of, resolve
-from ._registry import (
+from ._registry.lookup import qualname_of, resolve
+from ._registry.registry import (
     _WELL_KNOWN_KEYS,
     FAKE,
     REGISTRY,
@@ -28,8 +28,8 @@ from ._registry import (
     fallthrough_kernel,
     origin_of,
 )
+from ._registry.startup import fork_safe
 from ._schema import parse_schema, parse_signature
-from ._startup import fork_safe
 from ._tags import Tag
 from ._vmap import _batched
 from .errors import (

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._dtypes import to_dtype
-from ._tensor import Tensor
+from ._tensor.tensor import Tensor
 from .backends import TABLE, Backend
 from .errors import ArgumentTypeError, BackendError
 

@@ -32,9 +32,9 @@ from ._dispatch import (
     packet_text,
 )
 from ._native import loaded_libraries as _loaded_libraries
-from ._pickling import Where, find, where_defined
-from ._registry import REGISTRY, OpEntry
-from ._startup import ensure, fork_safe
+from ._registry.registry import REGISTRY, OpEntry
+from ._registry.startup import ensure, fork_safe
+from ._tensor.pickling import Where, find, where_defined
 from .errors import CallArgumentError
 
 __all__ = ["OpOverloadPacket", "ops"]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._ownership import OverrideWarning
 from ._plugin_host import HOST as _HOST
 from ._registrar import PluginRecord, PluginWarning, Registrar
-from ._startup import ensure
+from ._registry.ownership import OverrideWarning
+from ._registry.startup import ensure
 
 __all__ = [
     "OverrideWarning",

@@ -9,7 +9,7 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS, OUT_OPS
-from oplib_core._registry import AUTOGRAD, REGISTRY
+from oplib_core._registry.registry import AUTOGRAD, REGISTRY
 from oplib_core.autograd import GradcheckError, grad, gradcheck
 from oplib_core.autograd._formulas import FORMULAS, NON_DIFFERENTIABLE
 from oplib_core.autograd._index_formulas import INDEX_FORMULAS

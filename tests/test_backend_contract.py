@@ -13,7 +13,7 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core import _contract as contract
-from oplib_core._tensor import Tensor
+from oplib_core._tensor.tensor import Tensor
 from oplib_core.cli import main
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.testing import sample_inputs

@@ -94,7 +94,7 @@ def test_rename_rejects_bad_names_and_leaves_state_alone():
 def test_rename_moves_kernels_and_maps_key_names():
     out = run_python("""
         import oplib_core as oplib
-        from oplib_core._registry import REGISTRY
+        from oplib_core._registry.registry import REGISTRY
         oplib.define("vend::f", "(Tensor x) -> Tensor")
         oplib.define("vend::g", "(Tensor x) -> Tensor")
         h = oplib.impl("vend::f", "PrivateUse1", lambda x: x + 1)
@@ -124,7 +124,7 @@ def test_rename_moves_kernels_and_maps_key_names():
 def test_kernel_handle_still_undoes_after_rename():
     out = run_python("""
         import oplib_core as oplib
-        from oplib_core._registry import REGISTRY
+        from oplib_core._registry.registry import REGISTRY
         lib = oplib.Library("vend", "DEF")
         lib.define("f(Tensor x) -> Tensor")
         lib.impl("f", lambda x: x, "PrivateUse1")
@@ -146,7 +146,7 @@ def test_rename_conflict_names_both_kernels_and_changes_nothing():
     out = run_python("""
         import oplib_core as oplib
         from oplib_core import backend_registration as br
-        from oplib_core._registry import REGISTRY
+        from oplib_core._registry.registry import REGISTRY
         oplib.define("vend::f", "(Tensor x) -> Tensor")
         oplib.impl("vend::f", "PrivateUse1", lambda x: x + 1)
         oplib.impl("vend::f", "npu", lambda x: x + 2)

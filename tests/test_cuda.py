@@ -14,7 +14,7 @@ import oplib_core as oplib
 from oplib_core import backend_registration as br
 from oplib_core._device import Device
 from oplib_core._opset import CORE_OPS
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 from oplib_core.errors import BackendError
 
 from subproc import run_python
@@ -133,7 +133,7 @@ def test_third_party_cuda_kernel_waits_for_the_backend():
         """
         import oplib_core as oplib
         from oplib_core._introspect import op_detail
-        from oplib_core._registry import REGISTRY
+        from oplib_core._registry.registry import REGISTRY
         import oplib_cuda.plugin
         oplib.define("thirdparty::f", "(Tensor x) -> Tensor")
         oplib.register_kernel("thirdparty::f", "cuda", lambda x: x)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 from oplib_core.library import _scoped_library
 
 

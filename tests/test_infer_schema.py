@@ -19,7 +19,7 @@ import pytest
 from oplib_core._device import Device
 from oplib_core._infer_schema import infer_schema
 from oplib_core._schema import parse_schema, parse_signature
-from oplib_core._tensor import Tensor
+from oplib_core._tensor.tensor import Tensor
 from oplib_core.errors import SchemaError
 
 # A stand-in for cupy's array class: infer_schema recognises cupy by module and class name.

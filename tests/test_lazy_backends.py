@@ -1,4 +1,4 @@
-"""Backend plugins load on first use (``oplib_core/_backend_cache.py``): after a start-up
+"""Backend plugins load on first use (``oplib_core/_registry/backend_cache.py``): after a start-up
 that loaded everything, the jax, dask, cuda, meta and private-use plugins wait until
 something needs their backend or their operators, and nothing observable differs from
 loading them at once (``OPLIB_LAZY_BACKENDS=0``)."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from oplib_core import _backend_cache
+from oplib_core._registry import backend_cache as _backend_cache
 from oplib_core._version import __version__
 
 from subproc import run_python
@@ -150,7 +150,7 @@ def test_the_device_module_stand_in_becomes_the_real_one(cache: dict[str, str], 
 TABLE_DUMP = """
 def dump():
     oplib.plugins.load()
-    from oplib_core._registry import REGISTRY
+    from oplib_core._registry.registry import REGISTRY
     ops = {}
     for q, e in sorted(REGISTRY.ops.items()):
         ops[q] = {key: [[k.origin.source, k.origin.plugin, k.with_keyset, k.allow_override]

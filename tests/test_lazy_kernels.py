@@ -12,8 +12,8 @@ import threading
 import numpy as np
 import pytest
 
-from oplib_core._op_table import lazy_ops_enabled
-from oplib_core._registry import REGISTRY, Kernel, LazyKernel
+from oplib_core._registry.registry import REGISTRY, Kernel, LazyKernel
+from oplib_core._registry.table import lazy_ops_enabled
 from oplib_core.autograd import _core_autograd_plugin, _core_formulas
 from oplib_core.fake import _core_fake_plugin, _core_fakes
 
@@ -98,7 +98,7 @@ def test_threads_reading_a_lazy_kernel_get_one_function() -> None:
 def test_unregistering_core_fake_removes_its_kernels_made_or_not() -> None:
     out = run_python(
         "import numpy as np, oplib_core as oplib\n"
-        "from oplib_core._registry import REGISTRY\n"
+        "from oplib_core._registry.registry import REGISTRY\n"
         "oplib.ops.oplib.sin(np.ones(1))\n"  # sin is built (its fake kernel not made)
         "oplib.plugins.unregister('core-fake')\n"
         "OUT['fake'] = [REGISTRY.ops[q].has_kernel('Fake') for q in "

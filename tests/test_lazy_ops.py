@@ -1,4 +1,4 @@
-"""The core ops are built on first use (``oplib_core/_op_table.py``): a program that calls
+"""The core ops are built on first use (``oplib_core/_registry/table.py``): a program that calls
 one op builds that op only, and nothing observable differs from building them all at
 definition (``OPLIB_LAZY_OPS=0``): the same kernels with the same origins, the same
 conflicts, the same rollbacks."""
@@ -17,7 +17,7 @@ EAGER = {"OPLIB_LAZY_OPS": "0"}
 STATE = """
 import numpy as np
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 
 def pending():
     return sorted(REGISTRY.ops.pending)

@@ -13,7 +13,7 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core import library as libmod
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 from oplib_core.library import _scoped_library
 
 from helpers import toy_spec

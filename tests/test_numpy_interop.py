@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import oplib_core as oplib
-from oplib_core import _numpy_interop as interop
 from oplib_core._opset import CORE_OPS
+from oplib_core._tensor import numpy_interop as interop
 
 A = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
 B = np.array([[1.0, 2.0, -0.5], [0.5, -2.0, 3.0]], dtype=np.float32)

@@ -11,7 +11,7 @@ import pytest
 import oplib_core as oplib
 from oplib_core import plugins
 from oplib_core._opset import CORE_OPS
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 from oplib_core.testing import CHECKS, OpCheckError, SampleInput, run_checks, sample_inputs
 
 OPS = oplib.ops.oplib

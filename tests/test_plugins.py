@@ -106,7 +106,7 @@ def test_raising_hook_rolls_back_everything_that_plugin_registered(registered):
 
 
 def oplib_core_ops():
-    from oplib_core._registry import REGISTRY
+    from oplib_core._registry.registry import REGISTRY
 
     return REGISTRY.ops
 
@@ -481,7 +481,7 @@ def test_keyboard_interrupt_in_a_hook_leaves_nothing_behind(ns):
 
 
 def test_reserved_namespaces_are_refused_by_every_route(teardown):
-    from oplib_core._registry import REGISTRY
+    from oplib_core._registry.registry import REGISTRY
     from oplib_core._schema import parse_schema
 
     with pytest.raises(oplib.ReservedNamespaceError, match="reserved namespace"):
@@ -501,8 +501,9 @@ def test_ctrl_c_during_first_use_loading_leaves_the_table_as_before_and_reloads(
         """
         import numpy as np
         import oplib_core as oplib
-        from oplib_core import _plugin_host, _startup, plugins
-        from oplib_core._registry import REGISTRY
+        from oplib_core import _plugin_host, plugins
+        from oplib_core._registry import startup as _startup
+        from oplib_core._registry.registry import REGISTRY
 
         real = _plugin_host.PluginHost._run_hook
         hits = []

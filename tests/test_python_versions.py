@@ -7,7 +7,7 @@ import inspect
 
 import numpy as np
 
-from oplib_core import _numpy_interop
+from oplib_core._tensor import numpy_interop as _numpy_interop
 
 
 def test_numpy_signatures_for_older_numpy_are_numpys_own():

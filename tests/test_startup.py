@@ -51,7 +51,7 @@ def test_concurrent_first_use_sees_the_whole_table():
 def test_plugins_load_once_even_when_a_loader_registers_plugins_itself():
     code = """
 import oplib_core as oplib
-from oplib_core import _startup as startup
+from oplib_core._registry import startup
 calls = []
 
 class Late:
@@ -73,7 +73,7 @@ OUT.update({"calls": len(calls), "ops": ops, "loaded": startup.is_loaded()})
 def test_filled_singletons_are_plain_instances():
     code = """
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY, Registry
+from oplib_core._registry.registry import REGISTRY, Registry
 from oplib_core.backends import TABLE, BackendTable
 from oplib_core._plugin_host import HOST, PluginHost
 pairs = ((REGISTRY, Registry), (TABLE, BackendTable), (HOST, PluginHost))

@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import oplib_core as oplib
-from oplib_core import _tensor, _tensor_methods
 from oplib_core._opset import CORE_OPS, CoreOp
-from oplib_core._registry import REGISTRY
-from oplib_core._startup import ensure
+from oplib_core._registry.registry import REGISTRY
+from oplib_core._registry.startup import ensure
+from oplib_core._tensor import methods as _tensor_methods
+from oplib_core._tensor import tensor as _tensor
 from oplib_core.testing._core_samples import CORE_SAMPLES
 
 Tensor = oplib.Tensor

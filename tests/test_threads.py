@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 
 from helpers import drop_namespace, unique_ns
 from subproc import run_python
@@ -278,7 +278,7 @@ BUILD_SEEN_FROM_ANOTHER_THREAD = """
 import threading
 import numpy as np
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 
 oplib.ops.oplib.add(np.ones(1), np.ones(1))  # the plugins load; oplib::sin stays pending
 OUT["pending_before"] = "oplib::sin" in REGISTRY.ops.pending
@@ -333,7 +333,7 @@ def test_reading_the_whole_table_while_building_an_op_sees_the_others_built():
         """
         import numpy as np
         import oplib_core as oplib
-        from oplib_core._registry import REGISTRY
+        from oplib_core._registry.registry import REGISTRY
 
         oplib.ops.oplib.add(np.ones(1), np.ones(1))
         seen = {}

@@ -18,10 +18,10 @@ import numpy as np
 
 from .._device import Device
 from .._native._classes import converter as class_converter
-from .._registry import Registry
+from .._registry.registry import Registry
 from .._return_types import ReturnType
 from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, SchemaType
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..backends import TABLE, host_missing, not_installed
 from ..backends import device as to_device
 from ..errors import CallArgumentError

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
-from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
 
 __all__ = ["OpDoc", "document", "op_docstring", "overload_text", "packet_text"]
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import EXTENSION_FLOATS
-from .._registry import OpEntry
-from .._tensor import Tensor
+from .._registry.registry import OpEntry
+from .._tensor.tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendDtypeError, DeviceMismatchError, UnsupportedDtypeError
 from .placement import kernel_source

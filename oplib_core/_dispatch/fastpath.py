@@ -24,8 +24,8 @@ import numpy as np
 
 from .._device import Device
 from .._grad_mode import STATE as GRAD
-from .._registry import REGISTRY, OpEntry
-from .._tensor import Tensor
+from .._registry.registry import REGISTRY, OpEntry
+from .._tensor.tensor import Tensor
 from ..backends import Backend
 from .binding import BoundCall, Signature
 from .failure import kernel_failed

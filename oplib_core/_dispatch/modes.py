@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 
 if TYPE_CHECKING:  # for annotations only: the overload module imports this one
     from typing_extensions import Self

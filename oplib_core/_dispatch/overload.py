@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
-from .._pickling import Where, find, where_defined
-from .._registry import (
+from .._registry.registry import (
     AUTOGRAD,
     COMPOSITE_EXPLICIT,
     COMPOSITE_IMPLICIT,
@@ -22,13 +21,14 @@ from .._registry import (
     OpEntry,
     Origin,
 )
+from .._registry.startup import ensure
 from .._return_types import acquire as acquire_return_type
 from .._return_types import named_result, naming
 from .._return_types import release as release_return_type
 from .._schema import FunctionSchema
-from .._startup import ensure
 from .._tags import Tag
-from .._tensor import Tensor
+from .._tensor.pickling import Where, find, where_defined
+from .._tensor.tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
 from .binding import Binder, BoundCall, Signature, tensor_value

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._device import Device
-from .._registry import OpEntry
+from .._registry.registry import OpEntry
 from .._schema import OptionalType
-from .._tensor import Tensor, bump_version, share_version
+from .._tensor.tensor import Tensor, bump_version, share_version
 from ..backends import TABLE, Backend, not_installed
 from ..errors import CallArgumentError, DeviceMismatchError, KernelResultError
 from .binding import ReturnPlan, Signature

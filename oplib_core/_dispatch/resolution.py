@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._registry import (
+from .._registry.registry import (
     AUTOGRAD,
     COMPOSITE_EXPLICIT,
     COMPOSITE_IMPLICIT,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._registry import AUTOGRAD
+from .._registry.registry import AUTOGRAD
 from ._control_flow import (
     WHILE,
     cond_impl,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._registry import COMPOSITE_EXPLICIT
-from .._tensor import Tensor
+from .._registry.registry import COMPOSITE_EXPLICIT
+from .._tensor.tensor import Tensor
 from ..errors import ArgumentTypeError
 from ._errors import ControlFlowError
 from ._operator import HigherOrderOperator

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._dispatch import DispatchMode
-from .._registry import FAKE
-from .._tensor import Tensor
+from .._registry.registry import FAKE
+from .._tensor.tensor import Tensor
 from ..fake._arrays import FakeArray
 from ..fake._context import STATE, FakeKernelContext, get_ctx
 from ..fake._mode import FakeTensorMode

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..backends import TABLE, Backend
 
 __all__ = ["call_keys", "describe_arrays"]

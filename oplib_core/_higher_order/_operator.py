@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from .._dispatch import ACTIVE, MODES, DispatchMode
-from .._pickling import Where, find, where_defined
-from .._registry import (
+from .._registry.registry import (
     AUTOGRAD,
     COMPOSITE_EXPLICIT,
     FAKE,
@@ -31,7 +30,8 @@ from .._registry import (
     fallthrough_kernel,
     origin_of,
 )
-from .._startup import LOCK
+from .._registry.startup import LOCK
+from .._tensor.pickling import Where, find, where_defined
 from ..backends import TABLE, Backend
 from ..errors import InvalidNameError, NoKernelError, RegistrationError, UnknownOperatorError
 from ..ops import ops

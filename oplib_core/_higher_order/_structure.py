@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._grad_mode import STATE as GRAD
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..backends import TABLE
 from ..fake import DataDependentError
 from ..ops import ops

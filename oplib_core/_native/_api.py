@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from .._startup import ensure
+from .._registry.startup import ensure
 from ..fake._classes import add_fake_class
 from ..library import Library, _lib_for
 from ._classes import add_class, check_qualname, find

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._registry import Handle, Origin, origin_of
+from .._registry.registry import Handle, Origin, origin_of
 from .._schema import _is_class_name
 from ..errors import InvalidNameError, RegistrationError, UnknownOperatorError
 

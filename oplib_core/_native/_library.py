@@ -5,7 +5,7 @@ The order is the safety argument: on ELF systems the file is checked whole and t
 ``oplib_library_abi_version`` is read from its dynamic symbol table (``_elf``) before
 ``dlopen``, so a truncated file, a file that is no oplib library, and a library built for
 another major version are refused without running its code (constructors included). Every
-registration made during ``oplib_library_init`` is a :class:`~oplib_core._registry.Handle`;
+registration made during ``oplib_library_init`` is a :class:`~oplib_core._registry.registry.Handle`;
 any failure (a callback refused, the init returned non-zero) destroys them all before the
 error is raised.
 """
@@ -23,11 +23,11 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from .._registry import FAKE, REGISTRY, Handle, Origin, current_plugin
+from .._registry.registry import FAKE, REGISTRY, Handle, Origin, current_plugin
+from .._registry.startup import ensure
 from .._schema import FunctionSchema, parse_signature
-from .._startup import ensure
 from .._tags import Tag
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..backends import TABLE
 from ..errors import OplibError, ReservedNamespaceError, SchemaError, UnknownOperatorError
 from ..fake import FakeArray

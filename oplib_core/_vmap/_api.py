@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..backends import TABLE
 from ..ops import ops
 from . import _grad as _grad  # gives BatchedTensor its grad()/backward() hooks

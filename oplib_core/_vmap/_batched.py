@@ -22,7 +22,7 @@ import numpy as np
 from .._dispatch import MODES, DispatchMode, OpOverload
 from .._dtypes import contiguous_format
 from .._grad_mode import is_grad_enabled
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..ops import ops
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._factories import ones_like
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..autograd import grad as engine_grad
 from ._batched import BatchedTensor, current_levels, wrap
 

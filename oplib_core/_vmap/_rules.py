@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._opset import CORE_OPS
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._batched import (
     CORE_RULES,
     OUT_VARIANTS,

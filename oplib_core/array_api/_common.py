@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .._dtypes import scalar_dtype
-from .._registry import op_named
-from .._tensor import Tensor
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
 
 __all__ = [
     "axes",

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _factories
 from .._dtypes import get_default_dtype, scalar_dtype, to_dtype
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._common import call, check_tensor
 
 __all__ = [

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _dtype_info
 from .._dtypes import is_floating, to_dtype
 from .._dtypes import result_type as _core_result_type
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._common import call, check_tensor
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import is_floating, result_type
-from .._numpy_interop import UFUNCS, NumpyBinary
-from .._tensor import Tensor
+from .._tensor.numpy_interop import UFUNCS, NumpyBinary
+from .._tensor.tensor import Tensor
 from ._common import call, check_tensor, operands, scalar_fits, scalar_tensor, zero_gradient
 
 __all__ = [

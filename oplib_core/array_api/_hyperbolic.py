@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .._dtype_info import finfo as _finfo
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._common import call
 from ._elementwise import _log1p, _real_floating
 

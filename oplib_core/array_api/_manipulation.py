@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import _factories
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..fake._shapes import broadcast_shapes
 from ._common import axes, call, check_tensor, operands
 

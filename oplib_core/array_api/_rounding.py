@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._dtype_info import finfo as _finfo
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._common import call, check_tensor, zero_gradient
 
 __all__ = ["ceil", "floor", "round", "trunc"]

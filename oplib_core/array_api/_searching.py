@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._common import axes, call, check_tensor
 
 __all__ = ["argmax", "argmin"]

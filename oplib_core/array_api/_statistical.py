@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import to_dtype
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._common import axes, call, check_tensor, reduced_size
 
 __all__ = ["all", "any", "max", "mean", "min", "std", "sum", "var"]

@@ -20,7 +20,7 @@ from ._registration import register_autograd
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .._tensor import Tensor
+    from .._tensor.tensor import Tensor
 
 __all__ = [
     "Function",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._engine import _FREED, Node
 
 if TYPE_CHECKING:  # for annotations only: the registration module imports this one

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from .._grad_mode import STATE as GRAD
-from .._registry import op_named
-from .._tensor import Tensor
-from .._views import ViewSet
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
+from .._tensor.views import ViewSet
 from ..fake._arrays import FakeArray
 from ._engine import Node, edge_of
 

@@ -4,7 +4,7 @@ view op ``oplib::_narrow`` (with its ``default`` and fake kernels) that the grad
 
 Registered through the same plugin path as third-party formulas (``oplib plugins list``
 shows it and every kernel is credited to it), but each kernel is made the first time it is
-read (:class:`~oplib_core._registry.LazyKernel`): the formula modules
+read (:class:`~oplib_core._registry.registry.LazyKernel`): the formula modules
 (``_core_formulas``) are imported when autograd first meets a core op, or something shows
 its kernels (``oplib ops show``, opcheck), not by a program that never differentiates.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._opset import CORE_OPS
-from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE, OpEntry
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE, OpEntry
 from ..hookspecs import hookimpl
 
 __all__ = ["NAMES", "NARROW"]

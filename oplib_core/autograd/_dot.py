@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._explain_graph import dot_str
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._engine import Node
 
 __all__ = ["draw"]

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._grad_mode import STATE as GRAD
-from .._registry import op_named
-from .._startup import at_fork
-from .._tensor import Tensor
+from .._registry.registry import op_named
+from .._registry.startup import at_fork
+from .._tensor.tensor import Tensor
 from ..backends import TABLE
 
 if TYPE_CHECKING:  # for annotations only: autograd sits above the dispatcher

@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .._registry import op_named
-from .._tensor import Tensor
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
 from ._engine import sum_to
 
 __all__ = ["FORMULAS", "NON_DIFFERENTIABLE", "narrow_fake", "narrow_kernel"]

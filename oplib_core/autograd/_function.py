@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._context import FunctionCtx
 from ._engine import Node, edge_of
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from .._grad_mode import no_grad
-from .._registry import op_named
-from .._tensor import Tensor
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
 from ..errors import OplibError
 from ._engine import grad
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .._registry import op_named
-from .._tensor import Tensor
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
 from ._engine import sum_to
 
 __all__ = ["INDEX_FORMULAS"]

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
-from .._registry import op_named
-from .._tensor import Tensor
-from .._views import ViewSet
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
+from .._tensor.views import ViewSet
 from ._copy_slices import AsStridedBackward, CopySlices, locate, rebase_views
 from ._engine import edge_of, sum_to
 from ._formulas import OPS

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._higher_order._operator import HOPS, NAMESPACE
-from .._registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, REGISTRY
+from .._registry.registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, REGISTRY
 from ..backends import TABLE, Backend
 from ._names import namespace
 from ._render import Output

@@ -6,8 +6,8 @@ from __future__ import annotations
 from .._device import Device
 from .._dispatch import OpOverload
 from .._higher_order._operator import HOPS, NAMESPACE, HigherOrderOperator
-from .._lookup import resolve
-from .._registry import REGISTRY
+from .._registry.lookup import resolve
+from .._registry.registry import REGISTRY
 from ..backends import TABLE, Backend, device
 from ..errors import AmbiguousOperatorError, UnknownOperatorError
 from ._errors import UsageError, no_operator, unknown_name

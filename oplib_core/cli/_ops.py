@@ -10,7 +10,7 @@ from .._explain import explain
 from .._factories import ones
 from .._higher_order._operator import HigherOrderOperator
 from .._higher_order._pytree import tree_map
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from . import _matrix
 from ._errors import UsageError
 from ._names import device_arg, namespace, op_name, operator_or_hop

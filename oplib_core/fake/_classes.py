@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._native._classes import ClassEntry, class_entry, find
-from .._registry import Handle, origin_of
+from .._registry.registry import Handle, origin_of
 from .._schema import BaseType, FunctionSchema, OptionalType
 from ..errors import RegistrationError
 

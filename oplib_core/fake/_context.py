@@ -13,7 +13,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from .._registry import FAKE, REGISTRY, OpEntry
+from .._registry.registry import FAKE, REGISTRY, OpEntry
 from ..backends import TABLE, Backend
 from ._errors import FakeTensorError
 from ._symbolic import DEFAULT_ENV, ShapeEnv, SymInt

@@ -2,7 +2,7 @@
 ``oplib::_to_copy`` (``_core_fakes``), registered through the same plugin hook as anyone
 else's.
 
-Each kernel is made the first time it is read (:class:`~oplib_core._registry.LazyKernel`):
+Each kernel is made the first time it is read (:class:`~oplib_core._registry.registry.LazyKernel`):
 ``_core_fakes`` is imported when a meta or fake tensor first reaches a core op, or
 something shows its kernels (``oplib ops show``, opcheck), not by a program that never
 fakes.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._opset import CORE_OPS
-from .._registry import FAKE, OpEntry
+from .._registry.registry import FAKE, OpEntry
 from ..hookspecs import hookimpl
 
 __all__ = ["NAMES"]

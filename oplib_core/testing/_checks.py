@@ -41,10 +41,10 @@ from .._dispatch import OpOverload
 from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import enable_grad, no_grad
 from .._higher_order._operator import HigherOrderOperator
-from .._lookup import lookup, lookup_for_call
-from .._registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
+from .._registry.lookup import lookup, lookup_for_call
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
 from .._schema import Argument, BaseType, ListType, OptionalType
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..autograd._gradcheck import GradcheckError, check_gradients
 from ..backends import TABLE, Backend
 from ..errors import (

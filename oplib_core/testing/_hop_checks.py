@@ -19,8 +19,8 @@ from typing import Any
 from .._device import Device
 from .._higher_order._operator import HigherOrderOperator
 from .._higher_order._pytree import tree_flatten, tree_unflatten
-from .._registry import AUTOGRAD
-from .._tensor import Tensor
+from .._registry.registry import AUTOGRAD
+from .._tensor.tensor import Tensor
 from ..autograd._gradcheck import GradcheckError, gradcheck
 from ..backends import TABLE, Backend
 from ..fake._mode import FakeTensorMode

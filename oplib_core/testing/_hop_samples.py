@@ -14,7 +14,7 @@ import numpy as np
 
 from .._device import Device
 from .._higher_order._operator import HigherOrderOperator
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ._sample_data import F64, _Data, _t
 from ._samples import SampleInput
 

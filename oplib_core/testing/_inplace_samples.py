@@ -15,8 +15,8 @@ import numpy as np
 
 from .._device import Device
 from .._factories import tensor
-from .._registry import op_named
-from .._tensor import Tensor
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
 from ..fake._arrays import FakeArray
 from ._sample_data import BF16, F32, F64, I64, Maker, _Data, _t, samples_into
 from ._samples import SampleInput

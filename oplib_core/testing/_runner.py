@@ -22,7 +22,7 @@ import numpy as np
 
 from .._device import Device
 from .._higher_order._operator import HOPS, HigherOrderOperator
-from .._registry import REGISTRY, op_named
+from .._registry.registry import REGISTRY, op_named
 from ..backends import TABLE, Backend
 from ._checks import CHECKS, FAIL, PASS, SKIP, CheckResult, run_checks
 from ._hop_samples import hop_samples

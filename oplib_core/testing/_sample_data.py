@@ -16,7 +16,7 @@ import numpy as np
 from .._device import Device
 from .._dtypes import bfloat16
 from .._factories import tensor
-from .._tensor import Tensor
+from .._tensor.tensor import Tensor
 from ..backends import TABLE
 from ._samples import SampleInput
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from .._device import Device, parse_device
 from .._dispatch import OpOverload
-from .._lookup import resolve
 from .._plugin_host import HOST
 from .._records import Record, field
+from .._registry.lookup import resolve
 
 __all__ = ["SampleInput", "sample_inputs"]
 

@@ -1,4 +1,4 @@
-"""The start-up caches (``oplib_core/_discovery.py``, ``_backend_cache.py``) cannot be
+"""The start-up caches (``oplib_core/_discovery.py``, ``_registry/backend_cache.py``) cannot be
 steered by whoever can put files in their directory: nothing is written through a planted
 link, a planted cache file imports nothing no installed distribution declares and hides
 no plugin, a FIFO hangs nothing, a flipped bit never gives a wrong table, and a directory
@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from oplib_core import _backend_cache, _discovery, _plugin_host, plugins
+from oplib_core import _discovery, _plugin_host, plugins
+from oplib_core._registry import backend_cache as _backend_cache
 from oplib_core._version import __version__
 
 from subproc import run_python

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from plugin_dists import write_dist
 
-from oplib_core._backend_cache import declared_environment
+from oplib_core._registry.backend_cache import declared_environment
 
 from subproc import run_python
 

@@ -92,7 +92,7 @@ def test_a_thread_holding_the_registration_lock_waits_for_another_threads_loadin
     again, as often as before, when the loading is done."""
     import threading
 
-    from oplib_core import _startup
+    from oplib_core._registry import startup as _startup
 
     started, release, registered = threading.Event(), threading.Event(), threading.Event()
 

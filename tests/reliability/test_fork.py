@@ -162,7 +162,7 @@ FORK_IN_DEFINE = """\
 import os, sys, threading, time
 import numpy as np
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 
 inside = threading.Event()
 

@@ -165,7 +165,7 @@ if {after!r}:
     sys.path.append({site!r})
 import numpy as np
 import oplib_core as oplib
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 
 out = {{"interrupted": None}}
 with warnings.catch_warnings(record=True) as caught:

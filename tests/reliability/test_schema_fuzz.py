@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import oplib_core as oplib
 from oplib_core._opset import CORE_OPS
-from oplib_core._registry import REGISTRY
+from oplib_core._registry.registry import REGISTRY
 from oplib_core._schema import parse_schema, parse_signature
 from oplib_core.errors import RegistrationError, SchemaError
 

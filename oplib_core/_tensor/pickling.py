@@ -22,12 +22,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._version import __version__
-from .errors import UnknownOperatorError
+from .._version import __version__
+from ..errors import UnknownOperatorError
 
 if TYPE_CHECKING:
-    from ._registry import Origin
-    from ._tensor import Tensor
+    from .._registry.registry import Origin
+    from .tensor import Tensor
 
 __all__ = ["Where", "find", "tensor_state", "where_defined"]
 

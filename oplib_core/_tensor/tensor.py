@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from . import _indexing, _pickling, _setitem
-from ._device import Device
-from ._dtypes import (
+from .._device import Device
+from .._dtypes import (
     bfloat16,
     check_layout,
     check_memory_format,
@@ -25,14 +24,15 @@ from ._dtypes import (
     strided,
     to_dtype,
 )
-from ._dtypes import layout as Layout
-from ._dtypes import memory_format as MemoryFormat
-from ._registry import op_named
-from ._views import ViewSet
-from .backends import TABLE, Backend
-from .backends import device as to_device
-from .errors import BackendError
-from .fake._arrays import FakeArray
+from .._dtypes import layout as Layout
+from .._dtypes import memory_format as MemoryFormat
+from .._registry.registry import op_named
+from ..backends import TABLE, Backend
+from ..backends import device as to_device
+from ..errors import BackendError
+from ..fake._arrays import FakeArray
+from . import indexing, pickling, setitem
+from .views import ViewSet
 
 if TYPE_CHECKING:
     from types import ModuleType, NotImplementedType
@@ -242,7 +242,7 @@ class Tensor:
     _vc: list[Any] | None  # [version] or [version, ViewSet]
 
     if TYPE_CHECKING:
-        # What ``_tensor_methods.install`` sets at import: a method per core op (generated
+        # What ``methods.install`` sets at import: a method per core op (generated
         # from the op set; tests/test_tensor_methods.py checks these declarations against
         # it) and ``new_tensor``.
         def neg(self) -> Tensor: ...
@@ -423,7 +423,7 @@ class Tensor:
     ) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their
         ``.grad`` (``gradient`` is required unless this tensor has one element)."""
-        from .autograd._engine import backward  # the engine imports this module
+        from ..autograd._engine import backward  # the engine imports this module
 
         backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
 
@@ -528,7 +528,7 @@ class Tensor:
         if isinstance(self._data, FakeArray):
             raise self._data._no_data("Tensor.numpy()")
         if self._rg:
-            from ._numpy_interop import REQUIRES_GRAD_MESSAGE
+            from .numpy_interop import REQUIRES_GRAD_MESSAGE
 
             raise RuntimeError(REQUIRES_GRAD_MESSAGE)
         if self.backend.name != "cpu":
@@ -539,22 +539,22 @@ class Tensor:
         array: np.ndarray = self._data
         return array
 
-    # -- numpy protocols: functions with a core op dispatch it (_numpy_interop.py) ---------
+    # -- numpy protocols: functions with a core op dispatch it (numpy_interop.py) ---------
     # (imported when numpy first meets a Tensor: its tables are not needed to run ops)
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        from ._numpy_interop import to_numpy
+        from .numpy_interop import to_numpy
 
         return to_numpy(self, dtype, copy)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from ._numpy_interop import array_ufunc
+        from .numpy_interop import array_ufunc
 
         return array_ufunc(self, ufunc, method, inputs, kwargs)
 
     def __array_function__(
         self, func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        from ._numpy_interop import array_function
+        from .numpy_interop import array_function
 
         return array_function(self, func, types, args, kwargs)
 
@@ -627,9 +627,9 @@ class Tensor:
 
     def __getitem__(self, key: Any) -> Tensor:
         """``t[i]``, ``t[a:b:c]``, ``t[..., None]``, ``t[idx]``, ``t[mask]`` and tuples of
-        them, through the core indexing ops (``_indexing.py``): basic indices give views,
+        them, through the core indexing ops (``indexing.py``): basic indices give views,
         integer-array and bool-mask indices a copy."""
-        return _indexing.getitem(self, key)
+        return indexing.getitem(self, key)
 
     def __contains__(self, element: Any) -> builtins.bool:
         """``element in t``: whether any element equals ``element`` (a scalar or Tensor)."""
@@ -740,7 +740,7 @@ class Tensor:
 
     def __getstate__(self) -> tuple[None, dict[str, Any]]:
         # pickle and deepcopy: refused for a tensor with a grad_fn (its graph would travel)
-        return _pickling.tensor_state(self)
+        return pickling.tensor_state(self)
 
     def __repr__(self) -> str:
         extra = ""
@@ -864,7 +864,7 @@ class Tensor:
         """``t[key] = value`` as torch: ints, slices, ``...``, None, integer-array and bool-mask
         indices; ``value`` a scalar or a tensor that broadcasts to the indexed shape (cast to
         this tensor's dtype). An in-place op (``oplib::index_put_``) with autograd."""
-        _setitem.setitem(self, key, value)
+        setitem.setitem(self, key, value)
 
     # -- common methods -------------------------------------------------------------------
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._registry import op_named as _op  # the op by name
-from .fake._arrays import FakeArray
+from .._registry.registry import op_named as _op  # the op by name
+from ..fake._arrays import FakeArray
 
 if TYPE_CHECKING:  # the Tensor module imports this one
-    from ._tensor import Tensor
+    from .tensor import Tensor
 
 __all__ = ["setitem"]
 

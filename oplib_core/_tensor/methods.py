@@ -3,7 +3,7 @@
 Every ``oplib::`` op of :data:`~oplib_core._opset.CORE_OPS` whose first argument is
 ``Tensor self`` becomes ``Tensor.<name>`` (overloads share one method: ``t.add(u)`` and
 ``t.add(2.0)`` go through the packet ``oplib.ops.oplib.add``, which picks the overload),
-unless :class:`~oplib_core._tensor.Tensor` writes the method itself with torch's calling
+unless :class:`~oplib_core._tensor.tensor.Tensor` writes the method itself with torch's calling
 conventions (``t.permute(1, 0)``, ``t.sum(1)``) or :data:`NO_METHOD` says why it has none.
 ``tests/test_tensor_methods.py`` checks every ``oplib::`` op in the registry against that.
 """
@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ._factories import tensor
-from ._opset import CORE_OPS, NAMESPACE
-from ._tensor import Tensor
-from .ops import ops
+from .._factories import tensor
+from .._opset import CORE_OPS, NAMESPACE
+from ..ops import ops
+from .tensor import Tensor
 
 __all__ = ["NO_METHOD", "generated_method_names", "install"]
 

@@ -33,13 +33,13 @@ from __future__ import annotations
 from collections.abc import Callable, ItemsView, Iterator, KeysView, ValuesView
 from typing import TYPE_CHECKING, Any
 
-from ._discovery import switched_on
-from ._handle import Handle
-from ._startup import LOCK
+from .._discovery import switched_on
+from .handle import Handle
+from .startup import LOCK
 
 if TYPE_CHECKING:
-    from ._registry import OpEntry, Origin, PluginContext
-    from ._tags import Tag
+    from .._tags import Tag
+    from .registry import OpEntry, Origin, PluginContext
 
 __all__ = ["OpTable", "PendingOp", "QueuedKernel", "lazy_ops_enabled", "pending_qualname"]
 

@@ -33,8 +33,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._discovery import checksum, read_cache, switched_on, write_cache
-from ._records import Record
+from .._discovery import checksum, read_cache, switched_on, write_cache
+from .._records import Record
 
 __all__ = ["DeferredBackend", "DeferredPlugin", "enabled", "read", "write"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._registry import REGISTRY, Handle, OpEntry, Origin
-from ._startup import ensure
-from .errors import OplibError, UnknownOperatorError
+from ..errors import OplibError, UnknownOperatorError
+from .registry import REGISTRY, Handle, OpEntry, Origin
+from .startup import ensure
 
 __all__ = ["WAITING", "WaitingKernel", "WaitingKernels"]
 

@@ -19,8 +19,8 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._registry import Origin, PluginContext
-    from .backends import BackendTable
+    from ..backends import BackendTable
+    from .registry import Origin, PluginContext
 
 __all__ = ["ALLOW_OVERRIDE_ENV", "OverrideWarning", "override_allowed", "owner_of", "party"]
 

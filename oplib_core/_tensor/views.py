@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the Tensor module imports this one
-    from ._tensor import Tensor
+    from .tensor import Tensor
 
 __all__ = ["ViewSet"]
 

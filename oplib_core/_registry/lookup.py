@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._dispatch import OpOverload
-from ._registry import REGISTRY, op_named
-from ._startup import ensure
-from .errors import AmbiguousOperatorError, NotAnOperatorError, UnknownOperatorError
-from .ops import OpOverloadPacket
+from .._dispatch import OpOverload
+from ..errors import AmbiguousOperatorError, NotAnOperatorError, UnknownOperatorError
+from ..ops import OpOverloadPacket
+from .registry import REGISTRY, op_named
+from .startup import ensure
 
 __all__ = ["lookup", "lookup_for_call", "qualname_of", "registered_ops", "resolve"]
 

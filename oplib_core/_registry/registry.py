@@ -15,21 +15,21 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FrameType, FunctionType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._handle import Handle
-from ._op_table import OpTable, PendingOp, QueuedKernel, pending_qualname
-from ._ownership import OverrideWarning, override_allowed, owner_of, party
-from ._records import Record, field
-from ._schema import FunctionSchema, parse_schema
-from ._startup import LOCK, at_fork, deferred, ensure
-from ._tags import Tag
-from .backends import TABLE, Backend, BackendTable
-from .errors import (
+from .._records import Record, field
+from .._schema import FunctionSchema, parse_schema
+from .._tags import Tag
+from ..backends import TABLE, Backend, BackendTable
+from ..errors import (
     ArgumentTypeError,
     RegistrationError,
     ReservedNamespaceError,
     UnknownDispatchKeyError,
     UnknownOperatorError,
 )
+from .handle import Handle
+from .ownership import OverrideWarning, override_allowed, owner_of, party
+from .startup import LOCK, at_fork, deferred, ensure
+from .table import OpTable, PendingOp, QueuedKernel, pending_qualname
 
 __all__ = [
     "ALIAS_KEYS",
@@ -61,20 +61,21 @@ _WELL_KNOWN_KEYS = {
     "Dask": "dask",
 }
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Frames in these files are the registration machinery, never the registration's origin.
 _MACHINERY = frozenset(
-    os.path.join(_PACKAGE_DIR, f)
+    os.path.join(_PACKAGE_DIR, *f.split("/"))
     for f in (
-        "_registry.py",
+        "_registry/registry.py",
         "library.py",
         "plugins.py",
         "_registrar.py",
         "custom_op.py",
         "legacy.py",
         "__init__.py",
+        "autograd/_registration.py",
     )
-) | frozenset(os.path.join(_PACKAGE_DIR, "autograd", f) for f in ("_registration.py",))
+)
 
 
 def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:

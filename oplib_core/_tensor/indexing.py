@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._registry import op_named as _op  # the op by name
-from .fake._arrays import FakeArray, fake_array
+from .._registry.registry import op_named as _op  # the op by name
+from ..fake._arrays import FakeArray, fake_array
 
 if TYPE_CHECKING:
-    from ._tensor import Tensor
+    from .tensor import Tensor
 
 __all__ = ["getitem"]
 

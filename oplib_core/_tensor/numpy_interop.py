@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import op_named
-from .backends import TABLE
-from .errors import ArgumentTypeError
-from .fake._arrays import FakeArray
+from .._registry.registry import op_named
+from ..backends import TABLE
+from ..errors import ArgumentTypeError
+from ..fake._arrays import FakeArray
 
 __all__ = [
     "FUNCTIONS",
