@@ -8,8 +8,9 @@ from typing import Any
 
 from . import plugins
 from ._higher_order._operator import HOPS, NAMESPACE, HigherOrderOperator
+from ._registry.entry import Kernel, OpEntry
 from ._registry.lookup import resolve
-from ._registry.registry import AUTOGRAD, FAKE, REGISTRY, Kernel, OpEntry
+from ._registry.registry import AUTOGRAD, FAKE, REGISTRY
 from ._registry.waiting import WAITING
 from .backends import TABLE, Backend
 

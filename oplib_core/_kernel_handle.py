@@ -7,15 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ._dispatch import DispatchKeySet, OpOverload
+from ._registry.entry import origin_of
 from ._registry.lookup import resolve
-from ._registry.registry import (
-    AUTOGRAD,
-    COMPOSITE_EXPLICIT,
-    COMPOSITE_IMPLICIT,
-    FAKE,
-    REGISTRY,
-    origin_of,
-)
+from ._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, REGISTRY
 from ._tensor.tensor import Tensor
 from .backends import TABLE
 from .errors import ArgumentTypeError, NoKernelError, UnknownDispatchKeyError

@@ -12,15 +12,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from ._higher_order._operator import HigherOrderOperator, hop_handle, resolve_hop
+from ._registry.entry import MakeKernel, PluginContext, current_plugin, origin_of
 from ._registry.lookup import qualname_of
-from ._registry.registry import (
-    REGISTRY,
-    Handle,
-    MakeKernel,
-    PluginContext,
-    current_plugin,
-    origin_of,
-)
+from ._registry.registry import REGISTRY, Handle
 from ._registry.waiting import WAITING
 from ._schema import parse_schema, parse_signature
 from ._tags import Tag

@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from ._device import Device, parse_device
+from ._registry.entry import PluginContext, current_plugin
 from ._registry.ownership import party
-from ._registry.registry import _WELL_KNOWN_KEYS, REGISTRY, Handle, PluginContext, current_plugin
+from ._registry.registry import _WELL_KNOWN_KEYS, REGISTRY, Handle
 from ._registry.startup import LOCK, ensure
 from ._tensor.tensor import Tensor
 from .backends import TABLE

@@ -27,16 +27,9 @@ from typing import Any
 
 from ._dispatch import OpOverload
 from ._infer_schema import infer_schema
+from ._registry.entry import _caller_location, _location_of
 from ._registry.lookup import resolve
-from ._registry.registry import (
-    AUTOGRAD,
-    COMPOSITE_IMPLICIT,
-    REGISTRY,
-    Handle,
-    _caller_location,
-    _location_of,
-    op_named,
-)
+from ._registry.registry import AUTOGRAD, COMPOSITE_IMPLICIT, REGISTRY, Handle, op_named
 from ._schema import BaseType, ListType, parse_signature
 from ._tensor.tensor import Tensor
 from .autograd._registration import Formula

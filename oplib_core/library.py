@@ -16,18 +16,9 @@ from typing import Any, Protocol, TypeVar, overload
 from . import _autocast
 from ._dispatch import DispatchMode, OpOverload, tensor_types
 from ._kernel_handle import KernelHandle, get_kernel
+from ._registry.entry import Kernel, Origin, current_plugin, fallthrough_kernel, origin_of
 from ._registry.lookup import qualname_of, resolve
-from ._registry.registry import (
-    _WELL_KNOWN_KEYS,
-    FAKE,
-    REGISTRY,
-    Handle,
-    Kernel,
-    Origin,
-    current_plugin,
-    fallthrough_kernel,
-    origin_of,
-)
+from ._registry.registry import _WELL_KNOWN_KEYS, FAKE, REGISTRY, Handle
 from ._registry.startup import fork_safe
 from ._schema import parse_schema, parse_signature
 from ._tags import Tag

@@ -32,7 +32,8 @@ from ._dispatch import (
     packet_text,
 )
 from ._native import loaded_libraries as _loaded_libraries
-from ._registry.registry import REGISTRY, OpEntry
+from ._registry.entry import OpEntry
+from ._registry.registry import REGISTRY
 from ._registry.startup import ensure, fork_safe
 from ._tensor.pickling import Where, find, where_defined
 from .errors import CallArgumentError

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ._dispatch import MODES, DispatchMode
 from ._higher_order._operator import HigherOrderOperator
 from ._higher_order._pytree import leaves
-from ._registry.registry import Origin
+from ._registry.entry import Origin
 from ._tensor.tensor import Tensor
 from .autograd import _engine
 from .backends import TABLE

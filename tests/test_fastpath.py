@@ -9,7 +9,8 @@ import pytest
 
 import oplib_core as oplib
 from oplib_core._dispatch import MISS, DispatchMode, Plan
-from oplib_core._registry.registry import REGISTRY, Kernel
+from oplib_core._registry.entry import Kernel
+from oplib_core._registry.registry import REGISTRY
 
 from subproc import run_python
 

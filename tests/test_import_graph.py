@@ -32,10 +32,6 @@ MODULE, FUNCTION, TYPING = "module", "function", "typing"
 #: The cycles the core still has, by their modules (names relative to ``oplib_core``), each
 #: with why it is still there and what removes it. The list only shrinks.
 ALLOWED_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"_registry", "_op_table", "_ownership"}): (
-        "`_op_table` and `_ownership` name `Registry` in annotations only; they go with"
-        " the registry's modules into one package (issue 33)"
-    ),
     frozenset({"_tensor", "_indexing", "_pickling", "_setitem", "_views"}): (
         "the Tensor's helpers name `Tensor` in annotations only; they go with the Tensor's"
         " modules into one package (issue 33)"

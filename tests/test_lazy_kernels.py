@@ -12,7 +12,8 @@ import threading
 import numpy as np
 import pytest
 
-from oplib_core._registry.registry import REGISTRY, Kernel, LazyKernel
+from oplib_core._registry.entry import Kernel, LazyKernel
+from oplib_core._registry.registry import REGISTRY
 from oplib_core._registry.table import lazy_ops_enabled
 from oplib_core.autograd import _core_autograd_plugin, _core_formulas
 from oplib_core.fake import _core_fake_plugin, _core_fakes

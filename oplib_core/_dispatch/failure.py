@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import EXTENSION_FLOATS
-from .._registry.registry import OpEntry
+from .._registry.entry import OpEntry
 from .._tensor.tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendDtypeError, DeviceMismatchError, UnsupportedDtypeError

@@ -24,7 +24,8 @@ import numpy as np
 
 from .._device import Device
 from .._grad_mode import STATE as GRAD
-from .._registry.registry import REGISTRY, OpEntry
+from .._registry.entry import OpEntry
+from .._registry.registry import REGISTRY
 from .._tensor.tensor import Tensor
 from ..backends import Backend
 from .binding import BoundCall, Signature

@@ -12,15 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
-from .._registry.registry import (
-    AUTOGRAD,
-    COMPOSITE_EXPLICIT,
-    COMPOSITE_IMPLICIT,
-    REGISTRY,
-    Kernel,
-    OpEntry,
-    Origin,
-)
+from .._registry.entry import Kernel, OpEntry, Origin
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, REGISTRY
 from .._registry.startup import ensure
 from .._return_types import acquire as acquire_return_type
 from .._return_types import named_result, naming

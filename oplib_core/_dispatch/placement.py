@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._device import Device
-from .._registry.registry import OpEntry
+from .._registry.entry import OpEntry
 from .._schema import OptionalType
 from .._tensor.tensor import Tensor, bump_version, share_version
 from ..backends import TABLE, Backend, not_installed

@@ -13,15 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._registry.registry import (
-    AUTOGRAD,
-    COMPOSITE_EXPLICIT,
-    COMPOSITE_IMPLICIT,
-    FAKE,
-    REGISTRY,
-    Kernel,
-    OpEntry,
-)
+from .._registry.entry import Kernel, OpEntry
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, REGISTRY
 from .._schema import BaseType, FunctionSchema, OptionalType
 from ..backends import TABLE, Backend
 from ..errors import AutogradUnsupportedError, NoKernelError

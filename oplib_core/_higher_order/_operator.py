@@ -18,18 +18,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from .._dispatch import ACTIVE, MODES, DispatchMode
-from .._registry.registry import (
-    AUTOGRAD,
-    COMPOSITE_EXPLICIT,
-    FAKE,
-    REGISTRY,
-    Handle,
-    Kernel,
-    Origin,
-    current_plugin,
-    fallthrough_kernel,
-    origin_of,
-)
+from .._registry.entry import Kernel, Origin, current_plugin, fallthrough_kernel, origin_of
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE, REGISTRY, Handle
 from .._registry.startup import LOCK
 from .._tensor.pickling import Where, find, where_defined
 from ..backends import TABLE, Backend

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._registry.registry import Handle, Origin, origin_of
+from .._registry.entry import Origin, origin_of
+from .._registry.registry import Handle
 from .._schema import _is_class_name
 from ..errors import InvalidNameError, RegistrationError, UnknownOperatorError
 

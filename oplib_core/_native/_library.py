@@ -23,7 +23,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from .._registry.registry import FAKE, REGISTRY, Handle, Origin, current_plugin
+from .._registry.entry import Origin, current_plugin
+from .._registry.registry import FAKE, REGISTRY, Handle
 from .._registry.startup import ensure
 from .._schema import FunctionSchema, parse_signature
 from .._tags import Tag

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..backends import BackendTable
-    from .registry import Origin, PluginContext
+    from .entry import Origin, PluginContext
 
 __all__ = ["ALLOW_OVERRIDE_ENV", "OverrideWarning", "override_allowed", "owner_of", "party"]
 

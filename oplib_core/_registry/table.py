@@ -39,7 +39,7 @@ from .startup import LOCK
 
 if TYPE_CHECKING:
     from .._tags import Tag
-    from .registry import OpEntry, Origin, PluginContext
+    from .entry import OpEntry, Origin, PluginContext
 
 __all__ = ["OpTable", "PendingOp", "QueuedKernel", "lazy_ops_enabled", "pending_qualname"]
 

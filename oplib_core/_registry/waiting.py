@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import OplibError, UnknownOperatorError
-from .registry import REGISTRY, Handle, OpEntry, Origin
+from .entry import OpEntry, Origin
+from .registry import REGISTRY, Handle
 from .startup import ensure
 
 __all__ = ["WAITING", "WaitingKernel", "WaitingKernels"]

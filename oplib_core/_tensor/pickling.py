@@ -26,7 +26,7 @@ from .._version import __version__
 from ..errors import UnknownOperatorError
 
 if TYPE_CHECKING:
-    from .._registry.registry import Origin
+    from .._registry.entry import Origin
     from .tensor import Tensor
 
 __all__ = ["Where", "find", "tensor_state", "where_defined"]

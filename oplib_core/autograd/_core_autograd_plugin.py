@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._opset import CORE_OPS
-from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE, OpEntry
+from .._registry.entry import OpEntry
+from .._registry.registry import AUTOGRAD, COMPOSITE_EXPLICIT, FAKE
 from ..hookspecs import hookimpl
 
 __all__ = ["NAMES", "NARROW"]

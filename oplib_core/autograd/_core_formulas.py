@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._opset import OUT_OPS
-from .._registry.registry import OpEntry, fallthrough_kernel
+from .._registry.entry import OpEntry, fallthrough_kernel
 from ..errors import RegistrationError
 from ._formulas import FORMULAS, NON_DIFFERENTIABLE
 from ._index_formulas import INDEX_FORMULAS

@@ -18,8 +18,9 @@ import numpy as np
 from .._dispatch import MISS, OpOverload
 from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
+from .._registry.entry import _location_of, origin_of
 from .._registry.lookup import resolve
-from .._registry.registry import AUTOGRAD, REGISTRY, Handle, _location_of, origin_of
+from .._registry.registry import AUTOGRAD, REGISTRY, Handle
 from .._schema import FunctionSchema, OptionalType, SchemaType
 from .._tensor.tensor import Tensor
 from ..backends import dtype_of

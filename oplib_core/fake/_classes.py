@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._native._classes import ClassEntry, class_entry, find
-from .._registry.registry import Handle, origin_of
+from .._registry.entry import origin_of
+from .._registry.registry import Handle
 from .._schema import BaseType, FunctionSchema, OptionalType
 from ..errors import RegistrationError
 

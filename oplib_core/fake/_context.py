@@ -13,7 +13,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from .._registry.registry import FAKE, REGISTRY, OpEntry
+from .._registry.entry import OpEntry
+from .._registry.registry import FAKE, REGISTRY
 from ..backends import TABLE, Backend
 from ._errors import FakeTensorError
 from ._symbolic import DEFAULT_ENV, ShapeEnv, SymInt

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._opset import CORE_OPS
-from .._registry.registry import FAKE, OpEntry
+from .._registry.entry import OpEntry
+from .._registry.registry import FAKE
 from ..hookspecs import hookimpl
 
 __all__ = ["NAMES"]

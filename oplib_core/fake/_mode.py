@@ -27,7 +27,8 @@ from .._dispatch import (
     has_trivial_fake,
 )
 from .._native._classes import CLASSES
-from .._registry.registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE, fallthrough_kernel
+from .._registry.entry import fallthrough_kernel
+from .._registry.registry import COMPOSITE_EXPLICIT, COMPOSITE_IMPLICIT, FAKE
 from .._tensor.tensor import Tensor
 from ..backends import TABLE
 from ..errors import NoKernelError
