@@ -32,10 +32,6 @@ MODULE, FUNCTION, TYPING = "module", "function", "typing"
 #: The cycles the core still has, by their modules (names relative to ``oplib_core``), each
 #: with why it is still there and what removes it. The list only shrinks.
 ALLOWED_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"_tensor", "_indexing", "_pickling", "_setitem", "_views"}): (
-        "the Tensor's helpers name `Tensor` in annotations only; they go with the Tensor's"
-        " modules into one package (issue 33)"
-    ),
     frozenset({"_dispatch.fastpath", "_dispatch.modes", "_dispatch.overload"}): (
         "`modes` names `OpOverload` in annotations only; `_dispatch/` is being rebuilt"
         " around the one door for modes (issue 33)"

@@ -18,7 +18,7 @@ from .._registry.registry import op_named as _op  # the op by name
 from ..fake._arrays import FakeArray, fake_array
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .protocol import T
 
 __all__ = ["getitem"]
 
@@ -35,7 +35,7 @@ def _invalid(entry: object) -> IndexError:
     )
 
 
-def _as_index(t: Tensor, entry: Any) -> Tensor:
+def _as_index(t: T, entry: Any) -> T:
     """An advanced index (a Tensor, list or numpy array) as a Tensor on ``t``'s device."""
     cls = type(t)
     if isinstance(entry, cls):
@@ -49,7 +49,8 @@ def _as_index(t: Tensor, entry: Any) -> Tensor:
             host = host.astype(np.int64)
         data = t._data
         if isinstance(data, FakeArray):  # a fake or meta tensor: a data-less index too
-            return cls._wrap(fake_array(host.shape, host.dtype, data.device))
+            fake: T = cls._wrap(fake_array(host.shape, host.dtype, data.device))
+            return fake
         index = cls._wrap(host)
     if index.dtype.kind not in "biu":
         raise IndexError(
@@ -70,7 +71,7 @@ def _consumed(entry: Any) -> int:
     return 1
 
 
-def getitem(t: Tensor, key: Any) -> Tensor:
+def getitem(t: T, key: Any) -> T:
     """``t[key]``, as torch indexes."""
     # the common cases first (``t[i]`` and ``t[a:b]``): one integer, one slice
     if type(key) is int:
@@ -83,7 +84,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
         size = shape[0]
         if type(size) is not int or not -size <= key < size:
             _check_int(key, size, 0)
-        out: Tensor = _op("oplib::select.int")(t, 0, key)
+        out: T = _op("oplib::select.int")(t, 0, key)
         return out
     if type(key) is slice and t._data.shape:
         step = key.step
@@ -108,10 +109,10 @@ def getitem(t: Tensor, key: Any) -> Tensor:
     return _apply(t, entries)
 
 
-def _apply(t: Tensor, entries: list[Any]) -> Tensor:
+def _apply(t: T, entries: list[Any]) -> T:
     out = t
     dim = 0
-    advanced: list[tuple[int, Tensor]] = []
+    advanced: list[tuple[int, T]] = []
     # torch names an out-of-range int by its place in the index (each entry counts one)
     for place, entry in enumerate(entries):
         if entry is None or entry is True:
@@ -147,13 +148,13 @@ def _apply(t: Tensor, entries: list[Any]) -> Tensor:
         if t._data.shape:  # a full slice: a view on every backend (dask has no ``view``)
             return _op("oplib::slice.Tensor")(t, 0, None, None, 1)  # type: ignore[no-any-return]
         return _op("oplib::view")(t, [])  # type: ignore[no-any-return]
-    indices: list[Tensor | None] = []
+    indices: list[T | None] = []
     cursor = 0
     for d, index in advanced:
         indices += [None] * (d - cursor)
         indices.append(index)
         cursor = d + (len(index.shape) if index.dtype.kind == "b" else 1)
-    result: Tensor = _op("oplib::index.Tensor")(out, indices)
+    result: T = _op("oplib::index.Tensor")(out, indices)
     return result
 
 

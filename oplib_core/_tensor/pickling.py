@@ -27,7 +27,7 @@ from ..errors import UnknownOperatorError
 
 if TYPE_CHECKING:
     from .._registry.entry import Origin
-    from .tensor import Tensor
+    from .protocol import TensorLike
 
 __all__ = ["Where", "find", "tensor_state", "where_defined"]
 
@@ -152,7 +152,7 @@ def _file_of(mod: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def tensor_state(tensor: Tensor) -> tuple[None, dict[str, Any]]:
+def tensor_state(tensor: TensorLike) -> tuple[None, dict[str, Any]]:
     """A Tensor's pickled state (its slots); refused for a tensor an op made while recording
     gradients. Its ``grad_fn`` would travel by value, with the whole graph behind it and
     copies of its leaves, so ``backward()`` on the copy would run silently into those copies

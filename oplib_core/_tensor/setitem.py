@@ -27,15 +27,15 @@ import numpy as np
 from .._registry.registry import op_named as _op  # the op by name
 from ..fake._arrays import FakeArray
 
-if TYPE_CHECKING:  # the Tensor module imports this one
-    from .tensor import Tensor
+if TYPE_CHECKING:
+    from .protocol import T, TensorLike
 
 __all__ = ["setitem"]
 
 _INT64 = np.dtype("int64")
 
 
-def _native_item(t: Tensor, item: Any) -> Any:
+def _native_item(t: TensorLike, item: Any) -> Any:
     """An index item with Tensors and Python sequences as arrays, checked."""
     if item is None or item is Ellipsis or type(item) is slice:
         return item
@@ -66,13 +66,13 @@ def _native_item(t: Tensor, item: Any) -> Any:
     return item
 
 
-def _dtype(t: Tensor, array: Any) -> np.dtype:
+def _dtype(t: TensorLike, array: Any) -> np.dtype:
     """The oplib dtype of ``array`` (numpy's, or ``t``'s backend's name for its own)."""
     d = array.dtype
     return d if isinstance(d, np.dtype) else t.backend.dtype_of(array)
 
 
-def _dims_of(t: Tensor, item: Any) -> int:
+def _dims_of(t: TensorLike, item: Any) -> int:
     if item is None or item is Ellipsis:
         return 0
     if hasattr(item, "dtype") and _dtype(t, item).kind == "b":
@@ -80,7 +80,7 @@ def _dims_of(t: Tensor, item: Any) -> int:
     return 1
 
 
-def _expand(t: Tensor, key: Any) -> list[Any]:
+def _expand(t: TensorLike, key: Any) -> list[Any]:
     """The key as a list with ``...`` expanded and whole-dim slices appended: one item per
     dim of ``t`` (plus the Nones)."""
     items = [_native_item(t, k) for k in (key if type(key) is tuple else (key,))]
@@ -102,7 +102,7 @@ def _is_whole(item: Any) -> bool:
     return type(item) is slice and item == slice(None)
 
 
-def _host(t: Tensor, array: Any) -> np.ndarray:
+def _host(t: TensorLike, array: Any) -> np.ndarray:
     if type(array) is np.ndarray:
         return array
     if isinstance(array, FakeArray):
@@ -113,16 +113,17 @@ def _host(t: Tensor, array: Any) -> np.ndarray:
     return np.asarray(t.backend.to_host(array))
 
 
-def _index_tensor(t: Tensor, host: np.ndarray) -> Tensor:
+def _index_tensor(t: T, host: np.ndarray) -> T:
     """``host`` (an index array) on ``t``'s device; a data-less one for a fake or meta
     ``t`` (fake kernels read only its shape and dtype)."""
     if isinstance(t._data, FakeArray):
-        out: Tensor = _op("oplib::empty")(list(host.shape), dtype=host.dtype, device=t.device)
+        out: T = _op("oplib::empty")(list(host.shape), dtype=host.dtype, device=t.device)
         return out
-    return type(t)._wrap(t.backend.from_host(host, t.device))
+    out = type(t)._wrap(t.backend.from_host(host, t.device))
+    return out
 
 
-def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
+def _all_advanced(t: TensorLike, items: list[Any]) -> list[np.ndarray]:
     """One host index array per dim of ``t``, shaped so that they broadcast to the result
     of indexing ``t`` with ``items`` (see the module docstring)."""
     shape = tuple(t._data.shape)
@@ -190,9 +191,9 @@ def _all_advanced(t: Tensor, items: list[Any]) -> list[np.ndarray]:
     return out
 
 
-def _values(t: Tensor, value: Any) -> Tensor:
+def _values(t: T, value: Any) -> T:
     """``value`` as a Tensor of ``t``'s dtype (torch casts what is assigned)."""
-    out: Tensor
+    out: T
     if isinstance(value, (numbers.Number, np.generic)):
         out = _op("oplib::full")([], value, dtype=t.dtype, device=t.device)
         return out
@@ -202,7 +203,7 @@ def _values(t: Tensor, value: Any) -> Tensor:
     return out
 
 
-def setitem(t: Tensor, key: Any, value: Any) -> None:
+def setitem(t: TensorLike, key: Any, value: Any) -> None:
     """``t[key] = value`` through ``fill_``, ``copy_`` or ``index_put_``."""
     items = _expand(t, key)
     if all(_is_whole(k) for k in items):

@@ -11,34 +11,34 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the Tensor module imports this one
-    from .tensor import Tensor
+from typing import Any, Generic, TypeVar
 
 __all__ = ["ViewSet"]
 
 _ref = weakref.ref
 
+#: The tensor class (the Tensor module imports this one, so it cannot name the class).
+T = TypeVar("T")
 
-class ViewSet:
+
+class ViewSet(Generic[T]):
     """The base of one storage and the views taken of it (weak references)."""
 
     __slots__ = ("_cap", "base", "pieces", "views")
 
-    def __init__(self, base: Tensor | None) -> None:
-        self.base: Callable[[], Tensor | None] = _no_base if base is None else _ref(base)
+    def __init__(self, base: T | None) -> None:
+        self.base: Callable[[], T | None] = _no_base if base is None else _ref(base)
         #: id(view) -> weak reference to it (a dead one is pruned as the dict grows)
-        self.views: dict[int, weakref.ref[Tensor]] = {}
+        self.views: dict[int, weakref.ref[T]] = {}
         #: id(piece) -> weak reference to it: the outputs of ``split`` and its family
-        self.pieces: dict[int, weakref.ref[Tensor]] = {}
+        self.pieces: dict[int, weakref.ref[T]] = {}
         self._cap = 32
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         # An unpickled tensor's data is a copy of its own: it is no view of anything there.
         return _unpickled, ()
 
-    def add(self, base: Tensor, view: Tensor) -> None:
+    def add(self, base: T, view: T) -> None:
         """``view`` was taken of ``base`` (the base itself or another of its views). Where
         the base is gone (or this set came with a pickled tensor), ``base`` takes its place."""
         if self.base() is None:
@@ -48,7 +48,7 @@ class ViewSet:
             self._prune()
         views[id(view)] = _ref(view)
 
-    def add_piece(self, piece: Tensor) -> None:
+    def add_piece(self, piece: T) -> None:
         """``piece`` is one of several views an op returned (``split``, ``chunk``): it shares
         the storage, but no in-place write may go through it while autograd records."""
         if len(self.pieces) >= self._cap:
@@ -62,17 +62,17 @@ class ViewSet:
                 del table[k]
         self._cap = max(32, 2 * len(self.views), 2 * len(self.pieces))
 
-    def is_piece(self, t: Tensor) -> bool:
+    def is_piece(self, t: T) -> bool:
         """Whether ``t`` is one of the pieces (see ``add_piece``)."""
         r = self.pieces.get(id(t))
         return r is not None and r() is t
 
-    def is_view(self, t: Tensor) -> bool:
+    def is_view(self, t: T) -> bool:
         """Whether ``t`` is one of the views (not the base, nor a ``detach()`` of it)."""
         r = self.views.get(id(t))
         return r is not None and r() is t
 
-    def alive(self) -> list[Tensor]:
+    def alive(self) -> list[T]:
         """The views still alive."""
         # (a copy first: another thread may add a view meanwhile)
         return [v for r in list(self.views.values()) if (v := r()) is not None]
@@ -82,6 +82,6 @@ def _no_base() -> None:
     return None
 
 
-def _unpickled() -> ViewSet:
+def _unpickled() -> ViewSet[Any]:
     """The ``ViewSet`` of an unpickled (or deep-copied) tensor: no base, no views."""
     return ViewSet(None)

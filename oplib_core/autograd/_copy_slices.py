@@ -49,12 +49,12 @@ def _op(name: str) -> Any:
     return op_named(f"oplib::{name}")
 
 
-def view_set(t: Tensor) -> ViewSet | None:
+def view_set(t: Tensor) -> ViewSet[Tensor] | None:
     """The ``ViewSet`` of ``t``'s storage, None when no view of it was ever taken."""
     vc = t._vc
     if vc is None or len(vc) < 2:
         return None
-    views: ViewSet = vc[1]
+    views: ViewSet[Tensor] = vc[1]
     return views
 
 
@@ -271,7 +271,7 @@ def _extent(data: Any) -> tuple[int, int] | None:
 
 
 def rebase_views(
-    views: ViewSet,
+    views: ViewSet[Tensor],
     base: Tensor,
     written: Tensor | None,
     what: str,

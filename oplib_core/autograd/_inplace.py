@@ -141,7 +141,7 @@ def _record(op: Any, form: Form, self: Tensor, old: Tensor, args: Any, kwargs: A
 
 
 def _write_shared(
-    qualname: str, op: Any, form: Form, self: Tensor, views: ViewSet, args: Any, kwargs: Any
+    qualname: str, op: Any, form: Form, self: Tensor, views: ViewSet[Tensor], args: Any, kwargs: Any
 ) -> Any:
     """An in-place op on storage that views share: on a view, the base's history is
     rewritten (``CopySlices``); on the base, its history as usual; then every other live
