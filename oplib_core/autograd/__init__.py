@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from ._context import FunctionCtx
 from ._engine import Node, backward, grad
 from ._function import Function, once_differentiable
 from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
-from ._registration import register_autograd
+from ._registration import FunctionCtx, register_autograd
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, TypeVar
 from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
 from .._tensor.tensor import Tensor
-from ._context import FunctionCtx
 from ._engine import Node, edge_of
+from ._registration import FunctionCtx
 
 __all__ = ["Function", "once_differentiable"]
 
