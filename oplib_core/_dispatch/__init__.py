@@ -16,7 +16,7 @@ One concept per module, each importing only those above it in this list:
 This module is the one door: the rest of the core imports from here, never from the
 submodules, and asks an op (``OpOverload``'s methods) rather than reading its fields.
 Modes that run calls themselves use ``bind_call``/``unwrap_call``/``wrap_call`` (the
-bound call, its arrays, the result as the caller gets it), ``mode_runner`` and
+bound call, its arrays, the result as the caller gets it), ``mode_table`` and
 ``serve_mode`` (calls of the fast path's shape served without leaving the dispatcher),
 and the profiler ``route``/``plan_call``/``run_plan`` (what the dispatcher decides, run
 as it runs it). ``tests/test_dispatch_door.py`` holds the rule.

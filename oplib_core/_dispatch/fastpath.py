@@ -48,7 +48,7 @@ __all__ = [
     "cache_class",
     "factory_entry",
     "fast_route",
-    "mode_runner",
+    "mode_table",
     "same_device",
     "tensor_entry",
 ]
@@ -91,9 +91,10 @@ FactoryCall = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 #: An op's slow path: ``call_slow(args, kwargs)``.
 CallSlow = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
-#: What a mode remembered for an op (``OpCache.remember_mode``): ``serve(mode, args,
-#: kwargs)``, the result or ``MISS``.
-ModeServe = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+#: What a mode asked an op to serve for it (``OpCache.remember_mode``), read by
+#: ``FastCall.__call__`` as it reads ``by_type``: the class of a fast call's first tensor
+#: argument -> what runs the call (its positional arguments, defaults appended).
+ModeTable = dict[type, Callable[..., Any]]
 
 
 class OpCache:
@@ -145,7 +146,7 @@ class OpCache:
         self.autograd: dict[type, Callable[..., Any]] = {}
         self.by_backend: dict[str, tuple[Callable[..., Any], str]] = {}
         self.factory: dict[Any, FactoryServe] = {}
-        self.modes: dict[type, ModeServe] = {}
+        self.modes: dict[type, ModeTable] = {}
         self.tensor_entry = tensor_entry(sig, self, call_slow)
         self.by_type[Tensor] = self.tensor_entry
 
@@ -236,14 +237,14 @@ class OpCache:
                 return False
         return key in self.factory
 
-    def remember_mode(self, mode_type: type, serve: ModeServe) -> None:
-        """Serve this op's calls under an innermost mode of exactly ``mode_type`` with
-        ``serve(mode, args, kwargs)`` (a result, or ``MISS`` to hand the call to the mode),
-        until ``invalidate()``. Nothing is remembered with the fast path off."""
+    def remember_mode(self, mode_type: type, table: ModeTable) -> None:
+        """Serve this op's fast calls under an innermost mode of exactly ``mode_type`` from
+        ``table`` (``mode_table``'s; a call it has no entry for goes to the mode), until
+        ``invalidate()``. Nothing is remembered with the fast path off."""
         if SLOW:
             return
         with REGISTRY.lock:
-            self.modes[mode_type] = serve
+            self.modes[mode_type] = table
 
     def remember_autograd(self, cls: type, backend: Backend) -> None:
         """After the Autograd kernel ran a call on Tensors of ``cls`` arrays."""
@@ -382,8 +383,9 @@ FAST_FIELDS = (
     "_modes",
 )
 
-# What an object that shares no op's fast path serves under modes: nothing.
-_NO_MODES: Mapping[type, ModeServe] = types.MappingProxyType({})
+# What an object that shares no op's fast path serves, with or without modes: nothing.
+_NO_MODES: Mapping[type, ModeTable] = types.MappingProxyType({})
+_NO_KERNELS: Mapping[type, Callable[..., Any]] = types.MappingProxyType({})
 
 
 class FastCall:
@@ -408,7 +410,7 @@ class FastCall:
     _multi: bool
     _by_type: dict[type, Callable[..., Any]]
     _opcache: OpCache
-    _modes: Mapping[type, ModeServe]
+    _modes: Mapping[type, ModeTable]
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -416,33 +418,33 @@ class FastCall:
     # Complicated for better performance (every check inlined, the common case tested
     # first, Tensors found through the same dict lookup as arrays); the plain equivalent:
     #
-    #     if ACTIVE[0] and cache.modes has the innermost mode's class:
-    #         run what it serves (unless it answers MISS)
+    #     by_type = cache.by_type
+    #     if ACTIVE[0] and this thread has a mode:
+    #         by_type = cache.modes.get(type(innermost mode))   # what it asked the op to serve
+    #         if by_type is None: return self._call_slow(args, kwargs)   # the mode's call
     #     bound = sig.bind_fast(args, kwargs)           # the shape: arity, scalars, int[]s
-    #     if ACTIVE[0] or bound is None or the tensor arguments differ in type:
+    #     if bound is None or the tensor arguments differ in type:
     #         return self._call_slow(args, kwargs)
     #     args = tuple(bound[0])                        # defaults in, int[]s as lists
     #     t = type(args[key0])
-    #     if t is Tensor:
-    #         return cache.tensor_entry(*args)          # looks in cache.tensor/.autograd
-    #     if t in cache.native_kernels:                 # by_type without its Tensor key
-    #         return cache.native_kernels[t](*args)
+    #     if t in by_type:                              # Tensor: cache.tensor_entry, which
+    #         return by_type[t](*args)                  # looks in cache.tensor/.autograd
     #     return self._call_slow(args, kwargs)
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         n = len(args)
-        if kwargs or ACTIVE[0] or n != self._npos:
-            if ACTIVE[0]:
-                # what the innermost mode asked the op to serve for it (OpCache.modes)
-                if self._modes and not FIRST[0]:
-                    stack = MODES.stack
-                    if stack:
-                        mode = stack[-1]
-                        serve = self._modes.get(type(mode))
-                        if serve is not None:
-                            out = serve(mode, args, kwargs)
-                            if out is not MISS:
-                                return out
-                return self._call_slow(args, kwargs)
+        if ACTIVE[0]:
+            stack = MODES.stack
+            if stack:
+                # the innermost mode takes the call, unless it gave the op a table of its
+                # own (OpCache.modes, read as by_type is) and no mode goes first
+                by_type = self._modes.get(type(stack[-1]))
+                if by_type is None or FIRST[0]:
+                    return self._call_slow(args, kwargs)
+            else:  # the modes are other threads': as if none were active
+                by_type = self._by_type
+        else:
+            by_type = self._by_type
+        if kwargs or n != self._npos:
             if kwargs or n > self._npos or n < self._nmin:
                 return self._call_slow(args, kwargs)
             args += self._tails[n]
@@ -471,7 +473,7 @@ class FastCall:
                 else:
                     return self._call_slow(args, kwargs)
         try:
-            fn = self._by_type[t]
+            fn = by_type[t]
         except KeyError:
             fn = None
         if fn is None:  # outside the except block: the slow path's errors chain no KeyError
@@ -479,7 +481,8 @@ class FastCall:
         try:  # free while nothing raises (CPython 3.11); the note costs only on failure
             return fn(*args)
         except Exception as e:
-            self._opcache.failed(e, fn, args)
+            if by_type is self._by_type:  # (a mode's kernels fail as under the mode)
+                self._opcache.failed(e, fn, args)
             raise
 
     def _route(self, types: tuple[type, ...]) -> Route | None:
@@ -519,7 +522,12 @@ class FastCall:
         """Share ``op``'s fast path (its plan and its caches); None: always slow."""
         # (The subclasses declare the slots, FastCall only their types: hence setattr.)
         if op is None:
-            for name, value in (("_npos", -1), ("_nmin", 0), ("_modes", _NO_MODES)):
+            for name, value in (
+                ("_npos", -1),
+                ("_nmin", 0),
+                ("_modes", _NO_MODES),
+                ("_by_type", _NO_KERNELS),
+            ):
                 setattr(self, name, value)
             return
         for name in FAST_FIELDS:
@@ -833,102 +841,95 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
 
 # -- modes that run kernels themselves --------------------------------------------------------
 
-#: How a mode runs a kernel in its own context: ``enter(mode, kernel, nargs)``.
-ModeEnter = Callable[[Any, Callable[..., Any], Any], Any]
+#: How a mode runs a kernel in its own context: ``enter(kernel, single)``, a callable
+#: taking the kernel's positional arguments (see ``mode_table``).
+ModeEnter = Callable[[Callable[..., Any], bool], Callable[..., Any]]
 #: A mode's answer for a kernel result it must look at: ``finish(out, tensors_in, call)``,
 #: the call's result (or it raises). ``call`` is the bound call (``BoundCall``, Tensors as
 #: given) for an op whose returns are not one plain Tensor, else None: its one result was
 #: no array of the class the mode runs on.
 ModeFinish = Callable[[Any, bool, "BoundCall | None"], Any]
-#: ``mode_runner``'s answer: ``run(mode, args, kwargs)``, the result or ``MISS`` (what
-#: ``OpCache.remember_mode`` takes).
-ModeRun = ModeServe
 
 
-def mode_runner(
+def mode_table(
     sig: Signature,
-    kernel: Callable[..., Any],
     cls: type,
+    kernel: Callable[..., Any],
     enter: ModeEnter | None,
     finish: ModeFinish,
-) -> ModeRun | None:
-    """For a mode that runs ``kernel`` itself on arrays of exactly class ``cls`` (the fake
-    mode on fake arrays): ``run(mode, args, kwargs)`` runs a call of the fast path's shape
-    (positional arguments, checked by ``sig.bind_fast``, the one check every path shares)
-    whose tensor arguments are all ``cls`` arrays or Tensors of them: ``kernel`` on the
-    arrays (the keyword-only defaults passed; through ``enter(mode, kernel, nargs)`` when
-    given). An op returning one plain Tensor gives its ``cls`` result (a Tensor when
-    Tensors came in) and any other to ``finish(out, tensors_in, None)``; any other op gives
-    every result to ``finish(out, tensors_in, call)``. ``MISS`` for every other call.
-    None when no call qualifies: the op has no fast shape, or the fast path is off
+    call_slow: CallSlow,
+) -> ModeTable | None:
+    """For a mode that runs an op's kernel itself on arrays of exactly class ``cls`` (the
+    fake mode on fake arrays): the table (``OpCache.remember_mode``) that serves the op's
+    fast calls (the shape ``FastCall.__call__`` checks) whose tensor arguments are all
+    ``cls`` arrays, or all Tensors of them, without leaving the dispatcher: ``kernel`` on
+    the arrays (the keyword-only defaults passed), as ``run = enter(kernel, single)``
+    runs it (``run(*nargs)``, in the mode's context).
+
+    ``single``: the op returns one plain Tensor. Then ``run`` gives the mode's result for
+    arrays (a ``cls`` array as it is, any other through ``finish(out, False, None)``),
+    served as it is, and a Tensor call gets a ``cls`` result wrapped, any other through
+    ``finish(out, True, None)``. Without ``enter`` the kernel itself serves array calls:
+    the mode trusts it to return ``cls`` arrays (as a backend's kernel is trusted on the
+    fast path). Any other op gives each result to ``finish(out, tensors_in, call)``. A
+    Tensor call on arrays of another class goes to ``call_slow`` (the mode). None when no
+    call qualifies: the op has no fast shape, or the fast path is off
     (``OPLIB_DISPATCH_SLOW=1``)."""
     if SLOW or sig.npos < 0:
         return None
-    kernel = with_kwdefaults(kernel, sig.kwdefaults)
+    key_pos, kwdefaults = sig.key_pos, sig.kwdefaults
+    kernel = with_kwdefaults(kernel, kwdefaults)
     single = sig.single_plain_return
-    if single and sig.npos == 1 and sig.nmin == 1:  # one Tensor in, one out: unrolled
+    run = kernel if enter is None else enter(kernel, single)
+    if single:
+        if key_pos == (0,) and sig.npos == 1:  # one Tensor in, one out: unrolled
 
-        def run1(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if kwargs or len(args) != 1:
-                return MISS
-            a = args[0]
-            if type(a) is Tensor:
-                a = a._data
-                tensors_in = True
-            else:
-                tensors_in = False
-            if type(a) is not cls:
-                return MISS
-            out = kernel(a) if enter is None else enter(mode, kernel, (a,))
+            def tensor1(a: Tensor) -> Any:
+                data = a._data
+                if type(data) is not cls:
+                    return call_slow((a,), {})
+                out = run(data)
+                if type(out) is cls:
+                    return _make_tensor(out)
+                return finish(out, True, None)
+
+            return {cls: run, Tensor: tensor1}
+
+        if key_pos == (0, 1) and sig.npos == 2:  # two: unrolled
+
+            def tensor2(a: Tensor, b: Tensor) -> Any:
+                da, db = a._data, b._data
+                if type(da) is not cls or type(db) is not cls:
+                    return call_slow((a, b), {})
+                out = run(da, db)
+                if type(out) is cls:
+                    return _make_tensor(out)
+                return finish(out, True, None)
+
+            return {cls: run, Tensor: tensor2}
+
+        def tensors(*args: Any) -> Any:
+            nargs = list(args)
+            for i in key_pos:
+                v = nargs[i] = args[i]._data
+                if type(v) is not cls:
+                    return call_slow(args, {})
+            out = run(*nargs)
             if type(out) is cls:
-                return _make_tensor(out) if tensors_in else out
-            return finish(out, tensors_in, None)
+                return _make_tensor(out)
+            return finish(out, True, None)
 
-        return run1
+        return {cls: run, Tensor: tensors}
 
-    if single and sig.npos == 2 and sig.nmin == 2 and sig.key_pos == (0, 1):  # two: unrolled
+    def arrays_other(*args: Any) -> Any:
+        return finish(run(*args), False, BoundCall(list(args), dict(kwdefaults), True))
 
-        def run2(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if kwargs or len(args) != 2:
-                return MISS
-            a, b = args
-            tensors_in = False
-            if type(a) is Tensor:
-                a = a._data
-                tensors_in = True
-            if type(b) is Tensor:
-                b = b._data
-                tensors_in = True
-            if type(a) is not cls or type(b) is not cls:
-                return MISS
-            out = kernel(a, b) if enter is None else enter(mode, kernel, (a, b))
-            if type(out) is cls:
-                return _make_tensor(out) if tensors_in else out
-            return finish(out, tensors_in, None)
-
-        return run2
-
-    bind_fast, key_pos = sig.bind_fast, sig.key_pos
-
-    def run(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = bind_fast(args, kwargs)
-        if bound is None:
-            return MISS
-        bargs = bound[0]
-        nargs = bargs if single else list(bargs)
-        tensors_in = False
+    def tensors_other(*args: Any) -> Any:
+        nargs = list(args)
         for i in key_pos:
-            v = nargs[i]
-            if type(v) is Tensor:
-                tensors_in = True
-                v = nargs[i] = v._data
+            v = nargs[i] = args[i]._data
             if type(v) is not cls:
-                return MISS
-        out = kernel(*nargs) if enter is None else enter(mode, kernel, nargs)
-        if not single:
-            return finish(out, tensors_in, BoundCall(bargs, bound[1], True))
-        if type(out) is cls:
-            return _make_tensor(out) if tensors_in else out
-        return finish(out, tensors_in, None)
+                return call_slow(args, {})
+        return finish(run(*nargs), True, BoundCall(list(args), dict(kwdefaults), True))
 
-    return run
+    return {cls: arrays_other, Tensor: tensors_other}

@@ -35,14 +35,13 @@ from .fastpath import (
     FastCall,
     ModeEnter,
     ModeFinish,
-    ModeRun,
-    ModeServe,
+    ModeTable,
     OpCache,
     below_autograd,
     cache_class,
     factory_entry,
     fast_route,
-    mode_runner,
+    mode_table,
 )
 from .modes import ACTIVE, MODES, DispatchMode, call_mode
 from .placement import Placement, as_tensors, check_result, checking, place, wrap
@@ -440,25 +439,26 @@ class OpOverload(FastCall):
         named = self._sig.named
         return out if named is None else named_result(named, out)
 
-    def mode_runner(
+    def mode_table(
         self,
-        kernel: Callable[..., Any],
         cls: type,
+        kernel: Callable[..., Any],
         enter: ModeEnter | None,
         finish: ModeFinish,
-    ) -> ModeRun | None:
-        """``fastpath.mode_runner`` for this op: ``run(mode, args, kwargs)`` runs ``kernel`` on a
-        fast-shaped call of ``cls`` arrays (or Tensors of them), else ``MISS``; None when
+    ) -> ModeTable | None:
+        """``fastpath.mode_table`` for this op: what serves its fast calls on ``cls`` arrays
+        (or Tensors of them) under a mode that runs ``kernel`` itself (through
+        ``enter(kernel, single)``, results it must look at through ``finish``); None when
         no call of this op qualifies (or the fast path is off)."""
-        return mode_runner(self._sig, kernel, cls, enter, finish)
+        return mode_table(self._sig, cls, kernel, enter, finish, self._call_slow)
 
-    def serve_mode(self, mode_type: type[DispatchMode], serve: ModeServe) -> None:
+    def serve_mode(self, mode_type: type[DispatchMode], table: ModeTable) -> None:
         """Under an innermost mode of exactly ``mode_type`` (none marked to go first),
-        calls of this op (and of the packets and custom ops that share its fast path) try
-        ``serve(mode, args, kwargs)`` first, the mode still active; ``MISS`` hands the call
-        on to the mode's ``__oplib_dispatch__``. Until a
+        this op's fast calls (and those of the packets and custom ops that share its fast
+        path) are served from ``table`` (``mode_table``'s), the mode still active; a call
+        the table has no entry for goes to the mode's ``__oplib_dispatch__``. Until a
         registration changes the op (and never with the fast path off)."""
-        self._opcache.remember_mode(mode_type, serve)
+        self._opcache.remember_mode(mode_type, table)
 
     def route(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallRoute | None:
         """What the fast path would do with ``op(*args, **kwargs)`` were no mode active:

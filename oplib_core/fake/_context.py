@@ -1,15 +1,18 @@
 """Which fake kernel is running: ``get_ctx()`` and the op named in data-access errors.
 
-``FakeTensorMode`` records the op whose fake kernel it runs (a thread-local, cheap). On the
-meta device the dispatcher calls fake kernels directly, so when nothing is recorded the
-call stack is searched for a registered fake kernel's code object; that only happens on
-error paths and in ``get_ctx()``.
+``FakeTensorMode`` records the op whose fake kernel it runs (a thread-local, cheap), except
+on its fast path, where a kernel is run by a frame that knows it (a code object registered
+in ``SERVED``) and nothing is recorded per call. On the meta device the dispatcher calls
+fake kernels directly. When nothing is recorded, the call stack is searched for such a
+frame or a registered fake kernel's code object; that only happens on error paths and in
+``get_ctx()``.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -52,6 +55,10 @@ class _State(threading.local):
 
 STATE = _State()
 
+#: code object of a frame that runs a fake kernel without recording it in ``STATE`` ->
+#: the context of the kernel that frame runs (FakeTensorMode's fast path registers its own).
+SERVED: dict[Any, Callable[[FrameType], FakeKernelContext]] = {}
+
 
 class _KernelIndex:
     """code object → (op qualname, source) of every fake kernel and meta-device kernel;
@@ -87,12 +94,24 @@ class _KernelIndex:
 _INDEX = _KernelIndex()
 
 
-def _fake_kernel_on_stack() -> tuple[str, str] | None:
+def _fake_kernel_on_stack() -> FakeKernelContext | tuple[str, str] | None:
+    """The innermost fake kernel running in this thread, found on the call stack: the
+    context its runner gives (``SERVED``), or ``(qualname, source)`` of a registered fake
+    kernel's code (on the meta device)."""
     index = _INDEX.get()
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        found = index.get(frame.f_code)
+        code = frame.f_code
+        served = SERVED.get(code)
+        if served is not None:
+            return served(frame)
+        found = index.get(code)
         if found is not None:
+            caller = frame.f_back  # a kernel run by a runner that knows it: the runner's
+            if caller is not None:
+                served = SERVED.get(caller.f_code)
+                if served is not None:
+                    return served(caller)
             return found
         frame = frame.f_back
     return None
@@ -101,9 +120,12 @@ def _fake_kernel_on_stack() -> tuple[str, str] | None:
 def current_fake_op() -> tuple[str, str | None] | None:
     """``(qualname, source or None)`` of the fake kernel running in this thread, if any."""
     ctx = STATE.ctx
-    if ctx is not None:
-        return ctx.op, ctx.source
-    return _fake_kernel_on_stack()
+    if ctx is None:
+        found = _fake_kernel_on_stack()
+        if not isinstance(found, FakeKernelContext):
+            return found
+        ctx = found
+    return ctx.op, ctx.source
 
 
 def get_ctx() -> FakeKernelContext:
@@ -112,6 +134,8 @@ def get_ctx() -> FakeKernelContext:
     if ctx is not None:
         return ctx
     found = _fake_kernel_on_stack()
+    if isinstance(found, FakeKernelContext):
+        return found
     if found is not None:
         return FakeKernelContext(found[0], DEFAULT_ENV, found[1])
     raise FakeTensorError(

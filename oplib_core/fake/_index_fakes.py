@@ -201,4 +201,8 @@ def index_fake_kernels() -> dict[str, Callable[..., Any]]:
 
     extreme("max")
     extreme("min")
+    # These two ask get_ctx() for their data-dependent sizes: not leaf kernels, so that
+    # FakeTensorMode gives them its context (its shape env), not the meta device's.
+    for name in ("index.Tensor", "masked_select"):
+        del kernels[name]._oplib_leaf_fake  # type: ignore[attr-defined]
     return kernels

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import (
+    MODES,
     BoundCall,
     DispatchKeySet,
     DispatchMode,
@@ -34,9 +35,9 @@ from ..backends import TABLE
 from ..errors import NoKernelError
 from ._arrays import FakeArray, intern_device
 from ._classes import class_slots, to_fake_obj
-from ._context import STATE, FakeKernelContext
+from ._context import SERVED, STATE, FakeKernelContext
 from ._errors import FakeTensorError
-from ._symbolic import ShapeEnv
+from ._symbolic import DEFAULT_ENV, ShapeEnv
 
 __all__ = ["FakeTensorMode"]
 
@@ -350,8 +351,9 @@ def _fake_kernel(op: OpOverload) -> Any:
     return _meta_kernel(op)
 
 
-# op -> (the fake kernel, what serves the op's calls under the mode; None: nothing can):
-# built once per kernel, handed to the op again whenever a registration made it forget
+# op -> (the fake kernel, the table that serves the op's calls under the mode; None: no
+# call can be served): built once per kernel, handed to the op again whenever a
+# registration made it forget
 _served: weakref.WeakKeyDictionary[OpOverload, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
@@ -363,12 +365,15 @@ def _serve(op: OpOverload, fn: Any, leaf: bool) -> None:
         return
     known = _served.get(op)
     if known is None or known[0] is not fn:
-        known = _served[op] = (fn, _serving(op, fn, leaf))
+        known = _served[op] = (fn, _table(op, fn, leaf))
     if known[1] is not None:
         op.serve_mode(FakeTensorMode, known[1])
 
 
-def _serving(op: OpOverload, fn: Any, leaf: bool) -> Any:
+def _table(op: OpOverload, fn: Any, leaf: bool) -> Any:
+    """What serves ``op``'s fast calls on fake arrays under the mode: the op's table
+    (``op.mode_table``) running ``fn``; a core kernel that calls no ops runs bare, as on
+    the meta device, any other in its context (``get_ctx()``), its result checked."""
     check = functools.partial(_check_one, op, "tensor")
 
     def finish(out: Any, tensors_in: bool, call: BoundCall | None) -> Any:
@@ -377,22 +382,57 @@ def _serving(op: OpOverload, fn: Any, leaf: bool) -> Any:
         if _one_tuple(out):  # "-> (Tensor)": a 1-tuple, as the kernel returned it
             return (finish(out[0], tensors_in, None),)
         out = check(out)
-        return Tensor._wrap(out) if tensors_in else out
+        return Tensor._wrap(out) if tensors_in and out is not None else out
 
-    def enter(mode: FakeTensorMode, kernel: Any, nargs: Any) -> Any:
-        # the mode is active here (the op serves it on the stack): only the context
-        plan = mode._contexts.get(fn)
-        if plan is None:
-            plan = mode._plan(op, fn)
-        state = STATE
-        outer = state.ctx
-        state.ctx = plan[0]
-        try:
-            return kernel(*nargs)
-        finally:
-            state.ctx = outer
+    def enter(kernel: Any, single: bool) -> Any:
+        return _runner(op, fn, kernel, single, finish)
 
-    return op.mode_runner(fn, FakeArray, None if leaf else enter, finish)
+    return op.mode_table(FakeArray, fn, None if leaf else enter, finish)
 
+
+def _runner(op: OpOverload, fn: Any, kernel: Any, single: bool, finish: Any) -> Any:
+    """What runs ``kernel`` (``fn`` with the op's keyword-only defaults) on a served call,
+    the mode still this thread's innermost: its context is not recorded per call, as
+    ``_run_kernel`` records it, but found from this frame when asked for
+    (``_served_context``); inside another kernel's recorded context it is recorded, so
+    that the innermost kernel's is found first. A single plain result is checked."""
+
+    def run(*nargs: Any) -> Any:
+        out = kernel(*nargs) if STATE.ctx is None else _recorded(op, fn, kernel, nargs)
+        if not single or type(out) is FakeArray:
+            return out
+        return finish(out, False, None)
+
+    return run
+
+
+def _recorded(op: OpOverload, fn: Any, kernel: Any, nargs: Any) -> Any:
+    mode = MODES.stack[-1]  # the mode that served the call: the innermost
+    assert isinstance(mode, FakeTensorMode)
+    plan = mode._contexts.get(fn)
+    if plan is None:
+        plan = mode._plan(op, fn)
+    state = STATE
+    outer = state.ctx
+    state.ctx = plan[0]
+    try:
+        return kernel(*nargs)
+    finally:
+        state.ctx = outer
+
+
+def _served_context(frame: Any) -> FakeKernelContext:
+    """The context of the kernel that ``_runner``'s frame runs: its op's, with the shape
+    environment of this thread's innermost FakeTensorMode (the one serving the call)."""
+    found = frame.f_locals
+    op, fn = found["op"], found["fn"]
+    for mode in reversed(MODES.stack):
+        if isinstance(mode, FakeTensorMode):
+            plan = mode._contexts.get(fn)
+            return (plan if plan is not None else mode._plan(op, fn))[0]
+    return FakeKernelContext(op.name(), DEFAULT_ENV)
+
+
+SERVED[_runner(None, None, None, False, None).__code__] = _served_context  # type: ignore[arg-type]
 
 _OWN_DISPATCH = FakeTensorMode.__oplib_dispatch__
