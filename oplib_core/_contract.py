@@ -11,7 +11,7 @@ factories and ``Tensor.to`` call. So it follows the formulas as they change.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "factory_ops",
     "formula_ops",
     "markdown",
+    "minimum_ops",
     "spec_fields",
 ]
 
@@ -127,8 +128,27 @@ def formula_ops() -> dict[str, tuple[str, ...]]:
 
 
 def factory_ops() -> tuple[str, ...]:
-    """The core ops the factories (``oplib.zeros`` ...) and ``Tensor.to`` call on a device."""
-    return (*(f"oplib::{n}" for n in _FACTORY_CALLS), "oplib::_to_copy")
+    """The core ops the factories (``oplib.zeros`` ...) and ``Tensor.to`` call on a device:
+    ``_to_copy``, whose default kernel copies on one device with ``clone`` (and ``astype``
+    for a new dtype), as ``t.to(dtype)``, ``t.clone()`` and gradcheck's copies do."""
+    return (
+        *(f"oplib::{n}" for n in _FACTORY_CALLS),
+        "oplib::_to_copy",
+        "oplib::clone",
+        "oplib::astype",
+    )
+
+
+def minimum_ops(*, autograd: bool = True, quote: Callable[[str], str] = str) -> dict[str, str]:
+    """The minimum op set a backend needs, each op with what needs it (``quote`` marks up
+    the names: the guide shows them as code)."""
+    why: dict[str, list[str]] = {
+        q: [f"the factories and {quote('Tensor.to')}"] for q in factory_ops()
+    }
+    if autograd:
+        for q, users in formula_ops().items():
+            why.setdefault(q, []).append("the gradients of " + ", ".join(map(quote, users)))
+    return {q: "; ".join(reasons) for q, reasons in why.items()}
 
 
 @dataclass(frozen=True)
@@ -203,10 +223,7 @@ def _has_kernel(qualname: str, backend: Backend) -> bool:
 
 def _op_gaps(backend: Backend) -> list[Gap]:
     gaps: list[Gap] = []
-    minimum: dict[str, str] = {q: "the factories and Tensor.to" for q in factory_ops()}
-    if backend.spec.autograd:
-        for q, users in formula_ops().items():
-            minimum.setdefault(q, f"the gradients of {', '.join(users)}")
+    minimum = minimum_ops(autograd=backend.spec.autograd)
     for q, why in minimum.items():
         if not _has_kernel(q, backend):
             gaps.append(Gap("op", q, True, why))
@@ -229,8 +246,6 @@ def markdown() -> str:
     lines += ["", "| field with a default that a core feature needs | what needs it |", "|---|---|"]
     lines += [f"| `{f}` | {why} |" for f, why in SPEC_NEEDED]
     lines += ["", "| core op (minimum set) | needed by |", "|---|---|"]
-    minimum = {q: "the factories and `Tensor.to`" for q in factory_ops()}
-    for q, users in formula_ops().items():
-        minimum.setdefault(q, "the gradients of " + ", ".join(f"`{u}`" for u in users))
+    minimum = minimum_ops(quote=lambda name: f"`{name}`")
     lines += [f"| `{q}` | {why} |" for q, why in sorted(minimum.items())]
     return "\n".join(lines) + "\n"

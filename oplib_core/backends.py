@@ -28,6 +28,7 @@ from ._dtypes import (
 )
 from ._records import Record
 from ._registry.backend_cache import DeferredBackend
+from ._registry.entry import LOCATION
 from ._registry.startup import LOCK, deferred, ensure
 from .errors import (
     ArgumentTypeError,
@@ -826,7 +827,9 @@ def on_device(
     (entering and leaving ``cupy.cuda.Device`` cost about a microsecond per call, issue
     30; on one device it is always current). ``kernel()`` and ``placement()`` are called
     once, on the first call, so that loading the plugin imports no array library; the
-    result is named ``name`` (its ``__name__`` and ``__qualname__``, which errors quote).
+    result is named ``name`` (its ``__name__`` and ``__qualname__``, which errors quote),
+    and its registration's origin (``oplib ops show``, ``explain``, a kernel's error note)
+    is the line that called ``on_device``, in the plugin.
 
     No dtype guard is added here: the dispatcher already refuses, before any kernel runs,
     a dtype the backend declares it cannot hold (``BackendSpec.dtypes``) with a
@@ -867,4 +870,6 @@ def on_device(
             return fn(*args, **kwargs)
 
     run.__name__ = run.__qualname__ = name
+    made_at = sys._getframe(1)  # the plugin's line: registrations and errors point there
+    run.__dict__[LOCATION] = f"{made_at.f_code.co_filename}:{made_at.f_lineno}"
     return run

@@ -243,6 +243,53 @@ def test_a_dtype_the_backend_lacks_is_refused_before_the_kernel_runs(backend: Ru
     assert backend.entered == []  # refused before the device was entered
 
 
+def test_a_same_device_cast_to_a_dtype_the_backend_lacks_is_refused_before_clone(
+    backend: Runtime,
+) -> None:
+    """``t.to(dtype)`` on one device runs the backend's clone, then astype: a dtype the
+    backend cannot hold is refused first, not after its clone ran (nor as clone's missing
+    kernel)."""
+    cloned: list[int] = []
+    lib = oplib.Library("oplib", "IMPL")
+    lib.impl("clone", lambda x: cloned.append(x.index) or placed(np.array(x), x.index), NAME)
+    lib.impl("astype", lambda x, dtype: placed(np.array(x).astype(dtype), x.index), NAME)
+    try:
+        t = oplib.Tensor(placed(np.ones(2, np.float32), 1))
+        with pytest.raises(BackendDtypeError) as info:
+            t.to(oplib.float64)
+        assert str(info.value).startswith(
+            f"oplib::_to_copy() on {NAME}:1: backend 'placed' has no float64 dtype"
+        )
+        assert cloned == []
+        assert t.to(oplib.int32).dtype == np.dtype("int32")  # a dtype it holds: copied
+        assert cloned == [1]
+    finally:
+        lib._destroy()
+
+
+def test_a_wrapped_kernel_is_credited_to_the_plugin_line_that_wrapped_it(
+    backend: Runtime,
+) -> None:
+    """``oplib ops show``/``explain`` and a kernel's error note give the place in the
+    plugin that called ``on_device`` (the wrapper's own code is oplib's)."""
+    line = _wrapped.__code__.co_firstlineno + 6  # its ``return on_device(...)``
+    assert Path(__file__).read_text().splitlines()[line - 1].strip().startswith("return on_device(")
+    kernel = oplib.lookup("oplib::neg").kernel(NAME)
+    assert str(kernel.origin).startswith(f"{__file__}:{line}")
+    shown = str(oplib.explain(oplib.ops.oplib.neg, placed(np.ones(1, np.float32), 0)))
+    assert f"{Path(__file__).name}:{line}" in shown
+
+
+def test_the_contract_counts_clone_and_astype_in_the_minimum_set() -> None:
+    from oplib_core._contract import minimum_ops
+
+    minimum = minimum_ops(autograd=False)
+    assert minimum["oplib::clone"] == "the factories and Tensor.to"
+    assert minimum["oplib::astype"] == "the factories and Tensor.to"
+    with_grad = minimum_ops()["oplib::astype"]
+    assert with_grad.startswith("the factories and Tensor.to; the gradients of ")
+
+
 # -- the template (privateuse1) through on_device ------------------------------------------------
 
 

@@ -80,7 +80,15 @@ current_plugin: contextvars.ContextVar[PluginContext | None] = contextvars.Conte
 )
 
 
+#: A kernel wrapper that oplib makes for a plugin (``backends.on_device``) records here
+#: where the plugin made it (``file:line``): its own code is oplib's, not the plugin's.
+LOCATION = "__oplib_location__"
+
+
 def _location_of(fn: Any) -> str | None:
+    made_at = getattr(fn, LOCATION, None)
+    if made_at is not None:
+        return str(made_at)
     code = getattr(fn, "__code__", None)
     if code is None:
         wrapped = getattr(fn, "__wrapped__", None) or getattr(fn, "__func__", None)
