@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
 __all__ = [
+    "DTYPES",
     "bfloat16",
     "bool_",
     "channels_last",
@@ -88,6 +89,13 @@ FLOAT8 = frozenset((float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz
 #: test ``dtype.kind in "fc" or dtype in EXTENSION_FLOATS`` (differentiable dtypes), so that
 #: float32 pays nothing more than before.
 EXTENSION_FLOATS = FLOAT8 | {bfloat16}
+#: Every dtype oplib has (a backend that lacks some declares the rest: ``DTYPES -
+#: {oplib.float16}``; see ``BackendSpec.dtypes``).
+DTYPES = EXTENSION_FLOATS | {
+    bool_,
+    *(int8, int16, int32, int64, uint8, uint16, uint32, uint64),
+    *(float16, float32, float64, complex64, complex128),
+}
 
 
 # -- layouts and memory formats (torch.layout, torch.memory_format) ---------------------------

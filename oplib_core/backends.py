@@ -13,6 +13,7 @@ import numpy as np
 from ._array_api import DtypeMap, namespace_dtypes
 from ._device import Device, parse_device
 from ._dtypes import (
+    DTYPES,
     EXTENSION_FLOATS,
     complex64,
     complex128,
@@ -41,6 +42,7 @@ from .errors import (
 
 __all__ = [
     "DISTRIBUTIONS",
+    "DTYPES",
     "Backend",
     "BackendSpec",
     "BackendTable",

@@ -290,6 +290,30 @@ def test_the_contract_counts_clone_and_astype_in_the_minimum_set() -> None:
     assert with_grad.startswith("the factories and Tensor.to; the gradients of ")
 
 
+def test_dtypes_is_every_oplib_dtype_to_subtract_from() -> None:
+    from oplib_core.backends import DTYPES
+
+    named = {
+        getattr(oplib, n)
+        for n in dir(oplib)
+        if isinstance(getattr(oplib, n, None), np.dtype) and n not in ("dtype",)
+    }
+    assert named == DTYPES and len(DTYPES) == 20
+    assert oplib.bfloat16 in DTYPES and oplib.float8_e4m3fn in DTYPES
+    undo = oplib.backends.register(
+        oplib.BackendSpec(
+            name="nohalf",
+            array_type_names=("tests.NoHalfArray",),
+            dtypes=lambda: DTYPES - {oplib.float16},
+        )
+    )
+    try:
+        nohalf = oplib.backends.get("nohalf")
+        assert [d for d in DTYPES if not nohalf.supports_dtype(d)] == [oplib.float16]
+    finally:
+        undo()
+
+
 # -- the template (privateuse1) through on_device ------------------------------------------------
 
 
