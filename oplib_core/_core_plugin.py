@@ -41,7 +41,7 @@ def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None =
     target = here if device is None else device
     if target.type == src.name and (target.index is None or target.index == here.index):
         if dtype is not None:  # refused before the backend's clone runs
-            src.check_dtype(dtype, f"oplib::_to_copy() on {here}", copy=False)
+            src.check_dtype(dtype, "oplib::_to_copy()")
         out = _clone()(self)
         return out if dtype is None or src.dtype_of(out) == dtype else _astype()(out, dtype)
     dst = TABLE.get(target.type)
