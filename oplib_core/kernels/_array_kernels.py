@@ -163,6 +163,12 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     direct = isinstance(ns, ModuleType) and not is_namespace(ns, "numpy")
     asarray = np.asarray if numpy_module else _same if direct else ns.asarray
     astype = ns.astype
+    # numpy's sum/max/min are Python wrappers (about 1.2 us on a small array) that call the
+    # ufunc reductions for an ndarray; numpy's kernels call those directly (same results).
+    if numpy_module:
+        reduce_sum, reduce_max, reduce_min = np.add.reduce, np.maximum.reduce, np.minimum.reduce
+    else:
+        reduce_sum, reduce_max, reduce_min = ns.sum, ns.max, ns.min
     ext = (
         EXTENSION_FLOATS
         if same
@@ -370,14 +376,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             if kind in "bi" or (kind == "u" and d.itemsize < 8):
                 dtype = _INT64
             elif sd in ext:  # accumulate in float32 (torch)
-                out = ns.sum(self, axis=axis, dtype=f32, keepdims=keepdim)
+                out = reduce_sum(self, axis=axis, dtype=f32, keepdims=keepdim)
                 return astype(asarray(out), sd)
             else:
-                return asarray(ns.sum(self, axis=axis, keepdims=keepdim))
+                return asarray(reduce_sum(self, axis=axis, keepdims=keepdim))
         nd = dtype if same else native(dtype)
         if kind == "b" and not same:  # the standard sums numeric dtypes only
             self = astype(self, nd)
-        return asarray(ns.sum(self, axis=axis, dtype=nd, keepdims=keepdim))
+        return asarray(reduce_sum(self, axis=axis, dtype=nd, keepdims=keepdim))
 
     @kernel("mean")
     def mean(
@@ -398,12 +404,12 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     @kernel("amax")
     def amax(self: Any, dim: Sequence[int] | None, keepdim: bool) -> Any:
         """Maximum over ``dim`` (None or [] for all); nan propagates; empty input raises."""
-        return asarray(ns.max(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
+        return asarray(reduce_max(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
 
     @kernel("amin")
     def amin(self: Any, dim: Sequence[int] | None, keepdim: bool) -> Any:
         """Minimum over ``dim`` (None or [] for all); nan propagates; empty input raises."""
-        return asarray(ns.min(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
+        return asarray(reduce_min(self, axis=_reduce_axes(self.ndim, dim), keepdims=keepdim))
 
     # -- linear algebra -----------------------------------------------------------------
     @kernel("matmul")
