@@ -2,7 +2,8 @@
 
 One concept per module, each importing only those above it in this list:
 
-- ``modes``: dispatch modes, the per-thread mode stack and the count of active modes;
+- ``stack``: the per-thread mode stack, the count of active modes, and ``call_mode``
+  (handing a call to the innermost mode);
 - ``binding``: call arguments against the schema (``Binder``), and the schema read once
   for dispatch (``Signature``: tensor positions, the fast path's call shapes, returns);
 - ``placement``: unwrapping Tensors, choosing the backend, device checks, scalar moves,
@@ -11,7 +12,9 @@ One concept per module, each importing only those above it in this list:
   kernel, the no-kernel errors;
 - ``fastpath``: ``FastCall.__call__`` and the per-op caches it reads (``OpCache``), the
   Tensor entries, ``call_below_autograd``, and the ``OPLIB_DISPATCH_SLOW`` switch;
-- ``overload``: the public ``OpOverload``, its slow path and ``plan_call``.
+- ``overload``: the public ``OpOverload``, its slow path and ``plan_call``;
+- ``modes``: ``DispatchMode``, the class of dispatch modes (its methods take the
+  ``OpOverload`` a call is for).
 
 This module is the one door: the rest of the core imports from here, never from the
 submodules, and asks an op (``OpOverload``'s methods) rather than reading its fields.

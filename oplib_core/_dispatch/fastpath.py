@@ -30,9 +30,9 @@ from .._tensor.tensor import Tensor
 from ..backends import Backend
 from .binding import BoundCall, Signature
 from .failure import kernel_failed
-from .modes import ACTIVE, FIRST, MODES
 from .placement import Placement, wrap
 from .resolution import autograd_kernel, resolve
+from .stack import ACTIVE, FIRST, MODES
 
 __all__ = [
     "FAST_FIELDS",

@@ -1,55 +1,29 @@
 """Dispatch modes: objects that intercept every operator call in a thread while active.
 
-The modes of a thread live on a thread-local stack (innermost last). ``ACTIVE[0]`` counts
-the modes active in any thread: the fast path's only question about modes is whether that
-count is zero.
+``DispatchMode`` is the class a mode derives from; entering one pushes it on this thread's
+mode stack (``stack``: the stack, the count of active modes and ``call_mode`` sit below the
+ops, this class above them).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from .._tensor.tensor import Tensor
+from .overload import OpOverload
+from .stack import ACTIVE, FIRST, ModeStack, call_mode, pop, push
+from .stack import MODES as _MODES
 
-if TYPE_CHECKING:  # for annotations only: the overload module imports this one
+if TYPE_CHECKING:
     from typing_extensions import Self
-
-    from .overload import OpOverload
 
 __all__ = ["ACTIVE", "FIRST", "MODES", "DispatchMode", "active_modes", "call_mode", "tensor_types"]
 
-#: Number of modes active in any thread (a one-element list: read without a lock).
-ACTIVE = [0]
-_ACTIVE_LOCK = threading.Lock()
-#: Number of active modes, in any thread, marked ``_oplib_dispatch_first``: they take a call
-#: before the modes entered after them (``oplib.autocast``: torch's Autocast keys sit above
-#: the Python key that serves dispatch modes). While it is zero the innermost mode takes it.
-FIRST = [0]
 
-
-class _ModeStack(threading.local):
-    def __init__(self) -> None:
-        self.stack: list[DispatchMode] = []
-
-
-#: This thread's active modes, innermost last (``MODES.stack``).
-MODES = _ModeStack()
-
-
-def _push(mode: DispatchMode) -> None:
-    with _ACTIVE_LOCK:
-        MODES.stack.append(mode)
-        ACTIVE[0] += 1
-
-
-def _pop() -> DispatchMode:
-    with _ACTIVE_LOCK:
-        mode = MODES.stack.pop()
-        ACTIVE[0] -= 1
-        return mode
+#: This thread's active modes, innermost last (``MODES.stack``): ``stack.MODES``, typed.
+MODES: ModeStack[DispatchMode] = _MODES
 
 
 def active_modes() -> tuple[DispatchMode, ...]:
@@ -165,7 +139,7 @@ class DispatchMode:
         return func(*args, **(kwargs or {}))
 
     def __enter__(self) -> Self:
-        _push(self)
+        push(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,29 +148,4 @@ class DispatchMode:
             raise RuntimeError(
                 f"{type(self).__name__}: modes must exit in the reverse order they entered"
             )
-        _pop()
-
-
-def call_mode(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Hand the call to this thread's innermost mode (its ``py_impl`` handler for ``op`` if
-    there is one); the mode is off this thread's stack while it runs."""
-    # The global count stays as it is (no lock): calls inside the handler take the slow
-    # path, which finds the thread's stack without this mode.
-    stack = MODES.stack
-    at = _first_at(stack) if FIRST[0] else len(stack) - 1
-    mode = stack.pop(at)
-    try:
-        handler = op.py_kernel(type(mode))
-        if handler is not None:
-            return handler(mode, *args, **kwargs)
-        return mode.__oplib_dispatch__(op, args, kwargs)
-    finally:
-        stack.insert(at, mode)
-
-
-def _first_at(stack: list[DispatchMode]) -> int:
-    """Where the innermost mode marked ``_oplib_dispatch_first`` is (else the innermost)."""
-    for at in range(len(stack) - 1, -1, -1):
-        if getattr(stack[at], "_oplib_dispatch_first", False):
-            return at
-    return len(stack) - 1
+        pop()

@@ -43,7 +43,6 @@ from .fastpath import (
     fast_route,
     mode_table,
 )
-from .modes import ACTIVE, MODES, DispatchMode, call_mode
 from .placement import Placement, as_tensors, check_result, checking, place, wrap
 from .resolution import (
     DispatchKeySet,
@@ -54,6 +53,7 @@ from .resolution import (
     no_kernel,
     resolution_steps,
 )
+from .stack import ACTIVE, MODES, call_mode
 
 if LOG_DISPATCH:  # logging costs start-up time; only when asked for
     import logging
@@ -293,7 +293,7 @@ class OpOverload(FastCall):
             for k in keys
         )
 
-    def py_kernel(self, key: str | type[DispatchMode]) -> Callable[..., Any] | None:
+    def py_kernel(self, key: str | type) -> Callable[..., Any] | None:
         """The ``py_impl`` kernel for ``key`` (a key name or device type, normalised, or a
         ``DispatchMode`` subclass), or None."""
         py = self._entry.py_kernels
@@ -349,16 +349,13 @@ class OpOverload(FastCall):
         return (_overload_named, (self._entry.qualname, where_defined(self._entry.origin)))
 
     # -- registration -----------------------------------------------------------------------
-    def py_impl(
-        self, key: str | type[DispatchMode]
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def py_impl(self, key: str | type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: a Python kernel for a dispatch key (``"CPU"``, ``"Autograd"``...) or a
         ``DispatchMode`` subclass (called as ``fn(mode, *args, **kwargs)``), taking
         precedence over the kernels in the table."""
-        if isinstance(key, type) and issubclass(key, DispatchMode):
-            norm: Any = key
-        else:
-            norm = REGISTRY.normalize_key(key, api="py_impl")
+        norm: Any = key
+        if not (isinstance(key, type) and hasattr(key, "__oplib_dispatch__")):  # a mode class
+            norm = REGISTRY.normalize_key(norm, api="py_impl")  # (another class is refused)
 
         def inner(fn: Callable[..., Any]) -> Callable[..., Any]:
             REGISTRY.add_py_kernel(self._entry.qualname, norm, fn)
@@ -452,7 +449,7 @@ class OpOverload(FastCall):
         no call of this op qualifies (or the fast path is off)."""
         return mode_table(self._sig, cls, kernel, enter, finish, self._call_slow)
 
-    def serve_mode(self, mode_type: type[DispatchMode], table: ModeTable) -> None:
+    def serve_mode(self, mode_type: type, table: ModeTable) -> None:
         """Under an innermost mode of exactly ``mode_type`` (none marked to go first),
         this op's fast calls (and those of the packets and custom ops that share its fast
         path) are served from ``table`` (``mode_table``'s), the mode still active; a call
