@@ -448,9 +448,9 @@ def _run(
             roots.append(fn)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    # Pass 1: dependency counts (incoming edges from nodes reachable from the roots).
-    deps: dict[Node, int] = {}
-    rootset = set(roots)
+    # Pass 1: dependency counts (incoming edges from nodes reachable from the roots; a
+    # root starts at 0, so that reaching it again does not walk it again).
+    deps: dict[Node, int] = dict.fromkeys(roots, 0)
     stack = list(roots)
     get = deps.get
     while stack:
@@ -465,8 +465,7 @@ def _run(
                         d = get(target)
                         if d is None:
                             deps[target] = 1
-                            if target not in rootset:
-                                stack.append(target)
+                            stack.append(target)
                         else:
                             deps[target] = d + 1
                 continue
@@ -476,8 +475,7 @@ def _run(
             d = get(target)
             if d is None:
                 deps[target] = 1
-                if target not in rootset:
-                    stack.append(target)
+                stack.append(target)
             else:
                 deps[target] = d + 1
 
@@ -490,7 +488,7 @@ def _run(
 
     # Pass 2: run nodes once all their consumers have run. A node's buffer (one gradient
     # per output) exists once a gradient reached it, so it always holds one that is not None.
-    ready = [n for n in roots if n not in deps]
+    ready = [n for n in roots if not deps[n]]
     node_capture = run.node_capture
     create_graph = run.create_graph
     special = bool(node_capture) or needed is not None
@@ -634,7 +632,7 @@ def _needed(roots: list[Node], deps: dict[Node, int], run: _Run) -> set[Node]:
     # Topological order (consumers first) by Kahn's algorithm over the reachable graph.
     remaining = dict(deps)
     topo: list[Node] = []
-    stack = [n for n in roots if n not in deps]
+    stack = [n for n in roots if not deps[n]]
     while stack:
         node = stack.pop()
         topo.append(node)

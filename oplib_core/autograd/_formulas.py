@@ -236,38 +236,34 @@ def _save_scalar_x(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.save_for_backward(inputs[0], output)
 
 
-def _scalar_grads(g: Any) -> tuple[Any, None]:
+def _add_s(ctx: Any, g: Tensor) -> Any:
     return g, None
 
 
-def _add_s(ctx: Any, g: Tensor) -> Any:
-    return _scalar_grads(g)
-
-
 def _neg_s(ctx: Any, g: Tensor) -> Any:
-    return _scalar_grads(OPS.neg(g))
+    return OPS.neg(g), None
 
 
 def _mul_s(ctx: Any, g: Tensor) -> Any:
-    return _scalar_grads(OPS.mul_Scalar(g, ctx.scalar))
+    return OPS.mul_Scalar(g, ctx.scalar), None
 
 
 def _div_s(ctx: Any, g: Tensor) -> Any:
-    return _scalar_grads(OPS.div_Scalar(g, ctx.scalar))
+    return OPS.div_Scalar(g, ctx.scalar), None
 
 
 def _pow_s(ctx: Any, g: Tensor) -> Any:
     x, _ = ctx.saved_tensors
     s = ctx.scalar
     if s == 0:
-        return _scalar_grads(OPS.mul_Scalar(g, 0))
-    return _scalar_grads(OPS.mul(g, OPS.mul_Scalar(OPS.pow_Scalar(x, s - 1), s)))
+        return OPS.mul_Scalar(g, 0), None
+    return OPS.mul(g, OPS.mul_Scalar(OPS.pow_Scalar(x, s - 1), s)), None
 
 
 def _rdiv_s(ctx: Any, g: Tensor) -> Any:
     # d/dx (s / x) = -s / x**2 = -out / x
     x, out = ctx.saved_tensors
-    return _scalar_grads(OPS.neg(OPS.div(OPS.mul(g, out), x)))
+    return OPS.neg(OPS.div(OPS.mul(g, out), x)), None
 
 
 def _rpow_s(ctx: Any, g: Tensor) -> Any:
@@ -275,9 +271,9 @@ def _rpow_s(ctx: Any, g: Tensor) -> Any:
     _, out = ctx.saved_tensors
     s = ctx.scalar
     if s == 0:
-        return _scalar_grads(OPS.mul_Scalar(g, 0))
+        return OPS.mul_Scalar(g, 0), None
     log_s = math.log(s) if s > 0 else math.nan
-    return _scalar_grads(OPS.mul_Scalar(OPS.mul(g, out), log_s))
+    return OPS.mul_Scalar(OPS.mul(g, out), log_s), None
 
 
 # -- where --------------------------------------------------------------------------------------
