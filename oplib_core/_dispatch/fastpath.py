@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -841,95 +841,124 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
 
 # -- modes that run kernels themselves --------------------------------------------------------
 
-#: How a mode runs a kernel in its own context: ``enter(kernel, single)``, a callable
-#: taking the kernel's positional arguments (see ``mode_table``).
-ModeEnter = Callable[[Callable[..., Any], bool], Callable[..., Any]]
+#: How a mode runs a kernel in its own context: ``enter(kernel)``, a callable taking the
+#: kernel's positional arguments (see ``mode_table``).
+ModeEnter = Callable[[Callable[..., Any]], Callable[..., Any]]
 #: A mode's answer for a kernel result it must look at: ``finish(out, tensors_in, call)``,
 #: the call's result (or it raises). ``call`` is the bound call (``BoundCall``, Tensors as
 #: given) for an op whose returns are not one plain Tensor, else None: its one result was
 #: no array of the class the mode runs on.
 ModeFinish = Callable[[Any, bool, "BoundCall | None"], Any]
 
+_NEVER = (0,)
+_ALWAYS = (1,)
+
 
 def mode_table(
     sig: Signature,
     cls: type,
     kernel: Callable[..., Any],
-    enter: ModeEnter | None,
     finish: ModeFinish,
     call_slow: CallSlow,
+    enter: ModeEnter | None = None,
+    recording: Sequence[int] | None = None,
 ) -> ModeTable | None:
     """For a mode that runs an op's kernel itself on arrays of exactly class ``cls`` (the
     fake mode on fake arrays): the table (``OpCache.remember_mode``) that serves the op's
     fast calls (the shape ``FastCall.__call__`` checks) whose tensor arguments are all
     ``cls`` arrays, or all Tensors of them, without leaving the dispatcher: ``kernel`` on
-    the arrays (the keyword-only defaults passed), as ``run = enter(kernel, single)``
-    runs it (``run(*nargs)``, in the mode's context).
+    the arrays, the keyword-only defaults passed.
 
-    ``single``: the op returns one plain Tensor. Then ``run`` gives the mode's result for
-    arrays (a ``cls`` array as it is, any other through ``finish(out, False, None)``),
-    served as it is, and a Tensor call gets a ``cls`` result wrapped, any other through
-    ``finish(out, True, None)``. Without ``enter`` the kernel itself serves array calls:
-    the mode trusts it to return ``cls`` arrays (as a backend's kernel is trusted on the
-    fast path). Any other op gives each result to ``finish(out, tensors_in, call)``. A
-    Tensor call on arrays of another class goes to ``call_slow`` (the mode). None when no
-    call qualifies: the op has no fast shape, or the fast path is off
+    Without ``enter`` the kernel runs bare, and the mode trusts it to return ``cls``
+    arrays where the op returns one plain Tensor (as the fast path trusts a backend's
+    kernel): array calls are served by the kernel itself. With ``enter``, the kernel runs
+    as ``run = enter(kernel)`` runs it (``run(*nargs)``, in the mode's context) while
+    ``recording[0]`` is nonzero (no ``recording``: always), else bare, and each entry's
+    frame holds ``run`` as a local (a mode finds there what the frame runs); a single
+    plain result is checked. Where the op returns one plain Tensor, a ``cls`` result is
+    served as it is (wrapped for Tensor calls), any other through ``finish(out,
+    tensors_in, None)``; any other op gives each result to ``finish(out, tensors_in,
+    call)``. A Tensor call on arrays of another class goes to ``call_slow`` (the mode).
+    None when no call qualifies: the op has no fast shape, or the fast path is off
     (``OPLIB_DISPATCH_SLOW=1``)."""
     if SLOW or sig.npos < 0:
         return None
-    key_pos, kwdefaults = sig.key_pos, sig.kwdefaults
+    key_pos, kwdefaults, npos = sig.key_pos, sig.kwdefaults, sig.npos
     kernel = with_kwdefaults(kernel, kwdefaults)
-    single = sig.single_plain_return
-    run = kernel if enter is None else enter(kernel, single)
-    if single:
-        if key_pos == (0,) and sig.npos == 1:  # one Tensor in, one out: unrolled
+    run = kernel if enter is None else enter(kernel)
+    rec = _NEVER if enter is None else (_ALWAYS if recording is None else recording)
+    if not sig.single_plain_return:
 
-            def tensor1(a: Tensor) -> Any:
-                data = a._data
-                if type(data) is not cls:
-                    return call_slow((a,), {})
-                out = run(data)
-                if type(out) is cls:
-                    return _make_tensor(out)
-                return finish(out, True, None)
+        def arrays_other(*args: Any) -> Any:
+            out = kernel(*args) if not rec[0] else run(*args)
+            return finish(out, False, BoundCall(list(args), dict(kwdefaults), True))
 
-            return {cls: run, Tensor: tensor1}
-
-        if key_pos == (0, 1) and sig.npos == 2:  # two: unrolled
-
-            def tensor2(a: Tensor, b: Tensor) -> Any:
-                da, db = a._data, b._data
-                if type(da) is not cls or type(db) is not cls:
-                    return call_slow((a, b), {})
-                out = run(da, db)
-                if type(out) is cls:
-                    return _make_tensor(out)
-                return finish(out, True, None)
-
-            return {cls: run, Tensor: tensor2}
-
-        def tensors(*args: Any) -> Any:
+        def tensors_other(*args: Any) -> Any:
             nargs = list(args)
             for i in key_pos:
                 v = nargs[i] = args[i]._data
                 if type(v) is not cls:
                     return call_slow(args, {})
-            out = run(*nargs)
+            out = kernel(*nargs) if not rec[0] else run(*nargs)
+            return finish(out, True, BoundCall(list(args), dict(kwdefaults), True))
+
+        return {cls: arrays_other, Tensor: tensors_other}
+
+    # One Tensor in, one out; two in, one out: unrolled (a fixed signature is cheaper to
+    # call than *args). Each is the plain equivalent of the general pair below.
+    if key_pos == (0,) and npos == 1:
+
+        def tensor1(a: Tensor) -> Any:
+            data = a._data
+            if type(data) is not cls:
+                return call_slow((a,), {})
+            out = kernel(data) if not rec[0] else run(data)
             if type(out) is cls:
                 return _make_tensor(out)
             return finish(out, True, None)
 
-        return {cls: run, Tensor: tensors}
+        def array1(a: Any) -> Any:
+            out = kernel(a) if not rec[0] else run(a)
+            if type(out) is cls:
+                return out
+            return finish(out, False, None)
 
-    def arrays_other(*args: Any) -> Any:
-        return finish(run(*args), False, BoundCall(list(args), dict(kwdefaults), True))
+        return {cls: kernel if enter is None else array1, Tensor: tensor1}
 
-    def tensors_other(*args: Any) -> Any:
+    if key_pos == (0, 1) and npos == 2:
+
+        def tensor2(a: Tensor, b: Tensor) -> Any:
+            da, db = a._data, b._data
+            if type(da) is not cls or type(db) is not cls:
+                return call_slow((a, b), {})
+            out = kernel(da, db) if not rec[0] else run(da, db)
+            if type(out) is cls:
+                return _make_tensor(out)
+            return finish(out, True, None)
+
+        def array2(a: Any, b: Any) -> Any:
+            out = kernel(a, b) if not rec[0] else run(a, b)
+            if type(out) is cls:
+                return out
+            return finish(out, False, None)
+
+        return {cls: kernel if enter is None else array2, Tensor: tensor2}
+
+    def tensors(*args: Any) -> Any:
         nargs = list(args)
         for i in key_pos:
             v = nargs[i] = args[i]._data
             if type(v) is not cls:
                 return call_slow(args, {})
-        return finish(run(*nargs), True, BoundCall(list(args), dict(kwdefaults), True))
+        out = kernel(*nargs) if not rec[0] else run(*nargs)
+        if type(out) is cls:
+            return _make_tensor(out)
+        return finish(out, True, None)
 
-    return {cls: arrays_other, Tensor: tensors_other}
+    def arrays(*args: Any) -> Any:
+        out = kernel(*args) if not rec[0] else run(*args)
+        if type(out) is cls:
+            return out
+        return finish(out, False, None)
+
+    return {cls: kernel if enter is None else arrays, Tensor: tensors}

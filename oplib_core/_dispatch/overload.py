@@ -8,7 +8,7 @@ caches for next time. ``explain()`` reports the same plan without running it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
@@ -440,14 +440,15 @@ class OpOverload(FastCall):
         self,
         cls: type,
         kernel: Callable[..., Any],
-        enter: ModeEnter | None,
         finish: ModeFinish,
+        enter: ModeEnter | None = None,
+        recording: Sequence[int] | None = None,
     ) -> ModeTable | None:
         """``fastpath.mode_table`` for this op: what serves its fast calls on ``cls`` arrays
-        (or Tensors of them) under a mode that runs ``kernel`` itself (through
-        ``enter(kernel, single)``, results it must look at through ``finish``); None when
-        no call of this op qualifies (or the fast path is off)."""
-        return mode_table(self._sig, cls, kernel, enter, finish, self._call_slow)
+        (or Tensors of them) under a mode that runs ``kernel`` itself (bare, or through
+        ``enter(kernel)`` while ``recording[0]`` is nonzero; results it must look at through
+        ``finish``); None when no call of this op qualifies (or the fast path is off)."""
+        return mode_table(self._sig, cls, kernel, finish, self._call_slow, enter, recording)
 
     def serve_mode(self, mode_type: type, table: ModeTable) -> None:
         """Under an innermost mode of exactly ``mode_type`` (none marked to go first),

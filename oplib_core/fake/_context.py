@@ -48,16 +48,37 @@ class FakeKernelContext:
         return f"<FakeKernelContext op={self.op}>"
 
 
+#: How many kernel contexts are recorded now (``STATE.ctx`` not None), in all threads: while
+#: none is, a kernel FakeTensorMode serves needs none recorded (``get_ctx()`` finds it from
+#: its frame, and no recorded one nearer can hide it).
+RECORDING = [0]
+_RECORDING_LOCK = threading.Lock()
+
+
 class _State(threading.local):
     def __init__(self) -> None:
-        self.ctx: FakeKernelContext | None = None
+        self._ctx: FakeKernelContext | None = None
+
+    @property
+    def ctx(self) -> FakeKernelContext | None:
+        """The context of the fake kernel running in this thread, when one is recorded."""
+        return self._ctx
+
+    @ctx.setter
+    def ctx(self, value: FakeKernelContext | None) -> None:
+        change = (value is not None) - (self._ctx is not None)
+        self._ctx = value
+        if change:
+            with _RECORDING_LOCK:
+                RECORDING[0] += change
 
 
 STATE = _State()
 
-#: code object of a frame that runs a fake kernel without recording it in ``STATE`` ->
-#: the context of the kernel that frame runs (FakeTensorMode's fast path registers its own).
-SERVED: dict[Any, Callable[[FrameType], FakeKernelContext]] = {}
+#: code object of a frame that may run a fake kernel without recording it in ``STATE`` ->
+#: the context of the kernel that frame runs, or None when it runs none (FakeTensorMode's
+#: fast path registers its own).
+SERVED: dict[Any, Callable[[FrameType], FakeKernelContext | None]] = {}
 
 
 class _KernelIndex:
@@ -104,15 +125,15 @@ def _fake_kernel_on_stack() -> FakeKernelContext | tuple[str, str] | None:
         code = frame.f_code
         served = SERVED.get(code)
         if served is not None:
-            return served(frame)
+            ctx = served(frame)
+            if ctx is not None:
+                return ctx
         found = index.get(code)
         if found is not None:
             caller = frame.f_back  # a kernel run by a runner that knows it: the runner's
-            if caller is not None:
-                served = SERVED.get(caller.f_code)
-                if served is not None:
-                    return served(caller)
-            return found
+            served = None if caller is None else SERVED.get(caller.f_code)
+            ctx = None if served is None or caller is None else served(caller)
+            return found if ctx is None else ctx
         frame = frame.f_back
     return None
 

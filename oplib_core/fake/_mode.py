@@ -35,7 +35,7 @@ from ..backends import TABLE
 from ..errors import NoKernelError
 from ._arrays import FakeArray, intern_device
 from ._classes import class_slots, to_fake_obj
-from ._context import SERVED, STATE, FakeKernelContext
+from ._context import RECORDING, SERVED, STATE, FakeKernelContext
 from ._errors import FakeTensorError
 from ._symbolic import DEFAULT_ENV, ShapeEnv
 
@@ -384,55 +384,50 @@ def _table(op: OpOverload, fn: Any, leaf: bool) -> Any:
         out = check(out)
         return Tensor._wrap(out) if tensors_in and out is not None else out
 
-    def enter(kernel: Any, single: bool) -> Any:
-        return _runner(op, fn, kernel, single, finish)
+    if leaf:
+        return op.mode_table(FakeArray, fn, finish)
 
-    return op.mode_table(FakeArray, fn, None if leaf else enter, finish)
+    def enter(kernel: Any) -> Any:
+        # what runs the kernel while a context is recorded somewhere (RECORDING): this
+        # kernel's, recorded too, so that the innermost is found first; else the kernel
+        # runs bare and get_ctx() finds its context from the table's frame (SERVED)
+        def run(*nargs: Any) -> Any:
+            mode = MODES.stack[-1]  # the mode that served the call: the innermost
+            assert isinstance(mode, FakeTensorMode)
+            plan = mode._contexts.get(fn)
+            if plan is None:
+                plan = mode._plan(op, fn)
+            state = STATE
+            outer = state.ctx
+            state.ctx = plan[0]
+            try:
+                return kernel(*nargs)
+            finally:
+                state.ctx = outer
 
+        run._oplib_served = (op, fn)  # type: ignore[attr-defined]  # for _served_context
+        return run
 
-def _runner(op: OpOverload, fn: Any, kernel: Any, single: bool, finish: Any) -> Any:
-    """What runs ``kernel`` (``fn`` with the op's keyword-only defaults) on a served call,
-    the mode still this thread's innermost: its context is not recorded per call, as
-    ``_run_kernel`` records it, but found from this frame when asked for
-    (``_served_context``); inside another kernel's recorded context it is recorded, so
-    that the innermost kernel's is found first. A single plain result is checked."""
-
-    def run(*nargs: Any) -> Any:
-        out = kernel(*nargs) if STATE.ctx is None else _recorded(op, fn, kernel, nargs)
-        if not single or type(out) is FakeArray:
-            return out
-        return finish(out, False, None)
-
-    return run
-
-
-def _recorded(op: OpOverload, fn: Any, kernel: Any, nargs: Any) -> Any:
-    mode = MODES.stack[-1]  # the mode that served the call: the innermost
-    assert isinstance(mode, FakeTensorMode)
-    plan = mode._contexts.get(fn)
-    if plan is None:
-        plan = mode._plan(op, fn)
-    state = STATE
-    outer = state.ctx
-    state.ctx = plan[0]
-    try:
-        return kernel(*nargs)
-    finally:
-        state.ctx = outer
+    table = op.mode_table(FakeArray, fn, finish, enter, RECORDING)
+    if table is not None:
+        for entry in table.values():
+            SERVED.setdefault(entry.__code__, _served_context)
+    return table
 
 
-def _served_context(frame: Any) -> FakeKernelContext:
-    """The context of the kernel that ``_runner``'s frame runs: its op's, with the shape
-    environment of this thread's innermost FakeTensorMode (the one serving the call)."""
-    found = frame.f_locals
-    op, fn = found["op"], found["fn"]
+def _served_context(frame: Any) -> FakeKernelContext | None:
+    """The context of the kernel a frame of an op's table runs (``_table``; None for a
+    core kernel that calls no ops): its op's, with the shape environment of this thread's
+    innermost FakeTensorMode (the one the table serves)."""
+    served = getattr(frame.f_locals.get("run"), "_oplib_served", None)
+    if served is None:
+        return None
+    op, fn = served
     for mode in reversed(MODES.stack):
         if isinstance(mode, FakeTensorMode):
             plan = mode._contexts.get(fn)
             return (plan if plan is not None else mode._plan(op, fn))[0]
     return FakeKernelContext(op.name(), DEFAULT_ENV)
 
-
-SERVED[_runner(None, None, None, False, None).__code__] = _served_context  # type: ignore[arg-type]
 
 _OWN_DISPATCH = FakeTensorMode.__oplib_dispatch__
