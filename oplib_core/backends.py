@@ -148,6 +148,13 @@ class BackendSpec(Record):
     ``device_module`` is the backend's device module (``is_available``, ``device_count``,
     ``current_device``, ``manual_seed_all`` ...): it is ``oplib_core.<name>`` while the
     backend is installed, under its current name (after ``rename_privateuse1_backend``).
+    ``elementwise_kernel(in_params, out_params, operation, name)`` compiles an elementwise
+    kernel with ``cupy.ElementwiseKernel``'s signature (``"float32 g, float32 s0"``,
+    ``"float32 grad"``, C statements assigning ``grad``, a C identifier) and returns a
+    function that takes the inputs (this backend's arrays, on one device) and returns the
+    output: with it, the backward formulas of the pointwise core ops run as one kernel
+    each on this backend (``oplib-cuda`` gives cupy's; ``None``: each op of a formula runs
+    as a call of its own).
     """
 
     name: str
@@ -175,6 +182,7 @@ class BackendSpec(Record):
     description: str = ""
     device_module: Any = None
     library: str = ""
+    elementwise_kernel: Callable[[str, str, str, str], Callable[..., Any]] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():

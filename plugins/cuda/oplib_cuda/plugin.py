@@ -20,7 +20,7 @@ from oplib_core.backends import DevicePlacement, on_device
 from oplib_core.kernels import CORE_OPS, array_kernels
 from oplib_core.plugins import Registrar
 from oplib_cuda import device as device_module
-from oplib_cuda import elementwise, runtime
+from oplib_cuda import elementwise, fusion, runtime
 
 KEY = "CUDA"
 _KDL_CUDA = 2  # DLPack device type of CUDA memory
@@ -90,6 +90,18 @@ def _from_dlpack(obj: Any) -> Any:
     return runtime.cupy().from_dlpack(obj)
 
 
+def _placement() -> DevicePlacement:
+    """cupy's arrays, their device, this thread's current device and ``cupy.cuda.Device``
+    (imports cupy: ``BackendError`` when it is unusable)."""
+    cp = runtime.cupy()
+    return DevicePlacement(
+        array_type=cp.ndarray,
+        device_of=_device_of,
+        current_device=cp.cuda.runtime.getDevice,
+        device=cp.cuda.Device,
+    )
+
+
 CUDA = BackendSpec(
     name="cuda",
     accelerator=True,
@@ -109,24 +121,14 @@ CUDA = BackendSpec(
     dtype_hint=DTYPE_HINT,
     device_module=device_module,
     description="cupy arrays on NVIDIA GPUs",
+    # pointwise backward formulas as one ElementwiseKernel each (OPLIB_CUDA_FUSED_BACKWARD)
+    elementwise_kernel=fusion.compiler(_placement),
 )
 
 
 @functools.cache
 def _kernels() -> dict[str, Any]:
     return array_kernels(runtime.cupy())
-
-
-def _placement() -> DevicePlacement:
-    """cupy's arrays, their device, this thread's current device and ``cupy.cuda.Device``
-    (imports cupy: ``BackendError`` when it is unusable)."""
-    cp = runtime.cupy()
-    return DevicePlacement(
-        array_type=cp.ndarray,
-        device_of=_device_of,
-        current_device=cp.cuda.runtime.getDevice,
-        device=cp.cuda.Device,
-    )
 
 
 def _on_device(name: str) -> Any:

@@ -1,0 +1,448 @@
+"""Pointwise backward formulas run as one elementwise kernel (issue 30).
+
+A formula such as tanh's ``mul(g, rsub(mul(out, out), 1))`` is three op calls, so three
+kernel launches on a GPU, where torch's ``tanh_backward`` is one. :func:`fusable` wraps
+such a formula: on a backend that can compile elementwise kernels
+(``BackendSpec.elementwise_kernel``, cupy's ``ElementwiseKernel`` on ``cuda``) it runs as
+one kernel generated from the formula itself, so no formula is written twice:
+
+1. :func:`trace` runs the formula once per (formula, input dtypes) on data-less stand-ins
+   (meta arrays) for ``g`` and the saved tensors, under a dispatch mode that records each
+   op call into a :class:`Graph` (leaves: the inputs; Python scalars are literals).
+2. :data:`ROWS` gives each pointwise core op its C expression, one row per op (as cupy's
+   ufuncs are defined), never per formula. A trace that meets an op without a row, a shape
+   change, a dtype other than bool or float16/32/64, a read of ``ctx`` beyond
+   ``saved_tensors`` or a read of a value (a data-dependent branch fails on meta) is not
+   fused: the formula runs, and that is remembered per (formula, dtypes).
+3. :func:`kernel_source` turns the graph into ``ElementwiseKernel``'s four arguments,
+   computing in float for float16/float32 and double for float64 and casting once at the
+   end (torch's opmath).
+
+Fused only in a backward pass without ``create_graph`` (grad mode off), with no dispatch
+mode active, when ``g`` and the saved tensors are arrays of one backend with a compiler,
+on one device; otherwise the formula runs as it would unwrapped, after one dict lookup.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._dispatch import ACTIVE, DispatchMode
+from .._grad_mode import STATE as GRAD
+from .._registry.entry import LOCATION, _location_of
+from .._registry.registry import op_named
+from .._tensor.tensor import Tensor
+from ..backends import TABLE
+
+__all__ = [
+    "COMPILERS",
+    "FLOATS",
+    "ROWS",
+    "Call",
+    "Fusion",
+    "Graph",
+    "KernelSource",
+    "NotFusable",
+    "Ref",
+    "Row",
+    "evaluate",
+    "fusable",
+    "kernel_source",
+    "trace",
+]
+
+#: The dtypes a fused kernel computes on (bool is allowed for masks inside the formula).
+FLOATS = frozenset(np.dtype(n) for n in ("float16", "float32", "float64"))
+
+#: C type of each dtype in cupy's kernels (cupy's own ``float16`` class for float16).
+_C_TYPES = {
+    np.dtype("bool"): "bool",
+    np.dtype("float16"): "float16",
+    np.dtype("float32"): "float",
+    np.dtype("float64"): "double",
+}
+
+#: The shape of the stand-ins a formula is traced on: any pointwise result has it.
+_TRACE_SHAPE = (2, 3)
+
+
+class NotFusable(Exception):
+    """A formula's trace met something a fused kernel cannot do (``reason`` says what)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _check_zeros(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    if len(args) != 1 or list(args[0]) != [] or set(kwargs) - {"dtype", "device"}:
+        return "oplib::zeros makes more than a 0-d zero"
+    return None
+
+
+def _check_astype(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    # the target dtype is checked as every node's is: bool or a fused float dtype
+    return None if len(args) == 2 and not kwargs else "oplib::astype with more arguments"
+
+
+class Row(NamedTuple):
+    """An op's C expression: ``c`` formats its first ``operands`` positional arguments
+    (``{0}``, ``{1}`` ...; arrays and Python scalars alike) and the compute type ``{T}``.
+    Other arguments are allowed only where ``check(args, kwargs)`` allows them (it returns
+    why not, or None)."""
+
+    c: str
+    operands: int
+    check: Callable[[tuple[Any, ...], dict[str, Any]], str | None] | None = None
+
+
+def _rows() -> dict[str, Row]:
+    rows = {
+        "oplib::neg": Row("(-{0})", 1),
+        "oplib::abs": Row("fabs({0})", 1),
+        "oplib::add": Row("({0} + {1})", 2),
+        "oplib::sub": Row("({0} - {1})", 2),
+        "oplib::mul": Row("({0} * {1})", 2),
+        "oplib::div": Row("({0} / {1})", 2),
+        "oplib::pow": Row("pow({0}, {1})", 2),
+        "oplib::add.Scalar": Row("({0} + {1})", 2),
+        "oplib::sub.Scalar": Row("({0} - {1})", 2),
+        "oplib::mul.Scalar": Row("({0} * {1})", 2),
+        "oplib::div.Scalar": Row("({0} / {1})", 2),
+        "oplib::pow.Scalar": Row("pow({0}, {1})", 2),
+        "oplib::rsub.Scalar": Row("({1} - {0})", 2),
+        "oplib::rdiv.Scalar": Row("({1} / {0})", 2),
+        "oplib::rpow.Scalar": Row("pow({1}, {0})", 2),
+        "oplib::where": Row("({0} ? {1} : {2})", 3),
+        "oplib::astype": Row("(({T})({0}))", 1, _check_astype),
+        "oplib::zeros": Row("(({T})0)", 0, _check_zeros),
+    }
+    for fn in ("exp", "log", "sin", "cos", "tanh", "sqrt"):
+        rows[f"oplib::{fn}"] = Row(f"{fn}({{0}})", 1)
+    for name, c in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">")):
+        rows[f"oplib::{name}"] = rows[f"oplib::{name}.Scalar"] = Row(f"({{0}} {c} {{1}})", 2)
+    rows["oplib::ge"] = rows["oplib::ge.Scalar"] = Row("({0} >= {1})", 2)
+    return rows
+
+
+#: The C expression of each pointwise core op a fused kernel may contain, by qualified
+#: name (``"oplib::rsub.Scalar"``). The operands are values of the compute type (or bool).
+ROWS: dict[str, Row] = _rows()
+
+
+class Ref(NamedTuple):
+    """A value of a :class:`Graph`: input ``at`` (``g``, then the saved tensors), or the
+    result of call ``at - len(inputs)``."""
+
+    at: int
+
+
+class Call(NamedTuple):
+    """One recorded op call: the op, its arguments with arrays as :class:`Ref`\\ s, and its
+    result's dtype."""
+
+    op: Any  # the OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    dtype: np.dtype
+
+    @property
+    def name(self) -> str:
+        return str(self.op.name())
+
+
+class Graph(NamedTuple):
+    """A traced formula: its inputs' dtypes, the calls in order, and which value it
+    returns."""
+
+    inputs: tuple[np.dtype, ...]
+    calls: tuple[Call, ...]
+    result: Ref
+
+    @property
+    def dtype(self) -> np.dtype:
+        n = len(self.inputs)
+        i = self.result.at
+        return self.inputs[i] if i < n else self.calls[i - n].dtype
+
+
+class _TraceCtx:
+    """The ``ctx`` a formula is traced with: ``saved_tensors`` only."""
+
+    __slots__ = ("saved_tensors",)
+
+    def __init__(self, saved: tuple[Tensor, ...]) -> None:
+        self.saved_tensors = saved
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotFusable(f"reads ctx.{name} (a fused formula reads only g and saved_tensors)")
+
+
+class _Recorder(DispatchMode):
+    """Records every op call of a traced formula (see :func:`trace`)."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        self.calls: list[Call] = []
+        # id of each native array made so far -> its Ref; the arrays are kept alive so
+        # that an id is not reused during the trace
+        self.refs: dict[int, Ref] = {id(a): Ref(i) for i, a in enumerate(inputs)}
+        self.alive: list[Any] = list(inputs)
+
+    def ref(self, value: Any) -> Ref:
+        data = value._data if isinstance(value, Tensor) else value
+        ref = self.refs.get(id(data))
+        if ref is None:
+            raise NotFusable(f"uses an array the formula did not get or make ({type(data)})")
+        return ref
+
+    def operand(self, name: str, value: Any) -> Any:
+        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            if not math.isfinite(float(value)):
+                raise NotFusable(f"{name} has a non-finite scalar ({value!r})")
+            return value
+        if isinstance(value, Tensor) or hasattr(value, "shape"):
+            return self.ref(value)
+        raise NotFusable(f"{name} takes a {type(value).__name__} operand ({value!r})")
+
+    def __oplib_dispatch__(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = str(op.name())
+        row = ROWS.get(name)
+        if row is None:
+            raise NotFusable(f"calls {name}, which has no C expression (ROWS)")
+        if row.check is not None:
+            why = row.check(args, kwargs)
+            if why is not None:
+                raise NotFusable(why)
+        elif len(args) != row.operands or kwargs:
+            raise NotFusable(f"calls {name} with more than its {row.operands} operand(s)")
+        recorded = tuple(
+            self.operand(name, a) if i < row.operands else a for i, a in enumerate(args)
+        )
+        out = op(*args, **kwargs)
+        data = out._data if isinstance(out, Tensor) else out
+        shape = tuple(getattr(data, "shape", (None,)))
+        if shape != (_TRACE_SHAPE if row.operands else ()):
+            raise NotFusable(f"{name} gives shape {shape}, not the pointwise shape")
+        dtype = np.dtype(data.dtype)
+        if dtype not in _C_TYPES:
+            raise NotFusable(f"{name} gives {dtype} (fused: bool, float16/32/64)")
+        self.refs[id(data)] = Ref(len(self.alive))
+        self.alive.append(data)
+        self.calls.append(Call(op, recorded, dict(kwargs), dtype))
+        return out
+
+
+def trace(formula: Callable[..., Any], dtypes: Sequence[np.dtype]) -> Graph:
+    """The :class:`Graph` of ``formula(ctx, g)`` for a ``g`` of ``dtypes[0]`` and saved
+    tensors of ``dtypes[1:]``; :class:`NotFusable` when it cannot be one kernel."""
+    for dt in dtypes:
+        if np.dtype(dt) not in _C_TYPES:
+            raise NotFusable(f"an input is {np.dtype(dt)} (fused: bool, float16/32/64)")
+    empty = op_named("oplib::empty")
+    try:
+        arrays = [empty(list(_TRACE_SHAPE), dtype=np.dtype(dt), device="meta") for dt in dtypes]
+    except Exception as e:  # no meta backend: nothing to trace on
+        raise NotFusable(f"cannot make meta stand-ins: {type(e).__name__}: {e}") from e
+    g, *saved = (Tensor._wrap(a) for a in arrays)
+    recorder = _Recorder(arrays)
+    before = GRAD.enabled
+    GRAD.enabled = False
+    try:
+        with recorder:
+            result = formula(_TraceCtx(tuple(saved)), g)
+    except NotFusable:
+        raise
+    except Exception as e:  # reading a value (a branch on data), a failing op ...
+        raise NotFusable(f"tracing raised {type(e).__name__}: {e}") from e
+    finally:
+        GRAD.enabled = before
+    if not isinstance(result, Tensor):
+        raise NotFusable(f"returns {type(result).__name__}, not one Tensor")
+    ref = recorder.ref(result)
+    if ref.at < len(arrays):
+        raise NotFusable("returns an input as it is: there is nothing to fuse")
+    graph = Graph(tuple(np.dtype(d) for d in dtypes), tuple(recorder.calls), ref)
+    if graph.dtype not in FLOATS:
+        raise NotFusable(f"returns {graph.dtype}, not a float16/32/64 gradient")
+    return graph
+
+
+def evaluate(graph: Graph, arrays: Sequence[Any]) -> Any:
+    """Run ``graph`` on ``arrays`` (``g``, then the saved tensors), call by call, with the
+    ops it recorded: what the formula computes, read back from the trace."""
+    values = list(arrays)
+    for call in graph.calls:
+        args = tuple(values[a.at] if type(a) is Ref else a for a in call.args)
+        values.append(call.op(*args, **call.kwargs))
+    return values[graph.result.at]
+
+
+class KernelSource(NamedTuple):
+    """``cupy.ElementwiseKernel``'s arguments: ``in_params`` (``"float32 g, float32 s0"``),
+    ``out_params`` (``"float32 grad"``), the ``operation`` and the kernel's ``name``."""
+
+    in_params: str
+    out_params: str
+    operation: str
+    name: str
+
+
+def _literal(value: Any, compute: str) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    text = repr(float(value))
+    return f"({text}f)" if compute == "float" else f"({text})"
+
+
+def kernel_source(graph: Graph, name: str) -> KernelSource:
+    """The elementwise kernel computing ``graph``: inputs ``g``, ``s0``, ``s1`` ... (the
+    saved tensors), output ``grad``; computed in double when a value is float64, else in
+    float (float16 values converted once on the way in and once on the way out)."""
+    dtypes = [*graph.inputs, *(c.dtype for c in graph.calls)]
+    compute = "double" if np.dtype("float64") in dtypes else "float"
+    names = ["g", *(f"s{i}" for i in range(len(graph.inputs) - 1))]
+    lines = []
+    for i, (param, dt) in enumerate(zip(names, graph.inputs, strict=True)):
+        ctype = "bool" if dt == np.bool_ else compute
+        lines.append(f"const {ctype} v{i} = ({ctype})({param});")
+    n = len(graph.inputs)
+    for k, call in enumerate(graph.calls):
+        row = ROWS[call.name]
+        operands = [
+            f"v{a.at}" if type(a) is Ref else _literal(a, compute)
+            for a in call.args[: row.operands]
+        ]
+        ctype = "bool" if call.dtype == np.bool_ else compute
+        lines.append(f"const {ctype} v{n + k} = {row.c.format(*operands, T=compute)};")
+    out = graph.dtype
+    lines.append(f"grad = ({_C_TYPES[out]})(v{graph.result.at});")
+    return KernelSource(
+        ", ".join(f"{dt.name} {p}" for p, dt in zip(names, graph.inputs, strict=True)),
+        f"{out.name} grad",
+        "\n".join(lines),
+        name,
+    )
+
+
+class _Compilers(dict[type, Any]):
+    """Array class -> its backend's ``(elementwise_kernel, device_of)``, or None when the
+    backend has no compiler (cleared whenever a backend comes or goes)."""
+
+    def __missing__(self, cls: type) -> Any:
+        backend = TABLE.for_type(cls)
+        spec = None if backend is None else backend.spec
+        found = None
+        if spec is not None and spec.elementwise_kernel is not None:
+            found = (spec.elementwise_kernel, spec.device_of)
+        self[cls] = found
+        return found
+
+
+COMPILERS = _Compilers()
+TABLE.add_listener(lambda event, backend: COMPILERS.clear())
+
+_MISSING = object()
+
+
+class _Kernel:
+    """A compiled kernel; ``proven`` once a call of it returned (until then an error,
+    which may be the compiler's, sends the node back to its formula)."""
+
+    __slots__ = ("fn", "proven")
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.proven = False
+
+
+class Fusion:
+    """The fused side of one formula: its kernels per (array class, input dtypes), or None
+    where it is not fused (``reasons`` says why), and counts for tests and reports."""
+
+    def __init__(self, formula: Callable[..., Any]) -> None:
+        self.formula = formula
+        self.kernels: dict[tuple[Any, ...], _Kernel | None] = {}
+        self.reasons: dict[tuple[Any, ...], str] = {}
+        self.compiled = 0  # compiler calls
+        self.fused = 0  # backward calls that ran the kernel
+
+    def _build(self, key: tuple[Any, ...], compile: Callable[..., Any]) -> _Kernel | None:
+        dtypes = key[1:]
+        name = getattr(self.formula, "__name__", "formula").strip("_") or "formula"
+        kernel: _Kernel | None = None
+        try:
+            graph = trace(self.formula, dtypes)
+            label = "_".join(np.dtype(d).name for d in dtypes)
+            source = kernel_source(graph, f"oplib_backward_{name}_{label}")
+            kernel = _Kernel(compile(*source))
+            self.compiled += 1
+        except NotFusable as e:
+            self.reasons[key] = e.reason
+        except Exception as e:  # the backend's compiler refused it: the formula serves
+            self.reasons[key] = f"the compiler raised {type(e).__name__}: {e}"
+        self.kernels[key] = kernel
+        return kernel
+
+    def run(self, ctx: Any, g: Tensor, found: tuple[Callable[..., Any], Any]) -> Any:
+        """``formula(ctx, g)`` as one kernel where it can (``found``: the backend's compiler
+        and ``device_of``), else the formula."""
+        saved = ctx.saved_tensors  # checks the saved tensors' versions, as the formula would
+        gd = g._data
+        cls = type(gd)
+        data = [gd]
+        for t in saved:
+            if type(t) is not Tensor or type(t._data) is not cls:
+                return self.formula(ctx, g)
+            data.append(t._data)
+        key = (cls, *(d.dtype for d in data))
+        kernel = self.kernels.get(key, _MISSING)
+        if kernel is _MISSING:
+            kernel = self._build(key, found[0])
+        if kernel is None:
+            return self.formula(ctx, g)
+        assert isinstance(kernel, _Kernel)
+        device_of = found[1]
+        if device_of is not None and len(data) > 1:
+            where = device_of(gd)
+            if any(device_of(d) != where for d in data[1:]):
+                return self.formula(ctx, g)
+        if kernel.proven:
+            out = kernel.fn(*data)
+        else:
+            try:
+                out = kernel.fn(*data)
+            except Exception as e:  # a compile error shows on the first call (cupy)
+                self.reasons[key] = f"the kernel's first call raised {type(e).__name__}: {e}"
+                self.kernels[key] = None
+                return self.formula(ctx, g)
+            kernel.proven = True
+        self.fused += 1
+        return Tensor._wrap(out)
+
+
+def fusable(formula: Callable[..., Any]) -> Callable[..., Any]:
+    """``formula`` (a ``backward(ctx, g)`` of one gradient, reading only ``g`` and
+    ``ctx.saved_tensors``) that runs as one elementwise kernel where the backend compiles
+    them (see the module doc); ``.fusion`` is its :class:`Fusion`."""
+    fusion = Fusion(formula)
+    run = fusion.run
+
+    def backward(ctx: Any, g: Any) -> Any:
+        # create_graph (grad mode on) and dispatch modes need the formula's op calls
+        if GRAD.enabled or ACTIVE[0] or type(g) is not Tensor:
+            return formula(ctx, g)
+        found = COMPILERS[type(g._data)]
+        if found is None:
+            return formula(ctx, g)
+        return run(ctx, g, found)
+
+    functools.update_wrapper(backward, formula)
+    # errors and ``oplib ops show`` point at the formula, not at this wrapper
+    backward.__dict__[LOCATION] = _location_of(formula)
+    backward.fusion = fusion  # type: ignore[attr-defined]
+    return backward
