@@ -12,7 +12,8 @@
    and torch's built-in ``neg`` if importable (issue 30's CPU target).
 5. The 100-node chain of issue 30, 50 x (``mul`` by 0.99, ``tanh``) on float32: on one
    element, µs per node for the forward without grad, with grad (node creation) and forward
-   + backward, with same-run ratios (and torch's, if importable); on 1M elements, the peak
+   + backward, with same-run ratios and the split into recording and backward (and torch's
+   figures and split, if importable); on 1M elements, the peak
    of memory traced (``tracemalloc``, which sees numpy's arrays, not torch's) during forward
    + backward, in arrays of the chain's size beyond the 50 saved ``tanh`` outputs (torch's
    fused ``tanh_backward`` needs one: its result, beside a broadcast incoming gradient).
@@ -230,13 +231,28 @@ def mul_tanh_times(repeat: int, per: int = 20) -> dict[str, float]:
     except ImportError:
         return out
     tx = torch.tensor([0.5], dtype=torch.float32, requires_grad=True)
+    txn = tx.detach()
 
     def torch_fwd_bwd() -> None:
         for _ in range(per):
             mul_tanh(tx).sum().backward()
             tx.grad = None
 
-    out["torch fwd+bwd"] = best_us(torch_fwd_bwd, max(3, repeat // 4), per * 100)
+    def torch_fwd(t: Any) -> Callable[[], None]:
+        def go() -> None:
+            for _ in range(per):
+                mul_tanh(t)
+
+        return go
+
+    for _ in range(2):
+        for name, fn in (
+            ("torch nograd", torch_fwd(txn)),
+            ("torch grad", torch_fwd(tx)),
+            ("torch fwd+bwd", torch_fwd_bwd),
+        ):
+            t = best_us(fn, max(3, repeat // 4), per * 100)
+            out[name] = min(out.get(name, t), t)
     return out
 
 
@@ -294,10 +310,20 @@ def main() -> None:
         f"(with / without = {m['grad'] / m['nograd']:.2f}x)"
     )
     print(f"  forward + backward          : {m['fwd+bwd']:7.2f} µs")
+    print(
+        f"  (recording {m['grad'] - m['nograd']:.2f} µs, "
+        f"backward {m['fwd+bwd'] - m['grad']:.2f} µs: with grad minus without, "
+        "forward + backward minus forward with grad)"
+    )
     if "torch fwd+bwd" in m:
         print(
             f"  torch forward + backward    : {m['torch fwd+bwd']:7.2f} µs   "
             f"(oplib / torch = {m['fwd+bwd'] / m['torch fwd+bwd']:.2f}x)"
+        )
+        print(
+            f"  (torch: without grad {m['torch nograd']:.2f} µs, recording "
+            f"{m['torch grad'] - m['torch nograd']:.2f} µs, backward "
+            f"{m['torch fwd+bwd'] - m['torch grad']:.2f} µs)"
         )
     peak, extra = mul_tanh_memory()
     print("same chain on 1M float32 elements (4 MiB), forward + backward, memory traced:")
