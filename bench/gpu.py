@@ -10,6 +10,9 @@ synchronized around every timed region; ratios against figures of this same run)
   native +0.5 µs, Tensor +1.5 µs over cupy.
 - autograd: 50 x (``mul`` by 0.99, ``tanh``) on a 1M-element float32 tensor, forward and
   backward, oplib against torch (budget <= 1.0x torch); the forward alone against cupy.
+  oplib's backward runs each ``tanh`` node's formula as one fused kernel; the chain is
+  timed again with fusion off (``OPLIB_CUDA_FUSED_BACKWARD=0``, in a second process: the
+  switch is read when the plugin loads).
 - bandwidth, GB/s counting bytes read and written: ``add`` (and ``mul``) of two large
   contiguous arrays (float32, float16, int32) against a device-to-device copy
   (``cupy.copyto``; torch's ``copy_``), and which kernel served oplib's ``add`` ("oplib
@@ -33,7 +36,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import timeit
 import traceback
@@ -45,7 +50,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 import numpy as np
-from oplib_cuda import elementwise
+from oplib_cuda import elementwise, fusion
 
 import oplib_core as oplib
 
@@ -212,6 +217,32 @@ def _chain(y: Any) -> Any:
     return y
 
 
+def fused() -> bool:
+    """Whether this process runs pointwise backward formulas as fused kernels."""
+    return oplib.backends.get("cuda").spec.elementwise_kernel is not None
+
+
+def chain_fwd_bwd(rig: Rig, sizes: Sizes) -> float:
+    """The chain's forward + backward alone, seconds (``--chain-only``)."""
+    data = rig.xp.linspace(-2, 2, sizes.chain_n, dtype=rig.xp.float32)
+    x = oplib.tensor(data, requires_grad=True)
+    return timed(lambda: _chain(x).sum().backward(), rig.sync, 3, sizes.chain_repeats)
+
+
+def unfused_fwd_bwd(sizes: Sizes) -> float:
+    """``chain_fwd_bwd`` in a second process with ``OPLIB_CUDA_FUSED_BACKWARD=0``, seconds."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--chain-only", f"{sizes.chain_n},{sizes.chain_repeats}"],
+        env={**os.environ, fusion.SWITCH: "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode:
+        raise RuntimeError(f"--chain-only with fusion off failed: {done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["s"])
+
+
 def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float | None]]:
     """The chain's times (ms) and its peak memory (MiB)."""
     xp, n, reps, repeats = rig.xp, sizes.chain_n, 3, sizes.chain_repeats
@@ -233,6 +264,8 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
         "oplib fwd": timed(lambda: _chain(plain), rig.sync, reps, repeats),
         "cupy fwd": timed(cupy_fwd, rig.sync, reps, repeats),
     }
+    if fused():  # else the figure above is already the unfused one
+        ms["oplib fwd+bwd, fusion off"] = unfused_fwd_bwd(sizes)
     peak = {"oplib (cupy pool)": rig.peak_bytes(fwd_bwd)}
     if rig.torch is not None:
         torch = rig.torch
@@ -385,9 +418,16 @@ def summary(data: dict[str, Any]) -> list[str]:
     if chain:
         ours, theirs = chain["oplib fwd+bwd"], chain.get("torch fwd+bwd")
         versus = f", torch {theirs} ms: {_ratio(ours, theirs)} torch (budget <= 1.0x)"
+        off = chain.get("oplib fwd+bwd, fusion off")
+        unfused = (
+            f" (fusion off: {off} ms, {_ratio(off, theirs)} torch)"
+            if off
+            else " (fusion off in this run)"
+        )
         lines.append(
             f"autograd 50x(mul, tanh) on {sizes.get('chain_n', 0):,} float32, fwd+bwd: "
             f"oplib {ours} ms"
+            + unfused
             + (versus if theirs else "")
             + f"; forward: oplib {chain['oplib fwd']} ms, cupy {chain['cupy fwd']} ms"
         )
@@ -502,9 +542,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller arrays")
+    parser.add_argument("--chain-only", metavar="N,REPEATS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     results = Results(path=args.json)
     rig = cuda_rig()
+    if args.chain_only and not isinstance(rig, str):  # the autograd section's second process
+        n, repeats = (int(v) for v in args.chain_only.split(","))
+        seconds = chain_fwd_bwd(rig, Sizes(chain_n=n, chain_repeats=repeats))
+        print(json.dumps({"s": seconds}))
+        return 0
     if isinstance(rig, str):
         print(f"no GPU: skipped ({rig})")
         results.put("skipped", f"no GPU: {rig}")

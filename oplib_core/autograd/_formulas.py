@@ -20,6 +20,7 @@ from typing import Any
 from .._registry.registry import op_named
 from .._tensor.tensor import Tensor
 from ._engine import sum_to
+from ._fusion import fusable
 
 __all__ = ["FORMULAS", "NON_DIFFERENTIABLE", "narrow_fake", "narrow_kernel"]
 
@@ -483,16 +484,18 @@ def _to_copy(ctx: Any, g: Tensor) -> Any:
 
 #: op name (as in ``CoreOp.name``) -> (setup_context, backward)
 FORMULAS: dict[str, Pair] = {
-    "neg": (None, _neg),
-    "exp": (_save_output, _exp),
-    "log": (_save_input, _log),
-    "sin": (_save_input, _sin),
-    "cos": (_save_input, _cos),
-    "tanh": (_save_output, _tanh),
-    "sigmoid": (_save_output, _sigmoid),
-    "relu": (_save_output, _relu),
-    "abs": (_save_input, _abs),
-    "sqrt": (_save_output, _sqrt),
+    # pointwise functions of (g, saved tensors): one elementwise kernel each where the
+    # backend compiles them (BackendSpec.elementwise_kernel; see _fusion)
+    "neg": (None, fusable(_neg)),
+    "exp": (_save_output, fusable(_exp)),
+    "log": (_save_input, fusable(_log)),
+    "sin": (_save_input, fusable(_sin)),
+    "cos": (_save_input, fusable(_cos)),
+    "tanh": (_save_output, fusable(_tanh)),
+    "sigmoid": (_save_output, fusable(_sigmoid)),
+    "relu": (_save_output, fusable(_relu)),
+    "abs": (_save_input, fusable(_abs)),
+    "sqrt": (_save_output, fusable(_sqrt)),
     "add": (_shapes_only, _add),
     "sub": (_shapes_only, _sub),
     "mul": (_save_binary, _mul),
