@@ -93,8 +93,10 @@ CallSlow = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
 #: What a mode asked an op to serve for it (``OpCache.remember_mode``), read by
 #: ``FastCall.__call__`` as it reads ``by_type``: the class of a fast call's first tensor
-#: argument -> what runs the call (its positional arguments, defaults appended).
-ModeTable = dict[type, Callable[..., Any]]
+#: argument -> what runs the call (its positional arguments, defaults appended); and, for
+#: an op whose calls have more to check than one tensor, a number of positional arguments
+#: -> what runs every keyword-less call of that many, checking it itself.
+ModeTable = dict[type | int, Callable[..., Any]]
 
 
 class OpCache:
@@ -432,6 +434,7 @@ class FastCall:
     #     return self._call_slow(args, kwargs)
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         n = len(args)
+        by_type: Mapping[Any, Callable[..., Any]] | None  # (a declaration: no code)
         if ACTIVE[0]:
             stack = MODES.stack
             if stack:
@@ -440,6 +443,11 @@ class FastCall:
                 by_type = self._modes.get(type(stack[-1]))
                 if by_type is None or FIRST[0]:
                     return self._call_slow(args, kwargs)
+                if self._multi and not kwargs:
+                    # an entry that checks a call of n arguments itself (two tensors)
+                    direct = by_type.get(n)
+                    if direct is not None:
+                        return direct(*args)
             else:  # the modes are other threads': as if none were active
                 by_type = self._by_type
         else:
@@ -925,24 +933,29 @@ def mode_table(
 
         return {cls: kernel if enter is None else array1, Tensor: tensor1}
 
-    if key_pos == (0, 1) and npos == 2:
+    if key_pos == (0, 1) and npos == 2 and not sig.checks and not sig.lists:
+        # (two Tensors, or two arrays: one entry checks them, instead of FastCall.__call__'s
+        # loops and then one of these)
 
-        def tensor2(a: Tensor, b: Tensor) -> Any:
-            da, db = a._data, b._data
-            if type(da) is not cls or type(db) is not cls:
+        def pair(a: Any, b: Any) -> Any:
+            if type(a) is Tensor:
+                if type(b) is not Tensor:
+                    return call_slow((a, b), {})
+                da, db = a._data, b._data
+                if type(da) is not cls or type(db) is not cls:
+                    return call_slow((a, b), {})
+                out = kernel(da, db) if not rec[0] else run(da, db)
+                if type(out) is cls:
+                    return _make_tensor(out)
+                return finish(out, True, None)
+            if type(a) is not cls or type(b) is not cls:
                 return call_slow((a, b), {})
-            out = kernel(da, db) if not rec[0] else run(da, db)
-            if type(out) is cls:
-                return _make_tensor(out)
-            return finish(out, True, None)
-
-        def array2(a: Any, b: Any) -> Any:
             out = kernel(a, b) if not rec[0] else run(a, b)
             if type(out) is cls:
                 return out
             return finish(out, False, None)
 
-        return {cls: kernel if enter is None else array2, Tensor: tensor2}
+        return {2: pair, cls: pair, Tensor: pair}
 
     def tensors(*args: Any) -> Any:
         nargs = list(args)
