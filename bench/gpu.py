@@ -217,9 +217,11 @@ def _chain(y: Any) -> Any:
     return y
 
 
-def fused() -> bool:
-    """Whether this process runs pointwise backward formulas as fused kernels."""
-    return oplib.backends.get("cuda").spec.elementwise_kernel is not None
+def fused(array: Any) -> bool:
+    """Whether this process runs pointwise backward formulas as fused kernels on arrays
+    like ``array`` (its backend compiles them: ``BackendSpec.elementwise_kernel``)."""
+    backend = oplib.backends.for_type(type(array))
+    return backend is not None and backend.spec.elementwise_kernel is not None
 
 
 def chain_fwd_bwd(rig: Rig, sizes: Sizes) -> float:
@@ -264,7 +266,7 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
         "oplib fwd": timed(lambda: _chain(plain), rig.sync, reps, repeats),
         "cupy fwd": timed(cupy_fwd, rig.sync, reps, repeats),
     }
-    if fused():  # else the figure above is already the unfused one
+    if fused(data):  # else the figure above is already the unfused one
         ms["oplib fwd+bwd, fusion off"] = unfused_fwd_bwd(sizes)
     peak = {"oplib (cupy pool)": rig.peak_bytes(fwd_bwd)}
     if rig.torch is not None:

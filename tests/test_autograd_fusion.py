@@ -694,13 +694,15 @@ def test_cupy_every_fused_formula_equals_cpu(cp: Any, name: str) -> None:
 
 
 def test_the_gpu_bench_prints_the_chain_with_fusion_on_and_off(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, hostjit: HostCompiler
 ) -> None:
     spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "bench" / "gpu.py")
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "gpu_bench", bench)  # its dataclasses look it up
     spec.loader.exec_module(bench)
+    # the second, unfused process is started only where the arrays' backend fuses
+    assert bench.fused(np.ones(2).view(HostArray)) and not bench.fused(np.ones(2))
     chain = {"oplib fwd+bwd": 3.0, "oplib fwd": 1.0, "cupy fwd": 0.9, "torch fwd+bwd": 3.1}
     data = {"sizes": {"chain_n": 1 << 20}, "autograd_ms": chain}
     (line,) = bench.summary(data)
@@ -708,3 +710,11 @@ def test_the_gpu_bench_prints_the_chain_with_fusion_on_and_off(
     chain["oplib fwd+bwd, fusion off"] = 9.3
     (line,) = bench.summary(data)
     assert "oplib 3.0 ms (fusion off: 9.3 ms, 3.00x torch), torch 3.1 ms: 0.97x torch" in line
+
+
+def test_a_gradient_that_is_not_a_tensor_goes_to_the_formula() -> None:
+    got: list[Any] = []
+    backward = fusable(lambda ctx, g: got.append(g) or "formula")
+    with oplib.no_grad():
+        assert backward(_Ctx(), None) == "formula"
+    assert got == [None]
