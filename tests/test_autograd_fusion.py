@@ -461,6 +461,17 @@ def test_every_fused_core_formula_gives_the_cpu_gradient_on_hostjit(
         np.testing.assert_allclose(np.asarray(x.grad._data), ref.grad.numpy(), **TOL[dtype])
 
 
+def test_a_lambda_formula_gets_a_kernel_name_that_is_a_c_identifier(
+    hostjit: HostCompiler,
+) -> None:
+    backward = fusable(lambda ctx, g: OPS.mul(g, OPS.cos(ctx.saved_tensors[0])))
+    x = np.linspace(-1, 1, 4, dtype=np.float32).view(HostArray)
+    with oplib.no_grad():
+        out = backward(_Ctx(Tensor._wrap(x)), Tensor._wrap(np.ones(4, np.float32).view(HostArray)))
+    np.testing.assert_allclose(np.asarray(out._data), np.cos(x), rtol=1e-6)
+    assert hostjit.calls == ["oplib_backward_lambda_float32_float32"]
+
+
 def test_create_graph_runs_the_formula(hostjit: HostCompiler) -> None:
     x = _leaf(np.linspace(-1, 1, 6, dtype=np.float32), True)
     (gx,) = oplib.autograd.grad(OPS.sum(OPS.tanh(x)), [x], create_graph=True)

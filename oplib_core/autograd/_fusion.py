@@ -7,12 +7,14 @@ such a formula: on a backend that can compile elementwise kernels
 one kernel generated from the formula itself, so no formula is written twice:
 
 1. :func:`trace` runs the formula once per (formula, input dtypes) on data-less stand-ins
-   (meta arrays) for ``g`` and the saved tensors, under a dispatch mode that records each
-   op call into a :class:`Graph` (leaves: the inputs; Python scalars are literals).
+   for ``g`` and the saved tensors (fake tensors, under ``FakeTensorMode``), under a
+   dispatch mode that records each op call into a :class:`Graph` (leaves: the inputs;
+   Python scalars are literals).
 2. :data:`ROWS` gives each pointwise core op its C expression, one row per op (as cupy's
    ufuncs are defined), never per formula. A trace that meets an op without a row, a shape
    change, a dtype other than bool or float16/32/64, a read of ``ctx`` beyond
-   ``saved_tensors`` or a read of a value (a data-dependent branch fails on meta) is not
+   ``saved_tensors`` or a read of a value (a data-dependent branch: fake data cannot be
+   read) is not
    fused: the formula runs, and that is remembered per (formula, dtypes).
 3. :func:`kernel_source` turns the graph into ``ElementwiseKernel``'s four arguments,
    computing in float for float16/float32 and double for float64 and casting once at the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -38,6 +41,7 @@ from .._registry.entry import LOCATION, _location_of
 from .._registry.registry import op_named
 from .._tensor.tensor import Tensor
 from ..backends import TABLE
+from ..fake._mode import FakeTensorMode
 
 __all__ = [
     "COMPILERS",
@@ -244,17 +248,16 @@ def trace(formula: Callable[..., Any], dtypes: Sequence[np.dtype]) -> Graph:
         if np.dtype(dt) not in _C_TYPES:
             raise NotFusable(f"an input is {np.dtype(dt)} (fused: bool, float16/32/64)")
     empty = op_named("oplib::empty")
-    try:
-        arrays = [empty(list(_TRACE_SHAPE), dtype=np.dtype(dt), device="meta") for dt in dtypes]
-    except Exception as e:  # no meta backend: nothing to trace on
-        raise NotFusable(f"cannot make meta stand-ins: {type(e).__name__}: {e}") from e
-    g, *saved = (Tensor._wrap(a) for a in arrays)
-    recorder = _Recorder(arrays)
     before = GRAD.enabled
     GRAD.enabled = False
     try:
-        with recorder:
-            result = formula(_TraceCtx(tuple(saved)), g)
+        with FakeTensorMode():  # the recorder, inside it, hands each call on to it
+            shape = list(_TRACE_SHAPE)
+            arrays = [empty(shape, dtype=np.dtype(dt), device="cpu") for dt in dtypes]
+            g, *saved = (Tensor._wrap(a) for a in arrays)
+            recorder = _Recorder(arrays)
+            with recorder:
+                result = formula(_TraceCtx(tuple(saved)), g)
     except NotFusable:
         raise
     except Exception as e:  # reading a value (a branch on data), a failing op ...
@@ -373,7 +376,8 @@ class Fusion:
 
     def _build(self, key: tuple[Any, ...], compile: Callable[..., Any]) -> _Kernel | None:
         dtypes = key[1:]
-        name = getattr(self.formula, "__name__", "formula").strip("_") or "formula"
+        # a C identifier (a lambda is "<lambda>")
+        name = re.sub(r"\W", "", getattr(self.formula, "__name__", "")).strip("_") or "formula"
         kernel: _Kernel | None = None
         try:
             graph = trace(self.formula, dtypes)
