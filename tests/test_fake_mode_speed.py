@@ -325,3 +325,7 @@ def test_the_innermost_kernels_context_wins_served_or_recorded(lib: oplib.Librar
         outer(x)  # outer by the mode's path (its context recorded), inner served inside
         outer(x)  # both served
     assert seen == ["fmspeed::inner", "fmspeed::outer"] * 2
+    seen.clear()
+    with mode:  # cond's handler records its own context; inner, served inside, still wins
+        oplib.cond(True, lambda a: inner(a), lambda a: inner(a), (x,))
+    assert seen == ["fmspeed::inner", "fmspeed::inner"]
