@@ -165,10 +165,9 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     astype = ns.astype
     # numpy's sum/max/min are Python wrappers (about 1.2 us on a small array) that call the
     # ufunc reductions for an ndarray; numpy's kernels call those directly (same results).
-    if numpy_module:
-        reduce_sum, reduce_max, reduce_min = np.add.reduce, np.maximum.reduce, np.minimum.reduce
-    else:
-        reduce_sum, reduce_max, reduce_min = ns.sum, ns.max, ns.min
+    reduce_sum: Callable[..., Any] = np.add.reduce if numpy_module else ns.sum
+    reduce_max: Callable[..., Any] = np.maximum.reduce if numpy_module else ns.max
+    reduce_min: Callable[..., Any] = np.minimum.reduce if numpy_module else ns.min
     ext = (
         EXTENSION_FLOATS
         if same
