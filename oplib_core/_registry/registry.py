@@ -33,7 +33,6 @@ from .entry import (
     _credited,
     _location_of,
     current_plugin,
-    fallthrough_kernel,
     origin_of,
 )
 from .handle import Handle
