@@ -739,6 +739,12 @@ def _undo_loads_after_fork(me: int) -> None:
     forget_imports_of(gone)
     records: dict[str, PluginRecord] | None = HOST.__dict__.get("records")
     forgotten = {p for p, t in HOST._loading.items() if t in gone}
+    for thread, before in HOST._transactions.items():
+        if thread in gone and records is not None:
+            forgotten |= {n for n in records if n not in before}
+    # first the backends such a load registered without keeping the handle yet (the
+    # fork fell between the two): else the child's reload finds their names taken
+    TABLE.forget_plugins(forgotten)
     for plugin, thread in list(HOST._loading.items()):
         if thread in gone:
             del HOST._loading[plugin]
@@ -749,9 +755,17 @@ def _undo_loads_after_fork(me: int) -> None:
         if thread in gone:
             del HOST._transactions[thread]
             if records is not None:
-                forgotten |= {r.name for n, r in records.items() if n not in before}
                 HOST._roll_back_to(before)
     REGISTRY.forget_plugins(forgotten)  # what the rollbacks could not reach
+    # A registration with pluggy whose record the gone thread had not finished (the fork
+    # fell between the two) is no plugin's: drop it, or the child's reload is refused
+    # ("Plugin name already registered").
+    pm = HOST.__dict__.get("pm")
+    if pm is not None and records is not None:
+        for name, plugin in pm.list_name_plugin():
+            record = records.get(name)
+            if plugin is not None and (record is None or record.hook_target is not plugin):
+                pm.unregister(name=name)
 
 
 at_fork(_undo_loads_after_fork)

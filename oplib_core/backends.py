@@ -609,6 +609,20 @@ class BackendTable:
 
         return unregister
 
+    def forget_plugins(self, plugins: Collection[str]) -> None:
+        """Remove the backends registered by ``plugins`` (in a forked child: a plugin whose
+        load another thread had under way, its backend registered but the handle that
+        undoes it not yet kept, so the rollback of the load cannot reach it)."""
+        backends: dict[str, Backend] | None = self.__dict__.get("_backends")
+        if backends is None:  # never filled (reading it would fill it, loading the plugins)
+            return
+        with self._lock:
+            for backend in [b for b in backends.values() if b.plugin in plugins]:
+                del backends[backend.name]
+                self._changed()
+                for fn in self._listeners:
+                    fn("removed", backend)
+
     def rename(self, old: str, new: str) -> None:
         """Give backend ``old`` the name ``new`` (the private-use slot), now and for a backend
         called ``old`` registered later; ``old`` stays an alias in ``get``/``find``. Listeners

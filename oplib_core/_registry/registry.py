@@ -550,10 +550,21 @@ class Registry:
         any more: in a forked child, a registration another thread had under way (done,
         its handle not yet handed to the plugin) when the process forked, once the plugin's
         load was rolled back. (A ``LazyKernel`` is the core's, and is never made here.)"""
+        ops: OpTable | None = self.__dict__.get("ops")
+        if ops is None:  # never filled (reading it would fill it, loading the plugins)
+            return
         with self.lock:
-            for entry in _builtin_list(self.ops.built()):
+            pending = ops.pending
+            for qualname, op in _builtin_list(pending.items()):
+                if op.origin.plugin in plugins and not op.building:
+                    del pending[qualname]  # defined, not built yet: nothing else knows it
+                    continue
+                for key, queued in _builtin_list(op.kernels.items()):
+                    if queued.ctx is not None and queued.ctx.plugin in plugins:
+                        del op.kernels[key]  # a kernel kept for it until it is built
+            for entry in _builtin_list(ops.built()):
                 if entry.origin.plugin in plugins:
-                    del self.ops[entry.qualname]
+                    del ops[entry.qualname]
                     entry.alive = False
                     entry.invalidate()
                     self._notify("undefined", entry)

@@ -162,6 +162,10 @@ def _reset_after_fork() -> None:
     for lock in _fork_safe:
         if not getattr(lock, "_is_owned", lambda: False)():
             lock._at_fork_reinit()
+    for obj, lazy, names in _lazy:
+        if type(obj) is lazy:  # its state was half built by a thread the child lacks
+            for name in names:
+                obj.__dict__.pop(name, None)
     me = threading.get_ident()
     if _loader is not None and _loader != me:
         forget_imports_of({_loader})
@@ -260,5 +264,20 @@ def deferred(cls: type[T]) -> type[T]:
         ensure()
         return getattr(self, name)
 
-    namespace = {"__getattr__": __getattr__, "__module__": cls.__module__, "__doc__": cls.__doc__}
-    return cast("type[T]", type(cls.__name__, (cls,), namespace))
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        cls.__init__(self, *args, **kwargs)
+        _lazy.append((self, lazy, names))
+
+    namespace = {
+        "__getattr__": __getattr__,
+        "__init__": __init__,
+        "__module__": cls.__module__,
+        "__doc__": cls.__doc__,
+    }
+    lazy = type(cls.__name__, (cls,), namespace)
+    return cast("type[T]", lazy)
+
+
+#: Every instance of a :func:`deferred` class, with its lazy class and deferred names: a
+#: forked child drops the state a thread it lacks was building (it is built again there).
+_lazy: list[tuple[Any, type, frozenset[str]]] = []
