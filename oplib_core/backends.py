@@ -602,12 +602,16 @@ class BackendTable:
         def unregister() -> None:
             with self._lock:
                 if self._backends.get(backend.name) is backend:
-                    del self._backends[backend.name]
-                    self._changed()
-                    for fn in self._listeners:
-                        fn("removed", backend)
+                    self._remove(backend)
 
         return unregister
+
+    def _remove(self, backend: Backend) -> None:
+        """Take ``backend`` out of the table and tell the listeners (the lock held)."""
+        del self._backends[backend.name]
+        self._changed()
+        for fn in self._listeners:
+            fn("removed", backend)
 
     def forget_plugins(self, plugins: Collection[str]) -> None:
         """Remove the backends registered by ``plugins`` (in a forked child: a plugin whose
@@ -618,10 +622,7 @@ class BackendTable:
             return
         with self._lock:
             for backend in [b for b in backends.values() if b.plugin in plugins]:
-                del backends[backend.name]
-                self._changed()
-                for fn in self._listeners:
-                    fn("removed", backend)
+                self._remove(backend)
 
     def rename(self, old: str, new: str) -> None:
         """Give backend ``old`` the name ``new`` (the private-use slot), now and for a backend

@@ -258,11 +258,7 @@ class Registry:
         try:
             return self.ops[qualname]
         except KeyError:
-            raise UnknownOperatorError(
-                f"operator {qualname!r} does not exist; define it first "
-                f"(oplib.define({qualname!r}, '(...) -> ...'))",
-                op=qualname,
-            ) from None
+            raise _unknown_op(qualname) from None
 
     def define(
         self, schema: FunctionSchema, tags: Iterable[Tag] = (), *, origin: Origin | None = None
@@ -546,17 +542,19 @@ class Registry:
         pending.building = False
 
     def forget_plugins(self, plugins: set[str]) -> None:
-        """Remove the definitions and kernels credited to ``plugins`` that no handle undoes
-        any more: in a forked child, a registration another thread had under way (done,
-        its handle not yet handed to the plugin) when the process forked, once the plugin's
-        load was rolled back. (A ``LazyKernel`` is the core's, and is never made here.)"""
+        """Remove the definitions and kernels credited to ``plugins`` (built ops, and core
+        ops defined but not built yet, with the kernels kept for them) that no handle
+        undoes any more: in a forked child, a registration another thread had under way
+        (done, its handle not yet handed to the plugin) when the process forked, once the
+        plugin's load was rolled back; the child's ``_unbuild_after_fork`` has undone any
+        build under way first. (A ``LazyKernel`` is the core's, and is never made here.)"""
         ops: OpTable | None = self.__dict__.get("ops")
         if ops is None:  # never filled (reading it would fill it, loading the plugins)
             return
         with self.lock:
             pending = ops.pending
             for qualname, op in _builtin_list(pending.items()):
-                if op.origin.plugin in plugins and not op.building:
+                if op.origin.plugin in plugins:
                     del pending[qualname]  # defined, not built yet: nothing else knows it
                     continue
                 for key, queued in _builtin_list(op.kernels.items()):
@@ -776,11 +774,16 @@ def op_named(qualname: str) -> Any:
     try:
         return REGISTRY.ops[qualname].overload
     except KeyError:
-        raise UnknownOperatorError(
-            f"operator {qualname!r} does not exist; define it first "
-            f"(oplib.define({qualname!r}, '(...) -> ...'))",
-            op=qualname,
-        ) from None
+        raise _unknown_op(qualname) from None
+
+
+def _unknown_op(qualname: str) -> UnknownOperatorError:
+    """The error for an operator name nothing defines (``entry``, ``op_named``)."""
+    return UnknownOperatorError(
+        f"operator {qualname!r} does not exist; define it first "
+        f"(oplib.define({qualname!r}, '(...) -> ...'))",
+        op=qualname,
+    )
 
 
 def _unbuild_after_fork(me: int) -> None:

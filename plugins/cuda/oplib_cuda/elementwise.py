@@ -22,7 +22,6 @@ the same); ``maximum`` and ``minimum`` give NaN where either input is NaN, else 
 from __future__ import annotations
 
 import functools
-import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -86,7 +85,7 @@ _launches: Counter[str] = Counter()
 def enabled() -> bool:
     """Whether the own kernels are on: ``OPLIB_CUDA_FAST_ELEMENTWISE`` is unset or not one
     of ``0``, ``false``, ``no``, ``off`` (any case), as oplib's other switches read."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    return runtime.switched_on(SWITCH)
 
 
 class ArrayFacts(NamedTuple):

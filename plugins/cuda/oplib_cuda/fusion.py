@@ -12,7 +12,6 @@ when the plugin loads; the formulas then run op by op.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +30,7 @@ _launches: Counter[str] = Counter()
 def enabled() -> bool:
     """Whether fused backward kernels are on: ``OPLIB_CUDA_FUSED_BACKWARD`` is unset or
     not one of ``0``, ``false``, ``no``, ``off`` (any case)."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    return runtime.switched_on(SWITCH)
 
 
 def launches() -> dict[str, int]:

@@ -10,9 +10,15 @@ from typing import Any
 
 from oplib_core.errors import BackendError
 
-__all__ = ["cupy", "cupy_import_error", "device_count", "in_bad_fork", "status"]
+__all__ = ["cupy", "cupy_import_error", "device_count", "in_bad_fork", "status", "switched_on"]
 
 _CUDA_ERROR_NO_DEVICE = 100  # cudaErrorNoDevice
+
+
+def switched_on(variable: str) -> bool:
+    """Whether the plugin's switch ``variable`` (an environment variable, default on) is on:
+    off for ``0``, ``false``, ``no`` or ``off``, in any case, as oplib's own switches read."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @functools.cache
