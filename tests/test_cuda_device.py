@@ -148,9 +148,10 @@ def test_manual_seed_makes_cupy_random_numbers_reproducible(cp: Any, ns: str) ->
     op = getattr(oplib.ops, ns).rand
 
     def draw() -> np.ndarray:
-        out = op([5], device=CUDA0)
-        assert isinstance(out, cp.ndarray) and out.device.id == 0
-        return np.asarray(cp.asnumpy(out))
+        out = op([5], device=CUDA0)  # a user's op called without arrays gives a Tensor
+        assert isinstance(out, oplib.Tensor) and out.device == CUDA0
+        assert isinstance(out.native, cp.ndarray) and out.native.device.id == 0
+        return np.asarray(cp.asnumpy(out.native))
 
     oplib.cuda.manual_seed(1234)
     first, second = draw(), draw()

@@ -45,9 +45,10 @@ def test_cpu_matches_numpy_and_differentiates(example):
 
 
 def test_opcheck_on_cpu(example):
+    # float32, the cuda kernel's one dtype: on a GPU opcheck compares cuda with cpu too
     rng = np.random.default_rng(0)
-    x = oplib.tensor(rng.random((3, 4)), requires_grad=True)
-    y = oplib.tensor(rng.random((3, 4)), requires_grad=True)
+    x = oplib.tensor(rng.random((3, 4), dtype=np.float32), requires_grad=True)
+    y = oplib.tensor(rng.random((3, 4), dtype=np.float32), requires_grad=True)
     oplib.opcheck(example.add_scaled, (x, y, 1.5))
 
 
