@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 
-from ._dispatch import FIRST, DispatchMode, OpOverload
+from ._dispatch import DispatchMode, OpOverload
 from ._dtypes import bfloat16, float16, float32, float64, is_floating, promote_types, to_dtype
 from ._grad_mode import is_grad_enabled
 from ._registry.handle import Handle
@@ -144,7 +144,6 @@ _CASTING: dict[str, int] = dict.fromkeys(
     (name for name, policies in CORE_POLICIES.items() if policies != (_NONE, _NONE)), 1
 )
 _RULES_LOCK = threading.Lock()
-_FIRST_LOCK = threading.Lock()
 
 
 # Device types torch knows whatever is installed (torch.amp.is_autocast_available says yes
@@ -472,8 +471,6 @@ class autocast(DispatchMode):
         st.nesting += 1
         if pushed:
             super().__enter__()
-            with _FIRST_LOCK:
-                FIRST[0] += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -482,8 +479,6 @@ class autocast(DispatchMode):
         try:
             if pushed:
                 super().__exit__(*exc)
-                with _FIRST_LOCK:
-                    FIRST[0] -= 1
         finally:
             st.nesting -= 1
             if st.nesting == 0:

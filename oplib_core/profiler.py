@@ -269,13 +269,13 @@ class profile(DispatchMode):
         self._events.append(event)
         opened.append(event)
         # Back on the stack while the kernel runs, so the calls it makes are recorded too.
-        modes.append(self)
+        MODES.push(self)
         event.start_ns = perf_counter_ns()
         try:
             return run(*bargs)
         finally:
             self._close(event, opened)
-            modes.pop()
+            MODES.pop()
 
     def _planned(
         self,
@@ -284,7 +284,7 @@ class profile(DispatchMode):
         kwargs: dict[str, Any],
         parent: Event | None,
         opened: list[Event],
-        modes: list[DispatchMode],
+        modes: tuple[DispatchMode, ...],
     ) -> Any:
         plan = op.plan_call(args, kwargs)
         key, backend, origin = self._chosen(op, plan)
@@ -292,11 +292,11 @@ class profile(DispatchMode):
         call = plan.placement
         if call is not None and self.record_shapes:
             event.shapes, event._dtypes = _inputs(call.found)
-        modes.append(self)
+        MODES.push(self)
         try:  # run as the slow path runs it (calls of the fast path's shape fill its caches)
             return self._timed(event, opened, op.run_plan, (plan,), {})
         finally:
-            modes.pop()
+            MODES.pop()
 
     def _higher_order(
         self,
@@ -305,7 +305,7 @@ class profile(DispatchMode):
         kwargs: dict[str, Any],
         parent: Event | None,
         opened: list[Event],
-        modes: list[DispatchMode],
+        modes: tuple[DispatchMode, ...],
     ) -> Any:
         """A higher-order operator's call: recorded with the handler its dispatch chooses,
         then run below this profile; the functions among its arguments run under the

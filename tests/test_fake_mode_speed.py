@@ -142,6 +142,67 @@ def test_a_mode_that_goes_first_still_sees_calls_the_op_would_serve() -> None:
         assert str(matmul(a, b).dtype) == "bfloat16"
 
 
+def test_another_threads_autocast_does_not_stop_this_threads_served_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Which mode takes a call is a question about this thread's stack only: an autocast
+    # block (a mode that goes first) in another thread changes nothing here.
+    neg = oplib.ops.oplib.neg.default
+    mode = oplib.FakeTensorMode()
+    x = mode.from_real(np.ones(3, dtype=np.float32))
+    entered, done = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with oplib.autocast("cpu", dtype=oplib.bfloat16):
+            entered.set()
+            done.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    entered.wait(10)
+    slow: list[Any] = []
+    real = type(neg)._call_slow
+    monkeypatch.setattr(
+        type(neg), "_call_slow", lambda self, a, kw: slow.append(self) or real(self, a, kw)
+    )
+    try:
+        with mode:
+            neg(x)  # the mode's path: hands neg its table
+            del slow[:]
+            out = neg(x)
+    finally:
+        done.set()
+        t.join()
+    assert out.shape == (3,) and type(out.native) is FakeArray
+    assert slow == ([] if not SLOW else [neg])
+
+
+def test_the_mode_stack_says_which_mode_takes_the_calls() -> None:
+    from oplib_core._dispatch.stack import ModeStack
+
+    class Plain:
+        pass
+
+    class First:
+        _oplib_dispatch_first = True
+
+    s: ModeStack[Any] = ModeStack()
+    assert (s.stack, s.at, s.key) == ((), -1, None)
+    a, f, b = Plain(), First(), Plain()
+    s.push(a)
+    assert (s.at, s.key) == (0, Plain)
+    s.push(f)
+    s.push(b)  # entered after the one that goes first: it still takes the calls
+    assert s.stack == (a, f, b) and (s.at, s.key) == (1, First)
+    assert s.take(1) is f and s.stack == (a, b) and (s.at, s.key) == (1, Plain)
+    s.put(1, f)
+    assert s.stack == (a, f, b) and s.at == 1
+    assert s.pop() is b and s.pop() is f and (s.at, s.key) == (0, Plain)
+    assert s.pop() is a and (s.stack, s.at, s.key) == ((), -1, None)
+    with pytest.raises(AttributeError):
+        s.stack.append(a)  # type: ignore[attr-defined]  # only the methods change it
+
+
 # -- what the table serves is what the mode's own path gives --------------------------------
 
 

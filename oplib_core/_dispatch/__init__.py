@@ -31,7 +31,7 @@ from .binding import Binder, BoundCall, Signature, is_array
 from .doc import document, packet_text
 from .failure import add_note
 from .fastpath import FAST_FIELDS, MISS, SLOW, FactoryFastCall, FastCall, OpCache, Route
-from .modes import ACTIVE, FIRST, MODES, DispatchMode, active_modes, tensor_types
+from .modes import ACTIVE, MODES, DispatchMode, active_modes, tensor_types
 from .overload import CallRoute, OpOverload, Plan
 from .overload import _FactoryOverload as FactoryOverload
 from .resolution import DispatchKeySet, has_trivial_fake
@@ -39,7 +39,6 @@ from .resolution import DispatchKeySet, has_trivial_fake
 __all__ = [
     "ACTIVE",
     "FAST_FIELDS",
-    "FIRST",
     "MISS",
     "MODES",
     "SLOW",

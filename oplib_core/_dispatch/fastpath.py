@@ -32,7 +32,7 @@ from .binding import BoundCall, Signature
 from .failure import kernel_failed
 from .placement import Placement, wrap
 from .resolution import autograd_kernel, resolve
-from .stack import ACTIVE, FIRST, MODES
+from .stack import ACTIVE, MODES
 
 __all__ = [
     "FAST_FIELDS",
@@ -422,7 +422,7 @@ class FastCall:
     #
     #     by_type = cache.by_type
     #     if ACTIVE[0] and this thread has a mode:
-    #         by_type = cache.modes.get(type(innermost mode))   # what it asked the op to serve
+    #         by_type = cache.modes.get(MODES.key)   # the class of the mode taking calls
     #         if by_type is None: return self._call_slow(args, kwargs)   # the mode's call
     #     bound = sig.bind_fast(args, kwargs)           # the shape: arity, scalars, int[]s
     #     if bound is None or the tensor arguments differ in type:
@@ -436,12 +436,12 @@ class FastCall:
         n = len(args)
         by_type: Mapping[Any, Callable[..., Any]] | None  # (a declaration: no code)
         if ACTIVE[0]:
-            stack = MODES.stack
-            if stack:
-                # the innermost mode takes the call, unless it gave the op a table of its
-                # own (OpCache.modes, read as by_type is) and no mode goes first
-                by_type = self._modes.get(type(stack[-1]))
-                if by_type is None or FIRST[0]:
+            key = MODES.key
+            if key is not None:
+                # the mode takes the call, unless it gave the op a table of its own
+                # (OpCache.modes, read as by_type is)
+                by_type = self._modes.get(key)
+                if by_type is None:
                     return self._call_slow(args, kwargs)
                 if self._multi and not kwargs:
                     # an entry that checks a call of n arguments itself (two tensors)

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from .._tensor.tensor import Tensor
 from .overload import OpOverload
-from .stack import ACTIVE, FIRST, ModeStack, call_mode, pop, push
+from .stack import ACTIVE, ModeStack, call_mode, pop, push
 from .stack import MODES as _MODES
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["ACTIVE", "FIRST", "MODES", "DispatchMode", "active_modes", "call_mode", "tensor_types"]
+__all__ = ["ACTIVE", "MODES", "DispatchMode", "active_modes", "call_mode", "tensor_types"]
 
 
 #: This thread's active modes, innermost last (``MODES.stack``): ``stack.MODES``, typed.

@@ -286,8 +286,7 @@ class HigherOrderOperator:
         """Hand the call to this thread's innermost mode: its handler for this operator if
         registered, else the mode's ``__oplib_dispatch__``; the mode is off the stack while
         it runs (as for ops: ``_dispatch.modes.call_mode``)."""
-        stack = MODES.stack
-        mode = stack.pop()
+        mode = MODES.pop()
         try:
             k = self._handlers.get(type(mode))
             if k is not None and not k.is_fallthrough:
@@ -300,7 +299,7 @@ class HigherOrderOperator:
             args, kwargs = tree_map(lambda v: _under(mode, v), (args, kwargs))
             return mode.__oplib_dispatch__(self, args, kwargs)  # type: ignore[arg-type]
         finally:
-            stack.append(mode)
+            MODES.push(mode)
 
     def _no_handler(self, key: str, why: str) -> NoKernelError:
         have = sorted(k.key for k in self._handlers.values() if not k.is_fallthrough)

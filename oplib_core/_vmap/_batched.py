@@ -260,19 +260,18 @@ class VmapLevel(DispatchMode):
     def __oplib_dispatch__(
         self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        stack = MODES.stack
-        if stack:  # outer levels or other modes: they see the calls the rule makes
+        if MODES.stack:  # outer levels or other modes: they see the calls the rule makes
             return run_op(self, op, args, kwargs)
         # The only mode of this thread: off the global count as well while the rule runs,
         # so that the ops it calls on plain arrays take the fast path. (Through the public
         # enter/exit, which hold the count's lock; call_mode puts the mode back after.)
-        stack.append(self)
+        MODES.push(self)
         DispatchMode.__exit__(self)
         try:
             return run_op(self, op, args, kwargs)
         finally:
             DispatchMode.__enter__(self)
-            stack.pop()
+            MODES.pop()
 
     def expand(self, t: Tensor) -> Tensor:
         """``t``'s copy expanded to the batch (a view recorded by autograd), made once."""
@@ -300,13 +299,13 @@ class _Popped:
         stack = MODES.stack
         for i in range(len(stack) - 1, -1, -1):
             if stack[i] is self.mode:
-                del stack[i]
+                MODES.take(i)
                 self.index = i
                 return
 
     def __exit__(self, *exc: object) -> None:
         if self.index >= 0:
-            MODES.stack.insert(self.index, self.mode)
+            MODES.put(self.index, self.mode)
 
 
 # -- one op call at one level -------------------------------------------------------------
