@@ -3,26 +3,41 @@
 
 What the cuda path's CPU side does per call, without a GPU: the backend is declared with
 ``array_type_names`` only (resolved lazily, as ``"cupy.ndarray"`` is), ``device_of`` reads
-``array.device.id`` as the cuda plugin does, and each array's ``.device`` is a new small
-object with an ``id`` on every read, as cupy's ``ndarray.device`` gives a new
-``cupy.cuda.Device``. Its memory is numpy's (``DeviceArray`` is an ``ndarray`` subclass
-remembering a device index), so results can be checked against numpy. Not a mock of cupy:
-nothing here imitates cupy's API beyond those two attributes. Not a shipped plugin: tests
-and ``bench/accelerator_dispatch.py`` install it with :func:`install`.
+an int attribute in C as the cuda plugin's does (cupy's ``data.device_id``), and each
+array's ``.device`` is a new small object with an ``id`` on every read, as cupy's
+``ndarray.device`` gives a new ``cupy.cuda.Device``. Its memory is numpy's
+(``DeviceArray`` is an ``ndarray`` subclass remembering a device index), so results can be
+checked against numpy. Not a mock of cupy: nothing here imitates cupy's API beyond that
+attribute. Not a shipped plugin: tests and ``bench/accelerator_dispatch.py`` install it
+with :func:`install`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import operator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 import oplib_core as oplib
+from oplib_core.backends import DevicePlacement, on_device
 from oplib_core.kernels import array_kernels
 
-__all__ = ["NAME", "TYPE_NAME", "DeviceArray", "DeviceId", "install", "on", "spec"]
+__all__ = [
+    "NAME",
+    "TYPE_NAME",
+    "DeviceArray",
+    "DeviceId",
+    "current_device",
+    "device",
+    "install",
+    "on",
+    "spec",
+]
 
 NAME = "devicelike"
 #: How the spec names the array class: a dotted name, resolved only once this module is
@@ -62,8 +77,9 @@ def on(data: Any, index: int = 0) -> DeviceArray:
     return out
 
 
-def _device_of(array: DeviceArray) -> int:
-    return int(array.device.id)
+#: The device index of an array: an int attribute read in C, as the cuda plugin's is
+#: (cupy's ``data.device_id``; reading ``.device`` makes an object per read).
+_device_of: Callable[[DeviceArray], int] = operator.attrgetter("_index")
 
 
 def _to_host(array: DeviceArray) -> np.ndarray:
@@ -100,9 +116,34 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class _Current(threading.local):
+    """This thread's current device (0 until :func:`device` changes it), as a GPU
+    runtime keeps one."""
+
+    index = 0
+
+
+_CURRENT = _Current()
+
+
+def current_device() -> int:
+    """This thread's current device index."""
+    return _CURRENT.index
+
+
+@contextlib.contextmanager
+def device(index: int) -> Iterator[None]:
+    """Make device ``index`` current while the block runs (``cupy.cuda.Device(i)``)."""
+    before, _CURRENT.index = _CURRENT.index, index
+    try:
+        yield
+    finally:
+        _CURRENT.index = before
+
+
 class _Namespace:
-    """numpy's functions on plain views of this backend's arrays (results on device 0:
-    the kernels below put them on the call's device); numpy's dtypes as they are."""
+    """numpy's functions on plain views of this backend's arrays, their results on the
+    current device; numpy's dtypes as they are."""
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(np, name)
@@ -111,30 +152,14 @@ class _Namespace:
 
         @functools.wraps(target)
         def call(*args: Any, **kwargs: Any) -> Any:
-            return _ours(target(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()}), 0)
+            out = target(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})
+            return _ours(out, _CURRENT.index)
 
         setattr(self, name, call)
         return call
 
 
 NAMESPACE = _Namespace()
-
-
-def _call_index(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    """The device a call runs on: its first array's, else its ``device=`` argument's."""
-    for a in args:
-        for item in a if isinstance(a, (list, tuple)) else (a,):
-            if isinstance(item, DeviceArray):
-                return item._index
-    target = kwargs.get("device")
-    return (target.index or 0) if isinstance(target, oplib.Device) else 0
-
-
-def _on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def kernel(*args: Any, **kwargs: Any) -> Any:
-        return _ours(fn(*args, **kwargs), _call_index(args, kwargs))
-
-    return kernel
 
 
 def spec(devices: int = 2) -> oplib.BackendSpec:
@@ -155,12 +180,21 @@ def spec(devices: int = 2) -> oplib.BackendSpec:
 
 def install(devices: int = 2) -> Callable[[], None]:
     """Register the backend (with ``devices`` devices: 1 is the one-GPU machine) and the
-    core op set's kernels on it; returns the function that removes both again."""
+    core op set's kernels on it, each run on its call's device by ``on_device`` as the
+    cuda plugin's are; returns the function that removes both again."""
     undo_backend = oplib.backends.register(spec(devices))
+    placement = DevicePlacement(
+        array_type=DeviceArray,
+        device_of=_device_of,
+        current_device=current_device,
+        device=device,
+        device_count=lambda: devices,
+    )
     lib = oplib.Library("oplib", "IMPL")
     try:
         for name, kernel in array_kernels(NAMESPACE).items():
-            lib.impl(name, _on_device(kernel), NAME)
+            run = on_device(lambda k=kernel: k, lambda: placement, name=f"{NAME}_{name}")
+            lib.impl(name, run, NAME)
     except BaseException:
         lib._destroy()
         undo_backend()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,13 +46,16 @@ class Runtime:
     """The double's device runtime: a current device, and a device context that records the
     index of every entry and whether each was left."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int | None = None) -> None:
         self.current = 0
+        self.count = count  # what the placement says of the device count (None: nothing)
         self.entered: list[int] = []
         self.left: list[int] = []
         self.loads = 0
+        self.asked = 0  # calls of current_device()
 
     def current_device(self) -> int:
+        self.asked += 1
         return self.current
 
     @contextlib.contextmanager
@@ -71,6 +75,7 @@ class Runtime:
             device_of=lambda a: a.index,
             current_device=self.current_device,
             device=self.device,
+            device_count=None if self.count is None else lambda: self.count,
         )
 
 
@@ -183,13 +188,18 @@ HELD = frozenset(np.dtype(n) for n in ("bool", "int32", "int64", "float32"))
 
 @pytest.fixture
 def backend() -> Iterator[Runtime]:
-    rt = Runtime()
+    with _placed_backend(Runtime()) as rt:
+        yield rt
+
+
+@contextlib.contextmanager
+def _placed_backend(rt: Runtime, devices: int = 2) -> Iterator[Runtime]:
     undo = oplib.backends.register(
         oplib.BackendSpec(
             name=NAME,
             array_types=(PlacedArray,),
             priority=5,  # above cpu's: its arrays are numpy arrays too
-            device_count=lambda: 2,
+            device_count=lambda: devices,
             device_of=lambda a: a.index,
             to_host=lambda a: np.array(a.view(np.ndarray)),
             from_host=lambda a, d: placed(np.array(a), d.index or 0),
@@ -205,9 +215,15 @@ def backend() -> Iterator[Runtime]:
     def zeros(cur: int, size: list[int], *, dtype: Any = None, device: Any = None) -> Any:
         return placed(np.zeros(size, np.float32 if dtype is None else dtype), cur)
 
+    def sum_(x: PlacedArray, dim: Any, keepdim: bool, *, dtype: Any = None) -> PlacedArray:
+        if dim == [9]:
+            raise ValueError("no dimension 9")
+        return placed(np.sum(x.view(np.ndarray), keepdims=keepdim, dtype=dtype), x.index)
+
     try:
         lib.impl("neg", _wrapped(rt, neg, "placed_neg"), NAME)
         lib.impl("zeros", _wrapped(rt, zeros, "placed_zeros"), NAME)
+        lib.impl("sum", on_device(lambda: sum_, rt.placement, name="placed_sum"), NAME)
         yield rt
     finally:
         lib._destroy()
@@ -312,6 +328,63 @@ def test_dtypes_is_every_oplib_dtype_to_subtract_from() -> None:
         assert [d for d in DTYPES if not nohalf.supports_dtype(d)] == [oplib.float16]
     finally:
         undo()
+
+
+@pytest.mark.fastpath
+def test_on_one_device_the_fast_path_calls_the_kernel_without_the_wrapper() -> None:
+    # The wrapper asks for the current device on each call it runs; with one device it
+    # runs the first call only, and the fast path calls the kernel after that.
+    with _placed_backend(Runtime(count=1), devices=1) as rt:
+        x = placed(np.array([1.0, -2.0], np.float32), 0)
+        for _ in range(4):
+            out = oplib.ops.oplib.neg(x)
+            assert type(out) is PlacedArray and out.view(np.ndarray).tolist() == [-1.0, 2.0]
+            total = oplib.ops.oplib.sum(x)  # a keyword-only default (dtype) the kernel has
+            assert float(total.view(np.ndarray)) == -1.0
+        assert rt.asked == 2  # neg's first call and sum's
+        wrapper = oplib.lookup("oplib::neg").kernel(NAME).fn
+        assert wrapper.fast_entry is wrapper.__wrapped__  # type: ignore[attr-defined]
+
+
+def test_with_two_devices_every_call_goes_through_the_wrapper(backend: Runtime) -> None:
+    x = placed(np.array([1.0], np.float32), 0)
+    for _ in range(4):
+        oplib.ops.oplib.neg(x)
+    assert backend.asked == 4
+    assert not hasattr(oplib.lookup("oplib::neg").kernel(NAME).fn, "fast_entry")
+
+
+def test_a_kernel_called_without_its_wrapper_is_still_credited_to_the_plugin_line() -> None:
+    with _placed_backend(Runtime(count=1), devices=1):
+        x = placed(np.ones(2, np.float32), 0)
+        oplib.ops.oplib.sum(x, [0])
+        oplib.ops.oplib.sum(x, [0])  # served by the fast path: the kernel itself
+        with pytest.raises(ValueError, match="no dimension 9") as info:
+            oplib.ops.oplib.sum(x, [9])
+        origin = str(oplib.lookup("oplib::sum").kernel(NAME).origin)
+        notes = "\n".join(getattr(info.value, "__notes__", []))
+        assert f"raised by the {NAME} kernel of oplib::sum ({origin.split(' ')[0]}" in notes
+
+
+def test_keyword_defaults_a_wrapped_kernel_applies_itself_are_not_bound_per_call() -> None:
+    from oplib_core._dispatch.fastpath import with_kwdefaults
+
+    def kernel(x: Any, *, dtype: Any = None) -> Any:
+        return dtype
+
+    @functools.wraps(kernel)
+    def passes_on(*args: Any, **kwargs: Any) -> Any:  # as on_device's wrapper
+        return kernel(*args, **kwargs)
+
+    @functools.wraps(kernel)
+    def needs_it(*args: Any, dtype: Any) -> Any:  # a keyword-only argument of its own
+        return kernel(*args, dtype=dtype)
+
+    assert with_kwdefaults(passes_on, {"dtype": None}) is passes_on
+    bound = with_kwdefaults(needs_it, {"dtype": None})
+    assert bound is not needs_it and bound(1) is None
+    other = with_kwdefaults(passes_on, {"dtype": np.float32})  # not the kernel's default
+    assert other is not passes_on and other(1) is np.float32
 
 
 # -- the template (privateuse1) through on_device ------------------------------------------------

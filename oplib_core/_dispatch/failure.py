@@ -159,12 +159,13 @@ def _kind_name(dtype: np.dtype[Any]) -> str:
 
 def _kernel_record(entry: OpEntry, fn: Callable[..., Any]) -> tuple[str, str]:
     """The key ``fn`` is registered under and its ``file:line`` (through the wrappers the
-    dispatcher adds: bound keyword defaults, result checking)."""
+    dispatcher adds: bound keyword defaults, result checking; or the kernel's
+    ``fast_entry``, which the fast path calls in its place)."""
     f: Any = fn
     while True:
         for key, stack in entry.kernels.items():
             for k in stack:
-                if k.fn is f:
+                if k.fn is f or getattr(k.fn, "fast_entry", None) is f:
                     return key, k.origin.source
         if isinstance(f, functools.partial):
             f = f.func

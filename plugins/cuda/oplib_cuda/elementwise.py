@@ -105,7 +105,7 @@ def facts(array: Any) -> ArrayFacts:
         tuple(array.strides),
         np.dtype(array.dtype),
         int(array.data.ptr),
-        int(array.device.id),
+        int(array.data.device_id),
     )
 
 
@@ -234,7 +234,7 @@ def _launch(op: str, x: Any, y: Any) -> Any:
     n = int(x.size)
     z = cp.empty(x.shape, dtype=dtype)
     vectors = n // DTYPES[dtype][2]
-    blocks = max(1, min(_blocks_most(int(x.device.id)), -(-vectors // _THREADS)))
+    blocks = max(1, min(_blocks_most(int(x.data.device_id)), -(-vectors // _THREADS)))
     _raw_kernel(op, dtype)((blocks,), (_THREADS,), (x, y, z, np.int64(n)))
     _launches[f"{op} {dtype.name}"] += 1
     return z

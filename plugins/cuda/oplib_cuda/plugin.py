@@ -10,6 +10,8 @@ each call on the device ``i`` its arrays (or its ``device=`` argument) are on, e
 from __future__ import annotations
 
 import functools
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,8 +59,11 @@ def _dtypes() -> frozenset[np.dtype]:
     return CUPY_DTYPES
 
 
-def _device_of(array: Any) -> int:
-    return int(array.device.id)
+#: A cupy array's device index. ``array.device`` makes a new ``cupy.cuda.Device`` on each
+#: read (``ndarray.device`` is ``self.data.device``, which is ``Device(self.data.
+#: device_id)``); the dispatcher reads this per call with several GPUs (issue 30), so it
+#: reads the memory pointer's int, in C, without a Python frame.
+_device_of: Callable[[Any], int] = operator.attrgetter("data.device_id")
 
 
 def _to_host(array: Any) -> np.ndarray:
@@ -99,6 +104,7 @@ def _placement() -> DevicePlacement:
         device_of=_device_of,
         current_device=cp.cuda.runtime.getDevice,
         device=cp.cuda.Device,
+        device_count=runtime.device_count,  # one GPU: the kernels run without the wrapper
     )
 
 

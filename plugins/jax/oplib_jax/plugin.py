@@ -184,6 +184,7 @@ def _placement() -> DevicePlacement:
         device_of=_device_of,
         current_device=None,
         device=lambda index: runtime.jax().default_device(_device(Device("jax", index))),
+        device_count=runtime.device_count,
     )
 
 

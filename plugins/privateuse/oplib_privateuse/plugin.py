@@ -113,6 +113,7 @@ PLACEMENT = DevicePlacement(
     device_of=_device_of,
     current_device=device_module.current_device,
     device=_current,
+    device_count=device_module.device_count,  # one device: kernels run without the wrapper
 )
 
 
