@@ -835,6 +835,33 @@ def test_fast_path_fills_defaults_and_keyword_only_defaults(lib, ns):
     assert seen[-3:] == [(None, False, 2.0), ([0], False, 2.0), ([0, 1], True, 2.0)]
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "int[] dims=[0, 1]",
+        "float s=1",
+        "int? k=None",
+        "bool b=False",
+        'str mode="x"',
+        "SymInt n=0",
+        "float? v=None",
+        "Scalar a=2",
+    ],
+)
+def test_a_default_reaches_the_kernel_as_binding_gives_it_on_every_path(lib, ns, spec):
+    # The fast path checks a default once, when the op is planned, not per call: the
+    # kernel must still get exactly what binding gives (the first call's, slow path).
+    lib.define(f"d(Tensor x, {spec}) -> Tensor")
+    seen: list = []
+    lib.impl("d", lambda x, v: seen.append((type(v), v)) or x, "CPU")
+    op = getattr(oplib.ops, ns).d
+    for _ in range(3):
+        op(np.ones(1))
+    assert seen[0] == seen[1] == seen[2]
+    with pytest.raises(TypeError):  # a given argument is still checked per call
+        op(np.ones(1), object())
+
+
 @pytest.mark.fastpath
 def test_calls_with_defaults_are_cached(lib, ns):
     op = _red(lib, ns, [])

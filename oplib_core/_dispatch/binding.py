@@ -403,6 +403,14 @@ class BoundCall:
         self.fast = fast
 
 
+def _plain_int_list(value: Any, nullable: bool) -> bool:
+    """Whether ``value`` is an ``int[]`` as the fast path passes it on unchanged: a list of
+    ints, or None where None is allowed."""
+    if value is None:
+        return nullable
+    return type(value) is list and all(type(e) is int for e in value)
+
+
 class Signature:
     """One operator's schema, read once for dispatch.
 
@@ -416,8 +424,10 @@ class Signature:
       the plain ``Tensor`` arguments (``key0`` the first, ``key_rest`` the others),
       ``checks`` the scalar positions with the exact types taken unconverted, ``lists`` the
       ``int[]`` positions (and whether None is allowed), ``multi`` whether any of
-      ``key_rest``/``checks``/``lists`` is non-empty; ``kwdefaults`` the keyword-only
-      defaults the kernel gets on that path.
+      ``key_rest``/``checks``/``lists`` is non-empty; ``checks_at[n]``, ``lists_at[n]``
+      and ``multi_at[n]`` the same for a call of ``n`` positional arguments, whose
+      defaults need no check per call (those that pass it once, at plan time);
+      ``kwdefaults`` the keyword-only defaults the kernel gets on that path.
     - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
       the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
       ``ScalarType?`` names (None: not such a factory), ``factory_nmin`` the positional
@@ -435,6 +445,7 @@ class Signature:
         "arity",
         "binder",
         "checks",
+        "checks_at",
         "device_arg",
         "factory_dtypes",
         "factory_nmin",
@@ -443,7 +454,9 @@ class Signature:
         "key_rest",
         "kwdefaults",
         "lists",
+        "lists_at",
         "multi",
+        "multi_at",
         "named",
         "nmin",
         "npos",
@@ -533,6 +546,23 @@ class Signature:
         defaults = tuple(tail)
         first_default = pos_i - len(defaults)
         self.tails = tuple(defaults[max(0, n - first_default) :] for n in range(pos_i + 1))
+        # A default passes the fast path's check or never does: check it here, once.
+        default_at = {first_default + j: v for j, v in enumerate(defaults)}
+        fixed = {i for i, ok in self.checks if i in default_at and type(default_at[i]) in ok}
+        fixed |= {
+            i
+            for i, nullable in self.lists
+            if i in default_at and _plain_int_list(default_at[i], nullable)
+        }
+        self.checks_at = tuple(
+            tuple(c for c in self.checks if c[0] < n or c[0] not in fixed) for n in range(pos_i + 1)
+        )
+        self.lists_at = tuple(
+            tuple(c for c in self.lists if c[0] < n or c[0] not in fixed) for n in range(pos_i + 1)
+        )
+        self.multi_at = tuple(
+            bool(self.key_rest or self.checks_at[n] or self.lists_at[n]) for n in range(pos_i + 1)
+        )
         self.kwdefaults = kwdefaults
         self.returns = _return_plan(schema)
         self.writes = _unreturned_writes(schema)

@@ -438,9 +438,9 @@ class FastCall:
     _tails: tuple[tuple[Any, ...], ...]
     _key0: int
     _key_rest: tuple[int, ...]
-    _checks: tuple[tuple[int, frozenset[type]], ...]
-    _lists: tuple[tuple[int, bool], ...]
-    _multi: bool
+    _checks: tuple[tuple[tuple[int, frozenset[type]], ...], ...]
+    _lists: tuple[tuple[tuple[int, bool], ...], ...]
+    _multi: tuple[bool, ...]
     _by_type: dict[type, Callable[..., Any]]
     _opcache: OpCache
     _modes: Mapping[type, ModeTable]
@@ -474,7 +474,7 @@ class FastCall:
                 by_type = self._modes.get(key)
                 if by_type is None:
                     return self._call_slow(args, kwargs)
-                if self._multi and not kwargs:
+                if not kwargs and n <= self._npos and self._multi[n]:
                     # an entry that checks a call of n arguments itself (two tensors)
                     direct = by_type.get(n)
                     if direct is not None:
@@ -488,14 +488,14 @@ class FastCall:
                 return self._call_slow(args, kwargs)
             args += self._tails[n]
         t = type(args[self._key0])
-        if self._multi:
+        if self._multi[n]:  # (n: the arguments given; their defaults need no check)
             for i in self._key_rest:
                 if type(args[i]) is not t:
                     return self._call_slow(args, kwargs)
-            for i, ok in self._checks:
+            for i, ok in self._checks[n]:
                 if type(args[i]) not in ok:
                     return self._call_slow(args, kwargs)
-            for i, nullable in self._lists:
+            for i, nullable in self._lists[n]:
                 v = args[i]
                 if v is None:
                     if not nullable:
@@ -541,10 +541,10 @@ class FastCall:
         for i in self._key_rest:
             if types[i] is not t:
                 return None
-        for i, ok in self._checks:
+        for i, ok in self._checks[n]:
             if types[i] not in ok:
                 return None
-        for i, nullable in self._lists:
+        for i, nullable in self._lists[n]:
             if types[i] is type(None) and nullable:
                 continue
             # a given list is checked element by element per call: not by its type alone;

@@ -210,9 +210,9 @@ class OpOverload(FastCall):
         self._tails = sig.tails
         self._key0 = sig.key0
         self._key_rest = sig.key_rest
-        self._checks = sig.checks
-        self._lists = sig.lists
-        self._multi = sig.multi
+        self._checks = sig.checks_at
+        self._lists = sig.lists_at
+        self._multi = sig.multi_at
         self._by_type = cache.by_type
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
