@@ -424,9 +424,11 @@ class Signature:
       the plain ``Tensor`` arguments (``key0`` the first, ``key_rest`` the others),
       ``checks`` the scalar positions with the exact types taken unconverted, ``lists`` the
       ``int[]`` positions (and whether None is allowed), ``multi`` whether any of
-      ``key_rest``/``checks``/``lists`` is non-empty; ``checks_at[n]``, ``lists_at[n]``
-      and ``multi_at[n]`` the same for a call of ``n`` positional arguments, whose
-      defaults need no check per call (those that pass it once, at plan time);
+      ``key_rest``/``checks``/``lists`` is non-empty; ``checks_at[n]`` and ``lists_at[n]``
+      the same for a call of ``n`` positional arguments, whose defaults need no check per
+      call (those that pass it once, at plan time), and ``multi_at[n]`` what such a call
+      checks: 0 nothing, 1 only that ``key_rest``'s tensors are of the first one's type,
+      2 scalars or ``int[]``s as well;
       ``kwdefaults`` the keyword-only defaults the kernel gets on that path.
     - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
       the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
@@ -561,7 +563,8 @@ class Signature:
             tuple(c for c in self.lists if c[0] < n or c[0] not in fixed) for n in range(pos_i + 1)
         )
         self.multi_at = tuple(
-            bool(self.key_rest or self.checks_at[n] or self.lists_at[n]) for n in range(pos_i + 1)
+            2 if self.checks_at[n] or self.lists_at[n] else int(bool(self.key_rest))
+            for n in range(pos_i + 1)
         )
         self.kwdefaults = kwdefaults
         self.returns = _return_plan(schema)

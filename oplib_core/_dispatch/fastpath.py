@@ -440,7 +440,7 @@ class FastCall:
     _key_rest: tuple[int, ...]
     _checks: tuple[tuple[tuple[int, frozenset[type]], ...], ...]
     _lists: tuple[tuple[tuple[int, bool], ...], ...]
-    _multi: tuple[bool, ...]
+    _multi: tuple[int, ...]
     _by_type: dict[type, Callable[..., Any]]
     _opcache: OpCache
     _modes: Mapping[type, ModeTable]
@@ -488,29 +488,31 @@ class FastCall:
                 return self._call_slow(args, kwargs)
             args += self._tails[n]
         t = type(args[self._key0])
-        if self._multi[n]:  # (n: the arguments given; their defaults need no check)
+        m = self._multi[n]  # (n: the arguments given; their defaults need no check)
+        if m:
             for i in self._key_rest:
                 if type(args[i]) is not t:
                     return self._call_slow(args, kwargs)
-            for i, ok in self._checks[n]:
-                if type(args[i]) not in ok:
-                    return self._call_slow(args, kwargs)
-            for i, nullable in self._lists[n]:
-                v = args[i]
-                if v is None:
-                    if not nullable:
+            if m > 1:  # scalars or int[]s to check too
+                for i, ok in self._checks[n]:
+                    if type(args[i]) not in ok:
                         return self._call_slow(args, kwargs)
-                elif type(v) is list:
-                    for e in v:
-                        if type(e) is not int:
+                for i, nullable in self._lists[n]:
+                    v = args[i]
+                    if v is None:
+                        if not nullable:
                             return self._call_slow(args, kwargs)
-                elif type(v) is tuple:  # kernels get int[] as a list, as binding gives it
-                    for e in v:
-                        if type(e) is not int:
-                            return self._call_slow(args, kwargs)
-                    args = (*args[:i], list(v), *args[i + 1 :])
-                else:
-                    return self._call_slow(args, kwargs)
+                    elif type(v) is list:
+                        for e in v:
+                            if type(e) is not int:
+                                return self._call_slow(args, kwargs)
+                    elif type(v) is tuple:  # kernels get int[] as a list, as binding gives it
+                        for e in v:
+                            if type(e) is not int:
+                                return self._call_slow(args, kwargs)
+                        args = (*args[:i], list(v), *args[i + 1 :])
+                    else:
+                        return self._call_slow(args, kwargs)
         try:
             fn = by_type[t]
         except KeyError:
