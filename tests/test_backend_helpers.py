@@ -346,6 +346,18 @@ def test_on_one_device_the_fast_path_calls_the_kernel_without_the_wrapper() -> N
         assert wrapper.fast_entry is wrapper.__wrapped__  # type: ignore[attr-defined]
 
 
+@pytest.mark.fastpath
+def test_on_one_device_a_cached_factory_call_runs_the_kernel_behind_the_dtype_guard() -> None:
+    with _placed_backend(Runtime(count=1), devices=1) as rt:
+        dev = Device(NAME, 0)
+        for _ in range(3):
+            out = oplib.ops.oplib.zeros([2], dtype=oplib.int32, device=dev)
+            assert (type(out), out.index, out.dtype) == (PlacedArray, 0, np.dtype("int32"))
+        assert rt.asked == 1  # the wrapper ran the first call only
+        with pytest.raises(BackendDtypeError, match="has no float64 dtype"):
+            oplib.ops.oplib.zeros([2], dtype=oplib.float64, device=dev)  # a cached device
+
+
 def test_with_two_devices_every_call_goes_through_the_wrapper(backend: Runtime) -> None:
     x = placed(np.array([1.0], np.float32), 0)
     for _ in range(4):

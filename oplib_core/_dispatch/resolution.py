@@ -145,6 +145,26 @@ def resolve(entry: OpEntry, backend: Backend) -> tuple[Callable[..., Any], str]:
     raise no_kernel(entry, backend)
 
 
+#: The attribute of a ``dtype_guarded`` wrapper that holds the kernel it guards.
+_GUARDS = "_oplib_guards"
+
+
+def factory_kernel(entry: OpEntry, backend: Backend, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What a factory's cached calls run for kernel ``fn`` (``resolve``'s): ``fn``, or, on
+    a machine with one device, the kernel that ``backends.on_device``'s wrapper runs (its
+    ``fast_entry``, the function it wraps), behind the same dtype guard. A cached call's
+    ``device`` is one an earlier call ran on; with one device that is the current one,
+    and the wrapper has nothing to decide. (The fast path of ops with tensor arguments
+    takes ``fast_entry`` itself; a factory's calls pass keywords, which only a wrapped
+    function of the same signature, ``__wrapped__``, is sure to take.)"""
+    raw: Callable[..., Any] = getattr(fn, _GUARDS, fn)
+    inner: Callable[..., Any] | None = getattr(raw, "fast_entry", None)
+    wrapped: object = getattr(raw, "__wrapped__", None)
+    if inner is None or wrapped is not inner:
+        return fn
+    return inner if raw is fn else dtype_guarded(entry, backend, inner)
+
+
 def dtype_guarded(entry: OpEntry, backend: Backend, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` refusing, before it runs, a dtype asked for by one of the op's ``ScalarType``
     arguments that ``backend`` declares it cannot hold (``BackendSpec.dtypes``): the one
@@ -181,6 +201,7 @@ def dtype_guarded(entry: OpEntry, backend: Backend, fn: Callable[..., Any]) -> C
         return fn(*args, **kwargs)
 
     guarded.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this
+    guarded.__dict__[_GUARDS] = fn
     if keyword_none:
         # The fast path calls kernels without keywords, so every dtype it passes is the
         # default None: nothing to check (``sum(x)`` on cupy runs without the guard).
