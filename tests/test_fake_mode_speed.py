@@ -300,6 +300,35 @@ def test_a_fake_kernel_returning_real_data_is_refused_when_served(lib: oplib.Lib
                 op(x)
 
 
+def test_a_served_custom_op_hands_other_inputs_to_the_mode(lib: oplib.Library) -> None:
+    # One-argument calls of a user's op go to one entry of its table (fake arrays and
+    # Tensors of them); anything else must get what the mode's own path gives it.
+    @oplib.register_fake("fmspeed::scale", lib=lib)
+    def _(x: Any) -> Any:
+        return oplib.empty_like(x)
+
+    op = oplib.ops.fmspeed.scale
+    fake = oplib.FakeTensorMode()
+    x = fake.from_real(np.ones(2))
+    others = [np.ones(3), oplib.tensor(np.ones(4)), 2.5]
+    with fake:
+        op(x)
+        op(x)  # served from now on
+        assert _table(op.default)[1] is not None
+        assert (op(x).shape, type(op(x.native))) == ((2,), FakeArray)
+        served = [_describe(_outcome(op, v)) for v in others]
+    with _ModePath():  # the mode's own path, every call
+        own = [_describe(_outcome(op, v)) for v in others]
+    assert served == own
+
+
+def _outcome(op: Any, v: Any) -> Any:
+    try:
+        return op(v)
+    except Exception as e:
+        return (type(e).__name__, str(e))
+
+
 # -- a served kernel finds its context --------------------------------------------------------
 
 

@@ -96,9 +96,9 @@ CallSlow = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
 #: What a mode asked an op to serve for it (``OpCache.remember_mode``), read by
 #: ``FastCall.__call__`` as it reads ``by_type``: the class of a fast call's first tensor
-#: argument -> what runs the call (its positional arguments, defaults appended); and, for
-#: an op whose calls have more to check than one tensor, a number of positional arguments
-#: -> what runs every keyword-less call of that many, checking it itself.
+#: argument -> what runs the call (its positional arguments, defaults appended); and a
+#: number of positional arguments -> what runs every keyword-less call of that many,
+#: checking it itself (two tensors; one, for a kernel the mode runs in its context).
 ModeTable = dict[type | int, Callable[..., Any]]
 
 
@@ -480,8 +480,8 @@ class FastCall:
                 by_type = self._modes.get(key)
                 if by_type is None:
                     return self._call_slow(args, kwargs)
-                if not kwargs and n <= self._npos and self._multi[n]:
-                    # an entry that checks a call of n arguments itself (two tensors)
+                if not kwargs:
+                    # an entry that checks a call of n arguments itself (mode_table's)
                     direct = by_type.get(n)
                     if direct is not None:
                         return direct(*args)
@@ -956,8 +956,17 @@ def mode_table(
     # One Tensor in, one out; two in, one out: unrolled (a fixed signature is cheaper to
     # call than *args). Each is the plain equivalent of the general pair below.
     if key_pos == (0,) and npos == 1:
+        # (one Tensor or one array: one entry for both; a kernel run in the mode's context
+        # takes every one-argument call directly, its frame the one get_ctx() finds)
 
-        def tensor1(a: Tensor) -> Any:
+        def one(a: Any) -> Any:
+            if type(a) is cls:
+                out = kernel(a) if not rec[0] else run(a)
+                if type(out) is cls:
+                    return out
+                return finish(out, False, None)
+            if type(a) is not Tensor:
+                return call_slow((a,), {})
             data = a._data
             if type(data) is not cls:
                 return call_slow((a,), {})
@@ -966,13 +975,9 @@ def mode_table(
                 return _make_tensor(out)
             return finish(out, True, None)
 
-        def array1(a: Any) -> Any:
-            out = kernel(a) if not rec[0] else run(a)
-            if type(out) is cls:
-                return out
-            return finish(out, False, None)
-
-        return {cls: kernel if enter is None else array1, Tensor: tensor1}
+        if enter is None:  # arrays: the kernel itself
+            return {cls: kernel, Tensor: one}
+        return {1: one, cls: one, Tensor: one}
 
     if key_pos == (0, 1) and npos == 2 and not sig.checks and not sig.lists:
         # (two Tensors, or two arrays: one entry checks them, instead of FastCall.__call__'s

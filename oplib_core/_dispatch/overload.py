@@ -451,7 +451,7 @@ class OpOverload(FastCall):
         return mode_table(self._sig, cls, kernel, finish, self._call_slow, enter, recording)
 
     def serve_mode(self, mode_type: type, table: ModeTable) -> None:
-        """Under an innermost mode of exactly ``mode_type`` (none marked to go first),
+        """Under a mode of exactly ``mode_type`` taking this thread's calls (``MODES.key``),
         this op's fast calls (and those of the packets and custom ops that share its fast
         path) are served from ``table`` (``mode_table``'s), the mode still active; a call
         the table has no entry for goes to the mode's ``__oplib_dispatch__``. Until a
