@@ -14,6 +14,7 @@ kernel launch per fused node.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import os
@@ -32,6 +33,7 @@ from oplib_core._tensor.tensor import Tensor
 from oplib_core.autograd import _fusion
 from oplib_core.autograd._formulas import FORMULAS
 from oplib_core.autograd._fusion import KernelSource, NotFusable, fusable, kernel_source, trace
+from oplib_core.backends import DevicePlacement, on_device
 from oplib_core.kernels import array_kernels
 from oplib_core.testing import sample_inputs
 
@@ -444,6 +446,51 @@ def test_a_chain_on_hostjit_runs_one_fused_kernel_per_tanh_node(hostjit: HostCom
     np.testing.assert_allclose(np.asarray(x.grad._data), ref.grad.numpy(), rtol=2e-6, atol=1e-7)
     _chain(x, 3).sum().backward()  # the kernel is cached per (formula, dtypes)
     assert fusion.fused - before == 8 and len(hostjit.calls) == 1
+
+
+def test_a_kernel_behind_on_device_runs_without_its_wrapper_on_one_device(
+    cxx: str, tmp_path: Path
+) -> None:
+    # as the cuda plugin's compiler wraps cupy's kernels: on one device the wrapper asks
+    # for the current device on the first call only
+    host = HostCompiler(cxx, tmp_path, lambda a: a.view(HostArray))
+    asked: list[int] = []
+
+    def current() -> int:
+        asked.append(0)
+        return 0
+
+    placement = DevicePlacement(
+        array_type=HostArray,
+        device_of=lambda a: 0,
+        current_device=current,
+        device=lambda i: contextlib.nullcontext(),
+        device_count=lambda: 1,
+    )
+
+    def compiler(*source: str) -> Any:
+        return on_device(lambda: host(*source), lambda: placement, name=source[3])
+
+    undo = oplib.backends.register(
+        oplib.BackendSpec(
+            name=NAME,
+            array_types=(HostArray,),
+            priority=5,
+            fallback=_fallback,
+            to_host=lambda a: np.array(a.view(np.ndarray)),
+            from_host=lambda a, d: np.array(a).view(HostArray),
+            elementwise_kernel=compiler,
+        )
+    )
+    try:
+        fusion = FORMULAS["tanh"][1].fusion
+        before = fusion.fused
+        x = _leaf(np.linspace(-2, 2, 6, dtype=np.float32), True)
+        _chain(x, 4).sum().backward()
+        assert fusion.fused - before == 4
+        assert len(asked) == 1
+    finally:
+        undo()
 
 
 @pytest.mark.parametrize("name", FUSED)

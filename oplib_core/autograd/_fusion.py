@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -347,7 +348,18 @@ class _Compilers(dict[type, Any]):
 
 
 COMPILERS = _Compilers()
-TABLE.add_listener(lambda event, backend: COMPILERS.clear())
+#: Every Fusion, whose kernels are forgotten with the compilers (a backend that comes or
+#: goes may compile them differently, for the same array class).
+_FUSIONS: weakref.WeakSet[Fusion] = weakref.WeakSet()
+
+
+def _forget(event: str, backend: Any) -> None:
+    COMPILERS.clear()
+    for fusion in list(_FUSIONS):
+        fusion.kernels.clear()  # (its reasons stay, for reports, until a kernel is built)
+
+
+TABLE.add_listener(_forget)
 
 _MISSING = object()
 
@@ -369,6 +381,7 @@ class Fusion:
 
     def __init__(self, formula: Callable[..., Any]) -> None:
         self.formula = formula
+        _FUSIONS.add(self)
         self.kernels: dict[tuple[Any, ...], _Kernel | None] = {}
         self.reasons: dict[tuple[Any, ...], str] = {}
         self.compiled = 0  # compiler calls
@@ -385,6 +398,7 @@ class Fusion:
             source = kernel_source(graph, f"oplib_backward_{name}_{label}")
             kernel = _Kernel(compile(*source))
             self.compiled += 1
+            self.reasons.pop(key, None)
         except NotFusable as e:
             self.reasons[key] = e.reason
         except Exception as e:  # the backend's compiler refused it: the formula serves
@@ -425,6 +439,9 @@ class Fusion:
                 self.kernels[key] = None
                 return self.formula(ctx, g)
             kernel.proven = True
+            # a kernel behind backends.on_device on a machine with one device: its wrapper
+            # has nothing to decide after the first call (as the dispatcher's fast path)
+            kernel.fn = getattr(kernel.fn, "fast_entry", kernel.fn)
         self.fused += 1
         return Tensor._wrap(out)
 
