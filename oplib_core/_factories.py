@@ -51,7 +51,9 @@ def _size(size: tuple[Any, ...]) -> list[Any]:
 
 
 def _device(device: Any) -> Device | None:
-    return None if device is None else to_device(device)
+    if device is None or type(device) is Device:  # (what device() gives for them)
+        return device
+    return to_device(device)
 
 
 def _finish(data: Any, requires_grad: bool) -> Tensor:
