@@ -205,7 +205,7 @@ def dtype_guarded(entry: OpEntry, backend: Backend, fn: Callable[..., Any]) -> C
     if keyword_none:
         # The fast path calls kernels without keywords, so every dtype it passes is the
         # default None: nothing to check (``sum(x)`` on cupy runs without the guard).
-        guarded.fast_entry = fn  # type: ignore[attr-defined]
+        guarded.__dict__["fast_entry"] = fn
     return guarded
 
 
