@@ -314,7 +314,8 @@ def test_a_served_custom_op_hands_other_inputs_to_the_mode(lib: oplib.Library) -
     with fake:
         op(x)
         op(x)  # served from now on
-        assert _table(op.default)[1] is not None
+        table = _table(op.default)
+        assert (table is None) if SLOW else (table[1] is not None)  # (fast path off: none)
         assert (op(x).shape, type(op(x.native))) == ((2,), FakeArray)
         served = [_describe(_outcome(op, v)) for v in others]
     with _ModePath():  # the mode's own path, every call
