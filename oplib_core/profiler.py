@@ -235,7 +235,7 @@ class profile(DispatchMode):
             return self._timed(event, opened, op, args, kwargs)
         route = op.route(args, kwargs)
         if route is None:  # what the fast path does not serve: plan it, as the slow path
-            return self._planned(op, args, kwargs, parent, opened, modes)
+            return self._planned(op, args, kwargs, parent, opened)
         # Complicated for speed (budget: 2 us per call): a call the fast path serves runs
         # through it; what dispatch chose for its cached kernel is planned once.
         run, bargs, kernel, key_pos = route
@@ -284,7 +284,6 @@ class profile(DispatchMode):
         kwargs: dict[str, Any],
         parent: Event | None,
         opened: list[Event],
-        modes: tuple[DispatchMode, ...],
     ) -> Any:
         plan = op.plan_call(args, kwargs)
         key, backend, origin = self._chosen(op, plan)
