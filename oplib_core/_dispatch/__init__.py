@@ -30,7 +30,16 @@ from __future__ import annotations
 from .binding import Binder, BoundCall, Signature, is_array
 from .doc import document, packet_text
 from .failure import add_note
-from .fastpath import FAST_FIELDS, MISS, SLOW, FactoryFastCall, FastCall, OpCache, Route
+from .fastpath import (
+    FAST_FIELDS,
+    MISS,
+    SLOW,
+    FactoryFastCall,
+    FastCall,
+    OpCache,
+    Route,
+    fast_entry,
+)
 from .modes import ACTIVE, MODES, DispatchMode, active_modes, tensor_types
 from .overload import CallRoute, OpOverload, Plan
 from .overload import _FactoryOverload as FactoryOverload
@@ -58,6 +67,7 @@ __all__ = [
     "active_modes",
     "add_note",
     "document",
+    "fast_entry",
     "has_trivial_fake",
     "is_array",
     "packet_text",

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._dispatch import ACTIVE, DispatchMode
+from .._dispatch import ACTIVE, DispatchMode, fast_entry
 from .._grad_mode import STATE as GRAD
 from .._registry.entry import LOCATION, _location_of
 from .._registry.registry import op_named
@@ -440,8 +440,8 @@ class Fusion:
                 return self.formula(ctx, g)
             kernel.proven = True
             # a kernel behind backends.on_device on a machine with one device: its wrapper
-            # has nothing to decide after the first call (as the dispatcher's fast path)
-            kernel.fn = getattr(kernel.fn, "fast_entry", kernel.fn)
+            # has nothing to decide after the first call (as for the dispatcher's fast path)
+            kernel.fn = fast_entry(kernel.fn, {})
         self.fused += 1
         return Tensor._wrap(out)
 
