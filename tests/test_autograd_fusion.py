@@ -400,21 +400,30 @@ def _fallback(op: Any) -> Callable[..., Any] | None:
     return kernel
 
 
-@pytest.fixture
-def hostjit(cxx: str, tmp_path: Path) -> Iterator[HostCompiler]:
-    compiler = HostCompiler(cxx, tmp_path, lambda a: a.view(HostArray))
-    undo = oplib.backends.register(
+def _register_host(compiler: Any, **spec: Any) -> Callable[[], None]:
+    """Register the ``hostjit`` backend with ``compiler`` as its ``elementwise_kernel`` (and
+    ``spec``'s other fields); returns the function that removes it."""
+    return oplib.backends.register(
         oplib.BackendSpec(
             name=NAME,
             array_types=(HostArray,),
             priority=5,  # above cpu's: its arrays are numpy arrays too
             fallback=_fallback,
-            device_count=lambda: 2,
-            device_of=lambda a: a.index,
-            to_host=lambda a: np.array(a.view(np.ndarray)),
-            from_host=lambda a, d: np.array(a).view(HostArray),
             elementwise_kernel=compiler,
+            **spec,
         )
+    )
+
+
+@pytest.fixture
+def hostjit(cxx: str, tmp_path: Path) -> Iterator[HostCompiler]:
+    compiler = HostCompiler(cxx, tmp_path, lambda a: a.view(HostArray))
+    undo = _register_host(
+        compiler,
+        device_count=lambda: 2,
+        device_of=lambda a: a.index,
+        to_host=lambda a: np.array(a.view(np.ndarray)),
+        from_host=lambda a, d: np.array(a).view(HostArray),
     )
     try:
         yield compiler
@@ -471,16 +480,10 @@ def test_a_kernel_behind_on_device_runs_without_its_wrapper_on_one_device(
     def compiler(*source: str) -> Any:
         return on_device(lambda: host(*source), lambda: placement, name=source[3])
 
-    undo = oplib.backends.register(
-        oplib.BackendSpec(
-            name=NAME,
-            array_types=(HostArray,),
-            priority=5,
-            fallback=_fallback,
-            to_host=lambda a: np.array(a.view(np.ndarray)),
-            from_host=lambda a, d: np.array(a).view(HostArray),
-            elementwise_kernel=compiler,
-        )
+    undo = _register_host(
+        compiler,
+        to_host=lambda a: np.array(a.view(np.ndarray)),
+        from_host=lambda a, d: np.array(a).view(HostArray),
     )
     try:
         fusion = FORMULAS["tanh"][1].fusion
@@ -607,15 +610,7 @@ def test_a_compiler_that_fails_leaves_the_formula_and_is_remembered(cxx: str) ->
     x = np.linspace(-1, 1, 4, dtype=np.float32).view(HostArray)
     g = Tensor._wrap(np.ones(4, np.float32).view(HostArray))
     for compiler, said in ((refuses, "the compiler raised"), (fails_on_first_call, "first call")):
-        undo = oplib.backends.register(
-            oplib.BackendSpec(
-                name=NAME,
-                array_types=(HostArray,),
-                priority=5,
-                fallback=_fallback,
-                elementwise_kernel=compiler,
-            )
-        )
+        undo = _register_host(compiler)
         try:
             backward = fusable(_raw("sin"))
             for _ in range(2):
