@@ -154,7 +154,12 @@ class BackendSpec(Record):
     function that takes the inputs (this backend's arrays, on one device) and returns the
     output: with it, the backward formulas of the pointwise core ops run as one kernel
     each on this backend (``oplib-cuda`` gives cupy's; ``None``: each op of a formula runs
-    as a call of its own).
+    as a call of its own). ``direct_kernels=True`` declares instead that this backend's
+    kernels need nothing from the dispatcher between two calls (they take this backend's
+    arrays and return them, with no device moves or conversions in between): the same
+    formulas then run as one Python function calling the kernels in a row, without a
+    dispatch or a Tensor per op, writing intermediates in place where a kernel is a numpy
+    ufunc (``oplib-cpu`` sets it).
     """
 
     name: str
@@ -183,6 +188,7 @@ class BackendSpec(Record):
     device_module: Any = None
     library: str = ""
     elementwise_kernel: Callable[[str, str, str, str], Callable[..., Any]] | None = None
+    direct_kernels: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():

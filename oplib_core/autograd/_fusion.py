@@ -39,15 +39,17 @@ import numpy as np
 from .._dispatch import ACTIVE, DispatchMode, fast_entry
 from .._grad_mode import STATE as GRAD
 from .._registry.entry import LOCATION, _location_of
-from .._registry.registry import op_named
+from .._registry.registry import REGISTRY, op_named
 from .._tensor.tensor import Tensor
 from ..backends import TABLE
 from ..fake._mode import FakeTensorMode
+from ._registration import FunctionCtx
 
 __all__ = [
     "COMPILERS",
     "FLOATS",
     "ROWS",
+    "Builder",
     "Call",
     "Fusion",
     "Graph",
@@ -333,16 +335,36 @@ def kernel_source(graph: Graph, name: str) -> KernelSource:
     )
 
 
+class Builder(NamedTuple):
+    """How a backend makes the function computing a traced formula: ``builder(graph,
+    name)``. ``compile``: the backend's ``elementwise_kernel`` (the graph as C); else
+    ``backend``, one with ``direct_kernels`` (the graph as a program of its kernels)."""
+
+    compile: Callable[..., Any] | None
+    backend: Any = None
+
+    def __call__(self, graph: Graph, name: str) -> Callable[..., Any]:
+        if self.compile is not None:
+            return self.compile(*kernel_source(graph, name))  # type: ignore[no-any-return]
+        from ._program import direct_kernel, kernel_program
+
+        return kernel_program(graph, functools.partial(direct_kernel, self.backend), name)
+
+
 class _Compilers(dict[type, Any]):
-    """Array class -> its backend's ``(elementwise_kernel, device_of)``, or None when the
-    backend has no compiler (cleared whenever a backend comes or goes)."""
+    """Array class -> ``(build, device_of)`` of its backend, ``build(graph, name)`` making
+    the function that computes a traced formula (C through ``elementwise_kernel``, or a
+    program of ``direct_kernels``), or None when the backend has neither (cleared whenever
+    a backend comes or goes)."""
 
     def __missing__(self, cls: type) -> Any:
         backend = TABLE.for_type(cls)
         spec = None if backend is None else backend.spec
         found = None
         if spec is not None and spec.elementwise_kernel is not None:
-            found = (spec.elementwise_kernel, spec.device_of)
+            found = (Builder(spec.elementwise_kernel), spec.device_of)
+        elif spec is not None and spec.direct_kernels:
+            found = (Builder(None, backend), spec.device_of)
         self[cls] = found
         return found
 
@@ -360,6 +382,18 @@ def _forget(event: str, backend: Any) -> None:
 
 
 TABLE.add_listener(_forget)
+
+
+def _kernels_changed(event: str, entry: Any) -> None:
+    """A kernel of a pointwise op came or went (a plugin's override of ``oplib::mul`` on
+    cpu): the programs of ``direct_kernels`` backends call the kernels they found when
+    made, so every formula's are made again (C kernels with them: they are cheap to ask
+    again, and compiled sources are cached by their compilers)."""
+    if entry.qualname in ROWS:
+        _forget(event, None)
+
+
+REGISTRY.add_listener(_kernels_changed)
 
 _MISSING = object()
 
@@ -387,7 +421,7 @@ class Fusion:
         self.compiled = 0  # compiler calls
         self.fused = 0  # backward calls that ran the kernel
 
-    def _build(self, key: tuple[Any, ...], compile: Callable[..., Any]) -> _Kernel | None:
+    def _build(self, key: tuple[Any, ...], build: Callable[..., Any]) -> _Kernel | None:
         dtypes = key[1:]
         # a C identifier (a lambda is "<lambda>")
         name = re.sub(r"\W", "", getattr(self.formula, "__name__", "")).strip("_") or "formula"
@@ -395,8 +429,7 @@ class Fusion:
         try:
             graph = trace(self.formula, dtypes)
             label = "_".join(np.dtype(d).name for d in dtypes)
-            source = kernel_source(graph, f"oplib_backward_{name}_{label}")
-            kernel = _Kernel(compile(*source))
+            kernel = _Kernel(build(graph, f"oplib_backward_{name}_{label}"))
             self.compiled += 1
             self.reasons.pop(key, None)
         except NotFusable as e:
@@ -407,17 +440,30 @@ class Fusion:
         return kernel
 
     def run(self, ctx: Any, g: Tensor, found: tuple[Callable[..., Any], Any]) -> Any:
-        """``formula(ctx, g)`` as one kernel where it can (``found``: the backend's compiler
+        """``formula(ctx, g)`` as one kernel where it can (``found``: the backend's builder
         and ``device_of``), else the formula."""
-        saved = ctx.saved_tensors  # checks the saved tensors' versions, as the formula would
         gd = g._data
         cls = type(gd)
-        data = [gd]
-        for t in saved:
-            if type(t) is not Tensor or type(t._data) is not cls:
+        # the saved arrays, their versions checked as the formula's saved_tensors would
+        data: Sequence[Any] | None = ctx._saved_data() if type(ctx) is FunctionCtx else None
+        if data is None:
+            arrays = []
+            for t in ctx.saved_tensors:
+                if type(t) is not Tensor:
+                    return self.formula(ctx, g)
+                arrays.append(t._data)
+            data = arrays
+        if not data:
+            key: tuple[Any, ...] = (cls, gd.dtype)
+        elif len(data) == 1:
+            sd = data[0]
+            if type(sd) is not cls:
                 return self.formula(ctx, g)
-            data.append(t._data)
-        key = (cls, *(d.dtype for d in data))
+            key = (cls, gd.dtype, sd.dtype)
+        else:
+            if any(type(d) is not cls for d in data):
+                return self.formula(ctx, g)
+            key = (cls, gd.dtype, *[d.dtype for d in data])
         kernel = self.kernels.get(key, _MISSING)
         if kernel is _MISSING:
             kernel = self._build(key, found[0])
@@ -425,15 +471,15 @@ class Fusion:
             return self.formula(ctx, g)
         assert isinstance(kernel, _Kernel)
         device_of = found[1]
-        if device_of is not None and len(data) > 1:
+        if device_of is not None and data:
             where = device_of(gd)
-            if any(device_of(d) != where for d in data[1:]):
+            if any(device_of(d) != where for d in data):
                 return self.formula(ctx, g)
         if kernel.proven:
-            out = kernel.fn(*data)
+            out = kernel.fn(gd, *data)
         else:
             try:
-                out = kernel.fn(*data)
+                out = kernel.fn(gd, *data)
             except Exception as e:  # a compile error shows on the first call (cupy)
                 self.reasons[key] = f"the kernel's first call raised {type(e).__name__}: {e}"
                 self.kernels[key] = None

@@ -226,6 +226,24 @@ class FunctionCtx(Node):
             _check_versions(self, inputs, self._versions)
         return tuple(out)
 
+    def _saved_data(self) -> tuple[Any, ...] | None:
+        """The arrays of ``saved_tensors`` in its commonest cases (nothing, one input, or
+        the node's one output), their versions checked as it checks them, without making
+        Tensors; None for ``saved_tensors`` to answer (and raise what it raises)."""
+        saved = self._saved
+        if type(saved) is tuple:
+            if not saved:
+                return ()
+            if len(saved) == 1 and self._versions is None:
+                t = saved[0]
+                if type(t) is Tensor and t._vc is None:
+                    return (t._data,)
+        elif type(saved) is list and len(saved) == 1 and self._nondiff is None:
+            s = saved[0]
+            if s.vc[0] == s.version:
+                return (s.data,)
+        return None
+
     @property
     def needs_input_grad(self) -> tuple[Any, ...]:
         """One bool per positional input passed (a list of bools for a ``Tensor[]``

@@ -62,7 +62,12 @@ from oplib_core.errors import NamespaceUnsupportedError
 from oplib_core.kernels._index_kernels import index_kernels
 from oplib_core.kernels._inplace_kernels import inplace_kernels
 
-__all__ = ["array_kernels", "check_kernels"]
+__all__ = ["UFUNC", "array_kernels", "check_kernels"]
+
+#: The attribute of a numpy kernel that is one ufunc call: ``(ufunc, reverse)``, for the
+#: backward programs of ``BackendSpec.direct_kernels`` (they call the ufunc with ``out=``).
+#: It holds for operands of one dtype other than bfloat16/float8 (those compute as torch).
+UFUNC = "__oplib_ufunc__"
 
 _INT64 = np.dtype("int64")
 _FLOAT32 = np.dtype("float32")
@@ -231,6 +236,12 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             b = astype(b, f) if hasattr(b, "dtype") else b
             return ns.divide(a, b)
 
+    def marked(fn: Callable[..., Any], ufunc: Any, reverse: bool = False) -> None:
+        """Mark a numpy kernel that computes ``ufunc(*operands)`` (``reverse``: of its two
+        operands swapped) for the operands' dtypes other than bfloat16/float8 (UFUNC)."""
+        if numpy_module and isinstance(ufunc, np.ufunc):
+            setattr(fn, UFUNC, (ufunc, reverse))
+
     # The pointwise kernels, the hot ones, come in two forms: with asarray, and without.
     def unary(name: str, fn: Callable[..., Any], doc: str) -> None:
         def k(self: Any) -> Any:
@@ -241,10 +252,11 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
         chosen = k_direct if direct else k
         chosen.__doc__ = doc
+        marked(chosen, fn)
         kernel(name)(chosen)
 
     # bfloat16/float8: a set lookup on the hot path, and torch's promotion only for them
-    def binary(name: str, fn: Callable[..., Any], doc: str) -> None:
+    def binary(name: str, fn: Callable[..., Any], doc: str, ufunc: Any = None) -> None:
         def k(self: Any, other: Any) -> Any:
             sd, od = self.dtype, other.dtype
             if sd is not od and (sd in ext or od in ext):
@@ -259,9 +271,12 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
         chosen = k_direct if direct else k
         chosen.__doc__ = doc
+        marked(chosen, fn if ufunc is None else ufunc)
         kernel(name)(chosen)
 
-    def scalar(name: str, fn: Callable[..., Any], doc: str, *, reverse: bool = False) -> None:
+    def scalar(
+        name: str, fn: Callable[..., Any], doc: str, *, reverse: bool = False, ufunc: Any = None
+    ) -> None:
         def k(self: Any, other: Any) -> Any:
             if self.dtype in ext:
                 return asarray(opmath(fn, self, other, reverse))
@@ -274,6 +289,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
 
         chosen = k_direct if direct else k
         chosen.__doc__ = doc
+        marked(chosen, fn if ufunc is None else ufunc, reverse)
         kernel(name)(chosen)
 
     def power(name: str, doc: str) -> None:
@@ -327,6 +343,7 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         "div",
         true_divide,
         "True division ``self / other``. Follows numpy, not torch: int / int gives float64.",
+        ufunc=np.divide,  # (true_divide calls it alone on numpy, which divides integers)
     )
     power("pow", "``self ** exponent``; integer to a negative integer power raises.")
     binary("maximum", ns.maximum, "Elementwise maximum; nan propagates.")
@@ -338,10 +355,17 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         "div.Scalar",
         true_divide,
         "``self / other``; the Python scalar is weak, int / int gives float64 (numpy).",
+        ufunc=np.divide,
     )
     power("pow.Scalar", "``self ** exponent``; the Python scalar is weak.")
     scalar("rsub.Scalar", ns.subtract, "``other - self`` (for ``2.0 - t``).", reverse=True)
-    scalar("rdiv.Scalar", true_divide, "``other / self`` (for ``2.0 / t``).", reverse=True)
+    scalar(
+        "rdiv.Scalar",
+        true_divide,
+        "``other / self`` (for ``2.0 / t``).",
+        reverse=True,
+        ufunc=np.divide,
+    )
     scalar("rpow.Scalar", ns.pow, "``other ** self`` (for ``2.0 ** t``).", reverse=True)
 
     for cmp_name, fn, symbol in (

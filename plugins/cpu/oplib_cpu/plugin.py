@@ -35,6 +35,9 @@ CPU = BackendSpec(
     from_dlpack=np.from_dlpack,
     dlpack_device_type=1,  # kDLCPU
     description="numpy arrays in host memory",
+    # numpy kernels take and give numpy arrays: the pointwise backward formulas run as
+    # programs of them, without dispatch (BackendSpec.direct_kernels)
+    direct_kernels=True,
 )
 
 
