@@ -616,3 +616,43 @@ def test_once_differentiable_refuses_a_second_differentiation():
         r"@once_differentiable$",
     ):
         g.sum().backward()
+
+
+# -- grad mode below the Autograd kernel ------------------------------------------------------
+@pytest.mark.parametrize("form", ["one tensor", "tensor and scalar", "keyword"])
+def test_a_custom_ops_kernel_sees_grad_mode_off_on_every_call(form: str) -> None:
+    """As torch's custom_op: the kernel under a registered formula runs with grad mode off,
+    on the first call (the full path) and on the cached ones (call_below_autograd) alike."""
+    seen: list[bool] = []
+    name = {"one tensor": "a", "tensor and scalar": "b", "keyword": "c"}[form]
+
+    @oplib.custom_op(f"gradmode::{name}", mutates_args=())
+    def f(x: oplib.Tensor, k: float = 2.0, *, s: float = 1.0) -> oplib.Tensor:
+        seen.append(oplib.is_grad_enabled())
+        return np.asarray(x) * k * s
+
+    f.register_autograd(lambda ctx, g: (g * 2.0, None))
+    x = oplib.tensor(np.ones(2), requires_grad=True)
+    for _ in range(3):
+        y = (
+            f(x)
+            if form == "one tensor"
+            else f(x, 3.0)
+            if form == "tensor and scalar"
+            else f(x, s=2.0)
+        )
+        assert y.requires_grad
+    assert seen == [False, False, False]
+    assert oplib.is_grad_enabled()
+
+
+def test_keeps_marks_a_setup_that_saves_one_output_or_input() -> None:
+    from oplib_core.autograd._registration import KEEPS, keeps
+
+    @keeps("output")
+    def setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
+        ctx.save_for_backward(output)
+
+    assert getattr(setup, KEEPS) == "output"
+    with pytest.raises(ValueError, match=r"keeps\(\): 'output' or 'input', got 'both'"):
+        keeps("both")

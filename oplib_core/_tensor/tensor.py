@@ -120,7 +120,12 @@ def _laid_out(t: Tensor, fmt: MemoryFormat) -> bool:
     return True
 
 
+_PYTHON_SCALARS = frozenset((int, float, bool, complex))
+
+
 def _is_scalar(x: object) -> bool:
+    if type(x) in _PYTHON_SCALARS:  # (``t * 0.99``: an ABC isinstance costs 0.2 us)
+        return True
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
 

@@ -21,6 +21,7 @@ from .._registry.registry import op_named
 from .._tensor.tensor import Tensor
 from ._engine import sum_to
 from ._fusion import fusable
+from ._registration import keeps
 
 __all__ = ["FORMULAS", "NON_DIFFERENTIABLE", "narrow_fake", "narrow_kernel"]
 
@@ -91,10 +92,12 @@ def _dtype(t: Tensor) -> Any:
 
 
 # -- unary ------------------------------------------------------------------------------------
+@keeps("input")
 def _save_input(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.save_for_backward(inputs[0])
 
 
+@keeps("output")
 def _save_output(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.save_for_backward(output)
 

@@ -126,21 +126,10 @@ class FunctionCtx(Node):
             t = tensors[0]
             if type(t) is Tensor:
                 if t.grad_fn is self and self._nout == 1:
-                    s = _new(_SavedOutput)  # _SavedOutput(t, 0), without the call
-                    s.data = t._data
-                    s.nr = 0
-                    vc = t._vc
-                    if vc is None:
-                        vc = t._vc = [0]
-                    s.vc = vc
-                    s.version = vc[0]
-                    self._saved = [s]
-                    self._versions = None
+                    self._keep_output(t)
                     return
                 if t.grad_fn is not self:
-                    self._saved = tensors
-                    vc = t._vc
-                    self._versions = None if vc is None else (vc[0],)
+                    self._keep_input(t)
                     return
         counted = False
         for t in tensors:
@@ -180,6 +169,25 @@ class FunctionCtx(Node):
                 counted = True
         self._saved = saved
         self._versions = tuple(versions) if counted else None
+
+    def _keep_output(self, t: Tensor) -> None:
+        """``save_for_backward(t)`` of the node's one output ``t``."""
+        s = _new(_SavedOutput)  # _SavedOutput(t, 0), without the call
+        s.data = t._data
+        s.nr = 0
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = [0]
+        s.vc = vc
+        s.version = vc[0]
+        self._saved = [s]
+        self._versions = None
+
+    def _keep_input(self, t: Tensor) -> None:
+        """``save_for_backward(t)`` of one Tensor that is not an output of this node."""
+        self._saved = (t,)
+        vc = t._vc
+        self._versions = None if vc is None else (vc[0],)
 
     @property
     def saved_tensors(self) -> tuple[Tensor, ...]:  # None where None was saved, as torch
@@ -309,6 +317,25 @@ class FunctionCtx(Node):
         return formula.run(self, grads)
 
 
+#: The attribute of a ``setup_context`` that does nothing but
+#: ``ctx.save_for_backward(output)`` (``"output"``) or ``(inputs[0])`` (``"input"``): the
+#: one-Tensor Autograd kernel saves it itself (see :func:`keeps`).
+KEEPS = "__oplib_keeps__"
+
+
+def keeps(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a ``setup_context`` as one that saves the op's output (``"output"``) or its
+    first input (``"input"``) and nothing else."""
+    if what not in ("output", "input"):
+        raise ValueError(f"keeps(): 'output' or 'input', got {what!r}")
+
+    def mark(setup: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(setup, KEEPS, what)
+        return setup
+
+    return mark
+
+
 # Kinds of inputs and outputs.
 _OTHER, _TENSOR, _LIST = 0, 1, 2
 
@@ -337,6 +364,7 @@ class Formula:
         "first_only",
         "input_kinds",
         "input_names",
+        "keeps",
         "kw_form",
         "location",
         "n_inputs",
@@ -363,6 +391,8 @@ class Formula:
         self.qualname = op.name()
         self.backward = backward
         self.setup = setup_context
+        # what the setup saves when it says so (keeps()): run without calling it
+        self.keeps = getattr(setup_context, KEEPS, None)
         self.location = _location_of(backward) or repr(backward)
         self.input_names = tuple(a.name for a in schema.positional)
         self.input_kinds = tuple(_kind(a.type) for a in schema.positional)
@@ -420,7 +450,7 @@ class Formula:
         the same steps, without packing arguments or re-checking the call's shape."""
         if type(a) is not Tensor:
             return self.kernel(a)
-        GRAD.enabled = False
+        GRAD.enabled = False  # (the kernel below sees grad mode off, as torch's)
         try:
             out = self.call.call_below_autograd((a,))
             if out is MISS:
@@ -452,6 +482,13 @@ class Formula:
         if dtype.kind in "fc" or dtype in EXTENSION_FLOATS:
             out._rg = True
             out.grad_fn = ctx
+            keeps = self.keeps
+            if keeps is not None:  # the setup's one save_for_backward, without the calls
+                if keeps == "output":
+                    ctx._keep_output(out)
+                else:
+                    ctx._keep_input(a)
+                return out
             setup = self.setup
             if setup is not None:
                 setup(ctx, (a,), out)
