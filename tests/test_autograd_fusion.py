@@ -207,7 +207,9 @@ def test_the_generated_c_on_the_host_equals_the_formula(
 
 def test_the_core_pointwise_formulas_are_the_fused_ones() -> None:
     fused = {name for name, (_, bw) in FORMULAS.items() if hasattr(bw, "fusion")}
-    assert fused == set(FUSED)
+    # the Scalar ops' formulas of more than one call fuse too: as programs only when they
+    # read the scalar (tests/test_autograd_program.py)
+    assert fused == {*FUSED, "pow.Scalar", "rdiv.Scalar", "rpow.Scalar"}
     for name in FUSED:  # errors and `oplib ops show` point at the formula itself
         backward = FORMULAS[name][1]
         code = _raw(name).__code__
@@ -354,8 +356,10 @@ def test_a_reduction_a_shape_change_or_a_read_of_data_is_not_fused() -> None:
         trace(branches, f32)
     with pytest.raises(NotFusable, match=r"returns an input as it is"):
         trace(_raw("clone"), f32[:1])
-    with pytest.raises(NotFusable, match=r"returns tuple"):
-        trace(lambda ctx, g: (OPS.neg(g), None), f32[:1])
+    with pytest.raises(NotFusable, match=r"returns tuple, not one Tensor \(and Nones\)"):
+        trace(lambda ctx, g: (OPS.neg(g), g), f32[:1])
+    graph = trace(lambda ctx, g: (OPS.neg(g), None), f32[:1])  # a Tensor and Nones: fused
+    assert graph.nones == 1 and [c.name for c in graph.calls] == ["oplib::neg"]
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "complex64", "bfloat16"])
@@ -456,6 +460,16 @@ def test_a_chain_on_hostjit_runs_one_fused_kernel_per_tanh_node(hostjit: HostCom
     before = fusion.fused  # (the numpy reference ran numpy's program of the formula)
     _chain(x, 3).sum().backward()  # the kernel is cached per (formula, dtypes)
     assert fusion.fused - before == 3 and len(hostjit.calls) == 1
+
+
+def test_a_compiler_backend_runs_formulas_that_read_a_scalar_as_they_are(
+    hostjit: HostCompiler,
+) -> None:
+    x = oplib.tensor(np.linspace(0.5, 2, 12, dtype=np.float32).view(HostArray), requires_grad=True)
+    (x**3.0).sum().backward()
+    assert hostjit.calls == []  # one C compile per scalar would cost more than it saves
+    assert x.grad is not None
+    np.testing.assert_allclose(np.asarray(x.grad._data), 3 * np.asarray(x._data) ** 2, rtol=1e-6)
 
 
 def test_a_kernel_behind_on_device_runs_without_its_wrapper_on_one_device(

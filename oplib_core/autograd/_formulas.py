@@ -488,7 +488,10 @@ def _to_copy(ctx: Any, g: Tensor) -> Any:
 #: op name (as in ``CoreOp.name``) -> (setup_context, backward)
 FORMULAS: dict[str, Pair] = {
     # pointwise functions of (g, saved tensors): one elementwise kernel each where the
-    # backend compiles them (BackendSpec.elementwise_kernel; see _fusion)
+    # backend compiles them (BackendSpec.elementwise_kernel; see _fusion), one program of
+    # its kernels where it has direct_kernels (when there are two op calls or more); a
+    # Scalar op's formulas of more than one call become programs too, one per scalar
+    # (mul.Scalar's and div.Scalar's one call costs less through the dispatcher)
     "neg": (None, fusable(_neg)),
     "exp": (_save_output, fusable(_exp)),
     "log": (_save_input, fusable(_log)),
@@ -510,10 +513,10 @@ FORMULAS: dict[str, Pair] = {
     "sub.Scalar": (None, _add_s),
     "mul.Scalar": (_save_scalar, _mul_s),
     "div.Scalar": (_save_scalar, _div_s),
-    "pow.Scalar": (_save_scalar_x, _pow_s),
+    "pow.Scalar": (_save_scalar_x, fusable(_pow_s, values=("scalar",))),
     "rsub.Scalar": (None, _neg_s),
-    "rdiv.Scalar": (_save_scalar_x, _rdiv_s),
-    "rpow.Scalar": (_save_scalar_x, _rpow_s),
+    "rdiv.Scalar": (_save_scalar_x, fusable(_rdiv_s)),
+    "rpow.Scalar": (_save_scalar_x, fusable(_rpow_s, values=("scalar",))),
     "where": (_save_where, _where),
     "sum": (_save_reduction_kw, _sum),
     "mean": (_save_reduction_kw, _mean),

@@ -31,7 +31,7 @@ import functools
 import math
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "COMPILERS",
     "FLOATS",
     "ROWS",
+    "VALUED_KERNELS",
     "Builder",
     "Call",
     "Fusion",
@@ -164,12 +165,13 @@ class Call(NamedTuple):
 
 
 class Graph(NamedTuple):
-    """A traced formula: its inputs' dtypes, the calls in order, and which value it
-    returns."""
+    """A traced formula: its inputs' dtypes, the calls in order, which value it returns,
+    and how many Nones follow it (``(grad, None)`` for an op's Scalar input)."""
 
     inputs: tuple[np.dtype, ...]
     calls: tuple[Call, ...]
     result: Ref
+    nones: int = 0
 
     @property
     def dtype(self) -> np.dtype:
@@ -179,15 +181,23 @@ class Graph(NamedTuple):
 
 
 class _TraceCtx:
-    """The ``ctx`` a formula is traced with: ``saved_tensors`` only."""
+    """The ``ctx`` a formula is traced with: ``saved_tensors``, and the values it declared
+    (``fusable(values=...)``) as this call has them."""
 
-    __slots__ = ("saved_tensors",)
+    __slots__ = ("saved_tensors", "values")
 
-    def __init__(self, saved: tuple[Tensor, ...]) -> None:
+    def __init__(self, saved: tuple[Tensor, ...], values: Mapping[str, Any]) -> None:
         self.saved_tensors = saved
+        self.values = values
 
     def __getattr__(self, name: str) -> Any:
-        raise NotFusable(f"reads ctx.{name} (a fused formula reads only g and saved_tensors)")
+        values = object.__getattribute__(self, "values")
+        if name in values:
+            return values[name]
+        raise NotFusable(
+            f"reads ctx.{name} (a fused formula reads only g, saved_tensors and the values "
+            "it declares)"
+        )
 
 
 class _Recorder(DispatchMode):
@@ -244,9 +254,15 @@ class _Recorder(DispatchMode):
         return out
 
 
-def trace(formula: Callable[..., Any], dtypes: Sequence[np.dtype]) -> Graph:
+def trace(
+    formula: Callable[..., Any],
+    dtypes: Sequence[np.dtype],
+    values: Mapping[str, Any] | None = None,
+) -> Graph:
     """The :class:`Graph` of ``formula(ctx, g)`` for a ``g`` of ``dtypes[0]`` and saved
-    tensors of ``dtypes[1:]``; :class:`NotFusable` when it cannot be one kernel."""
+    tensors of ``dtypes[1:]`` (and ``ctx``'s ``values``, which the graph holds as the
+    literals they are); :class:`NotFusable` when it cannot be one kernel. The formula
+    returns one Tensor, or a tuple of one Tensor and Nones (an op's other inputs)."""
     for dt in dtypes:
         if np.dtype(dt) not in _C_TYPES:
             raise NotFusable(f"an input is {np.dtype(dt)} (fused: bool, float16/32/64)")
@@ -260,19 +276,22 @@ def trace(formula: Callable[..., Any], dtypes: Sequence[np.dtype]) -> Graph:
             g, *saved = (Tensor._wrap(a) for a in arrays)
             recorder = _Recorder(arrays)
             with recorder:
-                result = formula(_TraceCtx(tuple(saved)), g)
+                result = formula(_TraceCtx(tuple(saved), values or {}), g)
     except NotFusable:
         raise
     except Exception as e:  # reading a value (a branch on data), a failing op ...
         raise NotFusable(f"tracing raised {type(e).__name__}: {e}") from e
     finally:
         GRAD.enabled = before
+    nones = 0
+    if type(result) is tuple and result and all(r is None for r in result[1:]):
+        result, nones = result[0], len(result) - 1
     if not isinstance(result, Tensor):
-        raise NotFusable(f"returns {type(result).__name__}, not one Tensor")
+        raise NotFusable(f"returns {type(result).__name__}, not one Tensor (and Nones)")
     ref = recorder.ref(result)
     if ref.at < len(arrays):
         raise NotFusable("returns an input as it is: there is nothing to fuse")
-    graph = Graph(tuple(np.dtype(d) for d in dtypes), tuple(recorder.calls), ref)
+    graph = Graph(tuple(np.dtype(d) for d in dtypes), tuple(recorder.calls), ref, nones)
     if graph.dtype not in FLOATS:
         raise NotFusable(f"returns {graph.dtype}, not a float16/32/64 gradient")
     return graph
@@ -348,7 +367,14 @@ class Builder(NamedTuple):
             return self.compile(*kernel_source(graph, name))  # type: ignore[no-any-return]
         from ._program import direct_kernel, kernel_program
 
+        if len(graph.calls) < 2:
+            raise NotFusable(ONE_CALL)
         return kernel_program(graph, functools.partial(direct_kernel, self.backend), name)
+
+
+#: Why a formula of one op call is no program: the fused path's own steps (its lookups,
+#: the saved arrays, the Tensor) cost about what a dispatch does.
+ONE_CALL = "one op call: the dispatcher runs it for what a program would cost"
 
 
 class _Compilers(dict[type, Any]):
@@ -379,6 +405,7 @@ def _forget(event: str, backend: Any) -> None:
     COMPILERS.clear()
     for fusion in list(_FUSIONS):
         fusion.kernels.clear()  # (its reasons stay, for reports, until a kernel is built)
+        fusion.declined.clear()
 
 
 TABLE.add_listener(_forget)
@@ -399,47 +426,77 @@ _MISSING = object()
 
 
 class _Kernel:
-    """A compiled kernel; ``proven`` once a call of it returned (until then an error,
-    which may be the compiler's, sends the node back to its formula)."""
+    """A compiled kernel, and how many Nones follow its result in the formula's return;
+    ``proven`` once a call of it returned (until then an error, which may be the
+    compiler's, sends the node back to its formula)."""
 
-    __slots__ = ("fn", "proven")
+    __slots__ = ("fn", "nones", "proven")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], nones: int = 0) -> None:
         self.fn = fn
+        self.nones = nones
         self.proven = False
 
 
-class Fusion:
-    """The fused side of one formula: its kernels per (array class, input dtypes), or None
-    where it is not fused (``reasons`` says why), and counts for tests and reports."""
+#: The most kernels a formula that reads values keeps (one per value it met, per dtypes).
+VALUED_KERNELS = 64
+_SCALARS = frozenset((bool, int, float))
 
-    def __init__(self, formula: Callable[..., Any]) -> None:
+
+class Fusion:
+    """The fused side of one formula: its kernels per (array class, input dtypes, and the
+    values of ``ctx`` it declares), or None where it is not fused (``reasons`` says why),
+    and counts for tests and reports."""
+
+    def __init__(self, formula: Callable[..., Any], values: tuple[str, ...] = ()) -> None:
         self.formula = formula
+        self.values = values
         _FUSIONS.add(self)
         self.kernels: dict[tuple[Any, ...], _Kernel | None] = {}
         self.reasons: dict[tuple[Any, ...], str] = {}
         self.compiled = 0  # compiler calls
         self.fused = 0  # backward calls that ran the kernel
+        # builders this formula runs as it is on, without asking per call (a program of
+        # one op call, for a formula reading no values: the same for every dtype)
+        self.declined: list[Builder] = []
 
-    def _build(self, key: tuple[Any, ...], build: Callable[..., Any]) -> _Kernel | None:
-        dtypes = key[1:]
+    def _build(
+        self, key: tuple[Any, ...], build: Builder, ctx: Any, ndtypes: int
+    ) -> _Kernel | None:
+        dtypes = key[1 : 1 + ndtypes]
         # a C identifier (a lambda is "<lambda>")
         name = re.sub(r"\W", "", getattr(self.formula, "__name__", "")).strip("_") or "formula"
         kernel: _Kernel | None = None
         try:
-            graph = trace(self.formula, dtypes)
+            values = {n: getattr(ctx, n) for n in self.values}
+            graph = trace(self.formula, dtypes, values)
             label = "_".join(np.dtype(d).name for d in dtypes)
-            kernel = _Kernel(build(graph, f"oplib_backward_{name}_{label}"))
+            kernel = _Kernel(build(graph, f"oplib_backward_{name}_{label}"), graph.nones)
             self.compiled += 1
             self.reasons.pop(key, None)
         except NotFusable as e:
             self.reasons[key] = e.reason
+            if e.reason == ONE_CALL and not self.values and build not in self.declined:
+                self.declined.append(build)
         except Exception as e:  # the backend's compiler refused it: the formula serves
             self.reasons[key] = f"the compiler raised {type(e).__name__}: {e}"
+        if self.values and len(self.kernels) >= VALUED_KERNELS:
+            return kernel  # (used once: a formula of many values runs as it is after)
         self.kernels[key] = kernel
         return kernel
 
-    def run(self, ctx: Any, g: Tensor, found: tuple[Callable[..., Any], Any]) -> Any:
+    def _valued(self, ctx: Any, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """``key`` with this call's declared values (each with its type: ``2`` and ``2.0``
+        are equal keys), or None when one is not a finite bool, int or float."""
+        values = []
+        for n in self.values:
+            v: Any = getattr(ctx, n, None)
+            if type(v) not in _SCALARS or v - v != 0:  # (inf - inf and nan - nan are nan)
+                return None
+            values.append(v)
+        return (*key, *values, *[type(v) for v in values])
+
+    def run(self, ctx: Any, g: Tensor, found: tuple[Builder, Any]) -> Any:
         """``formula(ctx, g)`` as one kernel where it can (``found``: the backend's builder
         and ``device_of``), else the formula."""
         gd = g._data
@@ -464,9 +521,18 @@ class Fusion:
             if any(type(d) is not cls for d in data):
                 return self.formula(ctx, g)
             key = (cls, gd.dtype, *[d.dtype for d in data])
+        if self.values:
+            # a value becomes a literal of the kernel: programs only (one C compile per
+            # value would cost more than it saves)
+            if found[0].compile is not None:
+                return self.formula(ctx, g)
+            valued = self._valued(ctx, key)
+            if valued is None:
+                return self.formula(ctx, g)
+            key = valued
         kernel = self.kernels.get(key, _MISSING)
         if kernel is _MISSING:
-            kernel = self._build(key, found[0])
+            kernel = self._build(key, found[0], ctx, 1 + len(data))
         if kernel is None:
             return self.formula(ctx, g)
         assert isinstance(kernel, _Kernel)
@@ -489,16 +555,22 @@ class Fusion:
             # has nothing to decide after the first call (as for the dispatcher's fast path)
             kernel.fn = fast_entry(kernel.fn, {})
         self.fused += 1
+        if kernel.nones:
+            return (Tensor._wrap(out), *(None,) * kernel.nones)
         return Tensor._wrap(out)
 
 
-def fusable(formula: Callable[..., Any]) -> Callable[..., Any]:
-    """``formula`` (a ``backward(ctx, g)`` of one gradient, reading only ``g`` and
-    ``ctx.saved_tensors``) that runs as one elementwise kernel where the backend compiles
-    them (see the module doc); ``.fusion`` is its :class:`Fusion`."""
-    fusion = Fusion(formula)
+def fusable(formula: Callable[..., Any], values: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """``formula`` (a ``backward(ctx, g)`` of one gradient, reading only ``g``,
+    ``ctx.saved_tensors`` and the attributes of ``ctx`` named in ``values``, which must hold
+    finite Python numbers) that runs as one elementwise kernel where the backend compiles
+    them, or as one program of its kernels (see the module doc); ``.fusion`` is its
+    :class:`Fusion`. A formula reading values becomes one program per value (the first
+    ``VALUED_KERNELS`` values; the formula runs for the others), never a C kernel."""
+    fusion = Fusion(formula, values)
     run = fusion.run
     compilers = COMPILERS
+    declined = fusion.declined
 
     def backward(ctx: Any, g: Any) -> Any:
         # the question a cpu array asks first and alone (about 0.1 us per node in all)
@@ -507,7 +579,7 @@ def fusable(formula: Callable[..., Any]) -> Callable[..., Any]:
         except AttributeError:  # not a Tensor
             return formula(ctx, g)
         # create_graph (grad mode on) and dispatch modes need the formula's op calls
-        if found is None or GRAD.enabled or ACTIVE[0]:
+        if found is None or GRAD.enabled or ACTIVE[0] or (declined and found[0] in declined):
             return formula(ctx, g)
         return run(ctx, g, found)
 
