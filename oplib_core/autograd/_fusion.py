@@ -430,12 +430,15 @@ class _Kernel:
     ``proven`` once a call of it returned (until then an error, which may be the
     compiler's, sends the node back to its formula)."""
 
-    __slots__ = ("fn", "nones", "proven")
+    __slots__ = ("fn", "nones", "plain", "proven")
 
     def __init__(self, fn: Callable[..., Any], nones: int = 0) -> None:
         self.fn = fn
         self.nones = nones
         self.proven = False
+        # proven, on a backend without devices to compare, returning no Nones: the call
+        # is the kernel's and a Tensor
+        self.plain = False
 
 
 #: The most kernels a formula that reads values keeps (one per value it met, per dtypes).
@@ -531,11 +534,13 @@ class Fusion:
                 return self.formula(ctx, g)
             key = valued
         kernel = self.kernels.get(key, _MISSING)
+        if type(kernel) is _Kernel and kernel.plain:
+            self.fused += 1
+            return Tensor._wrap(kernel.fn(gd, *data))
         if kernel is _MISSING:
             kernel = self._build(key, found[0], ctx, 1 + len(data))
-        if kernel is None:
+        if type(kernel) is not _Kernel:
             return self.formula(ctx, g)
-        assert isinstance(kernel, _Kernel)
         device_of = found[1]
         if device_of is not None and data:
             where = device_of(gd)
@@ -554,6 +559,7 @@ class Fusion:
             # a kernel behind backends.on_device on a machine with one device: its wrapper
             # has nothing to decide after the first call (as for the dispatcher's fast path)
             kernel.fn = fast_entry(kernel.fn, {})
+            kernel.plain = device_of is None and not kernel.nones
         self.fused += 1
         if kernel.nones:
             return (Tensor._wrap(out), *(None,) * kernel.nones)
