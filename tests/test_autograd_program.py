@@ -132,7 +132,8 @@ class _Saved:
     ),
 )
 def test_programs_equal_their_formulas_on_any_values(name: str, x: np.ndarray) -> None:
-    ctx = _node(name, x)
+    with np.errstate(all="ignore"):  # (exp of 20 overflows float16: inf, as numpy)
+        ctx = _node(name, x)
     g = Tensor._wrap(np.full(x.shape, 0.75, x.dtype))
     with oplib.no_grad(), np.errstate(all="ignore"):
         _same(FORMULAS[name][1](ctx, g), _raw(name)(ctx, g))
