@@ -351,3 +351,43 @@ def test_only_a_finite_bool_int_or_float_keys_a_program(scalar: Any) -> None:
     assert fusion._valued(ctx, (np.ndarray,)) is None
     ctx.scalar = 2  # type: ignore[attr-defined]
     assert fusion._valued(ctx, (np.ndarray,)) == (np.ndarray, 2, int)
+
+
+def test_threads_making_and_running_programs_at_once_get_the_serial_gradients() -> None:
+    import threading
+
+    def grads(seed: int) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        out = []
+        for dtype in FLOATS:
+            x = oplib.tensor(rng.uniform(0.2, 2, 40).astype(dtype), requires_grad=True)
+            y = ((x * 0.5).tanh().sigmoid() ** 3 + x.sin().cos().sqrt()).sum()
+            y.backward()
+            assert x.grad is not None
+            out.append(x.grad.numpy())
+        return out
+
+    expected = [grads(seed) for seed in range(8)]
+    _fusion._forget("test", None)  # every program made again, by the threads at once
+    got: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def work(seed: int) -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                got[seed] = grads(seed)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for seed in range(8):
+        for g, e in zip(got[seed], expected[seed], strict=True):
+            np.testing.assert_array_equal(g, e)
+    assert FORMULAS["tanh"][1].fusion.kernels  # type: ignore[attr-defined]
