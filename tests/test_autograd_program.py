@@ -298,6 +298,7 @@ def test_a_scalar_ops_formula_is_a_program_per_scalar_and_the_formula_bit_for_bi
     backward = FORMULAS[f"{name}.Scalar"][1]
     fusion = backward.fusion  # type: ignore[attr-defined]
     with oplib.no_grad(), np.errstate(all="ignore"):
+        backward(ctx, g)  # a value met once is not worth a program: met twice, it is
         got = backward(ctx, g)
         expected = _raw(f"{name}.Scalar")(ctx, g)
     assert type(got) is tuple and got[1:] == (None,) and expected[1:] == (None,)
@@ -313,12 +314,12 @@ def test_a_scalar_ops_formula_is_a_program_per_scalar_and_the_formula_bit_for_bi
 def test_two_scalars_that_are_equal_in_python_get_programs_of_their_own() -> None:
     fusion = FORMULAS["pow.Scalar"][1].fusion  # type: ignore[attr-defined]
     x = oplib.tensor(np.linspace(0.5, 2, 20), requires_grad=True)
-    for s in (2, 2.0):
+    for s in (2, 2.0, 2, 2.0):
         (x**s).sum().backward()
     keys = [k for k in fusion.kernels if k[0] is np.ndarray and k[1] == np.float64 and k[-2] == 2]
     assert {k[-1] for k in keys} >= {int, float}
     assert x.grad is not None
-    np.testing.assert_array_equal(x.grad.numpy(), 2 * (2 * x.detach().numpy()))
+    np.testing.assert_array_equal(x.grad.numpy(), 4 * (2 * x.detach().numpy()))
 
 
 def test_a_formula_that_met_many_scalars_keeps_a_bounded_number_of_programs() -> None:
@@ -326,11 +327,26 @@ def test_a_formula_that_met_many_scalars_keeps_a_bounded_number_of_programs() ->
     x = oplib.tensor(np.linspace(0.5, 2, 20), requires_grad=True)
     for k in range(VALUED_KERNELS + 20):
         s = 1.0 + k / 1000
-        x.grad = None
-        OPS.rpow.Scalar(x, s).sum().backward()
-        assert x.grad is not None
-        np.testing.assert_allclose(x.grad.numpy(), s ** x.detach().numpy() * np.log(s))
-    assert len(fusion.kernels) <= VALUED_KERNELS
+        for _ in range(2):  # met twice: worth a program, while there is room
+            x.grad = None
+            OPS.rpow.Scalar(x, s).sum().backward()
+            assert x.grad is not None
+            np.testing.assert_allclose(x.grad.numpy(), s ** x.detach().numpy() * np.log(s))
+    assert len(fusion.kernels) == VALUED_KERNELS
+    built = fusion.compiled
+    for _ in range(20):  # full: a value met again and again costs no trace
+        OPS.rpow.Scalar(x, 7.5).sum().backward()
+    assert fusion.compiled == built and len(fusion.reasons) <= VALUED_KERNELS
+
+
+def test_a_scalar_that_changes_every_step_costs_no_trace() -> None:
+    fusion = FORMULAS["pow.Scalar"][1].fusion  # type: ignore[attr-defined]
+    p = oplib.tensor(np.linspace(0.05, 0.95, 64), requires_grad=True)
+    built = fusion.compiled
+    for step in range(50):  # an annealed exponent (focal loss's gamma)
+        gamma = 2.0 * step / 50 + 0.001
+        ((1.0 - p) ** gamma * p.log()).mean().backward()
+    assert fusion.compiled == built
 
 
 @pytest.mark.parametrize("scalar", [float("inf"), float("nan")])
@@ -391,3 +407,21 @@ def test_threads_making_and_running_programs_at_once_get_the_serial_gradients() 
         for g, e in zip(got[seed], expected[seed], strict=True):
             np.testing.assert_array_equal(g, e)
     assert FORMULAS["tanh"][1].fusion.kernels  # type: ignore[attr-defined]
+
+
+def test_a_kernel_that_gives_no_array_is_refused_as_the_dispatcher_refuses_it() -> None:
+    lib = oplib.Library("oplib", "IMPL")
+    # a plugin's rsub.Scalar giving numpy's scalar for 0-d input (np.subtract does)
+    lib.impl(
+        "rsub.Scalar", lambda self, other: np.subtract(other, self), "cpu", allow_override=True
+    )
+    try:
+        for _ in range(2):  # the program, made and proven on a 1-d call, then the 0-d one
+            x = oplib.tensor(np.linspace(-1, 1, 4, dtype=np.float32), requires_grad=True)
+            x.tanh().sum().backward()
+        x = oplib.tensor(np.array(0.5, np.float32), requires_grad=True)
+        y = x.tanh()
+        with pytest.raises(oplib.errors.KernelResultError, match=r"returned a numpy\.float32"):
+            y.backward()
+    finally:
+        lib._destroy()

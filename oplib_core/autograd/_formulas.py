@@ -137,8 +137,9 @@ def _sigmoid(ctx: Any, g: Tensor) -> Any:
 
 
 def _relu(ctx: Any, g: Tensor) -> Any:
+    # torch's threshold_backward: zero where the output is <= 0 (a NaN passes g on)
     (out,) = ctx.saved_tensors
-    return OPS.where(OPS.gt_Scalar(out, 0), g, _zero(g))
+    return OPS.where(OPS.le_Scalar(out, 0), _zero(g), g)
 
 
 def _abs(ctx: Any, g: Tensor) -> Any:
@@ -237,7 +238,12 @@ def _save_scalar(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
 
 def _save_scalar_x(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.scalar = inputs[1]
-    ctx.save_for_backward(inputs[0], output)
+    ctx.save_for_backward(inputs[0])
+
+
+def _save_scalar_out(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.scalar = inputs[1]
+    ctx.save_for_backward(output)
 
 
 def _add_s(ctx: Any, g: Tensor) -> Any:
@@ -257,7 +263,8 @@ def _div_s(ctx: Any, g: Tensor) -> Any:
 
 
 def _pow_s(ctx: Any, g: Tensor) -> Any:
-    x, _ = ctx.saved_tensors
+    # (x alone is saved, as torch: the output may be written in place, y = x ** 2; y += 1)
+    (x,) = ctx.saved_tensors
     s = ctx.scalar
     if s == 0:
         return OPS.mul_Scalar(g, 0), None
@@ -265,17 +272,20 @@ def _pow_s(ctx: Any, g: Tensor) -> Any:
 
 
 def _rdiv_s(ctx: Any, g: Tensor) -> Any:
-    # d/dx (s / x) = -s / x**2 = -out / x
-    x, out = ctx.saved_tensors
-    return OPS.neg(OPS.div(OPS.mul(g, out), x)), None
+    # d/dx (s / x) = -s / x**2, from x alone (torch's reciprocal-and-mul saves no output of
+    # the op's: z = 2.0 / x; z *= 3 is allowed)
+    (x,) = ctx.saved_tensors
+    return OPS.neg(OPS.div(OPS.mul_Scalar(g, ctx.scalar), OPS.mul(x, x))), None
 
 
 def _rpow_s(ctx: Any, g: Tensor) -> Any:
-    # d/dx (s ** x) = s ** x * log(s)
-    _, out = ctx.saved_tensors
+    # d/dx (s ** x) = s ** x * log(s), from the output (as torch's pow_backward_exponent)
+    (out,) = ctx.saved_tensors
     s = ctx.scalar
-    if s == 0:
-        return OPS.mul_Scalar(g, 0), None
+    if s == 0:  # torch: zero where x >= 0 (out is 0 or 1), out * log(0) = -inf elsewhere
+        return OPS.where(
+            OPS.le_Scalar(out, 1), _zero(g), OPS.mul_Scalar(OPS.mul(g, out), -math.inf)
+        ), None
     log_s = math.log(s) if s > 0 else math.nan
     return OPS.mul_Scalar(OPS.mul(g, out), log_s), None
 
@@ -515,8 +525,8 @@ FORMULAS: dict[str, Pair] = {
     "div.Scalar": (_save_scalar, _div_s),
     "pow.Scalar": (_save_scalar_x, fusable(_pow_s, values=("scalar",))),
     "rsub.Scalar": (None, _neg_s),
-    "rdiv.Scalar": (_save_scalar_x, fusable(_rdiv_s)),
-    "rpow.Scalar": (_save_scalar_x, fusable(_rpow_s, values=("scalar",))),
+    "rdiv.Scalar": (_save_scalar_x, fusable(_rdiv_s, values=("scalar",))),
+    "rpow.Scalar": (_save_scalar_out, fusable(_rpow_s, values=("scalar",))),
     "where": (_save_where, _where),
     "sum": (_save_reduction_kw, _sum),
     "mean": (_save_reduction_kw, _mean),

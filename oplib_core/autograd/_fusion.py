@@ -441,7 +441,8 @@ class _Kernel:
         self.plain = False
 
 
-#: The most kernels a formula that reads values keeps (one per value it met, per dtypes).
+#: The most kernels a formula that reads values keeps (one per value it met twice, per
+#: dtypes).
 VALUED_KERNELS = 64
 _SCALARS = frozenset((bool, int, float))
 
@@ -462,6 +463,8 @@ class Fusion:
         # builders this formula runs as it is on, without asking per call (a program of
         # one op call, for a formula reading no values: the same for every dtype)
         self.declined: list[Builder] = []
+        # keys with values met once (see _worth_building)
+        self.met: set[tuple[Any, ...]] = set()
 
     def _build(
         self, key: tuple[Any, ...], build: Builder, ctx: Any, ndtypes: int
@@ -483,10 +486,22 @@ class Fusion:
                 self.declined.append(build)
         except Exception as e:  # the backend's compiler refused it: the formula serves
             self.reasons[key] = f"the compiler raised {type(e).__name__}: {e}"
-        if self.values and len(self.kernels) >= VALUED_KERNELS:
-            return kernel  # (used once: a formula of many values runs as it is after)
         self.kernels[key] = kernel
         return kernel
+
+    def _worth_building(self, key: tuple[Any, ...]) -> bool:
+        """For a formula reading values: whether to trace a program for ``key`` now. Only
+        for a value met before (one that changes every step, an annealed exponent, never
+        pays back a trace), and while the formula holds fewer than ``VALUED_KERNELS``."""
+        if len(self.kernels) >= VALUED_KERNELS:
+            return False
+        met = self.met
+        if key in met:
+            return True
+        if len(met) >= 4 * VALUED_KERNELS:
+            met.clear()
+        met.add(key)
+        return False
 
     def _valued(self, ctx: Any, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """``key`` with this call's declared values (each with its type: ``2`` and ``2.0``
@@ -535,9 +550,14 @@ class Fusion:
             key = valued
         kernel = self.kernels.get(key, _MISSING)
         if type(kernel) is _Kernel and kernel.plain:
+            out = kernel.fn(gd, *data)
+            if out is None:  # a program whose kernel gave no array: the formula says how
+                return self.formula(ctx, g)
             self.fused += 1
-            return Tensor._wrap(kernel.fn(gd, *data))
+            return Tensor._wrap(out)
         if kernel is _MISSING:
+            if self.values and not self._worth_building(key):
+                return self.formula(ctx, g)
             kernel = self._build(key, found[0], ctx, 1 + len(data))
         if type(kernel) is not _Kernel:
             return self.formula(ctx, g)
@@ -560,6 +580,8 @@ class Fusion:
             # has nothing to decide after the first call (as for the dispatcher's fast path)
             kernel.fn = fast_entry(kernel.fn, {})
             kernel.plain = device_of is None and not kernel.nones
+        if out is None:
+            return self.formula(ctx, g)
         self.fused += 1
         if kernel.nones:
             return (Tensor._wrap(out), *(None,) * kernel.nones)
@@ -571,8 +593,9 @@ def fusable(formula: Callable[..., Any], values: tuple[str, ...] = ()) -> Callab
     ``ctx.saved_tensors`` and the attributes of ``ctx`` named in ``values``, which must hold
     finite Python numbers) that runs as one elementwise kernel where the backend compiles
     them, or as one program of its kernels (see the module doc); ``.fusion`` is its
-    :class:`Fusion`. A formula reading values becomes one program per value (the first
-    ``VALUED_KERNELS`` values; the formula runs for the others), never a C kernel."""
+    :class:`Fusion`. A formula reading values becomes one program per value met twice
+    (for at most ``VALUED_KERNELS`` values; the formula runs for the others), never a C
+    kernel."""
     fusion = Fusion(formula, values)
     run = fusion.run
     compilers = COMPILERS

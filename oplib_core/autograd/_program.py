@@ -128,6 +128,10 @@ class _Emitter:
                 operands = [self.value(a) for a in bargs]
                 operands += [f"{key}={self.value(v)}" for key, v in bkwargs.items()]
                 lines.append(f"v{at} = {self.const(fn)}({', '.join(operands)})")
+                # what the dispatcher checks of a kernel's result: an array of the backend
+                # (a plugin's kernel may give a scalar); None: the formula runs, and says so
+                lines.append(f"if v{at}.__class__ is not v0.__class__:")
+                lines.append("    return None")
             if dying:
                 lines.append(f"del {', '.join(f'v{r}' for r in dying)}")
         lines.append(f"return v{self.graph.result.at}")
@@ -157,7 +161,8 @@ def kernel_program(
     graph: Graph, kernel_of: Callable[[Any], Callable[..., Any]], name: str
 ) -> Callable[..., Any]:
     """``graph`` as a function of its input arrays (``g``, then the saved tensors) returning
-    the gradient array, calling ``kernel_of(op)`` for each op (see the module doc)."""
+    the gradient array, calling ``kernel_of(op)`` for each op (see the module doc); or
+    None when a kernel gave something other than an array of ``g``'s class."""
     emitter = _Emitter(graph)
     kernels = [kernel_of(call.op) for call in graph.calls]
     bound = [_bind(call, emitter.dtypes) for call in graph.calls]
