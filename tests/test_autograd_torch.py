@@ -656,3 +656,44 @@ def test_keeps_marks_a_setup_that_saves_one_output_or_input() -> None:
     assert getattr(setup, KEEPS) == "output"
     with pytest.raises(ValueError, match=r"keeps\(\): 'output' or 'input', got 'both'"):
         keeps("both")
+
+
+# -- what the Scalar ops save, and gradients at special values, as torch -----------------------
+def test_the_output_of_x_pow_s_and_s_div_x_may_be_written_in_place() -> None:
+    """torch saves x alone for ``x ** s`` and ``s / x`` (reciprocal, then mul): their output
+    written in place leaves the gradient as it was."""
+    data = np.linspace(0.5, 2, 8)
+    a = oplib.tensor(data, requires_grad=True)
+    y = a**2
+    y += 1.0
+    y.sum().backward()
+    assert a.grad is not None
+    np.testing.assert_allclose(a.grad.numpy(), 2 * data)
+    b = oplib.tensor(data, requires_grad=True)
+    z = 2.0 / (b * 1.0)
+    z *= 3.0
+    z.sum().backward()
+    assert b.grad is not None
+    np.testing.assert_allclose(b.grad.numpy(), -6.0 / data**2)
+
+
+def test_the_output_of_s_pow_x_is_saved_as_torch_saves_it() -> None:
+    x = oplib.tensor(np.linspace(0.5, 2, 8), requires_grad=True)
+    y = OPS.rpow.Scalar(x * 1.0, 2.0)
+    y.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_gradients_at_special_values_are_torchs() -> None:
+    # torch 2.13: relu passes the gradient at NaN (threshold_backward: zero where out <= 0);
+    # 0 ** x has gradient 0 where x >= 0, -inf where x < 0, NaN at NaN
+    x = oplib.tensor(np.array([-1.0, 0.0, 2.0, np.nan]), requires_grad=True)
+    x.relu().sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [0.0, 0.0, 1.0, 1.0]
+    x = oplib.tensor(np.array([-1.0, 0.0, 2.0, np.nan]), requires_grad=True)
+    with np.errstate(all="ignore"):
+        OPS.rpow.Scalar(x, 0.0).sum().backward()
+    assert x.grad is not None
+    g = x.grad.numpy()
+    assert g[0] == -np.inf and g[1] == 0 and g[2] == 0 and np.isnan(g[3])
