@@ -6,6 +6,8 @@ these tests are torch 2.x's."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -697,3 +699,29 @@ def test_gradients_at_special_values_are_torchs() -> None:
     assert x.grad is not None
     g = x.grad.numpy()
     assert g[0] == -np.inf and g[1] == 0 and g[2] == 0 and np.isnan(g[3])
+
+
+@pytest.mark.fastpath
+@pytest.mark.parametrize("method", ["sum", "mean"])
+def test_a_recorded_reduction_runs_below_autograd_through_the_fast_path(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``t.sum()`` passes no keyword when ``dtype`` is None, and the Autograd kernel leaves
+    keyword-only arguments at their default out of the call below it: after the first
+    call, neither plans a call (each used to take the slow path, twice, every time)."""
+    from oplib_core._dispatch.overload import OpOverload
+
+    t = oplib.tensor(np.ones((4, 4)), requires_grad=True)
+    getattr(t, method)()
+    planned: list[str] = []
+    plan = OpOverload.plan_call
+
+    def spy(self: OpOverload, args: Any, kwargs: Any) -> Any:
+        planned.append(self.name())
+        return plan(self, args, kwargs)
+
+    monkeypatch.setattr(OpOverload, "plan_call", spy)
+    y = getattr(t, method)()
+    assert planned == [] and y.grad_fn is not None
+    z = getattr(t, method)(dtype=np.dtype("float32"))  # a dtype given: the full path, kept
+    assert z.dtype == np.float32 and planned

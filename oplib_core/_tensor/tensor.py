@@ -873,9 +873,13 @@ class Tensor:
 
     # -- common methods -------------------------------------------------------------------
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        if dtype is None:  # (a call without keywords takes the dispatcher's fast path)
+            return _op("oplib::sum")(self, dim, keepdim)
         return _op("oplib::sum")(self, dim, keepdim, dtype=dtype)
 
     def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        if dtype is None:
+            return _op("oplib::mean")(self, dim, keepdim)
         return _op("oplib::mean")(self, dim, keepdim, dtype=dtype)
 
     def reshape(self, *shape: Any) -> Tensor:

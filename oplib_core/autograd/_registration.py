@@ -354,6 +354,8 @@ def _differentiable(data: Any) -> tuple[Any, bool]:
     return dtype, differentiable
 
 
+_NOT_GIVEN = object()
+
 # Kinds of inputs and outputs.
 _OTHER, _TENSOR, _LIST = 0, 1, 2
 
@@ -383,6 +385,7 @@ class Formula:
         "input_kinds",
         "input_names",
         "keeps",
+        "kw_defaults",
         "kw_form",
         "location",
         "n_inputs",
@@ -417,6 +420,7 @@ class Formula:
         self.n_inputs = len(self.input_names)
         self.out_kinds = tuple(_kind(r.type) for r in schema.returns)
         self.kw_form = bool(schema.kwarg_only)
+        self.kw_defaults = {a.name: a.default_value for a in schema.kwarg_only if a.has_default}
         # The trailing run of positional arguments with a default, last first: a call's
         # arguments equal to their default there are not counted as passed (torch's
         # dispatcher drops them), for needs_input_grad and the count of gradients.
@@ -571,11 +575,14 @@ class Formula:
         return out
 
     def kernel(self, *args: Any, **kwargs: Any) -> Any:
+        # keyword-only arguments at their defaults (the fast path passes them so: sum's
+        # dtype=None) are left out below, so that the call below is a fast path's call
+        below = {} if kwargs and self._at_defaults(kwargs) else kwargs
         GRAD.enabled = False
         try:
-            out: Any = MISS if kwargs else self.call.call_below_autograd(args)
+            out: Any = MISS if below else self.call.call_below_autograd(args)
             if out is MISS:
-                out = self.call(*args, **kwargs)
+                out = self.call(*args, **below)
         finally:
             GRAD.enabled = True
         ctx = self._new_ctx(1 if self.simple else 0)
@@ -618,6 +625,14 @@ class Formula:
                 flat[nr]._rg = False
                 flat[nr].grad_fn = None
         return out
+
+    def _at_defaults(self, kwargs: dict[str, Any]) -> bool:
+        """Whether ``kwargs`` are the op's keyword-only arguments, each its default object
+        (by identity: numpy's dtype('float64') == None holds)."""
+        defaults = self.kw_defaults
+        return len(kwargs) == len(defaults) and all(
+            v is defaults.get(k, _NOT_GIVEN) for k, v in kwargs.items()
+        )
 
     def _passed(self, args: tuple[Any, ...]) -> int:
         """How many positional arguments count as passed: ``args`` without the trailing
