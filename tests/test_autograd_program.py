@@ -28,6 +28,7 @@ from test_autograd_fusion import (
     _raw,
     _register_host,
 )
+from test_threads import run_threads
 
 import oplib_core as oplib
 from oplib_core._dispatch import DispatchMode
@@ -370,8 +371,6 @@ def test_only_a_finite_bool_int_or_float_keys_a_program(scalar: Any) -> None:
 
 
 def test_threads_making_and_running_programs_at_once_get_the_serial_gradients() -> None:
-    import threading
-
     def grads(seed: int) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
         out = []
@@ -386,22 +385,15 @@ def test_threads_making_and_running_programs_at_once_get_the_serial_gradients() 
     expected = [grads(seed) for seed in range(8)]
     _fusion._forget("test", None)  # every program made again, by the threads at once
     got: dict[int, list[np.ndarray]] = {}
-    errors: list[BaseException] = []
-    start = threading.Barrier(8)
 
-    def work(seed: int) -> None:
-        try:
-            start.wait()
+    def work(seed: int) -> Callable[[], None]:
+        def run() -> None:
             for _ in range(5):
                 got[seed] = grads(seed)
-        except BaseException as e:  # reported below
-            errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        return run
+
+    errors = run_threads([work(seed) for seed in range(8)])
     assert not errors, errors
     for seed in range(8):
         for g, e in zip(got[seed], expected[seed], strict=True):
