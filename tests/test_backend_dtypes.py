@@ -244,3 +244,18 @@ def test_cuda_declares_cupys_dtypes_without_importing_cupy() -> None:
     }
     hint = oplib.backends.get("cuda").spec.dtype_hint
     assert "jax backend" in hint and "bfloat16 on the GPU" in hint
+
+
+@pytest.mark.fastpath
+@pytest.mark.parametrize("dtype", EXTENSION, ids=str)
+def test_a_factory_served_from_the_cache_refuses_as_its_first_call_does(
+    cupylike: oplib.backends.Backend, dtype: np.dtype
+) -> None:
+    zeros = oplib.ops.oplib.zeros.default
+    zeros([2], dtype=oplib.float32, device=NAME)  # the device is served from now on
+    assert zeros._opcache.serves_factory(([2],), {"dtype": dtype, "device": NAME})
+    with pytest.raises(BackendDtypeError) as info:
+        zeros([2], dtype=dtype, device=NAME)
+    assert (info.value.backend, info.value.dtype) == (NAME, dtype)
+    assert f"oplib::zeros(): backend {NAME!r} has no {dtype} dtype" in str(info.value)
+    assert zeros([2], dtype=oplib.float64, device=NAME).dtype == oplib.float64
