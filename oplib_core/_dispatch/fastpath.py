@@ -214,10 +214,10 @@ class OpCache:
         kw[slot.name] = device
         with REGISTRY.lock:  # resolve again under the lock: a registration may have raced us
             if self.backend_kernel(backend)[0] is fn:
-                check = None
+                check: Callable[..., None] | None = None
                 if serve is fn:
                     serve = factory_kernel(self.entry, backend, fn)
-                    inner = getattr(serve, _GUARDS, None)
+                    inner: Callable[..., Any] | None = getattr(serve, _GUARDS, None)
                     if inner is not None and getattr(serve, "fast_entry", None) is inner:
                         # the guard checks keyword dtypes alone: the entry checks them
                         # itself, without the guard's call (0.4 us a call)
