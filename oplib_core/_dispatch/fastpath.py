@@ -221,7 +221,8 @@ class OpCache:
                     if inner is not None and getattr(serve, "fast_entry", None) is inner:
                         # the guard checks keyword dtypes alone: the entry checks them
                         # itself, without the guard's call (0.4 us a call)
-                        serve, check = inner, backend.check_dtype
+                        serve = inner
+                        check = backend.check_dtype
                 key = (given.type, given.index) if type(given) is Device else given
                 self.factory[key] = (serve, backend, kw, check)
 
