@@ -217,7 +217,7 @@ class OpCache:
                 check: Callable[..., None] | None = None
                 if serve is fn:
                     serve = factory_kernel(self.entry, backend, fn)
-                    inner: Callable[..., Any] | None = getattr(serve, _GUARDS, None)
+                    inner: Any = getattr(serve, _GUARDS, None)
                     if inner is not None and getattr(serve, "fast_entry", None) is inner:
                         # the guard checks keyword dtypes alone: the entry checks them
                         # itself, without the guard's call (0.4 us a call)
