@@ -217,8 +217,8 @@ class OpCache:
                 check: Callable[..., None] | None = None
                 if serve is fn:
                     serve = factory_kernel(self.entry, backend, fn)
-                    inner: Any = getattr(serve, _GUARDS, None)
-                    if inner is not None and getattr(serve, "fast_entry", None) is inner:
+                    inner = getattr(serve, _GUARDS, None)
+                    if getattr(serve, "fast_entry", None) is inner and callable(inner):
                         # the guard checks keyword dtypes alone: the entry checks them
                         # itself, without the guard's call (0.4 us a call)
                         serve = inner
