@@ -349,3 +349,41 @@ def test_every_tensor_has_every_slot_set(lib, ns):
         for slot in slots:
             getattr(t, slot)  # raises AttributeError for a slot never set
         assert t._out_nr == 0
+
+
+@pytest.mark.fastpath
+def test_a_tensor_first_call_is_served_noted_and_recorded_as_the_slow_path_does(lib, ns):
+    """``t * 0.5``'s shape (one Tensor first, then other arguments): the Tensor entry for it
+    runs the kernel on the array and wraps the result, notes a kernel's failure as the
+    slow path does, and hands a call that requires grad to the Autograd kernel."""
+    lib.define("scale(Tensor x, float s) -> Tensor")
+    fail = []
+
+    def kernel(x, s):
+        if fail:
+            raise ValueError("boom")
+        return x * s
+
+    lib.impl("scale", kernel, "CPU")
+    oplib.register_autograd(f"{ns}::scale", lambda ctx, g: (g * 2.0, None), lib=lib)
+    op = getattr(oplib.ops, ns).scale.default
+    t = oplib.tensor(np.ones(2))
+    first = op(t, 2.0)
+    assert op._by_type[oplib.Tensor].__name__ == "call_tensor_first"
+    served = op(t, 2.0)
+    assert type(served) is oplib.Tensor and served.tolist() == first.tolist() == [2.0, 2.0]
+    below = op.call_below_autograd((t, 3.0))
+    assert below is not MISS and below.tolist() == [3.0, 3.0]
+    fail.append(1)
+    notes = []
+    for call in (lambda: op(t, 2.0), lambda: op.call_below_autograd((t, 2.0))):
+        with pytest.raises(ValueError, match="boom") as info:
+            call()
+        notes.append(info.value.__notes__)
+    assert f"raised by the cpu kernel of {ns}::scale (" in notes[0][0] and notes[0] == notes[1]
+    fail.clear()
+    x = oplib.tensor(np.ones(2), requires_grad=True)
+    y = op(x, 2.0)
+    assert y.grad_fn is not None
+    y.sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]

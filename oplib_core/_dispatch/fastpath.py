@@ -624,8 +624,9 @@ class FactoryFastCall(FastCall):
 # Each serves a fast call whose tensor arguments are Tensors: the Autograd kernel when an
 # input requires grad and grad mode is on, else the backend kernel on the native arrays,
 # with the result wrapped; anything the caches do not hold goes to the slow path. For
-# speed, the one- and two-Tensor versions unroll ``call_tensors`` (the plain equivalent of
-# all three), and dict hits are ``try: d[k]`` (cheaper than ``d.get(k)`` when present). A
+# speed, the one- and two-Tensor versions and the one of a Tensor and other arguments
+# (``t * 0.5``, ``t.sum(0)``) unroll ``call_tensors`` (the plain equivalent of all four),
+# and dict hits are ``try: d[k]`` (cheaper than ``d.get(k)`` when present). A
 # miss calls the slow path after the ``except`` block, never inside it: an error raised
 # there would chain the ``KeyError`` ("during handling of the above exception") into
 # every traceback of a first call.
@@ -689,6 +690,32 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
                 raise
 
         return call_tensor2
+
+    if sig.single_plain_return and sig.key_pos == (0,):
+
+        def call_tensor_first(a: Tensor, /, *rest: Any) -> Any:
+            data = a._data
+            if a._rg and GRAD.enabled:
+                try:
+                    fn = autograd[type(data)]
+                except KeyError:
+                    fn = None
+                if fn is None:
+                    return call_slow((a, *rest), {})
+                return fn(a, *rest)
+            try:
+                fn = tensor[type(data)]
+            except KeyError:
+                fn = None
+            if fn is None:
+                return call_slow((a, *rest), {})
+            try:
+                return _make_tensor(fn(data, *rest))
+            except Exception as e:
+                kernel_failed(e, entry, fn, (data, *rest))
+                raise
+
+        return call_tensor_first
 
     key_pos, key0, key_rest = sig.key_pos, sig.key0, sig.key_rest
     single = sig.single_plain_return
@@ -794,6 +821,27 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
         return below1
 
     npos, key_pos, single = sig.npos, sig.key_pos, sig.single_plain_return
+    if single and key_pos == (0,):
+
+        def below_first(args: tuple[Any, ...]) -> Any:
+            if ACTIVE[0] or len(args) != npos:
+                return MISS
+            a = args[0]
+            if type(a) is not Tensor:
+                return MISS
+            data = a._data
+            try:
+                fn = tensor[type(data)]
+            except KeyError:
+                return MISS
+            rest = args[1:]
+            try:
+                return _make_tensor(fn(data, *rest))
+            except Exception as e:
+                kernel_failed(e, entry, fn, (data, *rest))
+                raise
+
+        return below_first
 
     def below(args: tuple[Any, ...]) -> Any:
         if ACTIVE[0] or len(args) != npos:
