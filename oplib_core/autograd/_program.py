@@ -12,11 +12,14 @@ formula's trace (:func:`oplib_core.autograd._fusion.trace`) becomes one function
 - where that kernel is one numpy ufunc (``kernels.UFUNC``) and an intermediate of the
   call's dtype made by an earlier ufunc dies at the call, the ufunc writes into it
   (``out=``): tanh's formula makes one array, as torch's ``tanh_backward`` does;
-- an intermediate is let go after its last use.
+- an intermediate is let go after its last use;
+- a kernel's result that is no array of the inputs' class (a plugin's kernel giving a
+  numpy scalar) makes the program return None: the formula runs, and its dispatch raises
+  the ``KernelResultError`` the op-by-op call would.
 
-Writing in place needs every input of one shape, of at least ``IN_PLACE_MIN`` elements (numpy's
-ufuncs give scalars for 0-d operands, and write into an operand slowly for one element);
-other calls run the program without it.
+Writing in place needs every input of one shape, of at least ``IN_PLACE_MIN`` elements
+(numpy's ufuncs give scalars for 0-d operands, and write into an operand slowly for one
+element); other calls run the program without it.
 """
 
 from __future__ import annotations
