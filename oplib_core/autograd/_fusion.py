@@ -354,6 +354,15 @@ def kernel_source(graph: Graph, name: str) -> KernelSource:
     )
 
 
+#: Why a formula of one op call is no program: the fused path's own steps (its lookups,
+#: the saved arrays, the Tensor) cost about what a dispatch does.
+ONE_CALL = "one op call: the dispatcher runs it for what a program would cost"
+
+
+class _OneCall(NotFusable):
+    """A program of one op call, declined (``ONE_CALL``)."""
+
+
 class Builder(NamedTuple):
     """How a backend makes the function computing a traced formula: ``builder(graph,
     name)``. ``compile``: the backend's ``elementwise_kernel`` (the graph as C); else
@@ -368,13 +377,8 @@ class Builder(NamedTuple):
         from ._program import direct_kernel, kernel_program
 
         if len(graph.calls) < 2:
-            raise NotFusable(ONE_CALL)
+            raise _OneCall(ONE_CALL)
         return kernel_program(graph, functools.partial(direct_kernel, self.backend), name)
-
-
-#: Why a formula of one op call is no program: the fused path's own steps (its lookups,
-#: the saved arrays, the Tensor) cost about what a dispatch does.
-ONE_CALL = "one op call: the dispatcher runs it for what a program would cost"
 
 
 class _Compilers(dict[type, Any]):
@@ -430,15 +434,12 @@ class _Kernel:
     ``proven`` once a call of it returned (until then an error, which may be the
     compiler's, sends the node back to its formula)."""
 
-    __slots__ = ("fn", "nones", "plain", "proven")
+    __slots__ = ("fn", "nones", "proven")
 
     def __init__(self, fn: Callable[..., Any], nones: int = 0) -> None:
         self.fn = fn
         self.nones = nones
         self.proven = False
-        # proven, on a backend without devices to compare, returning no Nones: the call
-        # is the kernel's and a Tensor
-        self.plain = False
 
 
 #: The most kernels a formula that reads values keeps (one per value it met twice, per
@@ -482,7 +483,7 @@ class Fusion:
             self.reasons.pop(key, None)
         except NotFusable as e:
             self.reasons[key] = e.reason
-            if e.reason == ONE_CALL and not self.values and build not in self.declined:
+            if isinstance(e, _OneCall) and not self.values and build not in self.declined:
                 self.declined.append(build)
         except Exception as e:  # the backend's compiler refused it: the formula serves
             self.reasons[key] = f"the compiler raised {type(e).__name__}: {e}"
@@ -549,12 +550,6 @@ class Fusion:
                 return self.formula(ctx, g)
             key = valued
         kernel = self.kernels.get(key, _MISSING)
-        if type(kernel) is _Kernel and kernel.plain:
-            out = kernel.fn(gd, *data)
-            if out is None:  # a program whose kernel gave no array: the formula says how
-                return self.formula(ctx, g)
-            self.fused += 1
-            return Tensor._wrap(out)
         if kernel is _MISSING:
             if self.values and not self._worth_building(key):
                 return self.formula(ctx, g)
@@ -579,8 +574,7 @@ class Fusion:
             # a kernel behind backends.on_device on a machine with one device: its wrapper
             # has nothing to decide after the first call (as for the dispatcher's fast path)
             kernel.fn = fast_entry(kernel.fn, {})
-            kernel.plain = device_of is None and not kernel.nones
-        if out is None:
+        if out is None:  # a program whose kernel gave no array: the formula says how
             return self.formula(ctx, g)
         self.fused += 1
         if kernel.nones:
