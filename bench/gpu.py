@@ -6,7 +6,8 @@ synchronized around every timed region; ratios against figures of this same run)
 
 - per call, µs, on 1-element float32 arrays: ``neg``, ``add``, ``mul``, ``sum``, a 1x1
   ``matmul`` and the factory ``zeros``; cupy's function, the core op on cupy arrays
-  (``oplib.ops.oplib.neg(a)``), on oplib Tensors, and torch's function. Budget (issue #30):
+  (``oplib.ops.oplib.neg(a)``), on oplib Tensors, and torch's function; and each one's
+  cost over cupy's as the median of the differences within a round. Budget (issue #30):
   native +0.5 µs, Tensor +1.5 µs over cupy.
 - autograd: 50 x (``mul`` by 0.99, ``tanh``) on a 1M-element float32 tensor, forward and
   backward, oplib against torch (budget <= 1.0x torch); the forward alone against cupy.
@@ -17,9 +18,11 @@ synchronized around every timed region; ratios against figures of this same run)
   contiguous arrays (float32, float16, int32) against a device-to-device copy
   (``cupy.copyto``; torch's ``copy_``), and which kernel served oplib's ``add`` ("oplib
   elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90% of the copy.
-- peak memory of that autograd chain: cupy's pool (emptied first: it keeps every block it
-  allocated, so its size afterwards is the run's high-water mark) against
-  ``torch.cuda.max_memory_allocated``. Budget: <= torch.
+- peak memory of that autograd chain, bytes in use at their highest: cupy's pool (its
+  ``used_bytes()`` after each allocation, through a ``cupy.cuda.MemoryHook``) against
+  ``torch.cuda.max_memory_allocated``; budget: <= torch. Beside it, what each allocator
+  held (cupy's pool emptied first, its size afterwards; ``max_memory_reserved``): cupy's
+  pool splits a free block for a small request, so it can hold more than was in use.
 - a loop of 10,000 small ops (5,000 x ``mul``, ``add`` on 1-element arrays) as ops/second.
 - ``matmul`` of two 8192 x 8192 float16 matrices, TFLOP/s.
 
@@ -68,9 +71,11 @@ class Rig:
     device: str
     sync: Callable[[], None]
     torch: Any = None
-    # bytes that a run of ``fn`` holds at most on the device (``None``: not measured)
-    peak_bytes: Callable[[Callable[[], object]], int | None] = lambda fn: None
-    torch_peak_bytes: Callable[[Callable[[], object]], int | None] = lambda fn: None
+    # what a run of ``fn`` holds at most on the device, bytes: "in use" (live arrays, as
+    # torch's max_memory_allocated counts) and "held" (the allocator's own, free blocks
+    # too); empty: not measured
+    peak_bytes: Callable[[Callable[[], object]], dict[str, int]] = lambda fn: {}
+    torch_peak_bytes: Callable[[Callable[[], object]], dict[str, int]] = lambda fn: {}
 
 
 @dataclass
@@ -144,7 +149,10 @@ def interleaved_us(
     stmts: dict[str, str], env: dict[str, Any], sync: Callable[[], None], sizes: Sizes
 ) -> dict[str, float]:
     """µs per call of each statement: rounds over all of them (a burst of load elsewhere
-    hits them alike), the median of each one's rounds; each warmed up first."""
+    hits them alike), the median of each one's rounds; each warmed up first. For each
+    statement after the first, also ``"<label> over <first>"``: the median over rounds of
+    its time minus the first's in the same round (a GPU call of ~10 µs drifts by tenths of
+    a µs between rounds: differences within a round cancel the drift)."""
     timers = {label: timeit.Timer(stmt, globals=env) for label, stmt in stmts.items()}
     for timer in timers.values():
         timer.timeit(min(sizes.number, 100))
@@ -157,7 +165,12 @@ def interleaved_us(
             timer.timeit(sizes.number)
             sync()
             rounds[label].append((perf_counter() - t0) / sizes.number * 1e6)
-    return {label: round(statistics.median(r), 2) for label, r in rounds.items()}
+    out = {label: round(statistics.median(r), 2) for label, r in rounds.items()}
+    first, *rest = rounds
+    for label in rest:
+        paired = [t - f for t, f in zip(rounds[label], rounds[first], strict=True)]
+        out[f"{label} over {first}"] = round(statistics.median(paired), 2)
+    return out
 
 
 def per_call(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, float]]:
@@ -268,7 +281,7 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
     }
     if fused(data):  # else the figure above is already the unfused one
         ms["oplib fwd+bwd, fusion off"] = unfused_fwd_bwd(sizes)
-    peak = {"oplib (cupy pool)": rig.peak_bytes(fwd_bwd)}
+    peak = {f"oplib {k} (cupy pool)": v for k, v in rig.peak_bytes(fwd_bwd).items()}
     if rig.torch is not None:
         torch = rig.torch
         tx = torch.linspace(-2, 2, n, device="cuda", requires_grad=True)
@@ -282,8 +295,8 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
 
         ms["torch fwd+bwd"] = timed(torch_fwd_bwd, rig.sync, reps, repeats)
         ms["torch fwd"] = timed(torch_fwd, rig.sync, reps, repeats)
-        peak["torch"] = rig.torch_peak_bytes(torch_fwd_bwd)
-    mib = {k: None if v is None else round(v / 2**20, 1) for k, v in peak.items()}
+        peak.update({f"torch {k}": v for k, v in rig.torch_peak_bytes(torch_fwd_bwd).items()})
+    mib = {k: round(v / 2**20, 1) for k, v in peak.items()}
     return {k: round(v * 1e3, 3) for k, v in ms.items()}, mib
 
 
@@ -401,7 +414,7 @@ def summary(data: dict[str, Any]) -> list[str]:
     calls = data.get("per_call_us")
     if calls:
         extra = [
-            f"{op} {r['oplib'] - r['cupy']:+.1f}/{r['oplib Tensor'] - r['cupy']:+.1f}"
+            f"{op} {r['oplib over cupy']:+.2f}/{r['oplib Tensor over cupy']:+.2f}"
             for op, r in calls.items()
         ]
         lines.append(
@@ -434,11 +447,13 @@ def summary(data: dict[str, Any]) -> list[str]:
             + f"; forward: oplib {chain['oplib fwd']} ms, cupy {chain['cupy fwd']} ms"
         )
     peak = data.get("peak_memory_MiB")
-    if peak and any(v is not None for v in peak.values()):
-        ours, theirs = peak.get("oplib (cupy pool)"), peak.get("torch")
+    if peak:
+        ours, theirs = peak.get("oplib in use (cupy pool)"), peak.get("torch in use")
+        held = peak.get("oplib held (cupy pool)"), peak.get("torch held")
         lines.append(
-            f"peak memory of that chain: oplib {ours} MiB, torch {theirs} MiB: "
-            f"{_ratio(ours, theirs)} (budget <= 1.0x)"
+            f"peak memory of that chain, in use: oplib {ours} MiB, torch {theirs} MiB: "
+            f"{_ratio(ours, theirs)} (budget <= 1.0x); held by the allocator: oplib "
+            f"{held[0]} MiB, torch {held[1]} MiB"
         )
     mib = sizes.get("bandwidth_bytes", 0) >> 20
     for dtype, r in data.get("bandwidth_GBps", {}).items():
@@ -508,13 +523,28 @@ def cuda_rig() -> Rig | str:
     def sync() -> None:
         cp.cuda.Device().synchronize()
 
-    def peak(fn: Callable[[], object]) -> int:
+    class PeakInUse(cp.cuda.MemoryHook):  # type: ignore[misc]
+        """The pool's bytes in use at their highest: sampled after each allocation."""
+
+        name = "oplib_bench_peak_in_use"
+
+        def __init__(self) -> None:
+            self.peak = int(pool.used_bytes())
+
+        def malloc_postprocess(self, **kwargs: Any) -> None:
+            self.peak = max(self.peak, int(pool.used_bytes()))
+
+    def peak(fn: Callable[[], object]) -> dict[str, int]:
+        # "held" is what the pool keeps, freed blocks too (emptied first: its size afterwards
+        # is its high-water mark); "in use" the live arrays, as torch's max_memory_allocated
         sync()
         pool.free_all_blocks()
-        before = pool.used_bytes()
-        fn()
+        used, total = pool.used_bytes(), pool.total_bytes()
+        hook = PeakInUse()
+        with hook:
+            fn()
         sync()
-        return int(pool.total_bytes() - before)
+        return {"in use": hook.peak - used, "held": int(pool.total_bytes() - total)}
 
     rig = Rig(xp=cp, device="cuda", sync=sync, peak_bytes=peak)
     try:  # optional: torch's figures beside cupy's
@@ -528,13 +558,17 @@ def cuda_rig() -> Rig | str:
         cp.cuda.Device().synchronize()
         torch.cuda.synchronize()
 
-    def torch_peak(fn: Callable[[], object]) -> int:
+    def torch_peak(fn: Callable[[], object]) -> dict[str, int]:
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
+        used, held = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
         fn()
         torch.cuda.synchronize()
-        return int(torch.cuda.max_memory_allocated() - before)
+        return {
+            "in use": int(torch.cuda.max_memory_allocated() - used),
+            "held": int(torch.cuda.max_memory_reserved() - held),
+        }
 
     rig.torch, rig.sync, rig.torch_peak_bytes = torch, both, torch_peak
     return rig

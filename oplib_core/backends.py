@@ -340,7 +340,15 @@ class Backend:
         (``BackendSpec.dtypes``); free for a backend that holds every dtype. The one guard:
         copies (:meth:`from_host`), :meth:`empty` and every op's ``ScalarType`` argument on
         this backend (the dispatcher asks it) go through here, so no plugin writes its own."""
-        if self.spec.dtypes is None or dtype in self._supported():
+        dtypes = self.spec.dtypes
+        if dtypes is None:
+            return
+        # the common case in two calls, not four (factories check every keyword dtype):
+        # the table dtype_map() last built from is still the one dtypes() gives
+        built = self._dtype_map
+        if built is not None and dtypes() is self._dtype_table and dtype in built.supported:
+            return
+        if dtype in self._supported():
             return
         try:
             d = np.dtype(dtype)

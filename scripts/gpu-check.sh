@@ -10,10 +10,11 @@
 # scripts/gpu-wheelhouse.sh filled beforehand. The compiled fast call builds in place where
 # a C compiler is, so run it on a copy of the checkout that no other process imports from.
 # Then, each under its own time limit and all within the budget (default 360 s): the tests
-# marked cuda, `oplib check --backend cuda --json`, bench/gpu.py --json, and the suite
-# without the slow tests (in parallel where pytest-xdist is). Writes report.txt,
-# report.json, check.json and steps.log (every step's output) to the results folder, prints
-# the report, and exits 0 when every step passed.
+# marked cuda, `oplib check --backend cuda --json`, bench/gpu.py --json, bench/gpu_calls.py
+# (where a small call's time goes) and the suite without the slow tests (in parallel where
+# pytest-xdist is). Writes report.txt, report.json, check.json, calls.json and steps.log
+# (every step's output) to the results folder, prints the report, and exits 0 when every
+# step passed.
 #
 #   --cpu, --dry-run  the same steps on a machine without a GPU (the device tests skip; the
 #                     check runs on the cpu backend): how CI tests this script
@@ -158,8 +159,9 @@ if ((installed)); then
   step cuda 90 "${pytest[@]}" -m cuda -rs --junitxml="$work/cuda.xml" "${tests[@]}"
   to=$results/check.json step check 90 "$venv/bin/oplib" check --backend "$backend" --json
   step bench 120 "$py" bench/gpu.py --json "$work/bench.json"
+  step calls 60 "$py" bench/gpu_calls.py --json "$results/calls.json"
   step suite 300 "${pytest[@]}" -m "not slow" "${xdist[@]}" --junitxml="$work/suite.xml" "${tests[@]}"
 else
-  for s in cuda check bench suite; do skip_step "$s" 0 "not run: the install failed"; done
+  for s in cuda check bench calls suite; do skip_step "$s" 0 "not run: the install failed"; done
 fi
 "$reporter" scripts/gpu_report.py summarize "$work" "$results" --mode "$mode" --budget "$budget"

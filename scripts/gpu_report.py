@@ -32,6 +32,7 @@ STEPS = {
     "cuda": "cuda tests",
     "check": "oplib check",
     "bench": "bench/gpu.py",
+    "calls": "bench/gpu_calls.py",
     "suite": "suite",
 }
 PACKAGES = (

@@ -415,3 +415,44 @@ def test_core_op_writes_names_the_ops_that_write_into_an_argument():
     assert {"copy_", "add_.Tensor", "zero_", "index_put_", "add.out"} <= writes
     assert not writes & {"add", "index_put", "clamp", "reshape", "select.int"}
     assert all(op.name.endswith(("_", "out")) or "_." in op.name for op in CORE_OPS if op.writes)
+
+
+# -- the fast path's entry: the namespace's own function where a kernel is exactly it -----------
+
+
+def test_a_unary_kernel_on_a_namespace_returning_arrays_offers_its_function_to_the_fast_path():
+    """On namespaces whose functions return arrays (cupy, jax, array_api_strict...), a unary
+    pointwise kernel is exactly ``fn(x)``: the fast path may call ``fn`` in its place."""
+    xs = pytest.importorskip("array_api_strict")
+    kernels = array_kernels(xs)
+    assert kernels["neg"].fast_entry is xs.negative  # type: ignore[attr-defined]
+    assert kernels["exp"].fast_entry is xs.exp  # type: ignore[attr-defined]
+    x = xs.asarray([1.0, -2.0])
+    assert xs.all(kernels["neg"](x) == kernels["neg"].fast_entry(x))  # type: ignore[attr-defined]
+    # binary kernels promote bfloat16/float8 operands first: only cupy's (which has no such
+    # dtypes) are exactly its function
+    assert not hasattr(kernels["add"], "fast_entry")
+    # numpy's give 0-d results as numpy scalars: its kernels make them arrays, no entry
+    assert not hasattr(K["neg"], "fast_entry") and not hasattr(K["add"], "fast_entry")
+
+
+@pytest.mark.fastpath
+def test_the_fast_path_calls_the_namespace_function_and_errors_still_name_the_kernel():
+    """The dispatcher follows the kernel's ``fast_entry``; an exception raised there gets
+    the note naming the registered kernel, as one raised by the kernel itself would."""
+    import oplib_core as oplib
+    from tests import strict_backend
+
+    xs = pytest.importorskip("array_api_strict")
+    uninstall = strict_backend.install()
+    try:
+        op = oplib.ops.oplib.neg.default
+        x = xs.asarray([1.0, -2.0])
+        assert xs.all(op(x) == xs.asarray([-1.0, 2.0]))
+        assert op._opcache.by_type[type(x)] is xs.negative
+        with pytest.raises(TypeError) as info:
+            op(xs.asarray([True, False]))  # the standard's negative takes numbers only
+        notes = info.value.__notes__
+        assert any("by the strict kernel of oplib::neg" in note for note in notes), notes
+    finally:
+        uninstall()

@@ -210,6 +210,34 @@ def test_backend_methods_refuse_before_the_spec_is_called(
     assert cpu.empty((2,), oplib.bfloat16, Device("cpu")).dtype == oplib.bfloat16
 
 
+def test_check_dtype_follows_a_dtypes_table_that_changes() -> None:
+    """``check_dtype`` answers from the table ``dtypes()`` last gave while it gives the same
+    object, and from the new one as soon as it gives another (JAX's 64-bit mode)."""
+    tables = {
+        "x64": frozenset(map(np.dtype, ("float32", "float64"))),
+        "x32": frozenset(map(np.dtype, ("float32",))),
+    }
+    mode = ["x64"]
+    calls: list[str] = []
+
+    def dtypes() -> frozenset[np.dtype]:
+        calls.append(mode[0])
+        return tables[mode[0]]
+
+    backend = oplib.backends.Backend(
+        oplib.BackendSpec(name="switching", array_types=(bytearray,), dtypes=dtypes)
+    )
+    for _ in range(3):
+        backend.check_dtype(oplib.float64, "op()")
+    mode[0] = "x32"
+    with pytest.raises(BackendDtypeError, match=r"op\(\): backend 'switching' has no float64"):
+        backend.check_dtype(oplib.float64, "op()")
+    backend.check_dtype(oplib.float32, "op()")
+    mode[0] = "x64"
+    backend.check_dtype(oplib.float64, "op()")
+    assert set(calls) == {"x64", "x32"}
+
+
 def test_the_suggested_cast_is_a_dtype_the_backend_holds() -> None:
     jax_like = oplib.backends.Backend(
         oplib.BackendSpec(

@@ -191,3 +191,17 @@ def test_explain_says_whether_the_factory_cache_serves_the_call(factory):
     assert not op.plan_call(([2],), {"device": "cpu", "dtype": "int8"}).cached  # binding's
     assert not op.plan_call((2,), {"device": "cpu"}).cached  # a bare int: binding's
     assert not op.plan_call(([2],), {}).cached  # device None: not seen yet
+
+
+def test_tensor_factories_parse_a_device_string_once_and_refuse_a_malformed_one_each_time():
+    from oplib_core import _factories
+
+    _factories._PARSED.clear()
+    a = oplib.zeros(2, device="cpu")
+    b = oplib.ones(2, device="cpu")
+    assert a.device == b.device == oplib.device("cpu")
+    assert dict(_factories._PARSED) == {"cpu": oplib.device("cpu")}
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"expected a device string like 'cpu'.*'cpu:x'"):
+            oplib.zeros(2, device="cpu:x")
+    assert "cpu:x" not in _factories._PARSED

@@ -165,7 +165,7 @@ def _kernel_record(entry: OpEntry, fn: Callable[..., Any]) -> tuple[str, str]:
     while True:
         for key, stack in entry.kernels.items():
             for k in stack:
-                if k.fn is f or getattr(k.fn, "fast_entry", None) is f:
+                if any(e is f for e in _entries(k.fn)):
                     return key, k.origin.source
         if isinstance(f, functools.partial):
             f = f.func
@@ -173,6 +173,15 @@ def _kernel_record(entry: OpEntry, fn: Callable[..., Any]) -> tuple[str, str]:
             f = f.__wrapped__
         else:
             return "backend", kernel_source(entry, fn)
+
+
+def _entries(fn: Any) -> Iterator[Any]:
+    """``fn`` and the ``fast_entry`` chain the fast path follows from it."""
+    for _ in range(8):  # (as the fast path's own bound: longer is a cycle or a mistake)
+        yield fn
+        fn = getattr(fn, "fast_entry", None)
+        if fn is None:
+            return
 
 
 def _describe(array: Any) -> str:

@@ -182,6 +182,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         if same
         else frozenset(dmap.native(d) for d in EXTENSION_FLOATS & dmap.supported)
     )
+    # cupy's arrays have no bfloat16/float8 dtypes: its binary kernels never promote
+    no_ext = is_namespace(ns, "cupy")
     f32 = native(_FLOAT32)
     kernels: dict[str, Callable[..., Any]] = {}
 
@@ -242,6 +244,12 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         if numpy_module and isinstance(ufunc, np.ufunc):
             setattr(fn, UFUNC, (ufunc, reverse))
 
+    def plain(k_direct: Callable[..., Any], fn: Callable[..., Any]) -> None:
+        """Let the dispatcher's fast path call the namespace's ``fn`` in place of
+        ``k_direct``, which computes exactly ``fn(*operands)`` (``fast_entry``: one Python
+        frame less per call, about 0.05-0.1 us of a cupy call's cost over cupy's own)."""
+        k_direct.fast_entry = fn  # type: ignore[attr-defined]
+
     # The pointwise kernels, the hot ones, come in two forms: with asarray, and without.
     def unary(name: str, fn: Callable[..., Any], doc: str) -> None:
         def k(self: Any) -> Any:
@@ -253,6 +261,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         chosen = k_direct if direct else k
         chosen.__doc__ = doc
         marked(chosen, fn)
+        if direct:
+            plain(chosen, fn)
         kernel(name)(chosen)
 
     # bfloat16/float8: a set lookup on the hot path, and torch's promotion only for them
@@ -272,6 +282,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         chosen = k_direct if direct else k
         chosen.__doc__ = doc
         marked(chosen, fn if ufunc is None else ufunc)
+        if direct and no_ext:
+            plain(chosen, fn)
         kernel(name)(chosen)
 
     def scalar(
@@ -290,6 +302,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         chosen = k_direct if direct else k
         chosen.__doc__ = doc
         marked(chosen, fn if ufunc is None else ufunc, reverse)
+        if direct and no_ext and not reverse:
+            plain(chosen, fn)
         kernel(name)(chosen)
 
     def power(name: str, doc: str) -> None:
