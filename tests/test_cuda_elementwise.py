@@ -148,6 +148,25 @@ def test_small_calls_go_to_cupys_kernel_without_looking_further() -> None:
     assert calls == [(a, b)]
 
 
+def test_small_calls_skip_a_kernel_whose_fast_entry_is_cupys_function() -> None:
+    """The plugin's fallback is the core's kernel, which offers cupy's function as its
+    ``fast_entry``: small calls call that function, one frame less."""
+    calls = []
+
+    def cupy_multiply(self: Any, other: Any) -> Any:
+        calls.append("function")
+        return self * other
+
+    def kernel(self: Any, other: Any) -> Any:
+        calls.append("kernel")
+        return cupy_multiply(self, other)
+
+    kernel.fast_entry = cupy_multiply  # type: ignore[attr-defined]
+    a = np.arange(3.0)
+    np.testing.assert_array_equal(ew.fast_kernel("mul", kernel)(a, a), a * a)
+    assert calls == ["function"]
+
+
 # -- the generated CUDA source, run on the host ---------------------------------------------
 
 _SHIM = r"""

@@ -176,14 +176,17 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
     # array-api-compat wraps cupy's creation functions and matmul (two Python frames each)
     # only to accept and check the standard's ``device=``, which these kernels never pass:
     # they call cupy's own (issue 30: each call's cost over cupy's).
-    own = xp if xp is not ns and is_namespace(ns, "cupy") else ns
+    cupy_module = is_namespace(ns, "cupy")
+    own = xp if xp is not ns and cupy_module else ns
+    if cupy_module:  # cupy's sum/max/min are Python wrappers of the array's own methods
+        reduce_sum, reduce_max, reduce_min = own.ndarray.sum, own.ndarray.max, own.ndarray.min
     ext = (
         EXTENSION_FLOATS
         if same
         else frozenset(dmap.native(d) for d in EXTENSION_FLOATS & dmap.supported)
     )
     # cupy's arrays have no bfloat16/float8 dtypes: its binary kernels never promote
-    no_ext = is_namespace(ns, "cupy")
+    no_ext = cupy_module
     f32 = native(_FLOAT32)
     kernels: dict[str, Callable[..., Any]] = {}
 
@@ -412,13 +415,15 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         sd = self.dtype
         d = sd if same else ours(sd)
         kind = d.kind
-        axis = _reduce_axes(self.ndim, dim)
+        axis = None if not dim else _reduce_axes(self.ndim, dim)
         if dtype is None:
             if kind in "bi" or (kind == "u" and d.itemsize < 8):
                 dtype = _INT64
             elif sd in ext:  # accumulate in float32 (torch)
                 out = reduce_sum(self, axis=axis, dtype=f32, keepdims=keepdim)
                 return astype(asarray(out), sd)
+            elif direct:  # (the common case, without a no-op asarray)
+                return reduce_sum(self, axis=axis, keepdims=keepdim)
             else:
                 return asarray(reduce_sum(self, axis=axis, keepdims=keepdim))
         nd = dtype if same else native(dtype)
@@ -464,6 +469,9 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             out = own.matmul(astype(self, d, copy=False), astype(other, d, copy=False))
             return astype(asarray(out), d, copy=False)
         return asarray(own.matmul(self, other))
+
+    if direct and no_ext:  # exactly own.matmul: the fast path may call it (cupy)
+        plain(matmul, own.matmul)
 
     # -- shape ops (may return views of self) -------------------------------------------
     @kernel("transpose")

@@ -247,6 +247,8 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
     if name not in OPS or not enabled():
         return fallback
     ndarray: Any = None
+    # what the fast path would call in place of ``fallback`` (cupy's function itself)
+    other_calls: Callable[..., Any] = getattr(fallback, "fast_entry", fallback)
 
     def kernel(self: Any, other: Any) -> Any:
         nonlocal ndarray
@@ -259,7 +261,7 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
                 and qualifies(name, facts(self), facts(other))
             ):
                 return _launch(name, self, other)
-        return fallback(self, other)
+        return other_calls(self, other)
 
     kernel.__name__ = kernel.__qualname__ = getattr(fallback, "__name__", name)
     kernel.__doc__ = fallback.__doc__
