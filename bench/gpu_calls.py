@@ -14,7 +14,9 @@ For each of ``neg``, ``add``, ``mul``, ``sum``, a 1x1 ``matmul`` and ``zeros``, 
 and each one's cost over the array module's, the median of the differences within a round.
 
 Then a cProfile of 20,000 packet calls of each op, the functions by own time: a call that
-leaves the fast path shows there (``_call_slow``, ``plan_call``).
+leaves the fast path shows there (``_call_slow``, ``plan_call``); and one of 20 runs of
+bench/gpu.py's autograd chain (50 x ``mul``, ``tanh`` on 1M float32, forward and
+backward).
 
     python bench/gpu_calls.py [--json PATH] [--cpu]
 
@@ -88,7 +90,15 @@ def _interleaved(stmts: dict[str, str], env: dict[str, Any], sync: Callable[[], 
     return {"ns": {k: round(statistics.median(v)) for k, v in rounds.items()}, "over": over}
 
 
-def _profile(stmt: str, env: dict[str, Any], sync: Callable[[], None], n: int = 20000) -> str:
+def _chain(y: Any) -> Any:
+    for _ in range(50):
+        y = (y * 0.99).tanh()
+    return y
+
+
+def _profile(
+    stmt: str, env: dict[str, Any], sync: Callable[[], None], n: int = 20000, rows: int = 14
+) -> str:
     code = compile(f"for _ in range({n}):\n    {stmt}\n", "<profiled>", "exec")
     prof = cProfile.Profile()
     prof.enable()
@@ -96,7 +106,7 @@ def _profile(stmt: str, env: dict[str, Any], sync: Callable[[], None], n: int = 
     sync()
     prof.disable()
     out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(14)
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(rows)
     lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
     return "\n".join(lines[2:])
 
@@ -173,6 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     report["served"]["zeros"] = {repr(k): _name(v[0]) for k, v in served.items()}
     report["ns"]["zeros"], report["over"]["zeros"] = _interleaved(zeros, env, sync).values()
     report["profiles"]["zeros"] = _profile(zeros["packet"], env, sync)
+
+    # the autograd chain of bench/gpu.py, profiled: where a node's time goes
+    data = xp.linspace(-2, 2, 1 << 20, dtype=xp.float32)
+    env["cx"] = oplib.tensor(data, requires_grad=True)
+    env["chain"] = _chain
+    exec("chain(cx).sum().backward()", env)  # compiles the fused kernels
+    report["profiles"]["autograd chain, 50 x (mul, tanh) on 1M float32, fwd+bwd"] = _profile(
+        "chain(cx).sum().backward()", env, sync, n=20, rows=30
+    )
 
     print(f"ns per call on {device}, 1-element float32 (median of {ROUNDS} rounds of {NUMBER})")
     cols = ["array module", "core kernel", "served", "overload", "packet", "Tensor"]

@@ -655,6 +655,39 @@ def test_the_compiler_table_forgets_a_backend_that_goes(cxx: str, tmp_path: Path
     assert _fusion.COMPILERS[HostArray] == (_fusion.Builder(None, cpu), None)
 
 
+@pytest.mark.parametrize("devices", [1, 2])
+def test_fused_nodes_check_devices_only_on_a_backend_with_several(
+    cxx: str, tmp_path: Path, devices: int
+) -> None:
+    """As the dispatcher's fast path: with one device every array is on it, so a fused node
+    reads no array's device (no ``device_of`` in the compiler table); with several it
+    checks that the gradient and the saved arrays are on one (else the formula runs, op
+    by op)."""
+    compiler = HostCompiler(cxx, tmp_path, lambda a: a.view(HostArray))
+
+    def device_of(a: Any) -> int:
+        return 0
+
+    undo = _register_host(
+        compiler,
+        device_count=lambda: devices,
+        device_of=device_of,
+        to_host=lambda a: np.array(a.view(np.ndarray)),
+        from_host=lambda a, d: np.array(a).view(HostArray),
+    )
+    try:
+        build, check = _fusion.COMPILERS[HostArray]
+        assert build == _fusion.Builder(compiler)
+        assert check is (device_of if devices > 1 else None)
+        fusion = FORMULAS["tanh"][1].fusion
+        before = fusion.fused
+        x = _leaf(np.linspace(-2, 2, 6, dtype=np.float32), True)
+        _chain(x, 3).sum().backward()
+        assert fusion.fused - before == 3
+    finally:
+        undo()
+
+
 # -- the cuda plugin's compiler and its switch ------------------------------------------------
 
 

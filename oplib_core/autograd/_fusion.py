@@ -385,16 +385,21 @@ class _Compilers(dict[type, Any]):
     """Array class -> ``(build, device_of)`` of its backend, ``build(graph, name)`` making
     the function that computes a traced formula (C through ``elementwise_kernel``, or a
     program of ``direct_kernels``), or None when the backend has neither (cleared whenever
-    a backend comes or goes)."""
+    a backend comes or goes); ``device_of`` is None for a backend with one device."""
 
     def __missing__(self, cls: type) -> Any:
         backend = TABLE.for_type(cls)
         spec = None if backend is None else backend.spec
         found = None
+        # arrays on one device need no check per node: only a backend with several has one
+        # (as the dispatcher's fast path decides, once per array class)
+        device_of = None
+        if backend is not None and spec is not None and spec.device_of is not None:
+            device_of = spec.device_of if backend.device_count() > 1 else None
         if spec is not None and spec.elementwise_kernel is not None:
-            found = (Builder(spec.elementwise_kernel), spec.device_of)
+            found = (Builder(spec.elementwise_kernel), device_of)
         elif spec is not None and spec.direct_kernels:
-            found = (Builder(None, backend), spec.device_of)
+            found = (Builder(None, backend), device_of)
         self[cls] = found
         return found
 
