@@ -656,8 +656,28 @@ def test_keeps_marks_a_setup_that_saves_one_output_or_input() -> None:
         ctx.save_for_backward(output)
 
     assert getattr(setup, KEEPS) == "output"
-    with pytest.raises(ValueError, match=r"keeps\(\): 'output' or 'input', got 'both'"):
+    with pytest.raises(ValueError, match=r"keeps\(\): 'output', 'input' or 'scalar', got 'both'"):
         keeps("both")
+
+
+def test_a_scalar_op_keeps_its_scalar_without_calling_its_setup() -> None:
+    """``t * s``: the Autograd kernel keeps ``s`` as ``ctx.scalar`` itself (the setup marked
+    ``keeps("scalar")``), and the gradient reads it."""
+    from oplib_core.autograd._formulas import FORMULAS
+    from oplib_core.autograd._registration import KEEPS
+
+    setup = FORMULAS["mul.Scalar"][0]
+    assert getattr(setup, KEEPS) == "scalar"
+    x = oplib.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = x * 0.25
+    assert y.grad_fn.scalar == 0.25
+    assert "scalar" in vars(y.grad_fn)
+    (y / 4.0).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0625, 0.0625])
+    # called with its default-free arguments through the general kernel too (keywords)
+    z = oplib.ops.oplib.mul.Scalar(x, other=3.0)
+    assert z.grad_fn.scalar == 3.0
 
 
 # -- what the Scalar ops save, and gradients at special values, as torch -----------------------

@@ -777,6 +777,9 @@ class Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::add")(self, other)
             return out
+        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+            out = _op("oplib::add.Scalar")(self, other)
+            return out
         return _binary("add", self, other)
 
     def __radd__(self, other: Any) -> Tensor:
@@ -785,6 +788,9 @@ class Tensor:
     def __sub__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::sub")(self, other)
+            return out
+        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+            out = _op("oplib::sub.Scalar")(self, other)
             return out
         return _binary("sub", self, other)
 
@@ -795,6 +801,9 @@ class Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::mul")(self, other)
             return out
+        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+            out = _op("oplib::mul.Scalar")(self, other)
+            return out
         return _binary("mul", self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
@@ -803,6 +812,9 @@ class Tensor:
     def __truediv__(self, other: Any) -> Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::div")(self, other)
+            return out
+        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+            out = _op("oplib::div.Scalar")(self, other)
             return out
         return _binary("div", self, other)
 

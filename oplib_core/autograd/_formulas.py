@@ -232,6 +232,7 @@ def _minmax(pick: str) -> Callable[[Any, Tensor], Any]:
 
 
 # -- with a Scalar --------------------------------------------------------------------------
+@keeps("scalar")
 def _save_scalar(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.scalar = inputs[1]
 

@@ -318,16 +318,18 @@ class FunctionCtx(Node):
 
 
 #: The attribute of a ``setup_context`` that does nothing but
-#: ``ctx.save_for_backward(output)`` (``"output"``) or ``(inputs[0])`` (``"input"``): the
-#: one-Tensor Autograd kernel saves it itself (see :func:`keeps`).
+#: ``ctx.save_for_backward(output)`` (``"output"``), ``(inputs[0])`` (``"input"``), or
+#: ``ctx.scalar = inputs[1]`` (``"scalar"``): the Autograd kernel of one Tensor in does it
+#: itself, without the call (see :func:`keeps`).
 KEEPS = "__oplib_keeps__"
 
 
 def keeps(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Mark a ``setup_context`` as one that saves the op's output (``"output"``) or its
-    first input (``"input"``) and nothing else."""
-    if what not in ("output", "input"):
-        raise ValueError(f"keeps(): 'output' or 'input', got {what!r}")
+    """Mark a ``setup_context`` as one that saves the op's output (``"output"``), its
+    first input (``"input"``), or keeps its second argument as ``ctx.scalar``
+    (``"scalar"``), and nothing else."""
+    if what not in ("output", "input", "scalar"):
+        raise ValueError(f"keeps(): 'output', 'input' or 'scalar', got {what!r}")
 
     def mark(setup: Callable[..., Any]) -> Callable[..., Any]:
         setattr(setup, KEEPS, what)
@@ -506,7 +508,7 @@ class Formula:
             out._rg = True
             out.grad_fn = ctx
             keeps = self.keeps
-            if keeps is not None:  # the setup's one save_for_backward, without the calls
+            if keeps is not None and keeps != "scalar":  # the setup's one save, no calls
                 if keeps == "output":
                     ctx._keep_output(out)
                 else:
@@ -566,6 +568,9 @@ class Formula:
         if differentiable:
             out._rg = True
             out.grad_fn = ctx
+        if self.keeps == "scalar" and len(args) > 1:  # the setup, without the call
+            ctx.scalar = args[1]
+            return out
         setup = self.setup
         if setup is not None:
             setup(ctx, args, out)
