@@ -21,7 +21,8 @@ backward).
     python bench/gpu_calls.py [--json PATH] [--cpu]
 
 ``--cpu`` runs the same on numpy arrays and the cpu backend (to try the script without a
-GPU). Without cupy or a CUDA device (and without ``--cpu``) it prints "no GPU: skipped".
+GPU). Without cupy or a CUDA device (and without ``--cpu``) it prints "no GPU: skipped"
+(``--json`` then writes ``{"skipped": ...}``) and exits 0.
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             if xp.cuda.runtime.getDeviceCount() < 1:
                 raise RuntimeError("no CUDA device")
         except Exception as e:
-            print(f"no GPU: skipped ({type(e).__name__}: {e})")
+            why = f"no GPU: skipped ({type(e).__name__}: {e})"
+            print(why)
+            if args.json:
+                args.json.write_text(json.dumps({"skipped": why}) + "\n")
             return 0
         device = "cuda"
 

@@ -589,6 +589,7 @@ def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     assert proc.returncode == 0, text + proc.stderr
     assert text.startswith("oplib GPU check: pass (") and "cpu mode" in text
     assert sorted(p.name for p in results.iterdir()) == [
+        "calls.json",
         "check.json",
         "report.json",
         "report.txt",
@@ -596,7 +597,8 @@ def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     ]
     data = json.loads((results / "report.json").read_text())
     steps = {s["step"]: s for s in data["steps"]}
-    assert list(steps) == ["install", "cuda", "check", "bench", "suite"]
+    assert list(steps) == ["install", "cuda", "check", "bench", "calls", "suite"]
+    assert json.loads((results / "calls.json").read_text())["skipped"].startswith("no GPU: ")
     assert all(s["result"] == "pass" for s in steps.values())
     assert "oplib-core-0.1.0" in steps["install"]["note"]
     # the device hidden: the cuda tests ran and skipped, the bench said so
