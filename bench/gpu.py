@@ -224,7 +224,8 @@ def per_call(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, fl
     return out
 
 
-def _chain(y: Any) -> Any:
+def mul_tanh_chain(y: Any) -> Any:
+    """The autograd section's chain: 50 x (``mul`` by 0.99, ``tanh``)."""
     for _ in range(50):
         y = (y * 0.99).tanh()
     return y
@@ -241,7 +242,7 @@ def chain_fwd_bwd(rig: Rig, sizes: Sizes) -> float:
     """The chain's forward + backward alone, seconds (``--chain-only``)."""
     data = rig.xp.linspace(-2, 2, sizes.chain_n, dtype=rig.xp.float32)
     x = oplib.tensor(data, requires_grad=True)
-    return timed(lambda: _chain(x).sum().backward(), rig.sync, 3, sizes.chain_repeats)
+    return timed(lambda: mul_tanh_chain(x).sum().backward(), rig.sync, 3, sizes.chain_repeats)
 
 
 def unfused_fwd_bwd(sizes: Sizes) -> float:
@@ -266,7 +267,7 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
     plain = oplib.tensor(data)
 
     def fwd_bwd() -> None:
-        _chain(x).sum().backward()
+        mul_tanh_chain(x).sum().backward()
 
     def cupy_fwd() -> object:
         y = data
@@ -276,7 +277,7 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
 
     ms = {
         "oplib fwd+bwd": timed(fwd_bwd, rig.sync, reps, repeats),
-        "oplib fwd": timed(lambda: _chain(plain), rig.sync, reps, repeats),
+        "oplib fwd": timed(lambda: mul_tanh_chain(plain), rig.sync, reps, repeats),
         "cupy fwd": timed(cupy_fwd, rig.sync, reps, repeats),
     }
     if fused(data):  # else the figure above is already the unfused one
@@ -287,11 +288,11 @@ def autograd(rig: Rig, sizes: Sizes) -> tuple[dict[str, float], dict[str, float 
         tx = torch.linspace(-2, 2, n, device="cuda", requires_grad=True)
 
         def torch_fwd_bwd() -> None:
-            _chain(tx).sum().backward()
+            mul_tanh_chain(tx).sum().backward()
 
         def torch_fwd() -> object:
             with torch.no_grad():
-                return _chain(tx)
+                return mul_tanh_chain(tx)
 
         ms["torch fwd+bwd"] = timed(torch_fwd_bwd, rig.sync, reps, repeats)
         ms["torch fwd"] = timed(torch_fwd, rig.sync, reps, repeats)

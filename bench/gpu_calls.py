@@ -33,12 +33,12 @@ import io
 import json
 import os
 import pstats
-import statistics
 import sys
-import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gpu import Sizes, interleaved_us, mul_tanh_chain
 
 import oplib_core as oplib
 from oplib_core.kernels import array_kernels
@@ -72,29 +72,15 @@ def _name(fn: Any) -> str:
 
 
 def _interleaved(stmts: dict[str, str], env: dict[str, Any], sync: Callable[[], None]) -> dict:
-    timers = {k: timeit.Timer(s, globals=env) for k, s in stmts.items()}
-    for t in timers.values():
-        t.timeit(200)
-    sync()
-    rounds: dict[str, list[float]] = {k: [] for k in timers}
-    for _ in range(ROUNDS):
-        for k, t in timers.items():
-            sync()
-            rounds[k].append(t.timeit(NUMBER) / NUMBER * 1e9)
-    sync()
-    # over the first statement: the median of the differences within a round (drift cancels)
-    first = next(iter(rounds))
-    over = {
-        k: round(statistics.median(t - f for t, f in zip(v, rounds[first], strict=True)))
-        for k, v in rounds.items()
+    """ns per call of each statement and over the first one, by bench/gpu.py's
+    ``interleaved_us`` (rounds over all of them; over: the median of within-round
+    differences)."""
+    us = interleaved_us(stmts, env, sync, Sizes(number=NUMBER, repeats=ROUNDS))
+    first = next(iter(stmts))
+    return {
+        "ns": {k: round(us[k] * 1e3) for k in stmts},
+        "over": {k: 0 if k == first else round(us[f"{k} over {first}"] * 1e3) for k in stmts},
     }
-    return {"ns": {k: round(statistics.median(v)) for k, v in rounds.items()}, "over": over}
-
-
-def _chain(y: Any) -> Any:
-    for _ in range(50):
-        y = (y * 0.99).tanh()
-    return y
 
 
 def _profile(
@@ -191,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     # the autograd chain of bench/gpu.py, profiled: where a node's time goes
     data = xp.linspace(-2, 2, 1 << 20, dtype=xp.float32)
     env["cx"] = oplib.tensor(data, requires_grad=True)
-    env["chain"] = _chain
+    env["chain"] = mul_tanh_chain
     exec("chain(cx).sum().backward()", env)  # compiles the fused kernels
     report["profiles"]["autograd chain, 50 x (mul, tanh) on 1M float32, fwd+bwd"] = _profile(
         "chain(cx).sum().backward()", env, sync, n=20, rows=30
