@@ -4,6 +4,7 @@ kernels serve them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -50,21 +51,16 @@ def _size(size: tuple[Any, ...]) -> list[Any]:
     return list(size)
 
 
-#: device strings as parsed (a Device is immutable; parsing cost about 0.7 us a call)
-_PARSED: dict[str, Device] = {}
+#: A device string as parsed: a Device is immutable, and parsing cost about 0.7 us a call
+#: (lru_cache remembers no call that raised: a malformed string raises every time).
+_parse = functools.lru_cache(maxsize=64)(to_device)
 
 
 def _device(device: Any) -> Device | None:
     if device is None or type(device) is Device:  # (what device() gives for them)
         return device
     if type(device) is str:
-        parsed = _PARSED.get(device)
-        if parsed is None:
-            parsed = to_device(device)  # (raises for a malformed one: never remembered)
-            if len(_PARSED) >= 64:
-                _PARSED.clear()
-            _PARSED[device] = parsed
-        return parsed
+        return _parse(device)
     return to_device(device)
 
 

@@ -777,7 +777,7 @@ class Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::add")(self, other)
             return out
-        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+        if type(other) in _PYTHON_SCALARS:  # a Python number: the .Scalar overload, at once
             out = _op("oplib::add.Scalar")(self, other)
             return out
         return _binary("add", self, other)
@@ -789,7 +789,7 @@ class Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::sub")(self, other)
             return out
-        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+        if type(other) in _PYTHON_SCALARS:  # a Python number: the .Scalar overload, at once
             out = _op("oplib::sub.Scalar")(self, other)
             return out
         return _binary("sub", self, other)
@@ -801,7 +801,7 @@ class Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::mul")(self, other)
             return out
-        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+        if type(other) in _PYTHON_SCALARS:  # a Python number: the .Scalar overload, at once
             out = _op("oplib::mul.Scalar")(self, other)
             return out
         return _binary("mul", self, other)
@@ -813,7 +813,7 @@ class Tensor:
         if type(other) is Tensor:  # what backward formulas do: no scalar checks
             out: Tensor = _op("oplib::div")(self, other)
             return out
-        if type(other) in _PYTHON_SCALARS:  # ``t * 0.99``: no other check
+        if type(other) in _PYTHON_SCALARS:  # a Python number: the .Scalar overload, at once
             out = _op("oplib::div.Scalar")(self, other)
             return out
         return _binary("div", self, other)

@@ -387,6 +387,7 @@ class Formula:
         "input_kinds",
         "input_names",
         "keeps",
+        "keeps_scalar",
         "kw_defaults",
         "kw_form",
         "location",
@@ -414,8 +415,11 @@ class Formula:
         self.qualname = op.name()
         self.backward = backward
         self.setup = setup_context
-        # what the setup saves when it says so (keeps()): run without calling it
-        self.keeps = getattr(setup_context, KEEPS, None)
+        # what the setup does when it says so (keeps()), done without calling it: the one
+        # Tensor it saves ("output" or "input", for one Tensor in), or ctx.scalar
+        kept = getattr(setup_context, KEEPS, None)
+        self.keeps = kept if kept != "scalar" else None
+        self.keeps_scalar = kept == "scalar"
         self.location = _location_of(backward) or repr(backward)
         self.input_names = tuple(a.name for a in schema.positional)
         self.input_kinds = tuple(_kind(a.type) for a in schema.positional)
@@ -508,7 +512,7 @@ class Formula:
             out._rg = True
             out.grad_fn = ctx
             keeps = self.keeps
-            if keeps is not None and keeps != "scalar":  # the setup's one save, no calls
+            if keeps is not None:  # the setup's one save_for_backward, without the calls
                 if keeps == "output":
                     ctx._keep_output(out)
                 else:
@@ -568,7 +572,7 @@ class Formula:
         if differentiable:
             out._rg = True
             out.grad_fn = ctx
-        if self.keeps == "scalar" and len(args) > 1:  # the setup, without the call
+        if self.keeps_scalar and len(args) > 1:  # the setup, without the call
             ctx.scalar = args[1]
             return out
         setup = self.setup
