@@ -167,3 +167,65 @@ def test_saved_output_stays_with_retain_graph_and_a_second_backward_works():
     assert ref() is None
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward()
+
+
+# -- the Autograd kernel of a core op calls the kernel below itself ------------------------------
+def test_a_recorded_view_stays_a_view_once_its_no_grad_call_is_cached():
+    """A view op's result needs wrapping as a view: the Autograd kernel never calls its
+    cached kernel directly (a write through the view must reach the base's history)."""
+    data = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    for _ in range(2):  # fills the fast path's caches for select, mul.Scalar, mul_
+        plain = oplib.tensor(np.asarray(data)) * 1
+        plain[:, 0].mul_(oplib.tensor(np.asarray([2.0, 3.0])))
+    x = oplib.tensor(np.asarray(data), requires_grad=True)
+    w = oplib.tensor(np.asarray([2.0, 3.0]), requires_grad=True)
+    y = x * 1
+    y[:, 0].mul_(w)
+    (y * y).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [[8.0, 4.0, 6.0], [72.0, 10.0, 12.0]])
+
+
+@pytest.mark.fastpath
+def test_a_core_ops_kernel_failing_below_autograd_is_named_as_on_the_plain_path():
+    """Once cached, the Autograd kernel calls the kernel below itself: an error raised
+    there carries the same note, naming the kernel, as on the plain fast path."""
+
+    def picky(x):
+        if (x < 0).any():
+            raise ValueError("tanh kernel takes no negatives")
+        return np.tanh(x)
+
+    good, bad = np.asarray([0.5, 1.5]), np.asarray([-0.5, 1.5])
+    op = oplib.ops.oplib.tanh.default
+    with oplib.library._scoped_library("oplib", "IMPL") as lib:
+        lib.impl("tanh", picky, "CPU", allow_override=True)
+        for _ in range(2):  # the Tensor cache, then the Autograd cache
+            oplib.tensor(good).tanh()
+            oplib.tensor(good, requires_grad=True).tanh()
+        assert op.tensor_kernels[np.ndarray] is picky  # what the Autograd kernel calls
+        y = oplib.tensor(good, requires_grad=True).tanh()
+        assert y.grad_fn is not None
+        notes = []
+        for grad in (False, True):
+            with pytest.raises(ValueError, match=r"^tanh kernel takes no negatives") as info:
+                oplib.tensor(bad, requires_grad=grad).tanh()
+            notes.append(info.value.__notes__)
+    assert notes[0] == notes[1]
+    assert "raised by the cpu kernel of oplib::tanh (" in notes[1][0]
+    np.testing.assert_allclose(oplib.tensor(bad).tanh().numpy(), np.tanh(bad))  # undone
+
+
+def test_a_core_op_under_a_mode_records_and_the_mode_sees_the_call_below():
+    """With a mode active the Autograd kernel leaves the cached kernel alone: the call
+    below autograd goes through the mode, as on the first call."""
+    x = oplib.tensor(np.asarray([0.5, 1.5]), requires_grad=True)
+    for _ in range(2):
+        (x * 2.0).tanh()
+    with _Log() as log:
+        y = (x * 2.0).tanh()
+    assert log.names == ["oplib::mul.Scalar", "oplib::tanh"]
+    assert y.grad_fn is not None
+    y.sum().backward()
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 / np.cosh(2.0 * np.asarray([0.5, 1.5])) ** 2)

@@ -8,7 +8,7 @@ caches for next time. ``explain()`` reports the same plan without running it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._grad_mode import STATE as GRAD
@@ -184,6 +184,7 @@ class OpOverload(FastCall):
         "_tails",
         "call_below_autograd",
         "overloadpacket",
+        "tensor_kernels",
     )
 
     #: ``call_below_autograd(args)``: the op on ``args`` (positional arguments only, grad
@@ -193,6 +194,15 @@ class OpOverload(FastCall):
     #: path (a mode is active, an argument is not a Tensor, arrays of different classes,
     #: nothing cached yet, or ``OPLIB_DISPATCH_SLOW=1``); then call the op itself.
     call_below_autograd: Callable[[tuple[Any, ...]], Any]
+    #: ``tensor_kernels[type(array)]``, for an op whose one Tensor argument comes first and
+    #: that returns one plain Tensor (no alias: a view's result needs wrapping): the kernel
+    #: the fast path serves its calls on Tensors of that array class that record no
+    #: autograd, taking the native array and the other arguments, all positional (defaults
+    #: in), its result to be wrapped. Filled as calls are met, cleared with the fast path's
+    #: answers; always empty for other ops and with the fast path off. An Autograd kernel
+    #: of one Tensor reads it to run the call below itself without a second dispatch (what
+    #: ``call_below_autograd`` does, less its checks); no mode may be active then.
+    tensor_kernels: Mapping[type, Callable[..., Any]]
 
     def __init__(self, entry: OpEntry) -> None:
         self._entry = entry
@@ -216,6 +226,8 @@ class OpOverload(FastCall):
         self._by_type = cache.by_type
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
+        served = not SLOW and sig.npos >= 0 and sig.single_plain_return and sig.key_pos == (0,)
+        self.tensor_kernels = cache.tensor if served else {}
         self._factory = factory_entry(sig, cache)
         if self._factory is not None:
             _as_factory(self)
@@ -471,6 +483,12 @@ class OpOverload(FastCall):
         """The backend kernel the fast path holds for calls on Tensors of ``cls`` arrays
         that record no gradient, or None (no such call yet, or the fast path is off)."""
         return self._opcache.tensor.get(cls)
+
+    def kernel_failed(self, exc: Exception, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """After kernel ``fn`` (``tensor_kernel``'s or ``tensor_kernels``') raised ``exc`` on
+        the native ``args``, inside the ``except`` block before a bare ``raise``: what the
+        fast path does then (the dtype's error, or a note naming the kernel that raised)."""
+        kernel_failed(exc, self._entry, fn, args)
 
     # -- planning -----------------------------------------------------------------------------
     def plan_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Plan:

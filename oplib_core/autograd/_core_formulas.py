@@ -34,7 +34,7 @@ def autograd_kernel(entry: OpEntry, name: str) -> tuple[Callable[..., Any], Call
     formula = _FORMULAS.get(name)
     if formula is not None:
         setup_context, backward = formula
-        return formula_kernel(entry.overload, backward, setup_context), backward
+        return formula_kernel(entry.overload, backward, setup_context, built_in=True), backward
     form = FORMS.get(name)
     if form is not None:
         fn = inplace_kernel(entry.qualname, form)

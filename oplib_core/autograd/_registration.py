@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._dispatch import MISS, OpOverload
+from .._dispatch import ACTIVE, MISS, OpOverload
 from .._dtypes import EXTENSION_FLOATS
 from .._grad_mode import STATE as GRAD
 from .._registry.entry import _location_of, origin_of
@@ -37,6 +37,7 @@ from ._engine import _FREED, Node, edge_of
 __all__ = ["FunctionCtx", "register_autograd"]
 
 _new = object.__new__
+_make_tensor = Tensor._wrap
 
 
 class _SavedOutput:
@@ -99,6 +100,7 @@ class FunctionCtx(Node):
         "_npassed",
         "_saved",
         "_versions",
+        "scalar",  # (what a keeps("scalar") setup sets: a slot, not a dict per node)
     )
 
     _formula: Formula
@@ -382,6 +384,8 @@ class Formula:
     __slots__ = (
         "all_tensors",
         "backward",
+        "below",
+        "built_in",
         "call",
         "first_only",
         "input_kinds",
@@ -409,9 +413,17 @@ class Formula:
         op: OpOverload,
         backward: Callable[..., Any],
         setup_context: Callable[..., Any] | None,
+        built_in: bool = False,
     ) -> None:
         schema = op.schema
         self.call = op
+        # the kernels below (OpOverload.tensor_kernels), which a core op's Autograd kernel
+        # of one Tensor calls itself; a custom op's runs them through call_below_autograd
+        # with grad mode off (torch.library.custom_op's forward runs under no_grad), a core
+        # op's with grad mode as it is, as torch's built-in ops' kernels do (its autograd
+        # kernel excludes the autograd keys below it, leaving GradMode alone)
+        self.built_in = built_in
+        self.below = op.tensor_kernels
         self.qualname = op.name()
         self.backward = backward
         self.setup = setup_context
@@ -473,18 +485,34 @@ class Formula:
         ctx._outs = None
         return ctx
 
+    def _call_below(self, args: tuple[Any, ...]) -> Any:
+        """The op on ``args`` below its Autograd kernel, with grad mode off: the kernel the
+        fast path holds (``call_below_autograd``), else the full call (which grad mode off
+        sends past this kernel)."""
+        GRAD.enabled = False
+        try:
+            out = self.call.call_below_autograd(args)
+            if out is MISS:
+                out = self.call(*args)
+        finally:
+            GRAD.enabled = True
+        return out
+
     def kernel_unary(self, a: Any) -> Any:
         """``kernel`` for ops taking one Tensor and nothing else and returning one Tensor:
         the same steps, without packing arguments or re-checking the call's shape."""
         if type(a) is not Tensor:
             return self.kernel(a)
-        GRAD.enabled = False  # (the kernel below sees grad mode off, as torch's)
-        try:
-            out = self.call.call_below_autograd((a,))
-            if out is MISS:
-                out = self.call(a)
-        finally:
-            GRAD.enabled = True
+        data = a._data
+        fn = None if ACTIVE[0] or not self.built_in else self.below.get(type(data))
+        if fn is None:
+            out = self._call_below((a,))
+        else:
+            try:
+                out = _make_tensor(fn(data))
+            except Exception as e:
+                self.call.kernel_failed(e, fn, (data,))
+                raise
         data = out._data
         ctx = _new(FunctionCtx)  # _new_ctx(1), inlined
         ctx._formula = self
@@ -531,38 +559,44 @@ class Formula:
                 self.setup(ctx, (a,), out)
         return out
 
-    def kernel_first(self, *args: Any, **kwargs: Any) -> Any:
+    def kernel_first(self, a: Any = MISS, /, *others: Any, **kwargs: Any) -> Any:
         """``kernel`` for ops whose one Tensor input comes first and that return one Tensor
-        (see ``first_only``): the edges without a loop over the inputs."""
-        a = args[0] if args else None
-        if kwargs or type(a) is not Tensor or len(args) > self.n_inputs:
+        (see ``first_only``): the edges without a loop over the inputs. (The Tensor apart
+        from the rest: the fast path calls ``kernel_first(t, 0.99)``, and a tuple of every
+        argument is only made for a setup to read.)"""
+        n = self.n_inputs
+        if kwargs or type(a) is not Tensor or len(others) >= n:
+            args = others if a is MISS else (a, *others)
             return self.kernel(*args, **kwargs)
-        GRAD.enabled = False
-        try:
-            out = self.call.call_below_autograd(args)
-            if out is MISS:
-                out = self.call(*args)
-        finally:
-            GRAD.enabled = True
+        data = a._data
+        fn = None if ACTIVE[0] or not self.built_in else self.below.get(type(data))
+        if fn is None or len(others) != n - 1:
+            out = self._call_below((a, *others))
+        else:
+            try:
+                out = _make_tensor(fn(data, *others))
+            except Exception as e:
+                self.call.kernel_failed(e, fn, (data, *others))
+                raise
         ctx = _new(FunctionCtx)  # _new_ctx(1), inlined
         ctx._formula = self
         ctx._saved = ()
         ctx._nondiff = None
         ctx._materialize = True
-        ctx._npassed = self.n_inputs
+        ctx._npassed = n
         ctx._nout = 1
         ctx._outs = None
-        rest = self.rest if len(args) == self.n_inputs else self.rest[: len(args) - 1]
+        rest = self.rest if len(others) == n - 1 else self.rest[: len(others)]
         if a._rg:
-            fn = a.grad_fn
-            if fn is None:
+            node = a.grad_fn
+            if node is None:
                 ctx._edges = ((a, 0), *rest)
             else:
-                ctx._edges = ((fn, 0 if fn._nout == 1 else a._out_nr), *rest)
+                ctx._edges = ((node, 0 if node._nout == 1 else a._out_nr), *rest)
         else:
             ctx._edges = (None, *rest)
         if self.tail_defaults:
-            ctx._npassed = self._passed(args)
+            ctx._npassed = self._passed((a, *others))
         data = out._data
         dtype = data.dtype
         differentiable = _DIFFERENTIABLE.get(dtype)
@@ -572,12 +606,12 @@ class Formula:
         if differentiable:
             out._rg = True
             out.grad_fn = ctx
-        if self.keeps_scalar and len(args) > 1:  # the setup, without the call
-            ctx.scalar = args[1]
+        if self.keeps_scalar and others:  # the setup, without the call
+            ctx.scalar = others[0]
             return out
         setup = self.setup
         if setup is not None:
-            setup(ctx, args, out)
+            setup(ctx, (a, *others), out)
             if differentiable and ctx._nondiff:
                 out._rg = False
                 out.grad_fn = None
@@ -877,9 +911,11 @@ def formula_kernel(
     overload: OpOverload,
     backward: Callable[..., Any],
     setup_context: Callable[..., Any] | None,
+    built_in: bool = False,
 ) -> Callable[..., Any]:
     """The Autograd kernel of ``overload`` running ``backward`` (and ``setup_context``),
-    after checking that they fit its schema."""
+    after checking that they fit its schema; ``built_in`` for the core's formulas (see
+    ``Formula.built_in``)."""
     schema = overload.schema
     qualname = overload.name()
     if any(_kind(a.type) != _OTHER for a in schema.kwarg_only):
@@ -906,7 +942,7 @@ def formula_kernel(
                 "accept them: def setup_context(ctx, inputs, keyword_only_inputs, output). "
                 f"Got setup_context with parameters {params}"
             )
-    formula = Formula(overload, backward, setup_context)
+    formula = Formula(overload, backward, setup_context, built_in)
     if formula.unary_simple and not formula.kw_form and len(schema.arguments) == 1:
         return formula.kernel_unary
     return formula.kernel_first if formula.first_only else formula.kernel
