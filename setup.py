@@ -1,5 +1,6 @@
 """oplib-core's build: the version every oplib distribution takes from the git tag, and the
-one compiled piece, the native fast call (oplib_core/_native/_cfastcall.c).
+two compiled pieces, the native fast call (oplib_core/_native/_cfastcall.c) and the
+dispatcher's cached call (oplib_core/_dispatch/_ccall.c).
 
 The version (``oplib_version``): ``git describe`` of the checkout, as setuptools-scm's
 default scheme reads it. A clean checkout of tag ``vX.Y.Z`` is ``X.Y.Z``; N commits later
@@ -11,11 +12,12 @@ reads, so that the module and the installed metadata agree. The plugins' setup.p
 this file (not as ``__main__``) for ``oplib_version`` and ``compatible_core``: every
 distribution in a checkout has one version, and needs the oplib-core of its minor series.
 
-The fast call is optional: where no C compiler is found the build warns and goes on, and
-oplib runs the same calls through generated Python (docs/native-kernels.md, "What a call
-costs"); ``OPLIB_NO_EXTENSION=1`` leaves it out on purpose (the pure-Python
-``py3-none-any`` wheel for platforms without a compiled one). It uses only the limited API
-of Python 3.10, so one ``abi3`` wheel per platform serves every Python from 3.10 on.
+Both are optional: where no C compiler is found the build warns and goes on, and oplib
+runs the same calls through generated Python (docs/native-kernels.md, "What a call costs")
+and the dispatcher's Python ``FastCall.__call__``; ``OPLIB_NO_EXTENSION=1`` leaves them out
+on purpose (the pure-Python ``py3-none-any`` wheel for platforms without a compiled one).
+They use only the limited API of Python 3.10, so one ``abi3`` wheel per platform serves
+every Python from 3.10 on.
 """
 
 from __future__ import annotations
@@ -116,6 +118,8 @@ def _extensions() -> list[Any]:
     if os.environ.get("OPLIB_NO_EXTENSION", "0") == "1":
         return []
     limited = "0x{:02X}{:02X}0000".format(*LIMITED_API)
+    # _Alignas: MSVC compiles C11 only when asked
+    c11 = ["/std:c11"] if sys.platform == "win32" else []
     return [
         Extension(
             "oplib_core._native._cfastcall",
@@ -123,10 +127,17 @@ def _extensions() -> list[Any]:
             include_dirs=["oplib_core/include"],
             define_macros=[("Py_LIMITED_API", limited)],
             py_limited_api=True,
-            # _Alignas: MSVC compiles C11 only when asked
-            extra_compile_args=["/std:c11"] if sys.platform == "win32" else [],
+            extra_compile_args=c11,
             optional=True,
-        )
+        ),
+        Extension(
+            "oplib_core._dispatch._ccall",
+            sources=["oplib_core/_dispatch/_ccall.c"],
+            define_macros=[("Py_LIMITED_API", limited)],
+            py_limited_api=True,
+            extra_compile_args=c11,
+            optional=True,
+        ),
     ]
 
 

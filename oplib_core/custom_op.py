@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
 
-from ._dispatch import FAST_FIELDS, FastCall, OpOverload
+from ._dispatch import FastCall, OpOverload
 from ._infer_schema import infer_schema
 from ._registry.handle import Handle
 from ._registry.registry import FAKE, REGISTRY, op_named
@@ -88,7 +88,7 @@ class CustomOpDef(FastCall):
     ``register_autograd``. Its registrations live as long as this object's Library."""
 
     # Calls take the op's own fast path (same plan and cache), with no extra call layer.
-    __slots__ = ("__dict__", "__weakref__", *FAST_FIELDS)
+    __slots__ = ("__dict__", "__weakref__")  # (FastCall holds the fast path's fields)
 
     def __init__(
         self,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatch import (
     ACTIVE,
-    FAST_FIELDS,
+    COMPILED,
     FactoryFastCall,
     FactoryOverload,
     FastCall,
@@ -46,8 +46,12 @@ class OpOverloadPacket(FastCall):
     arguments fit (the default overload first, then in definition order). Overloads are
     attributes: ``packet.default``, ``packet.out``."""
 
-    # The fast path's fields as slots (fast to read); overloads live in the instance dict.
-    __slots__ = ("__dict__", "__weakref__", *FAST_FIELDS)
+    # FastCall holds the fast path's fields (and, compiled, _routes and _routed); overloads
+    # live in the instance dict. (A slot of its own makes this class the layout its
+    # subclasses share, _FactoryPacket's included, whose first base FactoryFastCall adds
+    # none: __class__ moves between them.)
+    __slots__ = ("__dict__", "__weakref__", "_only")
+    _routed: bool  # the class is _OverloadedPacket (what the compiled call asks)
 
     def __init__(self, ns: str, name: str) -> None:
         self._ns = ns
@@ -78,6 +82,7 @@ class OpOverloadPacket(FastCall):
         # The class decides the call path: one overload (or one that calls without keywords
         # can reach, beside ``out=`` overloads) shares its fast path; several go through the
         # per-signature overload cache first.
+        self._routed = only is None
         if only is None:
             self.__class__ = _OverloadedPacket
         elif isinstance(only, FactoryOverload):
@@ -182,7 +187,10 @@ class _OverloadedPacket(OpOverloadPacket):
     # calling the overload; the plain equivalent:
     #
     #     return self._pick(args, kwargs)(*args, **kwargs)
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+    #
+    # Compiled (oplib_core/_dispatch/_ccall.c, routed_call), the first case runs in C, which
+    # hands every other call to this method as it came; without it, this is __call__.
+    def _call_py(self, /, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             n = len(args)  # the key of the common arities built without map() (-160 ns)
             if n == 2:
@@ -206,6 +214,9 @@ class _OverloadedPacket(OpOverloadPacket):
             if op is not None:
                 return op(*args)
         return self._pick(args, kwargs)(*args, **kwargs)
+
+    if not COMPILED:
+        __call__ = _call_py
 
 
 class _FactoryPacket(FactoryFastCall, OpOverloadPacket):

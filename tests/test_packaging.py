@@ -158,15 +158,19 @@ def test_built_wheel_and_sdist(dists, where):
     with tarfile.open(sdist) as t:
         members = {m.split("/", 1)[1] for m in t.getnames() if "/" in m}
     assert {"LICENSE", "README.md", "pyproject.toml", f"{package}/py.typed"} <= members
-    if name == "oplib-core":  # the optional compiled fast call: its source, built by setup.py
-        assert {"setup.py", "oplib_core/_native/_cfastcall.c", "oplib_core/include/oplib.h"} <= (
-            members
-        )
+    if name == "oplib-core":  # the optional compiled code: its sources, built by setup.py
+        assert {
+            "setup.py",
+            "oplib_core/_native/_cfastcall.c",
+            "oplib_core/include/oplib.h",
+            "oplib_core/_dispatch/_ccall.c",
+        } <= members
         assert not [m for m in members if m.endswith((".so", ".pyd"))]
-        built = [n for n in names if n.startswith("oplib_core/_native/_cfastcall.")]
-        assert "oplib_core/_native/_cfastcall.pyi" in built
-        if c_compiler() is not None:
-            assert [n for n in built if n.endswith((".so", ".pyd"))], built
+        for module in ("oplib_core/_native/_cfastcall", "oplib_core/_dispatch/_ccall"):
+            built = [n for n in names if n.startswith(f"{module}.")]
+            assert f"{module}.pyi" in built
+            if c_compiler() is not None:
+                assert [n for n in built if n.endswith((".so", ".pyd"))], built
 
 
 def _tags(wheel: Path) -> str:

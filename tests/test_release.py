@@ -141,15 +141,25 @@ def test_the_extension_uses_the_limited_api_of_the_oldest_python(monkeypatch):
     requires = _pyproject()["project"]["requires-python"]
     assert requires == ">={}.{}".format(*BUILD["LIMITED_API"])
     monkeypatch.delenv("OPLIB_NO_EXTENSION", raising=False)
-    (ext,) = BUILD["_extensions"]()
-    assert ext.py_limited_api is True
-    assert ("Py_LIMITED_API", "0x030A0000") in ext.define_macros
+    exts = BUILD["_extensions"]()
+    assert [e.sources for e in exts] == [[str(s.relative_to(ROOT))] for s in C_SOURCES]
+    for ext in exts:
+        assert ext.py_limited_api is True and ext.optional is True
+        assert ("Py_LIMITED_API", "0x030A0000") in ext.define_macros
     monkeypatch.setenv("OPLIB_NO_EXTENSION", "1")  # the pure-Python wheel
     assert BUILD["_extensions"]() == []
 
 
+#: The compiled extensions' sources (setup.py's ``_extensions``).
+C_SOURCES = (
+    ROOT / "oplib_core" / "_native" / "_cfastcall.c",
+    ROOT / "oplib_core" / "_dispatch" / "_ccall.c",
+)
+
+
 @pytest.mark.skipif(c_compiler() is None, reason="no C compiler")
-def test_the_c_source_compiles_against_the_limited_api_alone():
+@pytest.mark.parametrize("source", C_SOURCES, ids=lambda p: p.name)
+def test_the_c_source_compiles_against_the_limited_api_alone(source):
     """Under Py_LIMITED_API the headers declare only the limited API: a call outside it
     (PyTuple_GET_ITEM, PyObject_Vectorcall before 3.12) is an undeclared function."""
     cc = shutil.which(c_compiler() or "cc") or "cc"
@@ -161,17 +171,18 @@ def test_the_c_source_compiles_against_the_limited_api_alone():
         "-DPy_LIMITED_API=0x030A0000",
         f"-I{sysconfig.get_paths()['include']}",
         f"-I{ROOT / 'oplib_core' / 'include'}",
-        str(ROOT / "oplib_core" / "_native" / "_cfastcall.c"),
+        str(source),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 
-def test_the_c_source_parses_arguments_without_hash_formats():
+@pytest.mark.parametrize("path", C_SOURCES, ids=lambda p: p.name)
+def test_the_c_source_parses_arguments_without_hash_formats(path):
     """An abi3 module built with 3.13's headers passes a '#' format (``s#``) to the 3.10-3.12
     runtime without the size_t flag, which raises "PY_SSIZE_T_CLEAN macro must be defined
     for '#' formats" there (seen in CI: the 3.13 venv rebuilt the in-place module)."""
-    source = (ROOT / "oplib_core" / "_native" / "_cfastcall.c").read_text()
+    source = path.read_text()
     calls = re.findall(r"(Py_BuildValue|PyArg_\w+)\(([^;]*?)\"([^\"]*)\"", source)
     assert calls, "no argument parsing found: the check reads the wrong file"
     assert not [(fn, fmt) for fn, _, fmt in calls if "#" in fmt]

@@ -31,6 +31,7 @@ from .binding import Binder, BoundCall, Signature, is_array
 from .doc import document, packet_text
 from .failure import add_note
 from .fastpath import (
+    COMPILED,
     FAST_FIELDS,
     MISS,
     SLOW,
@@ -47,6 +48,7 @@ from .resolution import DispatchKeySet, has_trivial_fake
 
 __all__ = [
     "ACTIVE",
+    "COMPILED",
     "FAST_FIELDS",
     "MISS",
     "MODES",

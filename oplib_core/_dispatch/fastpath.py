@@ -18,7 +18,7 @@ import functools
 import os
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from .resolution import _GUARDS, autograd_kernel, factory_kernel, resolve
 from .stack import ACTIVE, MODES
 
 __all__ = [
+    "COMPILED",
     "FAST_FIELDS",
     "LOG_DISPATCH",
     "MISS",
@@ -435,7 +436,39 @@ _NO_MODES: Mapping[type, ModeTable] = types.MappingProxyType({})
 _NO_KERNELS: Mapping[type, Callable[..., Any]] = types.MappingProxyType({})
 
 
-class FastCall:
+class _FastFields:
+    """``FastCall``'s fields, where the compiled base is not there."""
+
+    __slots__ = FAST_FIELDS
+
+
+def _compiled() -> tuple[type, Callable[..., None]] | None:
+    """The compiled cached call (``_ccall.c``: ``FastCall.__call__``'s common case in C,
+    the fields as its members) and its ``setup``, or None: oplib-core was built without a
+    C compiler, or ``OPLIB_NATIVE_SPEEDUPS=0``."""
+    from .._native import speedups_off
+
+    if speedups_off():
+        return None
+    try:
+        from ._ccall import FastCallBase, setup
+    except ImportError:
+        return None
+    return FastCallBase, setup
+
+
+_setup_compiled: Callable[..., None] | None
+if TYPE_CHECKING:
+    _Base = _FastFields
+    _setup_compiled = None
+else:
+    _Base, _setup_compiled = _compiled() or (_FastFields, None)
+
+#: Whether calls take the compiled cached call (``_ccall.c``) or the Python ``__call__``.
+COMPILED: Final = _setup_compiled is not None
+
+
+class FastCall(_Base):
     """The hot path, shared by ``OpOverload``, single-overload ``OpOverloadPacket``s and
     custom ops.
 
@@ -443,7 +476,10 @@ class FastCall:
     ``_tails``, ``_key0``, ``_key_rest``, ``_checks``, ``_lists``, ``_multi``; ``_npos`` -1
     to always take the slow path), ``_by_type`` (their op's ``OpCache.by_type``),
     ``_opcache`` (that ``OpCache``, for the exception path), ``_modes`` (its ``modes``:
-    what it serves under a mode, tried before the slow path) and ``_call_slow``.
+    what it serves under a mode, tried before the slow path) and ``_call_slow``. The base
+    class holds those fields (``FAST_FIELDS``): the compiled ``_ccall.FastCallBase``,
+    whose call runs ``_call_py``'s common case in C, or ``_FastFields`` (then ``_call_py``
+    is ``__call__``). A subclass must not declare them again.
     """
 
     __slots__ = ()
@@ -477,7 +513,9 @@ class FastCall:
     #     if t in by_type:                              # Tensor: cache.tensor_entry, which
     #         return by_type[t](*args)                  # looks in cache.tensor/.autograd
     #     return self._call_slow(args, kwargs)
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+    # Compiled (``_ccall.c``), the common case below runs in C, which hands every other
+    # call to this method as it came; without it, this is ``__call__``.
+    def _call_py(self, /, *args: Any, **kwargs: Any) -> Any:
         n = len(args)
         by_type: Mapping[Any, Callable[..., Any]] | None  # (a declaration: no code)
         if ACTIVE[0]:
@@ -588,17 +626,28 @@ class FastCall:
         for name in FAST_FIELDS:
             setattr(self, name, getattr(op, name))
 
+    if TYPE_CHECKING:
+
+        def __call__(self, /, *args: Any, **kwargs: Any) -> Any: ...
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # Each class gets its own copy of the __call__ it inherits: the interpreter
-        # specialises attribute access per code object, and one code object shared by
-        # OpOverload and OpOverloadPacket would keep switching between their layouts
-        # (measured: ~40% slower).
+        # Without the compiled call, each class gets its own copy of the Python __call__ it
+        # inherits: the interpreter specialises attribute access per code object, and one
+        # code object shared by OpOverload and OpOverloadPacket would keep switching
+        # between their layouts (measured: ~40% slower).
         super().__init_subclass__(**kwargs)
-        if "__call__" not in cls.__dict__:
-            base = next(k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__)
-            cls.__call__ = types.FunctionType(  # type: ignore[method-assign]
-                base.__code__.replace(), base.__globals__, base.__name__, base.__defaults__
-            )
+        if COMPILED or "__call__" in cls.__dict__:
+            return
+        base = next(k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__)
+        cls.__call__ = types.FunctionType(  # type: ignore[method-assign]
+            base.__code__.replace(), base.__globals__, base.__name__, base.__defaults__
+        )
+
+
+if _setup_compiled is not None:
+    _setup_compiled(ACTIVE, FastCall._call_py, OpCache.failed)
+else:
+    FastCall.__call__ = FastCall._call_py  # type: ignore[method-assign]
 
 
 class FactoryFastCall(FastCall):

@@ -14,7 +14,8 @@ loaded_libraries: set[str] = set()
 
 
 def speedups_off() -> bool:
-    """``OPLIB_NATIVE_SPEEDUPS=0``: native calls skip the compiled fast call."""
+    """``OPLIB_NATIVE_SPEEDUPS=0``: native calls skip the compiled fast call, and op calls
+    the dispatcher's compiled cached call (``_dispatch/_ccall.c``)."""
     from .._discovery import switched_on  # (read as every OPLIB_* switch is)
 
     return not switched_on("OPLIB_NATIVE_SPEEDUPS")
