@@ -136,6 +136,9 @@ def _extensions() -> list[Any]:
             define_macros=[("Py_LIMITED_API", limited)],
             py_limited_api=True,
             extra_compile_args=c11,
+            # it calls nothing of libc's, so the linker would leave libc out of its needed
+            # libraries, and auditwheel (which reads the libc flavour from them) refuses it
+            extra_link_args=["-Wl,--no-as-needed", "-lc"] if sys.platform == "linux" else [],
             optional=True,
         ),
     ]

@@ -161,11 +161,9 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
   int on = PyObject_IsTrue(active);
   if (on != 0) return on < 0 ? NULL : call_py(op, args, kwargs);
   if (self->routed) return routed_call(self, args, kwargs);
-  PyObject *by_type = self->by_type, *multi = self->multi;
-  if (by_type == NULL || !PyDict_Check(by_type) || multi == NULL) return call_py(op, args, kwargs);
   Py_ssize_t n = PyTuple_Size(args);
-  if (n > self->npos || n < self->nmin || n < 0) return call_py(op, args, kwargs);
-  PyObject *m_obj = PyTuple_GetItem(multi, n);
+  if (n > self->npos || n < self->nmin || self->multi == NULL) return call_py(op, args, kwargs);
+  PyObject *m_obj = PyTuple_GetItem(self->multi, n);
   if (m_obj == NULL) return NULL;
   long m = PyLong_AsLong(m_obj);
   if (m == -1 && PyErr_Occurred()) return NULL;
@@ -195,6 +193,10 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
       if (!ok) goto python;
     }
   }
+  /* read now: the checks above may run a metaclass's __hash__ or __eq__ (PySet_Contains),
+     which could replace the op's caches */
+  PyObject *by_type = self->by_type;
+  if (by_type == NULL || !PyDict_Check(by_type)) goto python;
   PyObject *fn = PyDict_GetItemWithError(by_type, (PyObject *)t); /* borrowed */
   if (fn == NULL) {
     if (PyErr_Occurred()) goto error;
