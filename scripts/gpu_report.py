@@ -115,6 +115,9 @@ def environment() -> dict[str, Any]:
     if banner is not None and banner.returncode == 0:
         m = re.search(r"native fast call: ([^)]*)\)", banner.stdout)
         fast_call = m.group(1) if m else None
+    probe = "import oplib_core._dispatch as d; print('compiled' if d.COMPILED else 'Python')"
+    ran = _run([sys.executable, "-c", probe])
+    cached = ran.stdout.strip() if ran is not None and ran.returncode == 0 else None
     git = _run(["git", "describe", "--always", "--dirty"]) if shutil.which("git") else None
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -124,6 +127,8 @@ def environment() -> dict[str, Any]:
         "oplib_core_at": str(Path(spec.origin).parent) if spec and spec.origin else None,
         "oplib_core_installed_in": installed_at,
         "native_fast_call": fast_call,
+        # the dispatcher's cached call (oplib_core/_dispatch/_ccall.c): compiled, or Python
+        "cached_call": cached,
         "versions": versions(),
         "commit": git.stdout.strip() if git is not None and git.returncode == 0 else None,
         "cpus": os.cpu_count(),
@@ -316,7 +321,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"python {report['python']} ({report.get('executable')}), oplib-core from "
             f"{report.get('oplib_core_at')}, installed in {report.get('oplib_core_installed_in')}"
-            f" (native fast call: {report.get('native_fast_call')})"
+            f" (native fast call: {report.get('native_fast_call')}, cached call: "
+            f"{report.get('cached_call')})"
         )
     if report.get("versions"):
         lines.append(", ".join(f"{k} {v}" for k, v in report["versions"].items()))

@@ -216,31 +216,21 @@ error:
   return NULL;
 }
 
+/* The object fields, once for traverse and clear. */
+#define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
+    X(modes) X(routes)
+
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;
-  Py_VISIT(self->tails);
-  Py_VISIT(self->key_rest);
-  Py_VISIT(self->checks);
-  Py_VISIT(self->lists);
-  Py_VISIT(self->multi);
-  Py_VISIT(self->by_type);
-  Py_VISIT(self->opcache);
-  Py_VISIT(self->modes);
-  Py_VISIT(self->routes);
+#define FC_VISIT(field) Py_VISIT(self->field);
+  FC_OBJECTS(FC_VISIT)
   return 0;
 }
 
 static int fc_clear(PyObject *op) {
   FastCallBase *self = (FastCallBase *)op;
-  Py_CLEAR(self->tails);
-  Py_CLEAR(self->key_rest);
-  Py_CLEAR(self->checks);
-  Py_CLEAR(self->lists);
-  Py_CLEAR(self->multi);
-  Py_CLEAR(self->by_type);
-  Py_CLEAR(self->opcache);
-  Py_CLEAR(self->modes);
-  Py_CLEAR(self->routes);
+#define FC_CLEAR(field) Py_CLEAR(self->field);
+  FC_OBJECTS(FC_CLEAR)
   return 0;
 }
 
@@ -257,15 +247,8 @@ static PyMemberDef fc_members[] = {
     {"_npos", T_PYSSIZET, offsetof(FastCallBase, npos), 0, NULL},
     {"_nmin", T_PYSSIZET, offsetof(FastCallBase, nmin), 0, NULL},
     {"_key0", T_PYSSIZET, offsetof(FastCallBase, key0), 0, NULL},
-    {"_tails", T_OBJECT_EX, offsetof(FastCallBase, tails), 0, NULL},
-    {"_key_rest", T_OBJECT_EX, offsetof(FastCallBase, key_rest), 0, NULL},
-    {"_checks", T_OBJECT_EX, offsetof(FastCallBase, checks), 0, NULL},
-    {"_lists", T_OBJECT_EX, offsetof(FastCallBase, lists), 0, NULL},
-    {"_multi", T_OBJECT_EX, offsetof(FastCallBase, multi), 0, NULL},
-    {"_by_type", T_OBJECT_EX, offsetof(FastCallBase, by_type), 0, NULL},
-    {"_opcache", T_OBJECT_EX, offsetof(FastCallBase, opcache), 0, NULL},
-    {"_modes", T_OBJECT_EX, offsetof(FastCallBase, modes), 0, NULL},
-    {"_routes", T_OBJECT_EX, offsetof(FastCallBase, routes), 0, NULL},
+#define FC_MEMBER(field) {"_" #field, T_OBJECT_EX, offsetof(FastCallBase, field), 0, NULL},
+    FC_OBJECTS(FC_MEMBER)
     {"_routed", T_BOOL, offsetof(FastCallBase, routed), 0, NULL},
     {NULL},
 };
