@@ -180,6 +180,7 @@ def test_both_calls_raise_the_same_errors(runs, key):
     assert error[1].startswith(("ccall::", "oplib::")), error  # naming the op
 
 
+@pytest.mark.fastpath
 @pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
 def test_the_compiled_base_holds_the_fields_the_python_call_reads():
     """The fields are the base type's members: no subclass may shadow one with a slot of
