@@ -92,8 +92,8 @@ static int scalars_fit(PyObject *args, PyObject *checks) {
 
 /* The kernel raised: report it as the Python __call__ does (failed(opcache, exc, fn, args),
    which notes on exc what ran or raises the dtype's error from it), then raise it. */
-static PyObject *kernel_raised(PyObject *opcache, PyObject *fn, PyObject *args) {
-  if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+static void kernel_raised(PyObject *opcache, PyObject *fn, PyObject *args) {
+  if (opcache == NULL || !PyErr_ExceptionMatches(PyExc_Exception)) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
@@ -103,11 +103,26 @@ static PyObject *kernel_raised(PyObject *opcache, PyObject *fn, PyObject *args) 
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    return NULL;
+    return;
   }
   Py_DECREF(r);
   PyErr_Restore(type, value, tb);
-  return NULL;
+}
+
+/* args + tail (the defaults a call left out), a new reference. */
+static PyObject *with_tail(PyObject *args, PyObject *tail) {
+  return PyTuple_Size(tail) == 0 ? Py_NewRef(args) : PySequence_Concat(args, tail);
+}
+
+/* The kernel on the whole call, held while it runs (it may change the cache it came
+   from); its exception reported through `owner` (the op's OpCache, held by the caller) as
+   the Python __call__ reports it. */
+static PyObject *run_kernel(PyObject *fn, PyObject *full, PyObject *owner) {
+  Py_INCREF(fn);
+  PyObject *out = PyObject_Call(fn, full, NULL);
+  if (out == NULL) kernel_raised(owner, fn, full);
+  Py_DECREF(fn);
+  return out;
 }
 
 /* A packet of several overloads (_OverloadedPacket._call_py's first case): the route its
@@ -136,15 +151,9 @@ static PyObject *routed_call(FastCallBase *self, PyObject *args, PyObject *kwarg
     Py_DECREF(route);
     return PyErr_Occurred() ? NULL : call_py(op, args, kwargs);
   }
-  Py_INCREF(fn);
-  PyObject *full = PyTuple_Size(tail) == 0 ? Py_NewRef(args) : PySequence_Concat(args, tail);
-  PyObject *out = NULL;
-  if (full != NULL) {
-    out = PyObject_Call(fn, full, NULL);
-    if (out == NULL) kernel_raised(PyTuple_GetItem(route, 3), fn, full);
-    Py_DECREF(full);
-  }
-  Py_DECREF(fn);
+  PyObject *full = with_tail(args, tail);
+  PyObject *out = full == NULL ? NULL : run_kernel(fn, full, PyTuple_GetItem(route, 3));
+  Py_XDECREF(full);
   Py_DECREF(route);
   return out;
 }
@@ -173,7 +182,7 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
   } else { /* the defaults appended: args + tails[n] */
     PyObject *tail = self->tails == NULL ? NULL : PyTuple_GetItem(self->tails, n);
     if (tail == NULL) return NULL;
-    full = PySequence_Concat(args, tail);
+    full = with_tail(args, tail);
     if (full == NULL) return NULL;
   }
   PyObject *first = PyTuple_GetItem(full, self->key0);
@@ -202,10 +211,9 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     if (PyErr_Occurred()) goto error;
     goto python;
   }
-  Py_INCREF(fn); /* the kernel may change the cache it came from */
-  PyObject *out = PyObject_Call(fn, full, NULL);
-  if (out == NULL) kernel_raised(self->opcache, fn, full);
-  Py_DECREF(fn);
+  PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
+  PyObject *out = run_kernel(fn, full, owner);
+  Py_XDECREF(owner);
   Py_DECREF(full);
   return out;
 python:

@@ -46,6 +46,7 @@ __all__ = [
     "OpCache",
     "Route",
     "below_autograd",
+    "below_kernels",
     "cache_class",
     "factory_entry",
     "fast_route",
@@ -838,6 +839,16 @@ def fast_route(
 
 def _never(args: tuple[Any, ...]) -> Any:
     return MISS
+
+
+def below_kernels(sig: Signature, cache: OpCache) -> Mapping[type, Callable[..., Any]]:
+    """``OpOverload.tensor_kernels`` for this op: ``cache.tensor``, whose kernels
+    ``below_autograd``'s one-Tensor entries (``below1``, ``below_first``) call on a
+    Tensor's array and wrap, for an op they serve (its one Tensor argument first, one plain
+    Tensor returned); else an empty dict, as with the fast path off."""
+    if SLOW or sig.npos < 0 or not sig.single_plain_return or sig.key_pos != (0,):
+        return {}
+    return cache.tensor
 
 
 def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]], Any]:

@@ -38,6 +38,7 @@ from .fastpath import (
     ModeTable,
     OpCache,
     below_autograd,
+    below_kernels,
     cache_class,
     factory_entry,
     fast_route,
@@ -215,8 +216,7 @@ class OpOverload(FastCall):
         self._by_type = cache.by_type
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
-        served = not SLOW and sig.npos >= 0 and sig.single_plain_return and sig.key_pos == (0,)
-        self.tensor_kernels = cache.tensor if served else {}
+        self.tensor_kernels = below_kernels(sig, cache)
         self._factory = factory_entry(sig, cache)
         if self._factory is not None:
             _as_factory(self)

@@ -526,14 +526,7 @@ class Fusion:
         gd = g._data
         cls = type(gd)
         # the saved arrays, their versions checked as the formula's saved_tensors would
-        data: Sequence[Any] | None
-        if type(ctx) is not FunctionCtx:
-            data = None
-        elif type(saved := ctx._saved) is list and len(saved) == 1 and ctx._nondiff is None:
-            s = saved[0]  # the node's one output (tanh's, exp's): _saved_data, inlined
-            data = (s.data,) if s.vc[0] == s.version else None
-        else:
-            data = ctx._saved_data()
+        data: Sequence[Any] | None = ctx._saved_data() if type(ctx) is FunctionCtx else None
         if data is None:
             arrays = []
             for t in ctx.saved_tensors:

@@ -38,6 +38,7 @@ __all__ = ["FunctionCtx", "register_autograd"]
 
 _new = object.__new__
 _make_tensor = Tensor._wrap
+_NO_KERNELS: dict[type, Callable[..., Any]] = {}  # (never filled: Formula.below of a custom op)
 
 
 class _SavedOutput:
@@ -385,7 +386,6 @@ class Formula:
         "all_tensors",
         "backward",
         "below",
-        "built_in",
         "call",
         "first_only",
         "input_kinds",
@@ -417,13 +417,12 @@ class Formula:
     ) -> None:
         schema = op.schema
         self.call = op
-        # the kernels below (OpOverload.tensor_kernels), which a core op's Autograd kernel
-        # of one Tensor calls itself; a custom op's runs them through call_below_autograd
-        # with grad mode off (torch.library.custom_op's forward runs under no_grad), a core
-        # op's with grad mode as it is, as torch's built-in ops' kernels do (its autograd
-        # kernel excludes the autograd keys below it, leaving GradMode alone)
-        self.built_in = built_in
-        self.below = op.tensor_kernels
+        # the kernels below (OpOverload.tensor_kernels) that a core op's Autograd kernel of
+        # one Tensor calls itself, with grad mode as it is, as torch's built-in ops' kernels
+        # do (its autograd kernel excludes the autograd keys below it, leaving GradMode
+        # alone); none for a custom op, whose kernel runs through call_below_autograd with
+        # grad mode off (torch.library.custom_op's forward runs under no_grad)
+        self.below = op.tensor_kernels if built_in else _NO_KERNELS
         self.qualname = op.name()
         self.backward = backward
         self.setup = setup_context
@@ -504,7 +503,7 @@ class Formula:
         if type(a) is not Tensor:
             return self.kernel(a)
         data = a._data
-        fn = None if ACTIVE[0] or not self.built_in else self.below.get(type(data))
+        fn = None if ACTIVE[0] else self.below.get(type(data))
         if fn is None:
             out = self._call_below((a,))
         else:
@@ -569,7 +568,7 @@ class Formula:
             args = others if a is MISS else (a, *others)
             return self.kernel(*args, **kwargs)
         data = a._data
-        fn = None if ACTIVE[0] or not self.built_in else self.below.get(type(data))
+        fn = None if ACTIVE[0] else self.below.get(type(data))
         if fn is None or len(others) != n - 1:
             out = self._call_below((a, *others))
         else:
@@ -915,7 +914,7 @@ def formula_kernel(
 ) -> Callable[..., Any]:
     """The Autograd kernel of ``overload`` running ``backward`` (and ``setup_context``),
     after checking that they fit its schema; ``built_in`` for the core's formulas (see
-    ``Formula.built_in``)."""
+    ``Formula.below``)."""
     schema = overload.schema
     qualname = overload.name()
     if any(_kind(a.type) != _OTHER for a in schema.kwarg_only):
