@@ -4,7 +4,6 @@ kernels serve them."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -33,13 +32,29 @@ __all__ = [
 ]
 
 
-def _call(qualname: str, *args: Any, **kwargs: Any) -> Any:
-    # keywords left at None are left out: the op's defaults, and its fast path's common case
-    if kwargs["dtype"] is None:
-        del kwargs["dtype"]
-    if kwargs["device"] is None:
-        del kwargs["device"]
-    return op_named(qualname)(*args, **kwargs)
+#: The ``device`` values a factory op's cached call takes as they are (it parses a str once
+#: per string, on the first call that gives it); others are converted first.
+_AS_GIVEN = frozenset({str, int, Device})
+
+
+def _made(
+    qualname: str, args: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool
+) -> Tensor:
+    """Factory op ``qualname`` on ``args`` as a Tensor, ``dtype`` and ``device`` passed only
+    when given: the op's defaults, and the common cases of its cached call (issue 30: a
+    keyword dict built and trimmed per call, a device string parsed here, and a helper
+    call each for the op and the Tensor cost about a microsecond)."""
+    op = op_named(qualname)
+    if device is not None and type(device) not in _AS_GIVEN:
+        device = to_device(device)
+    if dtype is None:
+        data = op(*args) if device is None else op(*args, device=device)
+    else:
+        data = op(*args, dtype=dtype) if device is None else op(*args, dtype=dtype, device=device)
+    t = Tensor._wrap(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def _size(size: tuple[Any, ...]) -> list[Any]:
@@ -49,26 +64,6 @@ def _size(size: tuple[Any, ...]) -> list[Any]:
     if isinstance(first, (Sequence, np.ndarray)) and not isinstance(first, str):
         return list(first)
     return list(size)
-
-
-#: A device string as parsed: a Device is immutable, and parsing cost about 0.7 us a call
-#: (lru_cache remembers no call that raised: a malformed string raises every time).
-_parse = functools.lru_cache(maxsize=64)(to_device)
-
-
-def _device(device: Any) -> Device | None:
-    if device is None or type(device) is Device:  # (what device() gives for them)
-        return device
-    if type(device) is str:
-        return _parse(device)
-    return to_device(device)
-
-
-def _finish(data: Any, requires_grad: bool) -> Tensor:
-    t = Tensor._wrap(data)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
 
 
 def tensor(
@@ -133,8 +128,7 @@ def empty(
     """An uninitialised tensor of ``size`` (ints, or one sequence)."""
     if layout is not None:
         check_layout(layout, "empty")
-    data = _call("oplib::empty", _size(size), dtype=dtype, device=_device(device))
-    return _finish(data, requires_grad)
+    return _made("oplib::empty", (_size(size),), dtype, device, requires_grad)
 
 
 def zeros(
@@ -146,8 +140,7 @@ def zeros(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "zeros")
-    data = _call("oplib::zeros", _size(size), dtype=dtype, device=_device(device))
-    return _finish(data, requires_grad)
+    return _made("oplib::zeros", (_size(size),), dtype, device, requires_grad)
 
 
 def ones(
@@ -159,8 +152,7 @@ def ones(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "ones")
-    data = _call("oplib::ones", _size(size), dtype=dtype, device=_device(device))
-    return _finish(data, requires_grad)
+    return _made("oplib::ones", (_size(size),), dtype, device, requires_grad)
 
 
 def full(
@@ -174,10 +166,7 @@ def full(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "full")
-    return _finish(
-        _call("oplib::full", list(size), fill_value, dtype=dtype, device=_device(device)),
-        requires_grad,
-    )
+    return _made("oplib::full", (list(size), fill_value), dtype, device, requires_grad)
 
 
 def arange(
@@ -194,12 +183,9 @@ def arange(
     dtype."""
     if layout is not None:
         check_layout(layout, "arange")
-    dev = _device(device)
     if end is None:
-        data = _call("oplib::arange", start, dtype=dtype, device=dev)
-    else:
-        data = _call("oplib::arange.start", start, end, step, dtype=dtype, device=dev)
-    return _finish(data, requires_grad)
+        return _made("oplib::arange", (start,), dtype, device, requires_grad)
+    return _made("oplib::arange.start", (start, end, step), dtype, device, requires_grad)
 
 
 def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -> Any:
@@ -220,9 +206,10 @@ def _like(name: str, other: Any, dtype: Any, device: Any, requires_grad: bool) -
         here = backend.device_of(other)
     else:
         here = other.device
-    dev = _device(device) if device is not None else here
-    data = _call(f"oplib::{name}", list(other.shape), dtype=dtype or other.dtype, device=dev)
-    return data if native else _finish(data, requires_grad)
+    dev = device if device is not None else here
+    shape = (list(other.shape),)
+    made = _made(f"oplib::{name}", shape, dtype or other.dtype, dev, requires_grad and not native)
+    return made._data if native else made
 
 
 @overload

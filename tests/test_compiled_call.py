@@ -103,6 +103,54 @@ OUT["packet_gains_an_overload"] = twin
 OUT["packet_routed"] = [oplib.ops.ccall.twin._routed, ops.neg._routed]
 
 
+# factories: the device= value placed by an earlier call (None, a str, a Device), keyword
+# dtypes, a tuple size, wrong keywords and values, a kernel raising, a packet that stops
+# being a factory's
+f32 = np.dtype(np.float32)
+lib.define("fill(SymInt[] size, float v, *, ScalarType? dtype=None, Device? device=None) -> Tensor")
+lib.define("burst(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor")
+lib.impl("fill", lambda size, v, *, dtype, device: np.full(size, v, dtype=dtype), "CPU")
+lib.impl("burst", lambda size, *, dtype, device: boom(size), "CPU")
+
+
+def made(a):
+    return [a.shape, str(a.dtype), a.tolist()]
+
+
+for _ in range(3):
+    OUT["zeros"] = made(ops.zeros([2]))
+    OUT["zeros_dtype_device"] = made(ops.zeros([2], dtype=f32, device="cpu"))
+    OUT["zeros_device_object"] = made(ops.zeros([1, 2], device=oplib.device("cpu")))
+    OUT["zeros_tuple_size"] = made(ops.zeros((2, 1), dtype=f32))
+    OUT["zeros_overload"] = made(ops.zeros.default([2], dtype=np.dtype(np.int8), device="cpu"))
+    OUT["zeros_dtype_name"] = made(ops.zeros([2], dtype="float16"))  # binding converts it
+    OUT["zeros_float_size"] = catch(ops.zeros, [2.5])
+    OUT["zeros_unknown_keyword"] = catch(ops.zeros, [2], layout=None)
+    OUT["zeros_bad_device"] = catch(ops.zeros, [2], device=1.5)
+    OUT["zeros_bad_dtype"] = catch(ops.zeros, [2], dtype=3)
+    OUT["zeros_too_many"] = catch(ops.zeros, [2], [3])
+    OUT["fill"] = made(oplib.ops.ccall.fill([2], 1.5, dtype=f32))
+    OUT["fill_int_scalar"] = made(oplib.ops.ccall.fill([2], 2, device="cpu"))
+    OUT["fill_wrong_scalar"] = catch(oplib.ops.ccall.fill, [2], "x")
+    try:
+        oplib.ops.ccall.burst([2], dtype=f32)
+    except ValueError as e:
+        OUT["factory_notes"] = [n.split(" (")[0] for n in getattr(e, "__notes__", [])]
+fills = [made(oplib.ops.ccall.fill([1], 3.0)) for _ in range(2)]
+lib.define("fill.out(SymInt[] size, float v, *, Tensor(a!) out) -> Tensor(a!)")
+lib.define(
+    "fill.twice(SymInt[] size, float v, float w, *, ScalarType? dtype=None, Device? device=None)"
+    " -> Tensor"
+)
+lib.impl("fill.twice", lambda size, v, w, *, dtype, device: np.full(size, v + w), "CPU")
+for _ in range(3):
+    fills += [made(oplib.ops.ccall.fill([1], 3.0)), made(oplib.ops.ccall.fill([1], 3.0, 1.0))]
+OUT["factory_packet_gains_overloads"] = fills
+OUT["factory_plans"] = [
+    oplib.ops.ccall.fill._fplan is not None, ops.zeros._fplan is not None, ops.neg._fplan
+]
+
+
 class Log(oplib.DispatchMode):
     def __init__(self):
         self.names = []
@@ -117,6 +165,7 @@ with Log() as log:
     ops.add.default(t, t)
     ops.add(x, x)
     ops.mul(t, 2.0)
+    ops.zeros([2], dtype=f32)
 OUT["mode"] = log.names
 """
 
@@ -136,7 +185,19 @@ EXPECTED = {
     "all_given": [6.0, -12.0, 18.0],
     "notes": ["oplib: raised by the cpu kernel of ccall::boom"],
     "base_exception": ["stop", None],
-    "mode": ["oplib::neg", "oplib::add", "oplib::add", "oplib::mul.Scalar"],
+    "mode": ["oplib::neg", "oplib::add", "oplib::add", "oplib::mul.Scalar", "oplib::zeros"],
+    "zeros": [[2], "float32", [0.0, 0.0]],
+    "zeros_dtype_device": [[2], "float32", [0.0, 0.0]],
+    "zeros_device_object": [[1, 2], "float32", [[0.0, 0.0]]],
+    "zeros_tuple_size": [[2, 1], "float32", [[0.0], [0.0]]],
+    "zeros_overload": [[2], "int8", [0, 0]],
+    "zeros_dtype_name": [[2], "float16", [0.0, 0.0]],
+    "fill": [[2], "float32", [1.5, 1.5]],
+    "fill_int_scalar": [[2], "float64", [2.0, 2.0]],  # (an int given for a float)
+    "factory_notes": ["oplib: raised by the cpu kernel of ccall::burst"],
+    "factory_packet_gains_overloads": [[[1], "float64", [3.0]]] * 2
+    + [[[1], "float64", [3.0]], [[1], "float64", [4.0]]] * 3,
+    "factory_plans": [False, True, None],
     "packet_add": [2.0, -4.0, 6.0],
     "packet_add_scalar": [2.5, -0.5, 4.5],
     "packet_mul_tensor": [2.0, -4.0, 6.0],
@@ -173,7 +234,22 @@ def test_both_calls_give_the_same_answers(runs, key):
     assert runs["compiled"][key] == runs["python"][key] == EXPECTED[key]
 
 
-@pytest.mark.parametrize("key", ["wrong_scalar", "too_many", "none", "mixed", "packet_bad"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "wrong_scalar",
+        "too_many",
+        "none",
+        "mixed",
+        "packet_bad",
+        "zeros_float_size",
+        "zeros_unknown_keyword",
+        "zeros_bad_device",
+        "zeros_bad_dtype",
+        "zeros_too_many",
+        "fill_wrong_scalar",
+    ],
+)
 def test_both_calls_raise_the_same_errors(runs, key):
     error = runs["compiled"][key]
     assert error is not None and error == runs["python"][key]
@@ -221,3 +297,47 @@ def test_a_kernel_that_empties_the_cache_it_came_from_returns_its_result():
         x = np.zeros(2)
         assert [op(x).tolist() for _ in range(4)] == [[1.0, 1.0]] * 4
         assert len(calls) == 4
+
+
+@pytest.mark.fastpath
+@pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
+def test_a_cached_factory_call_runs_in_c(monkeypatch):
+    """A factory call whose device an earlier call placed never reaches the Python call:
+    keyword dtypes, a Device, a tuple size and no keyword at all; one it cannot take (a
+    dtype named by a string) goes there as it came."""
+    packet = oplib.ops.oplib.zeros
+    f32 = np.dtype(np.float32)
+    calls = [
+        (([2],), {}),
+        (([2],), {"dtype": f32, "device": "cpu"}),
+        (((2, 1),), {"dtype": f32, "device": oplib.device("cpu")}),
+    ]
+    for _ in range(2):  # placed (the slow path), then each dtype's class met (Python)
+        for args, kwargs in calls:
+            packet(*args, **kwargs)
+    seen: list[tuple[object, ...]] = []
+    python_call = type(packet)._call_py
+
+    def counted(self, *args, **kwargs):
+        seen.append(args)
+        return python_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(packet), "_call_py", counted)
+    for args, kwargs in calls:
+        assert packet(*args, **kwargs).shape == tuple(args[0])
+    assert seen == []
+    assert packet([2], dtype="float32").dtype == f32
+    assert seen == [([2],)]
+
+
+def test_a_factory_packet_whose_op_is_gone_runs_nothing():
+    """A factory's cached calls end with its op: a call after the library is gone raises
+    that the op no longer exists, and runs no kernel it ran before."""
+    with oplib.library._scoped_library("ccall_gone", "DEF") as lib:
+        lib.define("make(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor")
+        lib.impl("make", lambda size, *, dtype, device: np.ones(size), "CPU")
+        packet = oplib.ops.ccall_gone.make
+        assert [packet([2]).tolist() for _ in range(3)] == [[1.0, 1.0]] * 3
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="ccall_gone::make no longer exists"):
+            packet([2])

@@ -8,7 +8,9 @@
  * types the schema takes, no int[] argument to check), runs the kernel the op's cache holds
  * for that class: by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a
  * keyword, an int[] argument, a cache miss) goes to the Python __call__ unchanged, which
- * decides as it always did. The fields are the ones the Python __call__ reads (FAST_FIELDS),
+ * decides as it always did. A factory (zeros: no tensor argument, placed by its device=
+ * keyword) runs a call whose device an earlier call placed from its plan (FactoryPlan),
+ * keywords and int[] sizes included, as factory_call in fastpath.py does. The fields are the ones the Python __call__ reads (FAST_FIELDS),
  * as members of this type, so that both read the same values.
  *
  * Only the limited API of Python 3.10 (setup.py defines Py_LIMITED_API: one abi3 build
@@ -24,18 +26,26 @@ typedef struct {
   PyObject *tails, *key_rest, *checks, *lists, *multi, *by_type, *opcache, *modes;
   /* a packet of several overloads (_OverloadedPacket): its routes by argument types */
   PyObject *routes;
+  /* a factory's plan (FactoryPlan), or NULL or None */
+  PyObject *fplan;
   char routed;
 } FastCallBase;
 
-/* Set once by setup(): the dispatch stack's ACTIVE list, the Python __call__, and the
-   function that reports a kernel's exception as the fast path does (OpCache.failed). */
-static PyObject *g_active = NULL, *g_call_py = NULL, *g_failed = NULL;
+/* Set once by setup(): the dispatch stack's ACTIVE list, the Python __call__, the
+   function that reports a kernel's exception as the fast path does (OpCache.failed),
+   oplib's Device class and the set of numpy dtype classes factories have met. */
+static PyObject *g_active = NULL, *g_call_py = NULL, *g_failed = NULL, *g_device = NULL,
+                *g_dtype_classes = NULL;
+/* "type" and "index", a Device's fields (made once: a name made per read costs a str) */
+static PyObject *g_type_name = NULL, *g_index_name = NULL;
 
-/* The Python __call__ on the call as it came: FastCall's, or a routed packet's own
-   (its class's _call_py). */
+static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fplan != Py_None; }
+
+/* The Python __call__ on the call as it came: FastCall's, or a routed packet's or a
+   factory's own (its class's _call_py). */
 static PyObject *call_py(PyObject *self, PyObject *args, PyObject *kwargs) {
   PyObject *call = g_call_py;
-  if (((FastCallBase *)self)->routed) {
+  if (((FastCallBase *)self)->routed || has_plan((FastCallBase *)self)) {
     call = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_call_py");
     if (call == NULL) return NULL;
   } else {
@@ -90,15 +100,20 @@ static int scalars_fit(PyObject *args, PyObject *checks) {
   return 1;
 }
 
-/* The kernel raised: report it as the Python __call__ does (failed(opcache, exc, fn, args),
-   which notes on exc what ran or raises the dtype's error from it), then raise it. */
-static void kernel_raised(PyObject *opcache, PyObject *fn, PyObject *args) {
-  if (opcache == NULL || !PyErr_ExceptionMatches(PyExc_Exception)) return;
+/* The kernel raised: report it as the Python call does, then raise it. An op's kernel:
+   report is NULL and owner its OpCache (OpCache.failed(owner, exc, fn, args)); a
+   factory's: report is its plan's failed (failed(exc, fn, args, kw, owner), owner the
+   backend). Either notes on exc what ran, or raises the dtype's error from it. */
+static void kernel_raised(PyObject *report, PyObject *owner, PyObject *fn, PyObject *args,
+                          PyObject *kw) {
+  if (owner == NULL || !PyErr_ExceptionMatches(PyExc_Exception)) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
   if (tb != NULL) PyException_SetTraceback(value, tb);
-  PyObject *r = PyObject_CallFunctionObjArgs(g_failed, opcache, value, fn, args, NULL);
+  PyObject *r = report == NULL
+                    ? PyObject_CallFunctionObjArgs(g_failed, owner, value, fn, args, NULL)
+                    : PyObject_CallFunctionObjArgs(report, value, fn, args, kw, owner, NULL);
   if (r == NULL) { /* it raised its own (from exc) */
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -115,12 +130,13 @@ static PyObject *with_tail(PyObject *args, PyObject *tail) {
 }
 
 /* The kernel on the whole call, held while it runs (it may change the cache it came
-   from); its exception reported through `owner` (the op's OpCache, held by the caller) as
-   the Python __call__ reports it. */
-static PyObject *run_kernel(PyObject *fn, PyObject *full, PyObject *owner) {
+   from); its exception reported as the Python call reports it (kernel_raised: report and
+   owner are held by the caller). */
+static PyObject *run_kernel(PyObject *fn, PyObject *full, PyObject *kw, PyObject *report,
+                            PyObject *owner) {
   Py_INCREF(fn);
-  PyObject *out = PyObject_Call(fn, full, NULL);
-  if (out == NULL) kernel_raised(owner, fn, full);
+  PyObject *out = PyObject_Call(fn, full, kw);
+  if (out == NULL) kernel_raised(report, owner, fn, full, kw);
   Py_DECREF(fn);
   return out;
 }
@@ -152,9 +168,165 @@ static PyObject *routed_call(FastCallBase *self, PyObject *args, PyObject *kwarg
     return PyErr_Occurred() ? NULL : call_py(op, args, kwargs);
   }
   PyObject *full = with_tail(args, tail);
-  PyObject *out = full == NULL ? NULL : run_kernel(fn, full, PyTuple_GetItem(route, 3));
+  PyObject *out = full == NULL ? NULL : run_kernel(fn, full, NULL, NULL, PyTuple_GetItem(route, 3));
   Py_XDECREF(full);
   Py_DECREF(route);
+  return out;
+}
+
+/* 1: each int[] of `lists` ((i, nullable) pairs) is None where allowed, or a list or a
+   tuple of ints; a tuple is given to the kernel as a list, as binding gives it (*full
+   then replaced by a new tuple); 0: not; -1: an error. */
+static int lists_fit(PyObject **full, PyObject *lists) {
+  Py_ssize_t k = PyTuple_Size(lists);
+  for (Py_ssize_t j = 0; j < k; j++) {
+    PyObject *pair = PyTuple_GetItem(lists, j);
+    if (pair == NULL) return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
+    if (i == -1 && PyErr_Occurred()) return -1;
+    PyObject *v = PyTuple_GetItem(*full, i);
+    if (v == NULL) return -1;
+    if (v == Py_None) {
+      int nullable = PyObject_IsTrue(PyTuple_GetItem(pair, 1));
+      if (nullable <= 0) return nullable;
+      continue;
+    }
+    int is_list = PyList_CheckExact(v);
+    if (!is_list && !PyTuple_CheckExact(v)) return 0;
+    Py_ssize_t m = is_list ? PyList_Size(v) : PyTuple_Size(v);
+    for (Py_ssize_t e = 0; e < m; e++) {
+      PyObject *item = is_list ? PyList_GetItem(v, e) : PyTuple_GetItem(v, e);
+      if (item == NULL) return -1;
+      if (!PyLong_CheckExact(item)) return 0;
+    }
+    if (is_list) continue;
+    Py_ssize_t n = PyTuple_Size(*full);
+    PyObject *copy = PyTuple_New(n);
+    if (copy == NULL) return -1;
+    for (Py_ssize_t a = 0; a < n; a++) {
+      PyObject *item = a == i ? PySequence_List(v) : Py_NewRef(PyTuple_GetItem(*full, a));
+      if (item == NULL) {
+        Py_DECREF(copy);
+        return -1;
+      }
+      PyTuple_SetItem(copy, a, item);
+    }
+    Py_DECREF(*full);
+    *full = copy;
+  }
+  return 1;
+}
+
+/* FactoryPlan's fields (oplib_core/_dispatch/fastpath.py), in order. */
+enum { P_SERVED, P_DNAME, P_DTYPE_NAMES, P_NPOS, P_NMIN, P_TAILS, P_CHECKS, P_LISTS, P_API,
+       P_FAILED, P_FIELDS };
+
+/* The key a factory's cache holds a call's device= value under: None, a str or an int
+   as it is, a Device as (type, index); NULL with no error: not one of those. */
+static PyObject *device_key(PyObject *device) {
+  if (device == Py_None || PyUnicode_CheckExact(device) || PyLong_CheckExact(device))
+    return Py_NewRef(device);
+  if ((PyObject *)Py_TYPE(device) != g_device) return NULL;
+  PyObject *type = PyObject_GetAttr(device, g_type_name);
+  PyObject *index = type == NULL ? NULL : PyObject_GetAttr(device, g_index_name);
+  PyObject *key = index == NULL ? NULL : PyTuple_Pack(2, type, index);
+  Py_XDECREF(type);
+  Py_XDECREF(index);
+  return key;
+}
+
+/* The dtype keywords of a factory call into kw (a copy of the served defaults): each
+   among the op's dtype arguments, None or a numpy dtype of a class met before, checked
+   by the backend when it lacks dtypes (check is not None). 1: all taken; 0: not; -1: an
+   error (the check's included). */
+static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *kw) {
+  PyObject *dname = PyTuple_GetItem(plan, P_DNAME);
+  PyObject *names = PyTuple_GetItem(plan, P_DTYPE_NAMES), *api = PyTuple_GetItem(plan, P_API);
+  PyObject *name, *d;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(kwargs, &pos, &name, &d)) {
+    int skip = PyObject_RichCompareBool(name, dname, Py_EQ);
+    if (skip != 0) {
+      if (skip < 0) return -1;
+      continue;
+    }
+    int ok = PySet_Contains(names, name);
+    if (ok <= 0) return ok;
+    if (d == Py_None) continue;
+    ok = PySet_Contains(g_dtype_classes, (PyObject *)Py_TYPE(d));
+    if (ok <= 0) return ok; /* (the Python call checks a class it has not met) */
+    if (check != Py_None) {
+      PyObject *r = PyObject_CallFunctionObjArgs(check, d, api, NULL);
+      if (r == NULL) return -1;
+      Py_DECREF(r);
+    }
+    if (PyDict_SetItem(kw, name, d) < 0) return -1;
+  }
+  return 1;
+}
+
+/* A factory's call (factory_call in fastpath.py): a call whose device= value an earlier
+   call placed runs the kernel served for it, fn(*args, *tail, **kw); the rest goes to
+   the factory's Python call. The plan is held while the call runs (it may be replaced). */
+static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwargs) {
+  PyObject *op = (PyObject *)self, *plan = self->fplan;
+  if (!PyTuple_Check(plan) || PyTuple_Size(plan) != P_FIELDS) return call_py(op, args, kwargs);
+  Py_INCREF(plan);
+  PyObject *key = NULL, *served = NULL, *kw = NULL, *full = NULL, *out = NULL;
+  int ok = 0;
+  Py_ssize_t n = PyTuple_Size(args);
+  Py_ssize_t npos = PyLong_AsSsize_t(PyTuple_GetItem(plan, P_NPOS));
+  Py_ssize_t nmin = PyLong_AsSsize_t(PyTuple_GetItem(plan, P_NMIN));
+  if (PyErr_Occurred()) goto done;
+  if (n > npos || n < nmin) goto python;
+  PyObject *device = Py_None;
+  if (kwargs != NULL) {
+    device = PyDict_GetItemWithError(kwargs, PyTuple_GetItem(plan, P_DNAME));
+    if (device == NULL) {
+      if (PyErr_Occurred()) goto done;
+      device = Py_None;
+    }
+  }
+  key = device_key(device);
+  if (key == NULL) {
+    if (PyErr_Occurred()) goto done;
+    goto python;
+  }
+  PyObject *cache = PyTuple_GetItem(plan, P_SERVED);
+  served = PyDict_Check(cache) ? PyDict_GetItemWithError(cache, key) : NULL;
+  if (served == NULL) {
+    if (PyErr_Occurred()) goto done;
+    goto python;
+  }
+  Py_INCREF(served); /* (fn, backend, kw, check) */
+  if (!PyTuple_Check(served) || PyTuple_Size(served) != 4) goto python;
+  PyObject *defaults = PyTuple_GetItem(served, 2), *check = PyTuple_GetItem(served, 3);
+  if (!PyDict_Check(defaults)) goto python;
+  kw = PyDict_Copy(defaults);
+  if (kw == NULL) goto done;
+  if (kwargs != NULL) {
+    ok = dtypes_fit(plan, kwargs, check, kw);
+    if (ok < 0) goto done;
+    if (ok == 0) goto python;
+  }
+  PyObject *tail = PyTuple_GetItem(PyTuple_GetItem(plan, P_TAILS), n);
+  full = tail == NULL ? NULL : with_tail(args, tail);
+  if (full == NULL) goto done;
+  ok = scalars_fit(full, PyTuple_GetItem(plan, P_CHECKS));
+  if (ok > 0) ok = lists_fit(&full, PyTuple_GetItem(plan, P_LISTS));
+  if (ok < 0) goto done;
+  if (ok == 0) goto python;
+  out = run_kernel(PyTuple_GetItem(served, 0), full, kw, PyTuple_GetItem(plan, P_FAILED),
+                   PyTuple_GetItem(served, 1));
+  goto done;
+python:
+  out = call_py(op, args, kwargs);
+done:
+  Py_XDECREF(full);
+  Py_XDECREF(kw);
+  Py_XDECREF(served);
+  Py_XDECREF(key);
+  Py_DECREF(plan);
   return out;
 }
 
@@ -164,11 +336,14 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     PyErr_SetString(PyExc_RuntimeError, "oplib_core._dispatch._ccall: setup() was not called");
     return NULL;
   }
-  if (kwargs != NULL && PyDict_Size(kwargs) != 0) return call_py(op, args, kwargs);
+  int keywords = kwargs != NULL && PyDict_Size(kwargs) != 0;
+  int factory = has_plan(self);
+  if (keywords && !factory) return call_py(op, args, kwargs);
   PyObject *active = PyList_GetItem(g_active, 0);
   if (active == NULL) return NULL;
   int on = PyObject_IsTrue(active);
   if (on != 0) return on < 0 ? NULL : call_py(op, args, kwargs);
+  if (factory) return factory_call(self, args, keywords ? kwargs : NULL);
   if (self->routed) return routed_call(self, args, kwargs);
   Py_ssize_t n = PyTuple_Size(args);
   if (n > self->npos || n < self->nmin || self->multi == NULL) return call_py(op, args, kwargs);
@@ -212,7 +387,7 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
     goto python;
   }
   PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
-  PyObject *out = run_kernel(fn, full, owner);
+  PyObject *out = run_kernel(fn, full, NULL, NULL, owner);
   Py_XDECREF(owner);
   Py_DECREF(full);
   return out;
@@ -226,7 +401,7 @@ error:
 
 /* The object fields, once for traverse and clear. */
 #define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
-    X(modes) X(routes)
+    X(modes) X(routes) X(fplan)
 
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;
@@ -280,26 +455,32 @@ static PyType_Spec fc_spec = {
 };
 
 static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
-  PyObject *active, *call, *failed;
-  if (!PyArg_ParseTuple(args, "O!OO:setup", &PyList_Type, &active, &call, &failed)) return NULL;
-  PyObject *old_active = g_active, *old_call = g_call_py, *old_failed = g_failed;
-  g_active = Py_NewRef(active);
-  g_call_py = Py_NewRef(call);
-  g_failed = Py_NewRef(failed);
-  Py_XDECREF(old_active);
-  Py_XDECREF(old_call);
-  Py_XDECREF(old_failed);
+  PyObject *active, *call, *failed, *device, *dtype_classes;
+  if (!PyArg_ParseTuple(args, "O!OOO!O!:setup", &PyList_Type, &active, &call, &failed,
+                        &PyType_Type, &device, &PySet_Type, &dtype_classes))
+    return NULL;
+  PyObject **slots[] = {&g_active, &g_call_py, &g_failed, &g_device, &g_dtype_classes};
+  PyObject *given[] = {active, call, failed, device, dtype_classes};
+  for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
+    PyObject *old = *slots[i];
+    *slots[i] = Py_NewRef(given[i]);
+    Py_XDECREF(old);
+  }
   Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(active, call_py, failed): the ACTIVE list, the Python __call__ and the report of "
-     "a kernel's exception."},
+     "setup(active, call_py, failed, device, dtype_classes): the ACTIVE list, the Python "
+     "__call__, the report of a kernel's exception, the Device class and the set of the "
+     "numpy dtype classes factories have met."},
     {NULL, NULL, 0, NULL},
 };
 
 static int exec_module(PyObject *module) {
+  if (g_type_name == NULL) g_type_name = PyUnicode_InternFromString("type");
+  if (g_index_name == NULL) g_index_name = PyUnicode_InternFromString("index");
+  if (g_type_name == NULL || g_index_name == NULL) return -1;
   PyObject *type = PyType_FromModuleAndSpec(module, &fc_spec, NULL);
   if (type == NULL) return -1;
   int rc = PyModule_AddObjectRef(module, "FastCallBase", type);

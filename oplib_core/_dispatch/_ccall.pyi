@@ -18,10 +18,13 @@ class FastCallBase:
     _modes: Mapping[type, Any]
     _routes: dict[tuple[type, ...], Any]
     _routed: bool
+    _fplan: Any  # a FactoryPlan, or None
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 def setup(
     active: list[int],
     call_py: Callable[..., Any],
     failed: Callable[[Any, Exception, Callable[..., Any], tuple[Any, ...]], None],
+    device: type,
+    dtype_classes: set[type],
 ) -> None: ...

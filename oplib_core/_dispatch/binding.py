@@ -24,7 +24,7 @@ from .._schema import Argument, BaseType, FunctionSchema, ListType, OptionalType
 from .._tensor.tensor import Tensor
 from ..backends import TABLE, host_missing, not_installed
 from ..backends import device as to_device
-from ..errors import CallArgumentError
+from ..errors import CallArgumentError, InvalidDeviceError
 from ..fake._arrays import FakeArray
 
 __all__ = [
@@ -123,6 +123,16 @@ def _device(x: Any) -> Any:
         except (TypeError, ValueError):
             return _INVALID
     return _INVALID
+
+
+def _malformed_device(qualname: str, name: str, text: str) -> None:
+    """Raise ``InvalidDeviceError`` (a ``ValueError``) for a device string ``device()``
+    cannot parse, with its words: the string was the wrong value, not the wrong type."""
+    try:
+        to_device(text)
+    except ValueError as e:
+        reason = str(e).removeprefix("device(): ")
+        raise InvalidDeviceError(f"{qualname}(): argument {name!r}: {reason}", text) from None
 
 
 def _anything(x: Any) -> Any:
@@ -241,7 +251,7 @@ class Binder:
     def matches(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         try:
             self.bind(args, kwargs)
-        except TypeError:
+        except (TypeError, InvalidDeviceError):  # (a string that is no device may be a str)
             return False
         return True
 
@@ -250,6 +260,8 @@ class Binder:
         if out is _INVALID:
             if host_missing(value):  # a numpy array, and no cpu backend to take it
                 raise not_installed("cpu", self.qualname)
+            if type(value) is str and str(a.type).rstrip("?") == "Device":
+                _malformed_device(self.qualname, a.name, value)
             missing = TABLE.missing_for(type(value))
             hint = f" ({missing})" if missing else ""
             raise self._error(f"argument {a.name!r} must be {a.type}, got {_describe(value)}{hint}")

@@ -18,7 +18,7 @@ import functools
 import os
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
 
@@ -42,13 +42,15 @@ __all__ = [
     "SLOW",
     "FactoryCall",
     "FactoryFastCall",
+    "FactoryPlan",
     "FastCall",
     "OpCache",
     "Route",
     "below_autograd",
     "below_kernels",
     "cache_class",
-    "factory_entry",
+    "factory_call",
+    "factory_plan",
     "fast_route",
     "mode_table",
     "same_device",
@@ -91,6 +93,10 @@ _DEVICE_KEYS = frozenset({type(None), Device, str, int})
 #: instances of per-dtype subclasses of ``np.dtype``).
 _DTYPE_CLASSES: set[type] = set()
 
+#: After a factory's kernel ``fn`` raised: ``failed(exc, fn, args, kwargs, backend)``.
+FactoryFailed = Callable[
+    [Exception, Callable[..., Any], tuple[Any, ...], dict[str, Any], Backend], None
+]
 #: A factory's fast path: ``entry(args, kwargs)``, the result or ``MISS``.
 FactoryCall = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
@@ -430,6 +436,7 @@ FAST_FIELDS = (
     "_by_type",
     "_opcache",
     "_modes",
+    "_fplan",
 )
 
 # What an object that shares no op's fast path serves, with or without modes: nothing.
@@ -495,6 +502,7 @@ class FastCall(_Base):
     _by_type: dict[type, Callable[..., Any]]
     _opcache: OpCache
     _modes: Mapping[type, ModeTable]
+    _fplan: FactoryPlan | None
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -621,6 +629,7 @@ class FastCall(_Base):
                 ("_nmin", 0),
                 ("_modes", _NO_MODES),
                 ("_by_type", _NO_KERNELS),
+                ("_fplan", None),
             ):
                 setattr(self, name, value)
             return
@@ -646,7 +655,7 @@ class FastCall(_Base):
 
 
 if _setup_compiled is not None:
-    _setup_compiled(ACTIVE, FastCall._call_py, OpCache.failed)
+    _setup_compiled(ACTIVE, FastCall._call_py, OpCache.failed, Device, _DTYPE_CLASSES)
 else:
     FastCall.__call__ = FastCall._call_py  # type: ignore[method-assign]
 
@@ -654,18 +663,22 @@ else:
 class FactoryFastCall(FastCall):
     """The call of a factory (``zeros``, ``arange``...: no tensor argument, placed by its
     keyword-only ``device``), for its overload and for a packet whose one overload it is:
-    a call whose ``device`` an earlier call placed runs from the cache (``factory_entry``,
-    keyword arguments and all), the rest takes the slow path."""
+    a call whose ``device`` an earlier call placed runs from the cache (``factory_call``,
+    keyword arguments and all), the rest takes the slow path. Compiled, ``_ccall.c`` runs
+    the cached case from the same plan (``_fplan``) and hands the rest to ``_call_py``."""
 
     __slots__ = ()
     _factory: FactoryCall
 
-    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+    def _call_py(self, /, *args: Any, **kwargs: Any) -> Any:
         if not ACTIVE[0]:
             out = self._factory(args, kwargs)
             if out is not MISS:
                 return out
         return self._call_slow(args, kwargs)
+
+    if not COMPILED:
+        __call__ = _call_py
 
 
 # -- calls with Tensors -----------------------------------------------------------------------
@@ -938,22 +951,63 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
 # -- factories --------------------------------------------------------------------------------
 
 
-def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
+class FactoryPlan(NamedTuple):
+    """What a factory's cached call checks and runs (``factory_plan``), read by its Python
+    call (``factory_call``) and by the compiled one (``_ccall.c``) alike."""
+
+    served: dict[Any, FactoryServe]  # the op's ``OpCache.factory``
+    device_name: str  # the keyword-only ``device`` argument's name
+    dtype_names: frozenset[str]  # the keyword-only dtype arguments' names
+    npos: int  # the positional arguments a call may give ...
+    nmin: int  # ... and must give
+    tails: tuple[tuple[Any, ...], ...]  # the defaults appended to n given
+    checks: tuple[tuple[int, frozenset[type]], ...]  # (position, the scalar types it takes)
+    lists: tuple[tuple[int, bool], ...]  # (position of an int[], whether None is allowed)
+    api: str  # the name a backend's dtype check gives in its errors
+    failed: FactoryFailed  # reports a kernel's exception as the slow path does
+
+
+def factory_plan(sig: Signature, cache: OpCache) -> FactoryPlan | None:
     """For a factory (``zeros``, ``arange``, ``full``...: no tensor argument, placed by its
-    keyword-only ``device``): ``entry(args, kwargs)`` runs a call whose ``device`` argument
-    an earlier call already placed (``cache.factory``), or returns ``MISS`` (then plan it).
-    Per call it checks what binding would: the positional arguments as ``FastCall`` does,
-    keyword arguments among the op's, each dtype a numpy dtype or None, the device of a
-    remembered value; the kernel (``dtype_guarded`` where the backend lacks dtypes) checks
-    the dtype. None: the op is no such factory, or the fast path is off."""
+    keyword-only ``device``), what its cached call checks and runs; None: the op is no
+    such factory, or the fast path is off."""
     dtypes, slot = sig.factory_dtypes, sig.device_arg
     if SLOW or dtypes is None or slot is None:
         return None
-    npos, nmin, tails, checks, lists = sig.arity, sig.factory_nmin, sig.tails, sig.checks, sig.lists
-    dname, dtype_names = slot.name, frozenset(dtypes)
-    served, entry = cache.factory, cache.entry
+    entry = cache.entry
+
+    def failed(
+        exc: Exception,
+        fn: Callable[..., Any],
+        bargs: tuple[Any, ...],
+        kw: dict[str, Any],
+        backend: Backend,
+    ) -> None:
+        kernel_failed(exc, entry, fn, list(bargs), kw, backend)
+
+    return FactoryPlan(
+        cache.factory,
+        slot.name,
+        frozenset(dtypes),
+        sig.arity,
+        sig.factory_nmin,
+        sig.tails,
+        sig.checks,
+        sig.lists,
+        f"{entry.qualname}()",  # (the name dtype_guarded's errors give)
+        failed,
+    )
+
+
+def factory_call(plan: FactoryPlan) -> FactoryCall:
+    """A factory's cached call: ``entry(args, kwargs)`` runs a call whose ``device``
+    argument an earlier call already placed (``cache.factory``), or returns ``MISS`` (then
+    plan it). Per call it checks what binding would: the positional arguments as
+    ``FastCall`` does, keyword arguments among the op's, each dtype a numpy dtype or None
+    (checked by the backend when it lacks dtypes), the device of a remembered value.
+    ``_ccall.c`` (``factory_call`` there) runs the same steps in C."""
+    served, dname, dtype_names, npos, nmin, tails, checks, lists, api, failed = plan
     dtype_type = np.dtype
-    api = f"{entry.qualname}()"  # (the name dtype_guarded's errors give)
 
     def call_factory(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         n = len(args)
@@ -1003,7 +1057,7 @@ def factory_entry(sig: Signature, cache: OpCache) -> FactoryCall | None:
         try:
             return fn(*bargs, **kw)
         except Exception as e:
-            kernel_failed(e, entry, fn, list(bargs), kw, backend)
+            failed(e, fn, bargs, kw, backend)
             raise
 
     return call_factory

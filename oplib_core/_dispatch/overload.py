@@ -40,7 +40,8 @@ from .fastpath import (
     below_autograd,
     below_kernels,
     cache_class,
-    factory_entry,
+    factory_call,
+    factory_plan,
     fast_route,
     mode_table,
 )
@@ -217,8 +218,9 @@ class OpOverload(FastCall):
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
         self.tensor_kernels = below_kernels(sig, cache)
-        self._factory = factory_entry(sig, cache)
-        if self._factory is not None:
+        self._fplan = plan = factory_plan(sig, cache)
+        self._factory = None if plan is None else factory_call(plan)
+        if plan is not None:
             _as_factory(self)
 
     # -- read-only accessors ----------------------------------------------------------------
