@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -494,7 +495,10 @@ def test_bench_sections_run_through_oplib_on_the_cpu_backend(tmp_path):
     assert set(data["small_ops_per_s"]) == {"cupy", "oplib", "oplib Tensor"}
     assert set(data["matmul_TFLOPs"]) == {"cupy", "oplib", "oplib Tensor"}
     summary = "\n".join(data["summary"])
-    assert "per call, µs over cupy (native/Tensor; budget +0.5/+1.5): neg +" in summary
+    # (a signed difference: the cached call may measure below cupy's own within the noise)
+    assert re.search(
+        r"per call, µs over cupy \(native/Tensor; budget \+0\.5/\+1\.5\): neg [+-]\d", summary
+    )
     assert "autograd 50x(mul, tanh) on 64 float32, fwd+bwd: oplib " in summary
     assert "add int32, 0 MiB arrays: oplib" in summary and "20 small ops" in summary
 
