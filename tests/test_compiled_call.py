@@ -38,6 +38,8 @@ for _ in range(3):  # the first call fills the caches, the later ones take them
     OUT["sum"] = ops.sum.default(x).tolist()  # the defaults appended (None, False)
     OUT["sum_dim"] = ops.sum.default(x.reshape(3, 1), [1]).tolist()  # an int[]: checked
     OUT["sum_dim_tuple"] = ops.sum.default(x.reshape(3, 1), (1,)).tolist()
+    OUT["sum_dim_int"] = ops.sum.default(x.reshape(3, 1), 1).tolist()  # [1] to the kernel
+    OUT["sum_dim_bool"] = catch(ops.sum.default, x.reshape(3, 1), True)
 
 lib = oplib.Library("ccall", "DEF")
 lib.define("scale(Tensor x, float s=2.0, bool twice=False) -> Tensor")
@@ -122,6 +124,7 @@ for _ in range(3):
     OUT["zeros_dtype_device"] = made(ops.zeros([2], dtype=f32, device="cpu"))
     OUT["zeros_device_object"] = made(ops.zeros([1, 2], device=oplib.device("cpu")))
     OUT["zeros_tuple_size"] = made(ops.zeros((2, 1), dtype=f32))
+    OUT["zeros_int_size"] = made(ops.zeros(2, dtype=f32))
     OUT["zeros_overload"] = made(ops.zeros.default([2], dtype=np.dtype(np.int8), device="cpu"))
     OUT["zeros_dtype_name"] = made(ops.zeros([2], dtype="float16"))  # binding converts it
     OUT["zeros_float_size"] = catch(ops.zeros, [2.5])
@@ -180,6 +183,7 @@ EXPECTED = {
     "sum": 2.0,
     "sum_dim": [1.0, -2.0, 3.0],
     "sum_dim_tuple": [1.0, -2.0, 3.0],
+    "sum_dim_int": [1.0, -2.0, 3.0],
     "defaults": [2.0, -4.0, 6.0],
     "one_default": [3.0, -6.0, 9.0],
     "all_given": [6.0, -12.0, 18.0],
@@ -190,6 +194,7 @@ EXPECTED = {
     "zeros_dtype_device": [[2], "float32", [0.0, 0.0]],
     "zeros_device_object": [[1, 2], "float32", [[0.0, 0.0]]],
     "zeros_tuple_size": [[2, 1], "float32", [[0.0], [0.0]]],
+    "zeros_int_size": [[2], "float32", [0.0, 0.0]],
     "zeros_overload": [[2], "int8", [0, 0]],
     "zeros_dtype_name": [[2], "float16", [0.0, 0.0]],
     "fill": [[2], "float32", [1.5, 1.5]],
@@ -243,6 +248,7 @@ def test_both_calls_give_the_same_answers(runs, key):
         "mixed",
         "packet_bad",
         "zeros_float_size",
+        "sum_dim_bool",
         "zeros_unknown_keyword",
         "zeros_bad_device",
         "zeros_bad_dtype",

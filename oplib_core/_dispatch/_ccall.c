@@ -4,10 +4,11 @@
  * is missing or OPLIB_NATIVE_SPEEDUPS=0.
  *
  * A call with no keyword arguments and no dispatch mode active, whose positional arguments
- * the op's plan accepts as they are (its tensor arguments of one class, its scalars of the
- * types the schema takes, no int[] argument to check), runs the kernel the op's cache holds
- * for that class: by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a
- * keyword, an int[] argument, a cache miss) goes to the Python __call__ unchanged, which
+ * the op's plan accepts (its tensor arguments of one class, its scalars of the types the
+ * schema takes, its int[] arguments lists, tuples or ints of ints, given to the kernel as
+ * lists), runs the kernel the op's cache holds for that class:
+ * by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a keyword, a
+ * cache miss) goes to the Python __call__ unchanged, which
  * decides as it always did. A factory (zeros: no tensor argument, placed by its device=
  * keyword) runs a call whose device an earlier call placed from its plan (FactoryPlan),
  * keywords and int[] sizes included, as factory_call in fastpath.py does. The fields are the ones the Python __call__ reads (FAST_FIELDS),
@@ -174,9 +175,10 @@ static PyObject *routed_call(FastCallBase *self, PyObject *args, PyObject *kwarg
   return out;
 }
 
-/* 1: each int[] of `lists` ((i, nullable) pairs) is None where allowed, or a list or a
-   tuple of ints; a tuple is given to the kernel as a list, as binding gives it (*full
-   then replaced by a new tuple); 0: not; -1: an error. */
+/* 1: each int[] of `lists` ((i, nullable) pairs) is None where allowed, a list or a tuple
+   of ints, or an int; a tuple is given to the kernel as a list and an int as a list of
+   it (sum(t, 0) as sum(t, [0])), as binding gives them (*full then replaced by a new
+   tuple); 0: not; -1: an error. */
 static int lists_fit(PyObject **full, PyObject *lists) {
   Py_ssize_t k = PyTuple_Size(lists);
   for (Py_ssize_t j = 0; j < k; j++) {
@@ -191,9 +193,9 @@ static int lists_fit(PyObject **full, PyObject *lists) {
       if (nullable <= 0) return nullable;
       continue;
     }
-    int is_list = PyList_CheckExact(v);
-    if (!is_list && !PyTuple_CheckExact(v)) return 0;
-    Py_ssize_t m = is_list ? PyList_Size(v) : PyTuple_Size(v);
+    int is_list = PyList_CheckExact(v), is_int = PyLong_CheckExact(v);
+    if (!is_list && !is_int && !PyTuple_CheckExact(v)) return 0;
+    Py_ssize_t m = is_int ? 0 : is_list ? PyList_Size(v) : PyTuple_Size(v);
     for (Py_ssize_t e = 0; e < m; e++) {
       PyObject *item = is_list ? PyList_GetItem(v, e) : PyTuple_GetItem(v, e);
       if (item == NULL) return -1;
@@ -204,7 +206,9 @@ static int lists_fit(PyObject **full, PyObject *lists) {
     PyObject *copy = PyTuple_New(n);
     if (copy == NULL) return -1;
     for (Py_ssize_t a = 0; a < n; a++) {
-      PyObject *item = a == i ? PySequence_List(v) : Py_NewRef(PyTuple_GetItem(*full, a));
+      PyObject *item = a != i ? Py_NewRef(PyTuple_GetItem(*full, a))
+                       : is_int ? PyList_New(1) : PySequence_List(v);
+      if (item != NULL && a == i && is_int) PyList_SetItem(item, 0, Py_NewRef(v));
       if (item == NULL) {
         Py_DECREF(copy);
         return -1;
@@ -371,8 +375,8 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
       PyObject *checks = self->checks == NULL ? NULL : PyTuple_GetItem(self->checks, n);
       PyObject *lists = self->lists == NULL ? NULL : PyTuple_GetItem(self->lists, n);
       if (checks == NULL || lists == NULL) goto error;
-      if (PyTuple_Size(lists) != 0) goto python; /* int[] arguments: as Python checks them */
       ok = scalars_fit(full, checks);
+      if (ok > 0) ok = lists_fit(&full, lists);
       if (ok < 0) goto error;
       if (!ok) goto python;
     }

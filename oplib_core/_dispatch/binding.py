@@ -620,6 +620,8 @@ class Signature:
                         return None
                 if type(v) is tuple:
                     bargs[i] = list(v)  # as bind() gives it
+            elif type(v) is int:
+                bargs[i] = [v]  # as bind() gives it
             else:
                 return None
         return bargs, dict(self.kwdefaults)

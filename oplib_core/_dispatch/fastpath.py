@@ -255,7 +255,9 @@ class OpCache:
             v = bargs[i]
             if v is None and not nullable:
                 return False
-            if v is not None and not (type(v) in (list, tuple) and all(type(e) is int for e in v)):
+            if v is not None and not (
+                type(v) is int or (type(v) in (list, tuple) and all(type(e) is int for e in v))
+            ):
                 return False
         return key in self.factory
 
@@ -572,6 +574,8 @@ class FastCall(_Base):
                             if type(e) is not int:
                                 return self._call_slow(args, kwargs)
                         args = (*args[:i], list(v), *args[i + 1 :])
+                    elif type(v) is int:  # t.sum(0): as binding gives it, [0]
+                        args = (*args[:i], [v], *args[i + 1 :])
                     else:
                         return self._call_slow(args, kwargs)
         try:
@@ -1052,6 +1056,8 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
                         return MISS
                 if type(v) is tuple:  # as binding gives it
                     bargs = (*bargs[:i], list(v), *bargs[i + 1 :])
+            elif type(v) is int:  # zeros(2): as binding gives it, [2]
+                bargs = (*bargs[:i], [v], *bargs[i + 1 :])
             else:
                 return MISS
         try:
