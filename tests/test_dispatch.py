@@ -881,7 +881,9 @@ def test_fast_path_still_rejects_bad_int_lists_after_the_cache_is_warm(lib, ns, 
 
 @pytest.mark.fastpath
 @pytest.mark.parametrize("given", [[1], (1,), 1], ids=["list", "tuple", "int"])
-def test_an_int_list_given_as_a_list_tuple_or_int_stays_on_the_fast_path(lib, ns, given):
+def test_an_int_list_given_as_a_list_tuple_or_int_stays_on_the_fast_path(
+    lib, ns, given, monkeypatch
+):
     # t.sum(0), x.mean(-1): an int for an int[] is [int] to binding, and (issue 30) no
     # reason to leave the cached call, which gave it to the slow path every time (~12 us)
     lib.define("red3(Tensor x, int[] dims, bool keep=False) -> Tensor")
@@ -895,16 +897,14 @@ def test_an_int_list_given_as_a_list_tuple_or_int_stays_on_the_fast_path(lib, ns
     x, t = np.ones((2, 3)), oplib.ones(2, 3)
     for arg in (x, t):
         op(arg, given)  # the first call of each class plans and caches
-        slow = []
-        overload = type(op.default)
-        real = overload._call_slow
-        try:
-            overload._call_slow = lambda self, a, k: slow.append(a) or real(self, a, k)
-            assert np.asarray(op(arg, given)).tolist() == [3.0, 3.0]
-            assert np.asarray(op.default(arg, given, True)).tolist() == [[3.0], [3.0]]
-        finally:
-            overload._call_slow = real
-        assert slow == []
+    slow: list = []
+    overload = type(op.default)
+    real = overload._call_slow
+    monkeypatch.setattr(overload, "_call_slow", lambda s, a, k: slow.append(a) or real(s, a, k))
+    for arg in (x, t):
+        assert np.asarray(op(arg, given)).tolist() == [3.0, 3.0]
+        assert np.asarray(op.default(arg, given, True)).tolist() == [[3.0], [3.0]]
+    assert slow == []
     assert all(type(d) is list and d == [1] for d in seen)  # as binding gives it
 
 
