@@ -29,6 +29,9 @@ typedef struct {
   PyObject *routes;
   /* a factory's plan (FactoryPlan), or NULL or None */
   PyObject *fplan;
+  /* the positional parameters' names and defaults (Signature.params): read by the
+     Python call, for a call with keywords */
+  PyObject *params;
   char routed;
 } FastCallBase;
 
@@ -405,7 +408,7 @@ error:
 
 /* The object fields, once for traverse and clear. */
 #define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
-    X(modes) X(routes) X(fplan)
+    X(modes) X(routes) X(fplan) X(params)
 
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;

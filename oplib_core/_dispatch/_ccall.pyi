@@ -19,6 +19,7 @@ class FastCallBase:
     _routes: dict[tuple[type, ...], Any]
     _routed: bool
     _fplan: Any  # a FactoryPlan, or None
+    _params: tuple[tuple[str, ...], tuple[Any, ...]]
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 def setup(

@@ -415,6 +415,43 @@ class BoundCall:
         self.fast = fast
 
 
+class _Required:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: In ``Signature.params``: a positional parameter without a default.
+REQUIRED: Any = _Required()
+
+
+def by_position(
+    args: tuple[Any, ...], kwargs: dict[str, Any], params: tuple[tuple[str, ...], tuple[Any, ...]]
+) -> tuple[Any, ...] | None:
+    """A call's ``args`` and ``kwargs`` as one positional tuple, every positional parameter
+    of ``params`` (``Signature.params``) given or defaulted, when each keyword names one
+    that ``args`` did not give (``x.clamp(min=0.0)`` as ``clamp(x, 0.0, None)``); None
+    otherwise (a keyword-only or unknown name, one given twice, a required one missing):
+    binding decides, and says what is wrong."""
+    names, defaults = params
+    n = len(args)
+    if n >= len(names):
+        return None
+    out = list(args)
+    named = 0
+    for i in range(n, len(names)):
+        v = kwargs.get(names[i], REQUIRED)
+        if v is REQUIRED:
+            v = defaults[i]
+            if v is REQUIRED:
+                return None
+        else:
+            named += 1
+        out.append(v)
+    return tuple(out) if named == len(kwargs) else None
+
+
 def _plain_int_list(value: Any, nullable: bool) -> bool:
     """Whether ``value`` is an ``int[]`` as the fast path passes it on unchanged: a list of
     ints, or None where None is allowed."""
@@ -441,7 +478,9 @@ class Signature:
       call (those that pass it once, at plan time), and ``multi_at[n]`` what such a call
       checks: 0 nothing, 1 only that ``key_rest``'s tensors are of the first one's type,
       2 scalars or ``int[]``s as well;
-      ``kwdefaults`` the keyword-only defaults the kernel gets on that path.
+      ``kwdefaults`` the keyword-only defaults the kernel gets on that path; ``params`` the
+      positional parameters' names and defaults (``REQUIRED`` where there is none), with
+      which a call naming some of them by keyword takes that path too (``by_position``).
     - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
       the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
       ``ScalarType?`` names (None: not such a factory), ``factory_nmin`` the positional
@@ -474,6 +513,7 @@ class Signature:
         "named",
         "nmin",
         "npos",
+        "params",
         "returns",
         "single_plain_return",
         "slots",
@@ -490,6 +530,8 @@ class Signature:
         lists: list[tuple[int, bool]] = []
         tail: list[Any] = []
         kwdefaults: dict[str, Any] = {}
+        names: list[str] = []
+        defaults: list[Any] = []
         fast = True
         slots: list[Slot] = []
         device_arg: Slot | None = None
@@ -509,6 +551,8 @@ class Signature:
                 else:
                     fast = False
                 continue
+            names.append(a.name)
+            defaults.append(a.default_value if a.has_default else REQUIRED)
             if a.has_default:
                 tail.append(a.default_value)
             else:
@@ -556,6 +600,7 @@ class Signature:
         self.lists = tuple(lists)
         self.multi = bool(self.key_rest or self.checks or self.lists)
         self.npos = pos_i if fast else -1
+        self.params = (tuple(names), tuple(defaults))
         self.nmin = nmin if fast else 0
         defaults = tuple(tail)
         first_default = pos_i - len(defaults)
@@ -603,7 +648,14 @@ class Signature:
         inlines, without the one on tensor types), else None: for modes that handle calls
         themselves. The same result as ``bind()`` (``int[]`` arguments as lists)."""
         n = len(args)
-        if kwargs or n > self.npos or n < self.nmin:
+        if kwargs:  # keywords naming positional parameters: placed (``by_position``)
+            if self.npos < 0:
+                return None
+            placed = by_position(args, kwargs, self.params)
+            if placed is None:
+                return None
+            args, n = placed, len(placed)
+        elif n > self.npos or n < self.nmin:
             return None
         bargs = list(args + self.tails[n])
         for i, ok in self.checks:

@@ -28,7 +28,7 @@ from .._registry.entry import OpEntry
 from .._registry.registry import REGISTRY
 from .._tensor.tensor import Tensor
 from ..backends import Backend
-from .binding import BoundCall, Signature
+from .binding import BoundCall, Signature, by_position
 from .failure import kernel_failed
 from .placement import Placement, wrap
 from .resolution import _GUARDS, autograd_kernel, factory_kernel, resolve
@@ -439,6 +439,7 @@ FAST_FIELDS = (
     "_opcache",
     "_modes",
     "_fplan",
+    "_params",
 )
 
 # What an object that shares no op's fast path serves, with or without modes: nothing.
@@ -505,6 +506,7 @@ class FastCall(_Base):
     _opcache: OpCache
     _modes: Mapping[type, ModeTable]
     _fplan: FactoryPlan | None
+    _params: tuple[tuple[str, ...], tuple[Any, ...]]
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -547,9 +549,19 @@ class FastCall(_Base):
         else:
             by_type = self._by_type
         if kwargs or n != self._npos:
-            if kwargs or n > self._npos or n < self._nmin:
+            if kwargs:
+                # x.clamp(min=0.0): keywords naming positional parameters, placed; not
+                # under a mode's table (the mode sees a call it takes as it was made)
+                if by_type is not self._by_type or self._npos < 0:
+                    return self._call_slow(args, kwargs)
+                placed = by_position(args, kwargs, self._params)
+                if placed is None:
+                    return self._call_slow(args, kwargs)
+                args, kwargs, n = placed, {}, len(placed)
+            elif n > self._npos or n < self._nmin:
                 return self._call_slow(args, kwargs)
-            args += self._tails[n]
+            else:
+                args += self._tails[n]
         t = type(args[self._key0])
         m = self._multi[n]  # (n: the arguments given; their defaults need no check)
         if m:
@@ -634,6 +646,7 @@ class FastCall(_Base):
                 ("_modes", _NO_MODES),
                 ("_by_type", _NO_KERNELS),
                 ("_fplan", None),
+                ("_params", ((), ())),
             ):
                 setattr(self, name, value)
             return

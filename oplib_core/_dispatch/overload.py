@@ -214,6 +214,7 @@ class OpOverload(FastCall):
         self._checks = sig.checks_at
         self._lists = sig.lists_at
         self._multi = sig.multi_at
+        self._params = sig.params
         self._by_type = cache.by_type
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
