@@ -531,7 +531,7 @@ class Signature:
         tail: list[Any] = []
         kwdefaults: dict[str, Any] = {}
         names: list[str] = []
-        defaults: list[Any] = []
+        param_defaults: list[Any] = []
         fast = True
         slots: list[Slot] = []
         device_arg: Slot | None = None
@@ -552,7 +552,7 @@ class Signature:
                     fast = False
                 continue
             names.append(a.name)
-            defaults.append(a.default_value if a.has_default else REQUIRED)
+            param_defaults.append(a.default_value if a.has_default else REQUIRED)
             if a.has_default:
                 tail.append(a.default_value)
             else:
@@ -600,7 +600,7 @@ class Signature:
         self.lists = tuple(lists)
         self.multi = bool(self.key_rest or self.checks or self.lists)
         self.npos = pos_i if fast else -1
-        self.params = (tuple(names), tuple(defaults))
+        self.params = (tuple(names), tuple(param_defaults))
         self.nmin = nmin if fast else 0
         defaults = tuple(tail)
         first_default = pos_i - len(defaults)
