@@ -189,7 +189,7 @@ def test_explain_says_whether_the_factory_cache_serves_the_call(factory):
     assert op.plan_call(([2],), {"device": "cpu"}).cached
     assert op.plan_call(((2, 3),), {"device": "cpu", "dtype": oplib.int8}).cached
     assert not op.plan_call(([2],), {"device": "cpu", "dtype": "int8"}).cached  # binding's
-    assert not op.plan_call((2,), {"device": "cpu"}).cached  # a bare int: binding's
+    assert op.plan_call((2,), {"device": "cpu"}).cached  # a bare int: [2], as binding's
     assert not op.plan_call(([2],), {}).cached  # device None: not seen yet
 
 

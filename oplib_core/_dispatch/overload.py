@@ -136,9 +136,10 @@ class Plan:
             return op._opcache.serves_factory(self._args, self._kwargs)
         if cls is None or ACTIVE[0] or op._npos < 0 or self.error is not None:
             return False
-        if op._sig.bind_fast(self._args, self._kwargs) is None:
+        bound = op._sig.bind_fast(self._args, self._kwargs)
+        if bound is None:
             return False
-        args = self._args + op._sig.tails[len(self._args)]
+        args = bound[0]
         first = type(args[op._key0])
         if any(type(args[i]) is not first for i in op._key_rest):
             return False
