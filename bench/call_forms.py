@@ -1,0 +1,52 @@
+"""The same call written the ways torch code writes it: an ``int[]`` as a list, a tuple or
+a bare int (``t.sum(0)``), an argument by position or by keyword (``t.clamp(min=0.0)``),
+a factory's size as a list or an int. Each form is timed beside the plain positional
+list form in the same interleaved rounds; the ratio says what writing it that way costs.
+Issue 30: the int and keyword forms took the slow path on every call (3-10x); the cached
+call now places them, so each ratio should stay near 1 (a keyword form pays for placing
+its keywords, about a microsecond on a slow machine).
+
+    python bench/call_forms.py [--rounds 9] [--number 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from _timing import interleaved_ns
+
+import oplib_core as oplib
+
+# (the form, the plain positional form it is compared with)
+FORMS = [
+    ("ops.sum(t, (0,))", "ops.sum(t, [0])"),
+    ("ops.sum(t, 0)", "ops.sum(t, [0])"),
+    ("t.sum(0)", "ops.sum(t, [0])"),
+    ("t.sum(dim=0)", "ops.sum(t, [0])"),
+    ("ops.sum(x, 0)", "ops.sum(x, [0])"),
+    ("ops.clamp(t, min=0.0)", "ops.clamp(t, 0.0)"),
+    ("t.clamp(min=0.0)", "ops.clamp(t, 0.0)"),
+    ("ops.clamp(x, max=1.0)", "ops.clamp(x, None, 1.0)"),
+    ("ops.zeros(2)", "ops.zeros([2])"),
+    ("ops.zeros((2, 3))", "ops.zeros([2, 3])"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--number", type=int, default=2000)
+    args = parser.parse_args()
+    x = np.random.default_rng(0).random((4, 3), dtype=np.float32)
+    env = {"ops": oplib.ops.oplib, "t": oplib.tensor(x), "x": x}
+    stmts = [s for pair in FORMS for s in pair]
+    best = interleaved_ns(stmts, env, args.number, args.rounds)
+    print(f"{'form':26s} {'ns':>7s}   {'plain form':26s} {'ns':>7s}   ratio")
+    for form, plain in FORMS:
+        ratio = best[form] / best[plain]
+        print(f"{form:26s} {best[form]:7.0f}   {plain:26s} {best[plain]:7.0f}   {ratio:5.2f}")
+
+
+if __name__ == "__main__":
+    main()
