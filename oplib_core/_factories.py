@@ -12,7 +12,7 @@ import numpy as np
 from ._device import Device
 from ._dispatch import ACTIVE, MODES
 from ._dtypes import check_layout, get_default_dtype, to_dtype
-from ._registry.registry import op_named
+from ._registry.registry import REGISTRY, op_named
 from ._tensor.tensor import Tensor
 from .backends import TABLE, Backend, not_installed
 from .backends import device as to_device
@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 
+_OPS = REGISTRY.ops
+_wrap = Tensor._wrap
+
 #: The ``device`` values a factory op's cached call takes as they are (it parses a str once
 #: per string, on the first call that gives it); others are converted first.
 _AS_GIVEN = frozenset({str, int, Device})
@@ -44,21 +47,26 @@ def _made(
     when given: the op's defaults, and the common cases of its cached call (issue 30: a
     keyword dict built and trimmed per call, a device string parsed here, and a helper
     call each for the op and the Tensor cost about a microsecond)."""
-    op = op_named(qualname)
+    try:  # (op_named's lookup, without its call)
+        op = _OPS[qualname].overload
+    except KeyError:
+        op = op_named(qualname)  # raises what it should
     if device is not None and type(device) not in _AS_GIVEN:
         device = to_device(device)
     if dtype is None:
         data = op(*args) if device is None else op(*args, device=device)
     else:
         data = op(*args, dtype=dtype) if device is None else op(*args, dtype=dtype, device=device)
-    t = Tensor._wrap(data)
+    t = _wrap(data)
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
 def _size(size: tuple[Any, ...]) -> list[Any]:
-    if len(size) != 1 or type(size[0]) is int:  # zeros(2, 3), zeros(4): ints
+    """The shape of ``zeros(2, 3)``, ``zeros(4)``, ``zeros((2, 3))``, ``zeros([2, 3])``. (Its
+    callers test for ints themselves: ``list(size)`` without this call.)"""
+    if len(size) != 1 or type(size[0]) is int:
         return list(size)
     first = size[0]
     if isinstance(first, (Sequence, np.ndarray)) and not isinstance(first, str):
@@ -128,7 +136,8 @@ def empty(
     """An uninitialised tensor of ``size`` (ints, or one sequence)."""
     if layout is not None:
         check_layout(layout, "empty")
-    return _made("oplib::empty", (_size(size),), dtype, device, requires_grad)
+    shape = list(size) if len(size) != 1 or type(size[0]) is int else _size(size)
+    return _made("oplib::empty", (shape,), dtype, device, requires_grad)
 
 
 def zeros(
@@ -140,7 +149,8 @@ def zeros(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "zeros")
-    return _made("oplib::zeros", (_size(size),), dtype, device, requires_grad)
+    shape = list(size) if len(size) != 1 or type(size[0]) is int else _size(size)
+    return _made("oplib::zeros", (shape,), dtype, device, requires_grad)
 
 
 def ones(
@@ -152,7 +162,8 @@ def ones(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "ones")
-    return _made("oplib::ones", (_size(size),), dtype, device, requires_grad)
+    shape = list(size) if len(size) != 1 or type(size[0]) is int else _size(size)
+    return _made("oplib::ones", (shape,), dtype, device, requires_grad)
 
 
 def full(
