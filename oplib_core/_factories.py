@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 
-_OPS = REGISTRY.ops
 _wrap = Tensor._wrap
 
 #: The ``device`` values a factory op's cached call takes as they are (it parses a str once
@@ -47,8 +46,8 @@ def _made(
     when given: the op's defaults, and the common cases of its cached call (issue 30: a
     keyword dict built and trimmed per call, a device string parsed here, and a helper
     call each for the op and the Tensor cost about a microsecond)."""
-    try:  # (op_named's lookup, without its call)
-        op = _OPS[qualname].overload
+    try:  # (op_named's lookup, without its call; the registry's table is rebuilt on reset)
+        op = REGISTRY.ops[qualname].overload
     except KeyError:
         op = op_named(qualname)  # raises what it should
     if device is not None and type(device) not in _AS_GIVEN:
