@@ -222,3 +222,17 @@ def test_a_device_string_no_backend_parses_is_a_value_error_naming_the_op(call):
         "'cuda:1', got 'cuda:1:2'"
     )
     assert isinstance(info.value, ValueError) and info.value.device == "cuda:1:2"
+
+
+def test_the_tensor_factories_work_in_a_fresh_process():
+    """The factories find their ops through the registry's table as it is at call time (a
+    table bound when the module was imported is replaced when the registry resets)."""
+    from tests.subproc import run_python
+
+    out = run_python(
+        "import oplib_core as oplib\n"
+        "OUT['made'] = [oplib.zeros(2).tolist(), oplib.ones(1, 2).tolist(),\n"
+        "               oplib.full([1], 3.0).tolist(), oplib.arange(3).tolist(),\n"
+        "               oplib.zeros_like(oplib.ones(2)).tolist(), oplib.empty(2).shape]\n"
+    )
+    assert out["made"] == [[0.0, 0.0], [[1.0, 1.0]], [3.0], [0, 1, 2], [0.0, 0.0], [2]]
