@@ -12,7 +12,7 @@ import numpy as np
 from ._device import Device
 from ._dispatch import ACTIVE, MODES
 from ._dtypes import check_layout, get_default_dtype, to_dtype
-from ._registry.registry import REGISTRY, op_named
+from ._registry.registry import op_named
 from ._tensor.tensor import Tensor
 from .backends import TABLE, Backend, not_installed
 from .backends import device as to_device
@@ -46,10 +46,7 @@ def _made(
     when given: the op's defaults, and the common cases of its cached call (issue 30: a
     keyword dict built and trimmed per call, a device string parsed here, and a helper
     call each for the op and the Tensor cost about a microsecond)."""
-    try:  # (op_named's lookup, without its call; the registry's table is rebuilt on reset)
-        op = REGISTRY.ops[qualname].overload
-    except KeyError:
-        op = op_named(qualname)  # raises what it should
+    op = op_named(qualname)
     if device is not None and type(device) not in _AS_GIVEN:
         device = to_device(device)
     if dtype is None:
