@@ -9,8 +9,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from ._device import Device
-from ._dispatch import ACTIVE, MODES
+from ._dispatch import ACTIVE, DEVICE_KEYS, MODES
 from ._dtypes import check_layout, get_default_dtype, to_dtype
 from ._registry.registry import op_named
 from ._tensor.tensor import Tensor
@@ -34,10 +33,6 @@ __all__ = [
 
 _wrap = Tensor._wrap
 
-#: The ``device`` values a factory op's cached call takes as they are (it parses a str once
-#: per string, on the first call that gives it); others are converted first.
-_AS_GIVEN = frozenset({str, int, Device})
-
 
 def _made(
     qualname: str, args: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool
@@ -47,7 +42,9 @@ def _made(
     keyword dict built and trimmed per call, a device string parsed here, and a helper
     call each for the op and the Tensor cost about a microsecond)."""
     op = op_named(qualname)
-    if device is not None and type(device) not in _AS_GIVEN:
+    # None, a str, an int or a Device go to the op as given: its cache holds them so (and
+    # it parses a str once per string); anything else is made a Device here
+    if type(device) not in DEVICE_KEYS:
         device = to_device(device)
     if dtype is None:
         data = op(*args) if device is None else op(*args, device=device)

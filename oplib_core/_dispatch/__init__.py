@@ -32,6 +32,7 @@ from .doc import document, packet_text
 from .failure import add_note
 from .fastpath import (
     COMPILED,
+    DEVICE_KEYS,
     FAST_FIELDS,
     MISS,
     SLOW,
@@ -49,6 +50,7 @@ from .resolution import DispatchKeySet, has_trivial_fake
 __all__ = [
     "ACTIVE",
     "COMPILED",
+    "DEVICE_KEYS",
     "FAST_FIELDS",
     "MISS",
     "MODES",

@@ -8,11 +8,11 @@
  * schema takes, its int[] arguments lists, tuples or ints of ints, given to the kernel as
  * lists), runs the kernel the op's cache holds for that class:
  * by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a keyword, a
- * cache miss) goes to the Python __call__ unchanged, which
- * decides as it always did. A factory (zeros: no tensor argument, placed by its device=
- * keyword) runs a call whose device an earlier call placed from its plan (FactoryPlan),
- * keywords and int[] sizes included, as factory_call in fastpath.py does. The fields are the ones the Python __call__ reads (FAST_FIELDS),
- * as members of this type, so that both read the same values.
+ * cache miss) goes to the Python __call__ unchanged, which decides as it always did. A
+ * factory (zeros: no tensor argument, placed by its device= keyword) runs a call whose
+ * device an earlier call placed from its plan (FactoryPlan), keywords and int[] sizes
+ * included, as factory_call in fastpath.py does. The fields are the ones the Python
+ * __call__ reads (FAST_FIELDS), as members of this type, so that both read the same values.
  *
  * Only the limited API of Python 3.10 (setup.py defines Py_LIMITED_API: one abi3 build
  * serves every Python from 3.10 on), as _native/_cfastcall.c. */

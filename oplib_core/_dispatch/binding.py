@@ -28,12 +28,15 @@ from ..errors import CallArgumentError, InvalidDeviceError
 from ..fake._arrays import FakeArray
 
 __all__ = [
+    "REQUIRED",
     "Binder",
     "BoundCall",
     "Signature",
     "Slot",
+    "by_position",
     "is_array",
     "is_plain_tensor",
+    "place_int_lists",
     "tensor_like",
     "tensor_value",
 ]
@@ -452,6 +455,30 @@ def by_position(
     return tuple(out) if named == len(kwargs) else None
 
 
+def place_int_lists(bargs: list[Any], lists: tuple[tuple[int, bool], ...]) -> bool:
+    """Check the ``int[]`` arguments of a positional call (``Signature.lists``: position,
+    whether None is allowed) and give them as binding does, in place: a list of ints as it
+    is, a tuple of ints or an int as a list, None where allowed. False: one binding must
+    judge. The plain form of the check the cached calls inline (``FastCall._call_py``,
+    ``factory_call``, ``_ccall.c``'s ``lists_fit``)."""
+    for i, nullable in lists:
+        v = bargs[i]
+        if v is None:
+            if not nullable:
+                return False
+        elif type(v) is list or type(v) is tuple:
+            for e in v:  # (a loop, not all(): modes bind every call through this)
+                if type(e) is not int:
+                    return False
+            if type(v) is tuple:
+                bargs[i] = list(v)
+        elif type(v) is int:
+            bargs[i] = [v]
+        else:
+            return False
+    return True
+
+
 def _plain_int_list(value: Any, nullable: bool) -> bool:
     """Whether ``value`` is an ``int[]`` as the fast path passes it on unchanged: a list of
     ints, or None where None is allowed."""
@@ -661,21 +688,8 @@ class Signature:
         for i, ok in self.checks:
             if type(bargs[i]) not in ok:
                 return None
-        for i, nullable in self.lists:
-            v = bargs[i]
-            if v is None:
-                if not nullable:
-                    return None
-            elif type(v) is list or type(v) is tuple:
-                for e in v:  # (a loop, not all(): modes bind every call through this)
-                    if type(e) is not int:
-                        return None
-                if type(v) is tuple:
-                    bargs[i] = list(v)  # as bind() gives it
-            elif type(v) is int:
-                bargs[i] = [v]  # as bind() gives it
-            else:
-                return None
+        if not place_int_lists(bargs, self.lists):
+            return None
         return bargs, dict(self.kwdefaults)
 
     def tensor_arguments(

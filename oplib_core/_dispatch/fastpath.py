@@ -28,7 +28,7 @@ from .._registry.entry import OpEntry
 from .._registry.registry import REGISTRY
 from .._tensor.tensor import Tensor
 from ..backends import Backend
-from .binding import BoundCall, Signature, by_position
+from .binding import BoundCall, Signature, by_position, place_int_lists
 from .failure import kernel_failed
 from .placement import Placement, wrap
 from .resolution import _GUARDS, autograd_kernel, factory_kernel, resolve
@@ -36,6 +36,7 @@ from .stack import ACTIVE, MODES
 
 __all__ = [
     "COMPILED",
+    "DEVICE_KEYS",
     "FAST_FIELDS",
     "LOG_DISPATCH",
     "MISS",
@@ -86,9 +87,9 @@ _NO = object()
 #: arguments when no dtype is given: the device as bound, each dtype None, and the
 #: backend's ``check_dtype`` when a dtype given must be checked first, else None).
 FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any], Any]
-# The ``device`` values a factory call is remembered under (a bool is refused by binding,
-# and would find the entry of 0 or 1); a ``Device`` as the tuple (type, index).
-_DEVICE_KEYS = frozenset({type(None), Device, str, int})
+#: The ``device`` values a factory call is remembered under (a bool is refused by binding,
+#: and would find the entry of 0 or 1); a ``Device`` as the tuple (type, index).
+DEVICE_KEYS = frozenset({type(None), Device, str, int})
 #: The classes of the numpy dtype objects seen by factories' fast path (numpy's dtypes are
 #: instances of per-dtype subclasses of ``np.dtype``).
 _DTYPE_CLASSES: set[type] = set()
@@ -214,7 +215,7 @@ class OpCache:
         """After kernel ``fn`` of a factory ran a call whose ``device`` argument was
         ``given`` (bound as ``device``): serve such calls with ``serve`` (``fn`` itself:
         its ``factory_kernel``)."""
-        if type(given) not in _DEVICE_KEYS:
+        if type(given) not in DEVICE_KEYS:
             return
         slot, dtypes = self.sig.device_arg, self.sig.factory_dtypes
         assert slot is not None and dtypes is not None
@@ -235,7 +236,7 @@ class OpCache:
                 self.factory[key] = (serve, backend, kw, check)
 
     def serves_factory(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether a factory's entry (``factory_entry``) would serve ``op(*args, **kwargs)``
+        """Whether a factory's cached call (``factory_call``) would serve ``op(*args, **kwargs)``
         now, no mode active: the plain restatement of its checks, for ``explain()``."""
         sig, slot, dtypes = self.sig, self.sig.device_arg, self.sig.factory_dtypes
         if slot is None or dtypes is None or not sig.factory_nmin <= len(args) <= sig.arity:
@@ -245,21 +246,13 @@ class OpCache:
         if any(kwargs.get(d) is not None and not isinstance(kwargs[d], np.dtype) for d in dtypes):
             return False
         given = kwargs.get(slot.name)
-        if type(given) not in _DEVICE_KEYS:
+        if type(given) not in DEVICE_KEYS:
             return False
         key = (given.type, given.index) if type(given) is Device else given
-        bargs = args + sig.tails[len(args)]
+        bargs = list(args + sig.tails[len(args)])
         if any(type(bargs[i]) not in ok for i, ok in sig.checks):
             return False
-        for i, nullable in sig.lists:
-            v = bargs[i]
-            if v is None and not nullable:
-                return False
-            if v is not None and not (
-                type(v) is int or (type(v) in (list, tuple) and all(type(e) is int for e in v))
-            ):
-                return False
-        return key in self.factory
+        return place_int_lists(bargs, sig.lists) and key in self.factory
 
     def remember_mode(self, mode_type: type, table: ModeTable) -> None:
         """Serve this op's fast calls under an innermost mode of exactly ``mode_type`` from
@@ -1034,7 +1027,7 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
         t = type(device)
         if t is Device:  # hashing a Device costs 0.6 us: its fields are the key
             device = (device.type, device.index)
-        elif t not in _DEVICE_KEYS:
+        elif t not in DEVICE_KEYS:
             return MISS
         try:
             fn, backend, kw, check = served[device]
