@@ -170,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     for stmt in zeros.values():
         exec(stmt, env)
     served = OPS.zeros.default._opcache.factory
-    report["served"]["zeros"] = {repr(k): _name(v[0]) for k, v in served.items()}
+    report["served"]["zeros"] = {  # the kernel's factory_entry, when it offers one
+        repr(k): _name(v[4] if v[4] is not None else v[0]) for k, v in served.items()
+    }
     report["ns"]["zeros"], report["over"]["zeros"] = _interleaved(zeros, env, sync).values()
     report["profiles"]["zeros"] = _profile(zeros["packet"], env, sync)
 

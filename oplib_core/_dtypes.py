@@ -179,7 +179,9 @@ def check_memory_format(value: object, api: str) -> memory_format:
 
 
 _lock = threading.Lock()
-_default = [float32]
+#: The default dtype, as the one item of a list that ``set_default_dtype`` replaces (the
+#: factories' cached call reads it, compiled too).
+DEFAULT_DTYPE = [float32]
 
 
 def to_dtype(dtype: DTypeLike) -> np.dtype:
@@ -194,7 +196,7 @@ def to_dtype(dtype: DTypeLike) -> np.dtype:
 
 def get_default_dtype() -> np.dtype:
     """The floating dtype factories and Python floats given to ``tensor`` use (float32)."""
-    return _default[0]
+    return DEFAULT_DTYPE[0]
 
 
 def set_default_dtype(dtype: DTypeLike) -> None:
@@ -203,7 +205,7 @@ def set_default_dtype(dtype: DTypeLike) -> None:
     if not is_floating(d):
         raise TypeError(f"set_default_dtype(): only floating dtypes are supported, got {d}")
     with _lock:
-        _default[0] = d
+        DEFAULT_DTYPE[0] = d
 
 
 def scalar_dtype(value: object) -> np.dtype:

@@ -162,6 +162,85 @@ def test_factory_kernel_failure_carries_the_same_note_cold_and_warm(factory):
     assert "raised by the cpu kernel of" in notes[0][0] and "make" in notes[0][0]
 
 
+def _with_entry(ns: str, lib) -> tuple[object, list, list]:
+    """``ns::take``: a factory whose cpu kernel offers a ``factory_entry``; both record
+    their calls, and both raise for a size of 13."""
+    lib.define("take(SymInt[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor")
+    ran: list[tuple[object, ...]] = []
+    entered: list[tuple[object, ...]] = []
+
+    def take(size, *, dtype, device):
+        ran.append((size, dtype, device))
+        if size == [13]:
+            raise ValueError("unlucky size")
+        return np.zeros(size, dtype=dtype or oplib.get_default_dtype())
+
+    def entry(size, dtype):
+        entered.append((size, dtype))
+        if size == (13,):
+            raise ValueError("unlucky size, from the entry")
+        return np.zeros(size, dtype=dtype)
+
+    take.factory_entry = entry
+    lib.impl("take", take, "CPU")
+    return getattr(oplib.ops, ns).take, ran, entered
+
+
+@pytest.mark.fastpath
+def test_a_kernels_factory_entry_serves_its_cached_calls(ns, lib, default_dtype):
+    take, ran, entered = _with_entry(ns, lib)
+    assert take([2], device="cpu").shape == (2,)  # planned: the kernel runs
+    assert (len(ran), len(entered)) == (1, 0)
+    out = take((2, 3), device="cpu", dtype=oplib.int8)
+    assert (out.shape, out.dtype) == ((2, 3), np.int8)
+    assert entered[-1] == ((2, 3), np.dtype("int8"))  # a tuple, the dtype as given
+    take([4], device="cpu")
+    assert entered[-1] == ((4,), oplib.get_default_dtype())  # None: the default dtype
+    oplib.set_default_dtype(oplib.float64)
+    assert take([4], device="cpu").dtype == np.float64  # read per call
+    assert entered[-1] == ((4,), np.dtype("float64"))
+    assert len(ran) == 1  # the kernel ran once only
+
+
+@pytest.mark.fastpath
+def test_a_raising_factory_entry_gives_the_kernels_own_error_and_report(ns, lib):
+    take, ran, entered = _with_entry(ns, lib)
+    notes = []
+    for size in ([13], [1], [13]):  # cold, then warm: the entry raises, then the kernel
+        if size == [1]:
+            take(size)
+            continue
+        with pytest.raises(ValueError, match="unlucky size") as info:
+            take(size)
+        assert info.value.args == ("unlucky size",)  # the kernel's, not the entry's
+        notes.append(info.value.__notes__)
+    assert notes[0] == notes[1]
+    assert entered == [((13,), oplib.get_default_dtype())]
+    assert [size for size, *_ in ran] == [[13], [1], [13]]
+
+
+@pytest.mark.fastpath
+@pytest.mark.parametrize("name", ["empty", "zeros", "ones"])
+def test_numpys_creation_functions_serve_the_core_factories(name):
+    op = getattr(OPS, name).default
+    op([2], dtype=oplib.int16)
+    served = op._opcache.factory[None]
+    assert served[4] is getattr(np, name)
+    out = op((2, 3), dtype=oplib.int16)
+    assert (type(out), out.shape, out.dtype) == (np.ndarray, (2, 3), np.int16)
+    if name != "empty":
+        np.testing.assert_array_equal(out, 0 if name == "zeros" else 1)
+
+
+def test_a_negative_size_is_the_same_error_cold_and_warm():
+    messages = []
+    for _ in range(3):
+        with pytest.raises(ValueError, match="negative dimensions") as info:
+            OPS.zeros([-1], dtype=oplib.float32)
+        messages.append((str(info.value), getattr(info.value, "__notes__", None)))
+    assert messages[0] == messages[1] == messages[2]
+
+
 def test_factory_call_reaches_an_active_mode_when_the_cache_is_warm(factory):
     make, seen = factory
     make([1])

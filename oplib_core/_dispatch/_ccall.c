@@ -39,9 +39,10 @@ typedef struct {
    function that reports a kernel's exception as the fast path does (OpCache.failed),
    oplib's Device class and the set of numpy dtype classes factories have met. */
 static PyObject *g_active = NULL, *g_call_py = NULL, *g_failed = NULL, *g_device = NULL,
-                *g_dtype_classes = NULL;
-/* "type" and "index", a Device's fields (made once: a name made per read costs a str) */
-static PyObject *g_type_name = NULL, *g_index_name = NULL;
+                *g_dtype_classes = NULL, *g_default_dtype = NULL;
+/* "type" and "index", a Device's fields, and "dtype", a factory_entry's keyword (made once:
+   a name made per read costs a str) */
+static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
 
 static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fplan != Py_None; }
 
@@ -242,11 +243,12 @@ static PyObject *device_key(PyObject *device) {
   return key;
 }
 
-/* The dtype keywords of a factory call into kw (a copy of the served defaults): each
-   among the op's dtype arguments, None or a numpy dtype of a class met before, checked
-   by the backend when it lacks dtypes (check is not None). 1: all taken; 0: not; -1: an
-   error (the check's included). */
-static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *kw) {
+/* The dtype keywords of a factory call into kw (a copy of the served defaults; NULL: only
+   its "dtype" into *dtype, borrowed): each among the op's dtype arguments, None or a
+   numpy dtype of a class met before, checked by the backend when it lacks dtypes (check
+   is not None). 1: all taken; 0: not; -1: an error (the check's included). */
+static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *kw,
+                      PyObject **dtype) {
   PyObject *dname = PyTuple_GetItem(plan, P_DNAME);
   PyObject *names = PyTuple_GetItem(plan, P_DTYPE_NAMES), *api = PyTuple_GetItem(plan, P_API);
   PyObject *name, *d;
@@ -267,9 +269,28 @@ static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObjec
       if (r == NULL) return -1;
       Py_DECREF(r);
     }
-    if (PyDict_SetItem(kw, name, d) < 0) return -1;
+    if (kw != NULL) {
+      if (PyDict_SetItem(kw, name, d) < 0) return -1;
+    } else {
+      int is_dtype = PyObject_RichCompareBool(name, g_dtype_name, Py_EQ);
+      if (is_dtype < 0) return -1;
+      if (is_dtype) *dtype = d;
+    }
   }
   return 1;
+}
+
+/* A factory_entry's call (factory_call in fastpath.py): entry(tuple(size), dtype), the
+   default dtype for None; NULL with no error when it raised an Exception (the kernel
+   then runs the call and raises it as its own). */
+static PyObject *entry_call(PyObject *entry, PyObject *full, PyObject *dtype) {
+  PyObject *size = PySequence_Tuple(PyTuple_GetItem(full, 0));
+  if (size == NULL) return NULL;
+  if (dtype == Py_None) dtype = PyList_GetItem(g_default_dtype, 0);
+  PyObject *out = dtype == NULL ? NULL : PyObject_CallFunctionObjArgs(entry, size, dtype, NULL);
+  Py_DECREF(size);
+  if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+  return out;
 }
 
 /* A factory's call (factory_call in fastpath.py): a call whose device= value an earlier
@@ -305,14 +326,13 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
     if (PyErr_Occurred()) goto done;
     goto python;
   }
-  Py_INCREF(served); /* (fn, backend, kw, check) */
-  if (!PyTuple_Check(served) || PyTuple_Size(served) != 4) goto python;
+  Py_INCREF(served); /* (fn, backend, kw, check, entry) */
+  if (!PyTuple_Check(served) || PyTuple_Size(served) != 5) goto python;
   PyObject *defaults = PyTuple_GetItem(served, 2), *check = PyTuple_GetItem(served, 3);
+  PyObject *entry = PyTuple_GetItem(served, 4), *dtype = Py_None;
   if (!PyDict_Check(defaults)) goto python;
-  kw = PyDict_Copy(defaults);
-  if (kw == NULL) goto done;
   if (kwargs != NULL) {
-    ok = dtypes_fit(plan, kwargs, check, kw);
+    ok = dtypes_fit(plan, kwargs, check, NULL, &dtype);
     if (ok < 0) goto done;
     if (ok == 0) goto python;
   }
@@ -323,6 +343,15 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
   if (ok > 0) ok = lists_fit(&full, PyTuple_GetItem(plan, P_LISTS));
   if (ok < 0) goto done;
   if (ok == 0) goto python;
+  if (entry != Py_None) {
+    Py_INCREF(dtype); /* (the kwargs' item: a check above ran Python) */
+    out = entry_call(entry, full, dtype);
+    Py_DECREF(dtype);
+    if (out != NULL || PyErr_Occurred()) goto done;
+  }
+  kw = PyDict_Copy(defaults);
+  if (kw == NULL) goto done;
+  if (kwargs != NULL && dtypes_fit(plan, kwargs, Py_None, kw, NULL) < 0) goto done;
   out = run_kernel(PyTuple_GetItem(served, 0), full, kw, PyTuple_GetItem(plan, P_FAILED),
                    PyTuple_GetItem(served, 1));
   goto done;
@@ -462,12 +491,14 @@ static PyType_Spec fc_spec = {
 };
 
 static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
-  PyObject *active, *call, *failed, *device, *dtype_classes;
-  if (!PyArg_ParseTuple(args, "O!OOO!O!:setup", &PyList_Type, &active, &call, &failed,
-                        &PyType_Type, &device, &PySet_Type, &dtype_classes))
+  PyObject *active, *call, *failed, *device, *dtype_classes, *default_dtype;
+  if (!PyArg_ParseTuple(args, "O!OOO!O!O!:setup", &PyList_Type, &active, &call, &failed,
+                        &PyType_Type, &device, &PySet_Type, &dtype_classes, &PyList_Type,
+                        &default_dtype))
     return NULL;
-  PyObject **slots[] = {&g_active, &g_call_py, &g_failed, &g_device, &g_dtype_classes};
-  PyObject *given[] = {active, call, failed, device, dtype_classes};
+  PyObject **slots[] = {&g_active, &g_call_py, &g_failed, &g_device, &g_dtype_classes,
+                        &g_default_dtype};
+  PyObject *given[] = {active, call, failed, device, dtype_classes, default_dtype};
   for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
     PyObject *old = *slots[i];
     *slots[i] = Py_NewRef(given[i]);
@@ -478,16 +509,18 @@ static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(active, call_py, failed, device, dtype_classes): the ACTIVE list, the Python "
-     "__call__, the report of a kernel's exception, the Device class and the set of the "
-     "numpy dtype classes factories have met."},
+     "setup(active, call_py, failed, device, dtype_classes, default_dtype): the ACTIVE "
+     "list, the Python __call__, the report of a kernel's exception, the Device class, the "
+     "set of the numpy dtype classes factories have met and the list holding the default "
+     "dtype."},
     {NULL, NULL, 0, NULL},
 };
 
 static int exec_module(PyObject *module) {
   if (g_type_name == NULL) g_type_name = PyUnicode_InternFromString("type");
   if (g_index_name == NULL) g_index_name = PyUnicode_InternFromString("index");
-  if (g_type_name == NULL || g_index_name == NULL) return -1;
+  if (g_dtype_name == NULL) g_dtype_name = PyUnicode_InternFromString("dtype");
+  if (g_type_name == NULL || g_index_name == NULL || g_dtype_name == NULL) return -1;
   PyObject *type = PyType_FromModuleAndSpec(module, &fc_spec, NULL);
   if (type == NULL) return -1;
   int rc = PyModule_AddObjectRef(module, "FastCallBase", type);

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 
 from .._device import Device
+from .._dtypes import DEFAULT_DTYPE
 from .._grad_mode import STATE as GRAD
 from .._registry.entry import OpEntry
 from .._registry.registry import REGISTRY
@@ -84,9 +85,10 @@ _make_tensor = Tensor._wrap
 _NO = object()
 
 #: What a factory call on one ``device`` argument runs: (kernel, backend, its keyword
-#: arguments when no dtype is given: the device as bound, each dtype None, and the
-#: backend's ``check_dtype`` when a dtype given must be checked first, else None).
-FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any], Any]
+#: arguments when no dtype is given: the device as bound, each dtype None, the backend's
+#: ``check_dtype`` when a dtype given must be checked first, else None, and the kernel's
+#: ``factory_entry`` or None).
+FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any], Any, Any]
 #: The ``device`` values a factory call is remembered under (a bool is refused by binding,
 #: and would find the entry of 0 or 1); a ``Device`` as the tuple (type, index).
 DEVICE_KEYS = frozenset({type(None), Device, str, int})
@@ -233,7 +235,8 @@ class OpCache:
                         serve = inner
                         check = backend.check_dtype
                 key = (given.type, given.index) if type(given) is Device else given
-                self.factory[key] = (serve, backend, kw, check)
+                entry = getattr(serve, "factory_entry", None)
+                self.factory[key] = (serve, backend, kw, check, entry)
 
     def serves_factory(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a factory's cached call (``factory_call``) would serve ``op(*args, **kwargs)``
@@ -665,7 +668,9 @@ class FastCall(_Base):
 
 
 if _setup_compiled is not None:
-    _setup_compiled(ACTIVE, FastCall._call_py, OpCache.failed, Device, _DTYPE_CLASSES)
+    _setup_compiled(
+        ACTIVE, FastCall._call_py, OpCache.failed, Device, _DTYPE_CLASSES, DEFAULT_DTYPE
+    )
 else:
     FastCall.__call__ = FastCall._call_py  # type: ignore[method-assign]
 
@@ -1015,9 +1020,16 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
     plan it). Per call it checks what binding would: the positional arguments as
     ``FastCall`` does, keyword arguments among the op's, each dtype a numpy dtype or None
     (checked by the backend when it lacks dtypes), the device of a remembered value.
-    ``_ccall.c`` (``factory_call`` there) runs the same steps in C."""
+    ``_ccall.c`` (``factory_call`` there) runs the same steps in C.
+
+    A kernel ``k(size, *, dtype, device)`` may offer a ``factory_entry``: a function
+    that makes what ``k`` makes when called ``factory_entry(tuple(size), dtype)``, the
+    dtype given or else the default one (``empty``, ``zeros`` and ``ones`` on numpy and
+    cupy offer the library's own function). The call runs it in the kernel's place, and
+    the kernel itself when it raises, so that the error and its report are the kernel's."""
     served, dname, dtype_names, npos, nmin, tails, checks, lists, api, failed = plan
     dtype_type = np.dtype
+    default = DEFAULT_DTYPE
 
     def call_factory(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         n = len(args)
@@ -1030,7 +1042,7 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
         elif t not in DEVICE_KEYS:
             return MISS
         try:
-            fn, backend, kw, check = served[device]
+            fn, backend, kw, check, entry = served[device]
         except KeyError:
             return MISS
         if kwargs:  # the dtypes, as given when numpy dtypes (binding converts the rest)
@@ -1066,6 +1078,12 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
                 bargs = (*bargs[:i], [v], *bargs[i + 1 :])
             else:
                 return MISS
+        if entry is not None:
+            dtype = kw.get("dtype")
+            try:
+                return entry(tuple(bargs[0]), default[0] if dtype is None else dtype)
+            except Exception:  # (the kernel raises it again, and it is reported as its)
+                pass
         try:
             return fn(*bargs, **kw)
         except Exception as e:

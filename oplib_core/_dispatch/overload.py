@@ -656,6 +656,13 @@ def _wrapping(fn: Callable[..., Any]) -> Callable[..., Any]:
         return Tensor._wrap(fn(*args, **kwargs))
 
     serve.__wrapped__ = fn  # type: ignore[attr-defined]  # failures name fn, not this
+    entry: Callable[..., Any] | None = getattr(fn, "factory_entry", None)
+    if entry is not None:  # (see fastpath.factory_call)
+
+        def serve_entry(size: tuple[int, ...], dtype: Any) -> Any:
+            return Tensor._wrap(entry(size, dtype))
+
+        serve.factory_entry = serve_entry  # type: ignore[attr-defined]
     return serve
 
 

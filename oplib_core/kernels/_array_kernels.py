@@ -584,6 +584,14 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """Ones of shape ``size``; ``dtype=None`` is the default dtype."""
         return own.ones(tuple(size), dtype=default(dtype))
 
+    if same and (numpy_module or cupy_module):
+        # numpy's and cupy's creation functions take (shape, dtype) positionally, as these
+        # kernels call them: the factories' cached call calls them itself (``factory_entry``:
+        # a Python frame and a keyword call less, issue 30)
+        creators: Any = np if numpy_module else own
+        for k, f in ((empty, creators.empty), (zeros, creators.zeros), (ones, creators.ones)):
+            k.factory_entry = f  # type: ignore[attr-defined]
+
     @kernel("full")
     def full(
         size: Sequence[int], fill_value: Any, *, dtype: np.dtype | None, device: Device | None
