@@ -908,6 +908,35 @@ def test_an_int_list_given_as_a_list_tuple_or_int_stays_on_the_fast_path(
     assert all(type(d) is list and d == [1] for d in seen)  # as binding gives it
 
 
+@pytest.mark.fastpath
+def test_a_dtype_argument_stays_on_the_fast_path(lib, ns, monkeypatch):
+    # x.astype(dtype), t.to(dtype)'s cast: a positional ScalarType took the slow path on
+    # every call (issue 30); one of oplib's dtypes is given to the kernel as it came
+    lib.define("cast(Tensor x, ScalarType dtype) -> Tensor")
+    seen: list = []
+    lib.impl("cast", lambda x, dtype: seen.append(dtype) or x.astype(dtype), "CPU")
+    op = getattr(oplib.ops, ns).cast
+    x, t = np.ones(2, np.float32), oplib.ones(2)
+    for arg in (x, t):
+        op(arg, oplib.int8)  # the first call of each class plans and caches
+    slow: list = []
+    overload = type(op.default)
+    real = overload._call_slow
+    monkeypatch.setattr(overload, "_call_slow", lambda s, a, k: slow.append(a) or real(s, a, k))
+    for arg in (x, t):
+        for dtype in (oplib.float16, oplib.bfloat16, np.dtype(">f8")):
+            assert op(arg, dtype).dtype == dtype
+    assert slow == []
+    assert seen[-1] == np.dtype(">f8") and seen[-1].byteorder == ">"  # as it came
+    # what binding converts still goes to it, and what it refuses is refused
+    assert op(x, "int16").dtype == np.int16
+    assert op(x, np.float64).dtype == np.float64
+    assert op(x, np.dtype("M8[s]")).dtype == np.dtype("M8[s]")
+    assert len(slow) == 3
+    with pytest.raises(TypeError, match="argument 'dtype' must be ScalarType"):
+        op(x, 3)
+
+
 def test_op_returning_nothing_called_with_tensors(lib, ns):
     lib.define("fill_(Tensor(a!) x, float v) -> ()")
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
+from .._dtypes import DTYPES
 from .._native._classes import converter as class_converter
 from .._registry.registry import Registry
 from .._return_types import ReturnType
@@ -323,6 +324,9 @@ _FAST_TYPES: dict[str, frozenset[type]] = {
     "bool": frozenset({bool}),
     "str": frozenset({str}),
     "Scalar": frozenset({int, float, bool}),
+    # oplib's dtypes, each an instance of its own numpy dtype class (binding passes a dtype
+    # as given: np.dtype(d) is d); another dtype, or a name, is binding's to convert
+    "ScalarType": frozenset(type(d) for d in DTYPES),
 }
 
 
