@@ -1,10 +1,12 @@
 """The same call written the ways torch code writes it: an ``int[]`` as a list, a tuple or
 a bare int (``t.sum(0)``), an argument by position or by keyword (``t.clamp(min=0.0)``),
-a factory's size as a list or an int. Each form is timed beside the plain positional
-list form in the same interleaved rounds; the ratio says what writing it that way costs.
-Issue 30: the int and keyword forms took the slow path on every call (3-10x); the cached
-call now places them, so each ratio should stay near 1 (a keyword form pays for placing
-its keywords, about a microsecond on a slow machine).
+a factory's size as a list or an int, a keyword-only argument given (``t.sum(dtype=...)``,
+beside the same call leaving it at its default). Each form is timed beside the plain
+form in the same interleaved rounds; the ratio says what writing it that way costs.
+Issue 30: the int, keyword and keyword-only forms took the slow path on every call
+(2-10x); the cached call now places them, so each ratio should stay near 1 (a keyword
+form pays for placing its keywords, a keyword-only one for keying its values, about a
+microsecond each on a slow machine).
 
     python bench/call_forms.py [--rounds 9] [--number 2000]
 """
@@ -30,6 +32,10 @@ FORMS = [
     ("ops.clamp(x, max=1.0)", "ops.clamp(x, None, 1.0)"),
     ("ops.zeros(2)", "ops.zeros([2])"),
     ("ops.zeros((2, 3))", "ops.zeros([2, 3])"),
+    ("ops.sum(t, dtype=f32)", "ops.sum(t)"),
+    ("t.sum(dtype=f32)", "ops.sum(t)"),
+    ("ops.sum(x, [0], dtype=f32)", "ops.sum(x, [0])"),
+    ("ops._to_copy(t, dtype=f32)", "ops.clone(t)"),
 ]
 
 
@@ -39,7 +45,7 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=2000)
     args = parser.parse_args()
     x = np.random.default_rng(0).random((4, 3), dtype=np.float32)
-    env = {"ops": oplib.ops.oplib, "t": oplib.tensor(x), "x": x}
+    env = {"ops": oplib.ops.oplib, "t": oplib.tensor(x), "x": x, "f32": oplib.float32}
     stmts = [s for pair in FORMS for s in pair]
     best = interleaved_ns(stmts, env, args.number, args.rounds)
     print(f"{'form':26s} {'ns':>7s}   {'plain form':26s} {'ns':>7s}   ratio")

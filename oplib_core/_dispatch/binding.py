@@ -330,6 +330,70 @@ _FAST_TYPES: dict[str, frozenset[type]] = {
 }
 
 
+#: The types of a keyword-only argument's values that may key a cache of kernels with the
+#: values bound (``keyword_split``): equal only when the same value. No float (-0.0 equals
+#: 0.0, nan nothing); a dtype only without metadata, which equality ignores (checked per
+#: call); int and bool apart, as the key holds each value's type.
+_KEYABLE: dict[str, frozenset[type]] = {
+    "int": frozenset({int}),
+    "SymInt": frozenset({int}),
+    "bool": frozenset({bool}),
+    "str": frozenset({str}),
+    "Scalar": frozenset({int, bool}),
+    "ScalarType": _FAST_TYPES["ScalarType"],
+}
+_DTYPE_CLASSES = _FAST_TYPES["ScalarType"]
+_NONE = frozenset({type(None)})
+
+
+def _keyable(t: SchemaType) -> frozenset[type]:
+    """The value types of an argument of type ``t`` that ``keyword_split`` takes (empty:
+    none; an optional one takes None, whatever its type)."""
+    if isinstance(t, OptionalType):
+        inner = t.elem
+        name = inner.name if isinstance(inner, BaseType) else ""
+        return _KEYABLE.get(name, frozenset()) | _NONE
+    return _KEYABLE.get(t.name, frozenset()) if isinstance(t, BaseType) else frozenset()
+
+
+def keyword_split(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    params: tuple[tuple[str, ...], tuple[Any, ...]],
+    kwkeys: dict[str, frozenset[type]],
+) -> tuple[tuple[Any, ...], dict[str, Any], tuple[Any, ...]] | None:
+    """A call with keyword-only arguments (``t.sum(dtype=oplib.float64)``) as ``(args,
+    kwonly, key)``: its positional arguments (keywords naming positional parameters placed,
+    ``by_position``), its keyword-only ones, and the key of their values (name, type and
+    value of each given, in the schema's order) under which kernels with them bound are
+    cached. None: no keyword-only argument, or one whose value cannot key a cache
+    (``Signature.kwkeys``), or names ``by_position`` cannot place; binding decides."""
+    kwonly: dict[str, Any] = {}
+    named: dict[str, Any] = {}
+    for name, v in kwargs.items():
+        ok = kwkeys.get(name)
+        if ok is None:
+            named[name] = v
+            continue
+        t = type(v)
+        if t not in ok or (t in _DTYPE_CLASSES and v.metadata is not None):
+            return None
+        kwonly[name] = v
+    if not kwonly:
+        return None
+    if named:
+        placed = by_position(args, named, params)
+        if placed is None:
+            return None
+        args = placed
+    key = []
+    for name in kwkeys:
+        if name in kwonly:
+            v = kwonly[name]
+            key.append((name, type(v), v))
+    return args, kwonly, tuple(key)
+
+
 class Slot:
     """Where an argument sits in bound arguments: ``bargs[pos]``, or ``bkwargs[name]`` when
     ``kw``; ``index`` is the one of the two that applies (``container[index]``)."""
@@ -511,7 +575,9 @@ class Signature:
       2 scalars or ``int[]``s as well;
       ``kwdefaults`` the keyword-only defaults the kernel gets on that path; ``params`` the
       positional parameters' names and defaults (``REQUIRED`` where there is none), with
-      which a call naming some of them by keyword takes that path too (``by_position``).
+      which a call naming some of them by keyword takes that path too (``by_position``);
+      ``kwkeys`` the keyword-only arguments whose values may key the kernels cached with
+      them bound (``OpCache.keyed``), with the exact types taken (``keyword_split``).
     - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
       the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
       ``ScalarType?`` names (None: not such a factory), ``factory_nmin`` the positional
@@ -537,6 +603,7 @@ class Signature:
         "key_pos",
         "key_rest",
         "kwdefaults",
+        "kwkeys",
         "lists",
         "lists_at",
         "multi",
@@ -561,6 +628,7 @@ class Signature:
         lists: list[tuple[int, bool]] = []
         tail: list[Any] = []
         kwdefaults: dict[str, Any] = {}
+        kwkeys: dict[str, frozenset[type]] = {}
         names: list[str] = []
         param_defaults: list[Any] = []
         fast = True
@@ -579,6 +647,9 @@ class Signature:
             if a.kwarg_only:
                 if a.has_default:
                     kwdefaults[a.name] = a.default_value
+                    keyable = _keyable(a.type)
+                    if keyable:
+                        kwkeys[a.name] = keyable
                 else:
                     fast = False
                 continue
@@ -655,6 +726,7 @@ class Signature:
             for n in range(pos_i + 1)
         )
         self.kwdefaults = kwdefaults
+        self.kwkeys = kwkeys
         self.returns = _return_plan(schema)
         self.writes = _unreturned_writes(schema)
         self.named: type[ReturnType] | None = None

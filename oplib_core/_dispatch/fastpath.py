@@ -15,6 +15,7 @@ fast, and no cache is read or filled, so the test suite can prove both paths agr
 from __future__ import annotations
 
 import functools
+import math
 import os
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +30,7 @@ from .._registry.entry import OpEntry
 from .._registry.registry import REGISTRY
 from .._tensor.tensor import Tensor
 from ..backends import Backend
-from .binding import BoundCall, Signature, by_position, place_int_lists
+from .binding import BoundCall, Signature, by_position, keyword_split, place_int_lists
 from .failure import kernel_failed
 from .placement import Placement, wrap
 from .resolution import _GUARDS, autograd_kernel, factory_kernel, resolve
@@ -89,6 +90,9 @@ _NO = object()
 #: ``check_dtype`` when a dtype given must be checked first, else None, and the kernel's
 #: ``factory_entry`` or None).
 FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any], Any, Any]
+#: The most caches of kernels with keyword-only values bound one op keeps (``OpCache.
+#: keyed``): a program that keeps giving new values takes the slow path for the rest.
+MAX_KEYED: Final = 32
 #: The ``device`` values a factory call is remembered under (a bool is refused by binding,
 #: and would find the entry of 0 or 1); a ``Device`` as the tuple (type, index).
 DEVICE_KEYS = frozenset({type(None), Device, str, int})
@@ -128,7 +132,11 @@ class OpCache:
     - ``by_backend``: backend name → (kernel, key) as resolution chose it, for the slow path;
     - ``factory``: for a factory (``Signature.factory_dtypes``), the ``device`` argument as
       given (None, a str, an int, or a ``Device`` as ``(type, index)``) → ``FactoryServe``, read by
-      ``factory_entry``.
+      ``factory_entry``;
+    - ``keyed``: for calls with keyword-only arguments (``t.sum(dtype=oplib.float64)``),
+      the key of their values (``keyword_split``) → an ``OpCache`` of its own whose
+      kernels carry those values as their keyword-only defaults (``kwdefaults``), filled by
+      the slow path as this one is and read by ``call_keyed``; at most ``MAX_KEYED``.
 
     The kernels in the first three already carry the op's keyword-only defaults (fast calls
     pass positional arguments only). Entries are added under the registry lock, after
@@ -145,6 +153,7 @@ class OpCache:
         "factory",
         "key0",
         "key_rest",
+        "keyed",
         "kwdefaults",
         "modes",
         "sig",
@@ -152,10 +161,17 @@ class OpCache:
         "tensor_entry",
     )
 
-    def __init__(self, entry: OpEntry, sig: Signature, call_slow: CallSlow) -> None:
+    def __init__(
+        self,
+        entry: OpEntry,
+        sig: Signature,
+        call_slow: CallSlow,
+        kwdefaults: dict[str, Any] | None = None,
+    ) -> None:
         self.entry = entry
         self.sig = sig
-        self.kwdefaults = sig.kwdefaults
+        self.kwdefaults = sig.kwdefaults if kwdefaults is None else kwdefaults
+        self.keyed: dict[tuple[Any, ...], OpCache] = {}
         self.key0, self.key_rest = sig.key0, sig.key_rest
         self.call_slow = call_slow
         self.by_type: dict[type, Callable[..., Any]] = {}
@@ -176,6 +192,71 @@ class OpCache:
         self.by_backend.clear()
         self.factory.clear()
         self.modes.clear()
+        for keyed in self.keyed.values():
+            keyed.invalidate()
+        self.keyed.clear()
+
+    def keyed_route(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[OpCache, list[Any]] | None:
+        """For a call with keyword-only arguments: the cache of kernels with their values
+        bound (``keyed``) and the call's positional arguments as the fast path passes them
+        (``Signature.bind_fast``), or None: no such cache yet, or a call the fast path does
+        not take."""
+        sig = self.sig
+        split = keyword_split(args, kwargs, sig.params, sig.kwkeys)
+        if split is None:
+            return None
+        keyed = self.keyed.get(split[2])
+        bound = None if keyed is None else sig.bind_fast(split[0], {})
+        return None if bound is None or keyed is None else (keyed, bound[0])
+
+    def call_keyed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call with keyword-only arguments (``t.to(oplib.float64)``'s ``_to_copy``,
+        ``t.sum(dtype=...)``) run from the cache of kernels with their values bound, or
+        ``MISS`` (then the slow path runs it, and fills that cache). The plain form of
+        ``FastCall.__call__``'s checks, with ``keyword_split``'s."""
+        route = self.keyed_route(args, kwargs)
+        if route is None:
+            return MISS
+        keyed, bargs = route
+        sig = self.sig
+        t = type(bargs[sig.key0])
+        for i in sig.key_rest:
+            if type(bargs[i]) is not t:
+                return MISS
+        fn = keyed.by_type.get(t)
+        if fn is None:
+            return MISS
+        try:
+            return fn(*bargs)
+        except Exception as e:
+            keyed.failed(e, fn, bargs)
+            raise
+
+    def keyed_for(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], bkwargs: dict[str, Any]
+    ) -> OpCache | None:
+        """The slow path's call ``op(*args, **kwargs)``, whose keyword-only arguments bound
+        to ``bkwargs``: the cache (``keyed``) its answer is remembered in, made if need be;
+        None: it is not remembered (no keyword-only argument, a value that cannot key a
+        cache, ``MAX_KEYED`` caches already, the fast path off)."""
+        sig = self.sig
+        split = None if SLOW else keyword_split(args, kwargs, sig.params, sig.kwkeys)
+        if split is None or sig.bind_fast(split[0], {}) is None:
+            return None
+        key, kwonly = split[2], split[1]
+        with REGISTRY.lock:
+            keyed = self.keyed.get(key)
+            if keyed is None and len(self.keyed) < MAX_KEYED:
+                call_slow = self.call_slow
+
+                def call_slow_keyed(a: tuple[Any, ...], k: dict[str, Any]) -> Any:
+                    return call_slow(a, {**kwonly, **k})
+
+                keyed = OpCache(self.entry, sig, call_slow_keyed, dict(bkwargs))
+                self.keyed[key] = keyed
+            return keyed
 
     def backend_kernel(self, backend: Backend) -> tuple[Callable[..., Any], str]:
         """``resolve(entry, backend)``, remembered per backend."""
@@ -339,9 +420,20 @@ def with_kwdefaults(fn: Callable[..., Any], wanted: dict[str, Any]) -> Callable[
     if not wanted:
         return fn
     own = _own_kwdefaults(fn)
-    if all(own.get(k, _NO) == v for k, v in wanted.items()):
+    if all(_same_value(own.get(k, _NO), v) for k, v in wanted.items()):
         return fn
     return functools.partial(fn, **wanted)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether a kernel given ``a`` gets what it would from ``b``: the same object, or equal
+    values of one type (``np.dtype("float64") == None`` is true: numpy reads None as its
+    default dtype; ``0.0 == -0.0``: their signs are compared too)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or a != b:
+        return False
+    return type(a) is not float or math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def _own_kwdefaults(fn: Any) -> dict[str, Any]:
@@ -551,8 +643,9 @@ class FastCall(_Base):
                 if by_type is not self._by_type or self._npos < 0:
                     return self._call_slow(args, kwargs)
                 placed = by_position(args, kwargs, self._params)
-                if placed is None:
-                    return self._call_slow(args, kwargs)
+                if placed is None:  # keyword-only arguments (t.sum(dtype=...))
+                    out = self._opcache.call_keyed(args, kwargs)
+                    return self._call_slow(args, kwargs) if out is MISS else out
                 args, kwargs, n = placed, {}, len(placed)
             elif n > self._npos or n < self._nmin:
                 return self._call_slow(args, kwargs)
@@ -843,9 +936,13 @@ def fast_route(
     if SLOW or not sig.key_pos:
         return None
     bound = sig.bind_fast(args, kwargs)
-    if bound is None:
-        return None
-    bargs = bound[0]
+    if bound is not None:
+        bargs = bound[0]
+    else:  # keyword-only arguments: the cache with their values bound, if any
+        route = cache.keyed_route(args, kwargs) if kwargs else None
+        if route is None:
+            return None
+        cache, bargs = route
     first = type(bargs[sig.key0])
     for i in sig.key_rest:
         if type(bargs[i]) is not first:

@@ -136,14 +136,19 @@ class Plan:
             return op._opcache.serves_factory(self._args, self._kwargs)
         if cls is None or ACTIVE[0] or op._npos < 0 or self.error is not None:
             return False
+        cache = op._opcache
         bound = op._sig.bind_fast(self._args, self._kwargs)
-        if bound is None:
-            return False
-        args = bound[0]
+        if bound is not None:
+            args = bound[0]
+        else:  # keyword-only arguments: the cache with their values bound, if any
+            route = cache.keyed_route(self._args, self._kwargs)
+            if route is None:
+                return False
+            cache, args = route
         first = type(args[op._key0])
         if any(type(args[i]) is not first for i in op._key_rest):
             return False
-        return op._opcache.serves(first, cls, self.key == AUTOGRAD)
+        return cache.serves(first, cls, self.key == AUTOGRAD)
 
     def __repr__(self) -> str:
         backend = self.backend.name if self.backend is not None else None
@@ -550,7 +555,11 @@ class OpOverload(FastCall):
         the fast path's shape (positional arguments only) fills the fast path's caches."""
         if plan.error is not None:
             raise plan.error
-        remember = not plan._kwargs and self._nmin <= len(plan._args) <= self._npos
+        cache: OpCache | None = self._opcache
+        if plan._kwargs:  # keyword-only arguments: remembered with their values bound
+            cache = self._opcache.keyed_for(plan._args, plan._kwargs, plan.bkwargs)
+        elif not self._nmin <= len(plan._args) <= self._npos:
+            cache = None
         fn, key, call = plan.kernel, plan.key, plan.placement
         assert fn is not None and key is not None and call is not None
         if LOG_DISPATCH:
@@ -561,10 +570,10 @@ class OpOverload(FastCall):
                 "Tensors" if call.tensors_in else "native arrays",
                 key,
             )
-        cls = plan.cache_class if remember else None
+        cls = plan.cache_class if cache is not None else None
         if key == AUTOGRAD:  # the formula gets the Tensors
-            if cls is not None:
-                self._opcache.remember_autograd(cls, call.backend)
+            if cls is not None and cache is not None:
+                cache.remember_autograd(cls, call.backend)
             if call.mixed:  # native arrays beside Tensors: constants, as Tensors
                 bargs, bkwargs = as_tensors(self._sig, plan.bargs, plan.bkwargs)
                 return fn(*bargs, **bkwargs)
@@ -582,13 +591,13 @@ class OpOverload(FastCall):
             kernel_failed(e, self._entry, fn, call.nargs, call.nkwargs, call.backend)
             raise
         out, clean = check_result(self._sig, self._entry, key, fn, call.backend, out)
-        if cls is not None:
+        if cls is not None and cache is not None:
             # a kernel whose result needed converting is served checked, as here
             serve = fn if clean else checking(self._sig, self._entry, key, fn, call.backend)
             if self._sig.named is not None and not call.tensors_in:
                 # (Tensor calls are named by wrap())
                 serve = naming(serve, self._sig.named, bool(self._sig.kwdefaults))
-            self._opcache.remember(cls, call.tensors_in, call.backend, fn, serve)
+            cache.remember(cls, call.tensors_in, call.backend, fn, serve)
         elif (
             self._factory is not None
             and clean
