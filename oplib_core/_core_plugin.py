@@ -37,20 +37,22 @@ def to_copy(self: Any, *, dtype: np.dtype | None = None, device: Device | None =
     cast to ``dtype``. Always returns a new array."""
     src = TABLE.for_type(type(self))
     assert src is not None, "the dispatcher only calls kernels with recognised arrays"
-    here = src.device_of(self)
-    target = here if device is None else device
-    if target.type == src.name and (target.index is None or target.index == here.index):
-        if dtype is not None:  # refused before the backend's clone runs
-            src.check_dtype(dtype, "oplib::_to_copy()")
-        out = _clone()(self)
-        return out if dtype is None or src.dtype_of(out) == dtype else _astype()(out, dtype)
-    dst = TABLE.get(target.type)
+    if device is None or (
+        device.type == src.name
+        and (device.index is None or device.index == src.device_of(self).index)
+    ):
+        if dtype is None or src.dtype_of(self) == dtype:
+            return _clone()(self)
+        src.check_dtype(dtype, "oplib::_to_copy()")  # (astype's check would name astype)
+        # astype makes the new array itself: one copy, not a clone and then a cast
+        return _astype()(self, dtype)
+    dst = TABLE.get(device.type)
     # refused before any data moves or the target's library is asked for its device
-    dst.check_dtype(src.dtype_of(self) if dtype is None else dtype, f"copy to {target}", copy=True)
+    dst.check_dtype(src.dtype_of(self) if dtype is None else dtype, f"copy to {device}", copy=True)
     host = src.to_host(self)
     if dtype is not None:
         host = host.astype(dtype, copy=False)
-    index = target.index if target.index is not None else dst.current_index()
+    index = device.index if device.index is not None else dst.current_index()
     return dst.from_host(host, Device(dst.name, index))
 
 

@@ -262,13 +262,18 @@ def test_a_dtype_the_backend_lacks_is_refused_before_the_kernel_runs(backend: Ru
 def test_a_same_device_cast_to_a_dtype_the_backend_lacks_is_refused_before_clone(
     backend: Runtime,
 ) -> None:
-    """``t.to(dtype)`` on one device runs the backend's clone, then astype: a dtype the
-    backend cannot hold is refused first, not after its clone ran (nor as clone's missing
-    kernel)."""
+    """``t.to(dtype)`` on one device runs the backend's astype (one copy; it cloned and
+    then cast): a dtype the backend cannot hold is refused first, named as ``_to_copy``'s,
+    not after a kernel ran (nor as a missing kernel's)."""
     cloned: list[int] = []
+    cast: list[int] = []
     lib = oplib.Library("oplib", "IMPL")
     lib.impl("clone", lambda x: cloned.append(x.index) or placed(np.array(x), x.index), NAME)
-    lib.impl("astype", lambda x, dtype: placed(np.array(x).astype(dtype), x.index), NAME)
+    lib.impl(
+        "astype",
+        lambda x, dtype: cast.append(x.index) or placed(np.array(x).astype(dtype), x.index),
+        NAME,
+    )
     try:
         t = oplib.Tensor(placed(np.ones(2, np.float32), 1))
         with pytest.raises(BackendDtypeError) as info:
@@ -276,9 +281,11 @@ def test_a_same_device_cast_to_a_dtype_the_backend_lacks_is_refused_before_clone
         assert str(info.value).startswith(
             "oplib::_to_copy(): backend 'placed' has no float64 dtype"
         )
-        assert cloned == []
-        assert t.to(oplib.int32).dtype == np.dtype("int32")  # a dtype it holds: copied
-        assert cloned == [1]
+        assert cloned == cast == []
+        assert t.to(oplib.int32).dtype == np.dtype("int32")  # a dtype it holds: cast
+        assert (cloned, cast) == ([], [1])
+        assert t.to("placed:1", copy=True).dtype == np.dtype("float32")  # no cast: cloned
+        assert (cloned, cast) == ([1], [1])
     finally:
         lib._destroy()
 

@@ -300,3 +300,16 @@ def test_a_kernels_own_default_dtype_does_not_stand_in_for_the_schemas_none() ->
         op = oplib.ops.kwdefault.given
         x = np.ones(1)
         assert [op(x) for _ in range(3)] == ["None"] * 3
+
+
+def test_a_cast_on_its_device_makes_one_copy(monkeypatch) -> None:
+    # _to_copy(t, dtype=...) cloned and then cast: two full copies, on a GPU two kernels
+    # and twice the memory traffic of one
+    import oplib_core._core_plugin as core
+
+    t = oplib.tensor([1.5, 2.5])
+    monkeypatch.setattr(core, "_clone", lambda: pytest.fail("a cast must not clone first"))
+    for _ in range(2):
+        u = t.to(oplib.float64)
+        assert (u.dtype, u.tolist()) == (oplib.float64, [1.5, 2.5])
+        assert not np.shares_memory(np.asarray(u), np.asarray(t))
