@@ -6,7 +6,9 @@ form in the same interleaved rounds; the ratio says what writing it that way cos
 Issue 30: the int, keyword and keyword-only forms took the slow path on every call
 (2-10x); the cached call now places them, so each ratio should stay near 1 (a keyword
 form pays for placing its keywords, a keyword-only one for keying its values, about a
-microsecond each on a slow machine).
+microsecond each on a slow machine). Last, ops taking a list of tensors (``cat``,
+``stack``) beside numpy's own function: they took the slow path on every call too (about
+15 µs); their cached call (``OpCache.call_listed``) is Python, a few µs.
 
     python bench/call_forms.py [--rounds 9] [--number 2000]
 """
@@ -36,6 +38,9 @@ FORMS = [
     ("t.sum(dtype=f32)", "ops.sum(t)"),
     ("ops.sum(x, [0], dtype=f32)", "ops.sum(x, [0])"),
     ("ops._to_copy(t, dtype=f32)", "ops.clone(t)"),
+    ("ops.cat([x, x])", "np.concatenate([x, x])"),
+    ("ops.cat([t, t], -1)", "np.concatenate([x, x], -1)"),
+    ("ops.stack([x, x])", "np.stack([x, x])"),
 ]
 
 
@@ -45,7 +50,7 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=2000)
     args = parser.parse_args()
     x = np.random.default_rng(0).random((4, 3), dtype=np.float32)
-    env = {"ops": oplib.ops.oplib, "t": oplib.tensor(x), "x": x, "f32": oplib.float32}
+    env = {"ops": oplib.ops.oplib, "np": np, "t": oplib.tensor(x), "x": x, "f32": oplib.float32}
     stmts = [s for pair in FORMS for s in pair]
     best = interleaved_ns(stmts, env, args.number, args.rounds)
     print(f"{'form':26s} {'ns':>7s}   {'plain form':26s} {'ns':>7s}   ratio")

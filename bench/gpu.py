@@ -5,9 +5,10 @@ Sections (each figure the median of several repeats after a warm-up, the device
 synchronized around every timed region; ratios against figures of this same run):
 
 - per call, µs, on 1-element float32 arrays: ``neg``, ``add``, ``mul``, ``sum``, a 1x1
-  ``matmul`` and the factory ``zeros``; cupy's function, the core op on cupy arrays
-  (``oplib.ops.oplib.neg(a)``), on oplib Tensors, and torch's function; and each one's
-  cost over cupy's as the median of the differences within a round. Budget (issue #30):
+  ``matmul``, the factory ``zeros`` and ``cat`` of two (a list of tensors); cupy's
+  function, the core op on cupy arrays (``oplib.ops.oplib.neg(a)``), on oplib Tensors,
+  and torch's function; and each one's cost over cupy's as the median of the differences
+  within a round. Budget (issue #30):
   native +0.5 µs, Tensor +1.5 µs over cupy.
 - autograd: 50 x (``mul`` by 0.99, ``tanh``) on a 1M-element float32 tensor, forward and
   backward, oplib against torch (budget <= 1.0x torch); the forward alone against cupy.
@@ -188,7 +189,10 @@ def per_call(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, fl
         "ta": oplib.tensor(a),
         "tb": oplib.tensor(b),
         "tm": oplib.tensor(m),
-        **{name: getattr(OPS, name) for name in ("neg", "add", "mul", "sum", "matmul", "zeros")},
+        **{
+            name: getattr(OPS, name)
+            for name in ("neg", "add", "mul", "sum", "matmul", "zeros", "cat")
+        },
     }
     rows = {
         "neg": ("xp.negative(a)", "neg(a)", "neg(ta)", "torch.neg(xa)"),
@@ -202,6 +206,7 @@ def per_call(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, fl
             "oplib.zeros(1, dtype=f32, device=dev)",
             "torch.zeros(1, device=tdev)",
         ),
+        "cat": ("xp.concatenate([a, b])", "cat([a, b])", "cat([ta, tb])", "torch.cat([xa, xb])"),
     }
     if rig.torch is not None:
         torch = rig.torch

@@ -364,3 +364,25 @@ def test_kernels_turn_numpys_scalars_into_arrays(xp):
     x = np.asarray(2.0)
     for out in (k["neg"](x), k["add"](x, x), k["mul.Scalar"](x, 3), k["sum"](x, None, False)):
         assert type(out) is np.ndarray and out.shape == ()
+
+
+@pytest.mark.fastpath
+def test_a_list_of_tensors_is_served_with_one_device(install):
+    install(1)
+    a, b = _arrays(0)
+    for _ in range(2):
+        np.testing.assert_array_equal(ops.cat([a, b]), [1.0, 2.0, 3.0, 5.0])
+    assert ops.cat.default._opcache.by_type.get(dl.DeviceArray) is not None
+
+
+@pytest.mark.fastpath
+def test_a_list_of_tensors_on_several_devices_is_placed_however_warm(install):
+    # cat's cached call compares no devices: with several it is not remembered, and
+    # placement raises for tensors on two devices
+    install(2)
+    a, b = _arrays(1)
+    for _ in range(2):
+        np.testing.assert_array_equal(ops.cat([a, b]), [1.0, 2.0, 3.0, 5.0])
+    assert ops.cat.default._opcache.by_type.get(dl.DeviceArray) is None
+    with pytest.raises(DeviceMismatchError, match="devicelike:0"):
+        ops.cat([a, _arrays(0)[1]])

@@ -479,7 +479,7 @@ def test_bench_sections_run_through_oplib_on_the_cpu_backend(tmp_path):
     assert bench.run(rig, TINY, results) is True
     data = json.loads((tmp_path / "bench.json").read_text())
     assert "errors" not in data
-    assert set(data["per_call_us"]) == {"neg", "add", "mul", "sum", "matmul 1x1", "zeros"}
+    assert set(data["per_call_us"]) == {"neg", "add", "mul", "sum", "matmul 1x1", "zeros", "cat"}
     times = [v for row in data["per_call_us"].values() for k, v in row.items() if "over" not in k]
     assert all(v > 0 for v in times)
     assert set(data["per_call_us"]["neg"]) == {

@@ -578,6 +578,11 @@ class Signature:
       which a call naming some of them by keyword takes that path too (``by_position``);
       ``kwkeys`` the keyword-only arguments whose values may key the kernels cached with
       them bound (``OpCache.keyed``), with the exact types taken (``keyword_split``).
+    - The cached call of an op with lists of tensors (``cat``, ``stack``, ``index.Tensor``;
+      ``OpCache.call_listed``): ``tensor_lists`` the positions of its ``Tensor[]`` and
+      ``Tensor?[]`` arguments, each with whether it takes None (empty: no such call, as for
+      an op with an alias or a return other than one plain ``Tensor``), ``listed_nmin``
+      the positional arguments required.
     - A factory's plan (no tensor argument, a keyword-only ``Device?`` that places the call,
       the other keyword-only arguments ``ScalarType?``): ``factory_dtypes`` those
       ``ScalarType?`` names (None: not such a factory), ``factory_nmin`` the positional
@@ -604,6 +609,7 @@ class Signature:
         "key_rest",
         "kwdefaults",
         "kwkeys",
+        "listed_nmin",
         "lists",
         "lists_at",
         "multi",
@@ -616,6 +622,7 @@ class Signature:
         "single_plain_return",
         "slots",
         "tails",
+        "tensor_lists",
         "tuple_return",
         "wrap_bare",
         "writes",
@@ -629,6 +636,8 @@ class Signature:
         tail: list[Any] = []
         kwdefaults: dict[str, Any] = {}
         kwkeys: dict[str, frozenset[type]] = {}
+        tensor_lists: list[tuple[int, bool]] = []
+        listed = True
         names: list[str] = []
         param_defaults: list[Any] = []
         fast = True
@@ -651,7 +660,7 @@ class Signature:
                     if keyable:
                         kwkeys[a.name] = keyable
                 else:
-                    fast = False
+                    fast = listed = False
                 continue
             names.append(a.name)
             param_defaults.append(a.default_value if a.has_default else REQUIRED)
@@ -672,8 +681,11 @@ class Signature:
                 checks.append((pos_i, _FAST_TYPES[a.type.elem.name] | {type(None)}))
             elif int_list is not None:
                 lists.append((pos_i, int_list))
-            else:
+            elif isinstance(a.type, ListType) and is_tensor:  # Tensor[], Tensor?[]
+                tensor_lists.append((pos_i, isinstance(a.type.elem, OptionalType)))
                 fast = False
+            else:
+                fast = listed = False
             pos_i += 1
         # A factory (no tensor argument; placed by a keyword-only ``Device?``, beside
         # keyword-only ``ScalarType?``s and nothing else) has a fast path of its own.
@@ -701,6 +713,11 @@ class Signature:
         self.checks = tuple(checks)
         self.lists = tuple(lists)
         self.multi = bool(self.key_rest or self.checks or self.lists)
+        # the cached call of an op with lists of tensors (cat, stack, index.Tensor): one
+        # plain Tensor returned, no argument an alias (a view or a write to bookkeep)
+        listed = listed and bool(tensor_lists) and not any(a.annotation for a in schema.arguments)
+        self.tensor_lists = tuple(tensor_lists) if listed else ()
+        self.listed_nmin = nmin
         self.npos = pos_i if fast else -1
         self.params = (tuple(names), tuple(param_defaults))
         self.nmin = nmin if fast else 0
@@ -738,6 +755,8 @@ class Signature:
             and rets[0].annotation is None
             and not schema.tuple_return
         )
+        if not self.single_plain_return:
+            self.tensor_lists = ()
 
     def bind(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -234,6 +234,123 @@ class OpCache:
             keyed.failed(e, fn, bargs)
             raise
 
+    def listed_route(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[type, type, list[Any], list[Any], bool] | None:
+        """For an op with lists of tensors (``Signature.tensor_lists``: ``cat``, ``stack``,
+        ``index.Tensor``): ``(first, cls, bargs, native, requires_grad)`` for a call whose
+        tensors, in lists or not, are all of one class ``first`` (``Tensor`` wrapping
+        arrays of class ``cls``, else ``cls`` itself) and whose other arguments are
+        checked as the fast path checks them: its bound positional arguments (lists as new
+        lists), the same with the Tensors' arrays, and whether a Tensor requires grad.
+        None: the slow path's call (a mix of classes, no tensor, a keyword it cannot place,
+        a value binding must convert)."""
+        sig = self.sig
+        lists = sig.tensor_lists
+        if not lists:
+            return None
+        if kwargs:
+            placed = by_position(args, kwargs, sig.params)
+            if placed is None:
+                return None
+            args = placed
+        n = len(args)
+        if n > sig.arity or n < sig.listed_nmin:
+            return None
+        bargs = list(args + sig.tails[n])
+        for i, ok in sig.checks:
+            if type(bargs[i]) not in ok:
+                return None
+        if not place_int_lists(bargs, sig.lists):
+            return None
+        first: type | None = None
+        for i in sig.key_pos:
+            t = type(bargs[i])
+            if first is None:
+                first = t
+            elif t is not first:
+                return None
+        for i, optional in lists:
+            items = bargs[i]
+            if type(items) is not list and type(items) is not tuple:
+                return None
+            bargs[i] = items = list(items)  # (the kernel may keep it: not the caller's)
+            for e in items:
+                if e is None:
+                    if not optional:
+                        return None
+                    continue
+                t = type(e)
+                if first is None:
+                    first = t
+                elif t is not first:
+                    return None
+        if first is None:
+            return None
+        if first is not Tensor:
+            return first, first, bargs, bargs, False
+        native = list(bargs)
+        cls: type | None = None
+        requires_grad = False
+        for i in sig.key_pos:
+            a = bargs[i]
+            requires_grad = requires_grad or a._rg
+            data = native[i] = a._data
+            if cls is None:
+                cls = type(data)
+            elif type(data) is not cls:
+                return None
+        for i, _ in lists:
+            arrays: list[Any] = []
+            for e in bargs[i]:
+                if e is not None:
+                    requires_grad = requires_grad or e._rg
+                    e = e._data
+                    if cls is None:
+                        cls = type(e)
+                    elif type(e) is not cls:
+                        return None
+                arrays.append(e)
+            native[i] = arrays
+        assert cls is not None
+        return Tensor, cls, bargs, native, requires_grad
+
+    def call_listed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call of an op with lists of tensors (``oplib.ops.oplib.cat([a, b])``) run from
+        the caches (``listed_route``), or ``MISS`` (then the slow path runs it, and fills
+        them). A Tensor call runs the Autograd kernel when one requires grad and grad mode
+        is on, else the backend kernel on the arrays, its result wrapped, as the Tensor
+        entries of other ops do."""
+        route = self.listed_route(args, kwargs)
+        if route is None:
+            return MISS
+        first, cls, bargs, native, requires_grad = route
+        if first is not Tensor:
+            fn = self.by_type.get(first)
+            if fn is None:
+                return MISS
+            try:
+                return fn(*bargs)
+            except Exception as e:
+                self.failed(e, fn, bargs)
+                raise
+        if requires_grad and GRAD.enabled:
+            fn = self.autograd.get(cls)
+            return MISS if fn is None else fn(*bargs)
+        fn = self.tensor.get(cls)
+        if fn is None:
+            return MISS
+        try:
+            return _make_tensor(fn(*native))
+        except Exception as e:
+            kernel_failed(e, self.entry, fn, native)
+            raise
+
+    def serves_listed(self, args: tuple[Any, ...], kwargs: dict[str, Any], autograd: bool) -> bool:
+        """Whether ``call_listed`` would serve this call now, for ``explain()``."""
+        route = self.listed_route(args, kwargs)
+        return route is not None and self.serves(route[0], route[1], autograd)
+
     def keyed_for(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], bkwargs: dict[str, Any]
     ) -> OpCache | None:
@@ -637,10 +754,16 @@ class FastCall(_Base):
         else:
             by_type = self._by_type
         if kwargs or n != self._npos:
+            if self._npos < 0:  # never the positional cached call; lists of tensors may
+                if by_type is self._by_type:  # (not under a mode's table)
+                    out = self._opcache.call_listed(args, kwargs)
+                    if out is not MISS:
+                        return out
+                return self._call_slow(args, kwargs)
             if kwargs:
                 # x.clamp(min=0.0): keywords naming positional parameters, placed; not
                 # under a mode's table (the mode sees a call it takes as it was made)
-                if by_type is not self._by_type or self._npos < 0:
+                if by_type is not self._by_type:
                     return self._call_slow(args, kwargs)
                 placed = by_position(args, kwargs, self._params)
                 if placed is None:  # keyword-only arguments (t.sum(dtype=...))

@@ -24,7 +24,7 @@ from .._tensor.pickling import Where, find, where_defined
 from .._tensor.tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
-from .binding import Binder, BoundCall, Signature, tensor_value
+from .binding import Binder, BoundCall, Signature, by_position, tensor_value
 from .doc import document, overload_text
 from .failure import kernel_failed
 from .fastpath import (
@@ -134,8 +134,10 @@ class Plan:
         op, cls = self._op, self.cache_class
         if self.error is None and op._factory is not None and not ACTIVE[0]:
             return op._opcache.serves_factory(self._args, self._kwargs)
-        if cls is None or ACTIVE[0] or op._npos < 0 or self.error is not None:
+        if cls is None or ACTIVE[0] or self.error is not None:
             return False
+        if op._npos < 0:  # perhaps an op with lists of tensors
+            return op._opcache.serves_listed(self._args, self._kwargs, self.key == AUTOGRAD)
         cache = op._opcache
         bound = op._sig.bind_fast(self._args, self._kwargs)
         if bound is not None:
@@ -555,13 +557,9 @@ class OpOverload(FastCall):
         the fast path's shape (positional arguments only) fills the fast path's caches."""
         if plan.error is not None:
             raise plan.error
-        cache: OpCache | None = self._opcache
-        if plan._kwargs:  # keyword-only arguments: remembered with their values bound
-            cache = self._opcache.keyed_for(plan._args, plan._kwargs, plan.bkwargs)
-        elif not self._nmin <= len(plan._args) <= self._npos:
-            cache = None
         fn, key, call = plan.kernel, plan.key, plan.placement
         assert fn is not None and key is not None and call is not None
+        cache = self._remembered_in(plan, call)
         if LOG_DISPATCH:
             _log.debug(
                 "%s: backend %s (%s), kernel for key %s",
@@ -614,6 +612,23 @@ class OpOverload(FastCall):
         if call.tensors_in:
             return wrap(self._sig, out, plan.bargs, plan.bkwargs)
         return out if self._sig.named is None else tuple.__new__(self._sig.named, out)
+
+    def _remembered_in(self, plan: Plan, call: Placement) -> OpCache | None:
+        """The cache the slow path's answer to ``plan`` is remembered in, None: not
+        remembered. A call of positional arguments, the op's; with keyword-only ones, the
+        cache of their values (``keyed_for``); an op with lists of tensors, its own
+        unless its arrays' backend has several devices (its cached call does not compare
+        the devices of a list's tensors, placement does)."""
+        args, kwargs, sig = plan._args, plan._kwargs, self._sig
+        if sig.tensor_lists:
+            if call.backend.multi_device and call.backend.device_count() > 1:
+                return None
+            placed = by_position(args, kwargs, sig.params) if kwargs else args
+            ok = placed is not None and sig.listed_nmin <= len(placed) <= sig.arity
+            return self._opcache if ok else None
+        if kwargs:  # keyword-only arguments: remembered with their values bound
+            return self._opcache.keyed_for(args, kwargs, plan.bkwargs)
+        return self._opcache if self._nmin <= len(args) <= self._npos else None
 
     def redispatch(self, keyset: DispatchKeySet, /, *args: Any, **kwargs: Any) -> Any:
         """Call the kernel of ``keyset``'s highest-priority key directly (no modes, no

@@ -217,8 +217,15 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
         """``arrays`` as a list; cast to torch's promotion when their dtypes differ and one
         of them is bfloat16/float8."""
         arrays = list(arrays)
-        dtypes = [a.dtype for a in arrays]
-        if any(d in ext for d in dtypes) and len(set(dtypes)) > 1:
+        if no_ext or not arrays:  # (cat's and stack's every call: the common case first)
+            return arrays
+        first = arrays[0].dtype
+        for a in arrays:
+            if a.dtype != first:
+                break
+        else:
+            return arrays
+        if any(a.dtype in ext for a in arrays):
             d = native(result_type(*(odtype(a) for a in arrays)))
             arrays = [astype(a, d, copy=False) for a in arrays]
         return arrays
