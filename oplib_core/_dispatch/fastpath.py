@@ -225,13 +225,18 @@ class OpCache:
         for i in sig.key_rest:
             if type(bargs[i]) is not t:
                 return MISS
-        fn = keyed.by_type.get(t)
+        return keyed.run_served(t, bargs)
+
+    def run_served(self, t: type, bargs: list[Any]) -> Any:
+        """What ``by_type`` holds for class ``t`` on ``bargs``, its failure reported as the
+        fast path reports it; ``MISS`` when it holds nothing."""
+        fn = self.by_type.get(t)
         if fn is None:
             return MISS
         try:
             return fn(*bargs)
         except Exception as e:
-            keyed.failed(e, fn, bargs)
+            self.failed(e, fn, bargs)
             raise
 
     def listed_route(
@@ -326,14 +331,7 @@ class OpCache:
             return MISS
         first, cls, bargs, native, requires_grad = route
         if first is not Tensor:
-            fn = self.by_type.get(first)
-            if fn is None:
-                return MISS
-            try:
-                return fn(*bargs)
-            except Exception as e:
-                self.failed(e, fn, bargs)
-                raise
+            return self.run_served(first, bargs)
         if requires_grad and GRAD.enabled:
             fn = self.autograd.get(cls)
             return MISS if fn is None else fn(*bargs)
