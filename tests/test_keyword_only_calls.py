@@ -313,3 +313,13 @@ def test_a_cast_on_its_device_makes_one_copy(monkeypatch) -> None:
         u = t.to(oplib.float64)
         assert (u.dtype, u.tolist()) == (oplib.float64, [1.5, 2.5])
         assert not np.shares_memory(np.asarray(u), np.asarray(t))
+
+
+@pytest.mark.fastpath
+def test_a_call_that_raised_leaves_no_keyed_cache(scaled) -> None:
+    op, _, _ = scaled
+    bad = np.array(["a"], dtype=object)
+    for k in range(3):
+        with pytest.raises(TypeError):
+            op(bad, dtype=oplib.int8, k=k)
+    assert op.default._opcache.keyed == {}

@@ -559,7 +559,6 @@ class OpOverload(FastCall):
             raise plan.error
         fn, key, call = plan.kernel, plan.key, plan.placement
         assert fn is not None and key is not None and call is not None
-        cache = self._remembered_in(plan, call)
         if LOG_DISPATCH:
             _log.debug(
                 "%s: backend %s (%s), kernel for key %s",
@@ -568,8 +567,9 @@ class OpOverload(FastCall):
                 "Tensors" if call.tensors_in else "native arrays",
                 key,
             )
-        cls = plan.cache_class if cache is not None else None
+        cls = plan.cache_class
         if key == AUTOGRAD:  # the formula gets the Tensors
+            cache = None if cls is None else self._remembered_in(plan, call)
             if cls is not None and cache is not None:
                 cache.remember_autograd(cls, call.backend)
             if call.mixed:  # native arrays beside Tensors: constants, as Tensors
@@ -589,6 +589,8 @@ class OpOverload(FastCall):
             kernel_failed(e, self._entry, fn, call.nargs, call.nkwargs, call.backend)
             raise
         out, clean = check_result(self._sig, self._entry, key, fn, call.backend, out)
+        # (asked once the kernel ran: a call that raised leaves no keyed cache behind)
+        cache = None if cls is None else self._remembered_in(plan, call)
         if cls is not None and cache is not None:
             # a kernel whose result needed converting is served checked, as here
             serve = fn if clean else checking(self._sig, self._entry, key, fn, call.backend)
