@@ -8,7 +8,8 @@ Issue 30: the int, keyword and keyword-only forms took the slow path on every ca
 form pays for placing its keywords, a keyword-only one for keying its values, about a
 microsecond each on a slow machine). Last, ops taking a list of tensors (``cat``,
 ``stack``) beside numpy's own function: they took the slow path on every call too (about
-15 µs); their cached call (``OpCache.call_listed``) is Python, a few µs.
+15 µs); their cached call (``OpCache.call_listed``) is Python, a few µs. And ``t[i]``
+with an integer index tensor beside the op it makes.
 
     python bench/call_forms.py [--rounds 9] [--number 2000]
 """
@@ -41,6 +42,7 @@ FORMS = [
     ("ops.cat([x, x])", "np.concatenate([x, x])"),
     ("ops.cat([t, t], -1)", "np.concatenate([x, x], -1)"),
     ("ops.stack([x, x])", "np.stack([x, x])"),
+    ("t[i]", "ops.index(t, [i])"),
 ]
 
 
@@ -50,7 +52,14 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=2000)
     args = parser.parse_args()
     x = np.random.default_rng(0).random((4, 3), dtype=np.float32)
-    env = {"ops": oplib.ops.oplib, "np": np, "t": oplib.tensor(x), "x": x, "f32": oplib.float32}
+    env = {
+        "ops": oplib.ops.oplib,
+        "np": np,
+        "t": oplib.tensor(x),
+        "x": x,
+        "i": oplib.tensor(np.array([2, 0])),
+        "f32": oplib.float32,
+    }
     stmts = [s for pair in FORMS for s in pair]
     best = interleaved_ns(stmts, env, args.number, args.rounds)
     print(f"{'form':26s} {'ns':>7s}   {'plain form':26s} {'ns':>7s}   ratio")

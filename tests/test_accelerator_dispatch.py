@@ -386,3 +386,13 @@ def test_a_list_of_tensors_on_several_devices_is_placed_however_warm(install):
     assert ops.cat.default._opcache.by_type.get(dl.DeviceArray) is None
     with pytest.raises(DeviceMismatchError, match="devicelike:0"):
         ops.cat([a, _arrays(0)[1]])
+
+
+def test_an_index_tensor_on_another_device_is_moved_to_the_indexed_ones(install):
+    install(2)
+    t = oplib.Tensor(dl.on(np.array([1.0, 2.0, 3.0], np.float32), 1))
+    for where in (1, 0):  # the same device: used as it is; another: copied there first
+        i = oplib.Tensor(dl.on(np.array([2, 0]), where))
+        out = t[i]
+        assert out._data._index == 1
+        np.testing.assert_array_equal(np.asarray(out._data), [3.0, 1.0])

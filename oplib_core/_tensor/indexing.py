@@ -56,7 +56,19 @@ def _as_index(t: T, entry: Any) -> T:
         raise IndexError(
             f"tensors used as indices must be long, int, byte or bool tensors, got {index.dtype}"
         )
+    data, into = index._data, t._data
+    # one backend's arrays (not fake ones, of any device): their device indices, not two
+    # Devices made and compared (~1 µs a call)
+    if type(data) is type(into) and not isinstance(data, FakeArray):
+        spec = index.backend.spec
+        if spec.device_of is None or spec.device_of(data) == spec.device_of(into):
+            return index
     return index if index.device == t.device else index.to(t.device)
+
+
+def _int_tensor(key: Any, t: Any) -> bool:
+    """Whether ``t[key]`` indexes with one integer tensor (``t`` not 0-d)."""
+    return type(key) is type(t) and bool(t._data.shape) and key.dtype.kind in "iu"
 
 
 def _consumed(entry: Any) -> int:
@@ -95,6 +107,10 @@ def getitem(t: T, key: Any) -> T:
         ):
             out = _op("oplib::slice.Tensor")(t, 0, key.start, key.stop, 1)
             return out
+    if _int_tensor(key, t):
+        # t[idx], an integer index tensor (an embedding lookup): what _apply makes of it
+        index: T = _op("oplib::index.Tensor")(t, [_as_index(t, key)])
+        return index
     entries = list(key) if type(key) is tuple else [key]
     ndim = len(t._data.shape)
     ellipses = [i for i, e in enumerate(entries) if e is Ellipsis]
