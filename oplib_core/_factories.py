@@ -57,8 +57,7 @@ def _made(
 
 
 def _size(size: tuple[Any, ...]) -> list[Any]:
-    """The shape of ``zeros(2, 3)``, ``zeros(4)``, ``zeros((2, 3))``, ``zeros([2, 3])``. (Its
-    callers test for ints themselves: ``list(size)`` without this call.)"""
+    """The shape of ``zeros(2, 3)``, ``zeros(4)``, ``zeros((2, 3))``, ``zeros([2, 3])``."""
     if len(size) != 1 or type(size[0]) is int:
         return list(size)
     first = size[0]
@@ -129,8 +128,7 @@ def empty(
     """An uninitialised tensor of ``size`` (ints, or one sequence)."""
     if layout is not None:
         check_layout(layout, "empty")
-    shape = list(size) if len(size) != 1 or type(size[0]) is int else _size(size)
-    return _made("oplib::empty", (shape,), dtype, device, requires_grad)
+    return _made("oplib::empty", (_size(size),), dtype, device, requires_grad)
 
 
 def zeros(
@@ -142,8 +140,7 @@ def zeros(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "zeros")
-    shape = list(size) if len(size) != 1 or type(size[0]) is int else _size(size)
-    return _made("oplib::zeros", (shape,), dtype, device, requires_grad)
+    return _made("oplib::zeros", (_size(size),), dtype, device, requires_grad)
 
 
 def ones(
@@ -155,8 +152,7 @@ def ones(
 ) -> Tensor:
     if layout is not None:
         check_layout(layout, "ones")
-    shape = list(size) if len(size) != 1 or type(size[0]) is int else _size(size)
-    return _made("oplib::ones", (shape,), dtype, device, requires_grad)
+    return _made("oplib::ones", (_size(size),), dtype, device, requires_grad)
 
 
 def full(

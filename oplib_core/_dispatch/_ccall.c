@@ -243,10 +243,11 @@ static PyObject *device_key(PyObject *device) {
   return key;
 }
 
-/* The dtype keywords of a factory call into kw (a copy of the served defaults; NULL: only
-   its "dtype" into *dtype, borrowed): each among the op's dtype arguments, None or a
-   numpy dtype of a class met before, checked by the backend when it lacks dtypes (check
-   is not None). 1: all taken; 0: not; -1: an error (the check's included). */
+/* The dtype keywords of a factory call into kw (a copy of the served defaults) when it is
+   not NULL, and its "dtype" into *dtype (borrowed) when that is not NULL: each among the
+   op's dtype arguments, None or a numpy dtype of a class met before, checked by the
+   backend when it lacks dtypes (check is not None). 1: all taken; 0: not; -1: an error
+   (the check's included). */
 static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *kw,
                       PyObject **dtype) {
   PyObject *dname = PyTuple_GetItem(plan, P_DNAME);
@@ -269,9 +270,8 @@ static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObjec
       if (r == NULL) return -1;
       Py_DECREF(r);
     }
-    if (kw != NULL) {
-      if (PyDict_SetItem(kw, name, d) < 0) return -1;
-    } else {
+    if (kw != NULL && PyDict_SetItem(kw, name, d) < 0) return -1;
+    if (dtype != NULL) {
       int is_dtype = PyObject_RichCompareBool(name, g_dtype_name, Py_EQ);
       if (is_dtype < 0) return -1;
       if (is_dtype) *dtype = d;
@@ -331,8 +331,12 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
   PyObject *defaults = PyTuple_GetItem(served, 2), *check = PyTuple_GetItem(served, 3);
   PyObject *entry = PyTuple_GetItem(served, 4), *dtype = Py_None;
   if (!PyDict_Check(defaults)) goto python;
+  if (entry == Py_None) { /* the kernel's keywords, filled once (an entry takes none) */
+    kw = PyDict_Copy(defaults);
+    if (kw == NULL) goto done;
+  }
   if (kwargs != NULL) {
-    ok = dtypes_fit(plan, kwargs, check, NULL, &dtype);
+    ok = dtypes_fit(plan, kwargs, check, kw, entry == Py_None ? NULL : &dtype);
     if (ok < 0) goto done;
     if (ok == 0) goto python;
   }
@@ -348,10 +352,11 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
     out = entry_call(entry, full, dtype);
     Py_DECREF(dtype);
     if (out != NULL || PyErr_Occurred()) goto done;
+    /* it raised: the kernel runs the call (its keywords filled now, checked above) */
+    kw = PyDict_Copy(defaults);
+    if (kw == NULL) goto done;
+    if (kwargs != NULL && dtypes_fit(plan, kwargs, Py_None, kw, NULL) < 0) goto done;
   }
-  kw = PyDict_Copy(defaults);
-  if (kw == NULL) goto done;
-  if (kwargs != NULL && dtypes_fit(plan, kwargs, Py_None, kw, NULL) < 0) goto done;
   out = run_kernel(PyTuple_GetItem(served, 0), full, kw, PyTuple_GetItem(plan, P_FAILED),
                    PyTuple_GetItem(served, 1));
   goto done;

@@ -769,23 +769,29 @@ class Signature:
         """``bind()`` for calls of the fast path's shape (the checks ``FastCall.__call__``
         inlines, without the one on tensor types), else None: for modes that handle calls
         themselves. The same result as ``bind()`` (``int[]`` arguments as lists)."""
-        n = len(args)
-        if kwargs:  # keywords naming positional parameters: placed (``by_position``)
-            if self.npos < 0:
-                return None
+        bargs = self.positional(args, kwargs, self.nmin, self.npos)
+        return None if bargs is None else (bargs, dict(self.kwdefaults))
+
+    def positional(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], nmin: int, nmax: int
+    ) -> list[Any] | None:
+        """A call as the positional arguments a cached call passes: keywords naming
+        positional parameters placed (``by_position``), ``nmin`` to ``nmax`` of them,
+        defaults appended, each scalar of a type the schema takes as it is, ``int[]``s as
+        lists. None: binding must judge the call."""
+        if kwargs:
             placed = by_position(args, kwargs, self.params)
             if placed is None:
                 return None
-            args, n = placed, len(placed)
-        elif n > self.npos or n < self.nmin:
+            args = placed
+        n = len(args)
+        if n > nmax or n < nmin:
             return None
         bargs = list(args + self.tails[n])
         for i, ok in self.checks:
             if type(bargs[i]) not in ok:
                 return None
-        if not place_int_lists(bargs, self.lists):
-            return None
-        return bargs, dict(self.kwdefaults)
+        return bargs if place_int_lists(bargs, self.lists) else None
 
     def tensor_arguments(
         self, nargs: list[Any], nkwargs: dict[str, Any]

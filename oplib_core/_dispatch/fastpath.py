@@ -102,7 +102,7 @@ _DTYPE_CLASSES: set[type] = set()
 
 #: After a factory's kernel ``fn`` raised: ``failed(exc, fn, args, kwargs, backend)``.
 FactoryFailed = Callable[
-    [Exception, Callable[..., Any], tuple[Any, ...], dict[str, Any], Backend], None
+    [Exception, Callable[..., Any], Sequence[Any], dict[str, Any], Backend], None
 ]
 #: A factory's fast path: ``entry(args, kwargs)``, the result or ``MISS``.
 FactoryCall = Callable[[tuple[Any, ...], dict[str, Any]], Any]
@@ -208,8 +208,10 @@ class OpCache:
         if split is None:
             return None
         keyed = self.keyed.get(split[2])
-        bound = None if keyed is None else sig.bind_fast(split[0], {})
-        return None if bound is None or keyed is None else (keyed, bound[0])
+        if keyed is None:
+            return None
+        bargs = sig.positional(split[0], {}, sig.nmin, sig.npos)
+        return None if bargs is None else (keyed, bargs)
 
     def call_keyed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call with keyword-only arguments (``t.to(oplib.float64)``'s ``_to_copy``,
@@ -252,21 +254,8 @@ class OpCache:
         a value binding must convert)."""
         sig = self.sig
         lists = sig.tensor_lists
-        if not lists:
-            return None
-        if kwargs:
-            placed = by_position(args, kwargs, sig.params)
-            if placed is None:
-                return None
-            args = placed
-        n = len(args)
-        if n > sig.arity or n < sig.listed_nmin:
-            return None
-        bargs = list(args + sig.tails[n])
-        for i, ok in sig.checks:
-            if type(bargs[i]) not in ok:
-                return None
-        if not place_int_lists(bargs, sig.lists):
+        bargs = sig.positional(args, kwargs, sig.listed_nmin, sig.arity) if lists else None
+        if bargs is None:
             return None
         first: type | None = None
         for i in sig.key_pos:
@@ -358,7 +347,7 @@ class OpCache:
         cache, ``MAX_KEYED`` caches already, the fast path off)."""
         sig = self.sig
         split = None if SLOW else keyword_split(args, kwargs, sig.params, sig.kwkeys)
-        if split is None or sig.bind_fast(split[0], {}) is None:
+        if split is None or sig.positional(split[0], {}, sig.nmin, sig.npos) is None:
             return None
         key, kwonly = split[2], split[1]
         with REGISTRY.lock:
@@ -438,7 +427,9 @@ class OpCache:
         """Whether a factory's cached call (``factory_call``) would serve ``op(*args, **kwargs)``
         now, no mode active: the plain restatement of its checks, for ``explain()``."""
         sig, slot, dtypes = self.sig, self.sig.device_arg, self.sig.factory_dtypes
-        if slot is None or dtypes is None or not sig.factory_nmin <= len(args) <= sig.arity:
+        if slot is None or dtypes is None:
+            return False
+        if sig.positional(args, {}, sig.factory_nmin, sig.arity) is None:
             return False
         if not set(kwargs) <= {*dtypes, slot.name}:
             return False
@@ -448,10 +439,7 @@ class OpCache:
         if type(given) not in DEVICE_KEYS:
             return False
         key = (given.type, given.index) if type(given) is Device else given
-        bargs = list(args + sig.tails[len(args)])
-        if any(type(bargs[i]) not in ok for i, ok in sig.checks):
-            return False
-        return place_int_lists(bargs, sig.lists) and key in self.factory
+        return key in self.factory
 
     def remember_mode(self, mode_type: type, table: ModeTable) -> None:
         """Serve this op's fast calls under an innermost mode of exactly ``mode_type`` from
@@ -1212,7 +1200,7 @@ def factory_plan(sig: Signature, cache: OpCache) -> FactoryPlan | None:
     def failed(
         exc: Exception,
         fn: Callable[..., Any],
-        bargs: tuple[Any, ...],
+        bargs: Sequence[Any],
         kw: dict[str, Any],
         backend: Backend,
     ) -> None:
@@ -1277,25 +1265,12 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
                         if check is not None:
                             check(d, api)
                         kw[name] = d
-        bargs = args + tails[n]
+        bargs = list(args + tails[n])
         for i, ok in checks:
             if type(bargs[i]) not in ok:
                 return MISS
-        for i, nullable in lists:
-            v = bargs[i]
-            if v is None:
-                if not nullable:
-                    return MISS
-            elif type(v) is list or type(v) is tuple:
-                for e in v:
-                    if type(e) is not int:
-                        return MISS
-                if type(v) is tuple:  # as binding gives it
-                    bargs = (*bargs[:i], list(v), *bargs[i + 1 :])
-            elif type(v) is int:  # zeros(2): as binding gives it, [2]
-                bargs = (*bargs[:i], [v], *bargs[i + 1 :])
-            else:
-                return MISS
+        if not place_int_lists(bargs, lists):  # zeros(2) as zeros([2]), as binding gives it
+            return MISS
         if entry is not None:
             dtype = kw.get("dtype")
             try:

@@ -24,7 +24,7 @@ from .._tensor.pickling import Where, find, where_defined
 from .._tensor.tensor import Tensor
 from ..backends import TABLE, Backend
 from ..errors import BackendError, DeviceMismatchError
-from .binding import Binder, BoundCall, Signature, by_position, tensor_value
+from .binding import Binder, BoundCall, Signature, tensor_value
 from .doc import document, overload_text
 from .failure import kernel_failed
 from .fastpath import (
@@ -625,9 +625,8 @@ class OpOverload(FastCall):
         if sig.tensor_lists:
             if call.backend.multi_device and call.backend.device_count() > 1:
                 return None
-            placed = by_position(args, kwargs, sig.params) if kwargs else args
-            ok = placed is not None and sig.listed_nmin <= len(placed) <= sig.arity
-            return self._opcache if ok else None
+            placed = sig.positional(args, kwargs, sig.listed_nmin, sig.arity)
+            return None if placed is None else self._opcache
         if kwargs:  # keyword-only arguments: remembered with their values bound
             return self._opcache.keyed_for(args, kwargs, plan.bkwargs)
         return self._opcache if self._nmin <= len(args) <= self._npos else None
