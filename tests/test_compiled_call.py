@@ -104,6 +104,22 @@ for _ in range(3):
 OUT["packet_gains_an_overload"] = twin
 OUT["packet_routed"] = [oplib.ops.ccall.twin._routed, ops.neg._routed]
 
+# the compiled routed call remembers its last hit (the routes dict, the argument types):
+# shapes alternating, then the packet's overloads redefined, so that the same shape has
+# another route
+lib.define("pick.A(Tensor x, float s) -> Tensor")
+lib.define("pick.B(Tensor x, Tensor y) -> Tensor")
+lib.impl("pick.A", lambda x, s: x * s, "CPU")
+lib.impl("pick.B", lambda x, y: x - y, "CPU")
+picks = []
+for _ in range(3):
+    picks += [oplib.ops.ccall.pick(x, 2.0).tolist(), oplib.ops.ccall.pick(x, x).tolist()]
+    picks.append(oplib.ops.ccall.pick(x, 2.0).tolist())
+lib.define("pick(Tensor x, float s) -> Tensor")  # the default: tried first from now on
+lib.impl("pick", lambda x, s: x + s, "CPU")
+picks += [oplib.ops.ccall.pick(x, 2.0).tolist() for _ in range(3)]
+OUT["packet_route_after_redefinition"] = picks
+
 
 # factories: the device= value placed by an earlier call (None, a str, a Device), keyword
 # dtypes, a tuple size, wrong keywords and values, a kernel raising, a packet that stops
@@ -211,6 +227,8 @@ EXPECTED = {
     "packet_gains_an_overload": [[2.0, -4.0, 6.0]] * 2 + [[2.0, -4.0, 6.0], [3.0, -6.0, 9.0]] * 3,
     "packet_notes": ["oplib: raised by the cpu kernel of ccall::twin.boom"],
     "packet_routed": [True, False],
+    "packet_route_after_redefinition": [[2.0, -4.0, 6.0], [0.0, 0.0, 0.0], [2.0, -4.0, 6.0]] * 3
+    + [[3.0, 0.0, 5.0]] * 3,
 }
 
 

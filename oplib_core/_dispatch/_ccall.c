@@ -21,6 +21,9 @@
 #include <stddef.h>
 #include <structmember.h>
 
+/* the most arguments a routed call's last-hit cache compares (routed_call) */
+#define HIT_ARITY 4
+
 typedef struct {
   PyObject_HEAD
   Py_ssize_t npos, nmin, key0;
@@ -32,6 +35,11 @@ typedef struct {
   /* the positional parameters' names and defaults (Signature.params): read by the
      Python call, for a call with keywords */
   PyObject *params;
+  /* the routed call's last hit (routed_call): the routes dict it came from, the call
+     shape's arity and argument types, and the route; held, so that none of them can be
+     freed and another object take its address */
+  PyObject *hit_routes, *hit_route, *hit_types[HIT_ARITY];
+  Py_ssize_t hit_n;
   char routed;
 } FastCallBase;
 
@@ -146,25 +154,59 @@ static PyObject *run_kernel(PyObject *fn, PyObject *full, PyObject *kw, PyObject
   return out;
 }
 
+/* The route of routed_call's call shape, a new reference (NULL with no error: none yet). The
+   last hit is compared first, type by type: a routes dict maps a shape to one route for
+   as long as it lives (_OverloadedPacket._pick adds, _set replaces the dict), so a hit
+   of the same dict and the same types is that route, without the shape's tuple made and
+   hashed per call (issue 30: a binary op's packet call). */
+static PyObject *route_of(FastCallBase *self, PyObject *args, Py_ssize_t n) {
+  PyObject *routes = self->routes;
+  if (routes == self->hit_routes && n == self->hit_n) {
+    Py_ssize_t i = 0;
+    while (i < n && (PyObject *)Py_TYPE(PyTuple_GetItem(args, i)) == self->hit_types[i]) i++;
+    if (i == n) return Py_NewRef(self->hit_route);
+  }
+  PyObject *shape = PyTuple_New(n);
+  if (shape == NULL) return NULL;
+  Py_INCREF(routes); /* a metaclass's __eq__ run by the lookup may replace the routes */
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *t = (PyObject *)Py_TYPE(PyTuple_GetItem(args, i));
+    Py_INCREF(t);
+    PyTuple_SetItem(shape, i, t);
+  }
+  PyObject *route = Py_XNewRef(PyDict_GetItemWithError(routes, shape));
+  if (route != NULL && n <= HIT_ARITY && routes == self->routes) {
+    PyObject *old_routes = self->hit_routes, *old_route = self->hit_route;
+    PyObject *old_types[HIT_ARITY];
+    Py_ssize_t old_n = self->hit_n < 0 ? 0 : self->hit_n;
+    for (Py_ssize_t i = 0; i < old_n; i++) old_types[i] = self->hit_types[i];
+    for (Py_ssize_t i = 0; i < n; i++) self->hit_types[i] = Py_NewRef(PyTuple_GetItem(shape, i));
+    self->hit_routes = Py_NewRef(routes);
+    self->hit_route = Py_NewRef(route);
+    self->hit_n = n;
+    /* released last: a finalizer they run sees the new hit, whole */
+    for (Py_ssize_t i = 0; i < old_n; i++) Py_DECREF(old_types[i]);
+    Py_XDECREF(old_routes);
+    Py_XDECREF(old_route);
+  }
+  Py_DECREF(shape);
+  Py_DECREF(routes);
+  return route;
+}
+
 /* A packet of several overloads (_OverloadedPacket._call_py's first case): the route its
    call shape (the arguments' types) was given, run as the chosen overload's fast path
    would run it: route = (by_type, t, tail, opcache), by_type[t](*args, *tail). */
 static PyObject *routed_call(FastCallBase *self, PyObject *args, PyObject *kwargs) {
   PyObject *op = (PyObject *)self;
   if (self->routes == NULL || !PyDict_Check(self->routes)) return call_py(op, args, kwargs);
-  Py_ssize_t n = PyTuple_Size(args);
-  PyObject *shape = PyTuple_New(n);
-  if (shape == NULL) return NULL;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *t = (PyObject *)Py_TYPE(PyTuple_GetItem(args, i));
-    Py_INCREF(t);
-    PyTuple_SetItem(shape, i, t);
-  }
-  PyObject *route = PyDict_GetItemWithError(self->routes, shape); /* borrowed */
-  Py_DECREF(shape);
+  PyObject *route = route_of(self, args, PyTuple_Size(args)); /* held: the call may replace
+                                                                  the routes */
   if (route == NULL) return PyErr_Occurred() ? NULL : call_py(op, args, kwargs);
-  if (!PyTuple_Check(route) || PyTuple_Size(route) != 4) return call_py(op, args, kwargs);
-  Py_INCREF(route); /* the call may replace the routes */
+  if (!PyTuple_Check(route) || PyTuple_Size(route) != 4) {
+    Py_DECREF(route);
+    return call_py(op, args, kwargs);
+  }
   PyObject *by_type = PyTuple_GetItem(route, 0), *tail = PyTuple_GetItem(route, 2);
   PyObject *fn = PyDict_Check(by_type) ? PyDict_GetItemWithError(by_type, PyTuple_GetItem(route, 1))
                                        : NULL;
@@ -448,6 +490,9 @@ static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;
 #define FC_VISIT(field) Py_VISIT(self->field);
   FC_OBJECTS(FC_VISIT)
+  Py_VISIT(self->hit_routes);
+  Py_VISIT(self->hit_route);
+  for (Py_ssize_t i = 0; i < self->hit_n; i++) Py_VISIT(self->hit_types[i]);
   return 0;
 }
 
@@ -455,6 +500,11 @@ static int fc_clear(PyObject *op) {
   FastCallBase *self = (FastCallBase *)op;
 #define FC_CLEAR(field) Py_CLEAR(self->field);
   FC_OBJECTS(FC_CLEAR)
+  Py_CLEAR(self->hit_routes);
+  Py_CLEAR(self->hit_route);
+  Py_ssize_t n = self->hit_n;
+  self->hit_n = -1;
+  for (Py_ssize_t i = 0; i < n; i++) Py_CLEAR(self->hit_types[i]);
   return 0;
 }
 
