@@ -129,6 +129,11 @@ class BackendSpec(Record):
       its 64-bit mode: no float64). Default (``None``): every oplib dtype, as itself.
       ``Tensor.dtype`` reads it to name a foreign dtype, copies to the backend refuse the
       others, and ``oplib check`` skips samples whose dtypes are missing from it.
+      ``dtypes_fixed=True`` declares that ``dtypes()`` gives the same table for as long as
+      the backend is installed (cupy's); then a dtype asked of a factory or an op's
+      ``ScalarType`` argument is looked up in it without a call of ``dtypes()`` or of
+      :meth:`Backend.check_dtype` (that call checks whether the table changed, as JAX's
+      does with its 64-bit mode).
 
     ``accepts`` names other backends whose arrays this backend's kernels take as inputs
     (a backend always accepts 0-d CPU arrays as scalars). ``fake_kernels`` makes ops
@@ -176,6 +181,7 @@ class BackendSpec(Record):
     namespace: Callable[[], ModuleType] | None = None
     from_dlpack: Callable[[Any], Any] | None = None
     dtypes: Callable[[], Mapping[np.dtype, Any] | Collection[np.dtype]] | None = None
+    dtypes_fixed: bool = False
     dtype_hint: str = ""
     dlpack_device_type: int | None = None
     accepts: tuple[str, ...] = ()
@@ -346,7 +352,11 @@ class Backend:
         # the common case in two calls, not four (factories check every keyword dtype):
         # the table dtype_map() last built from is still the one dtypes() gives
         built = self._dtype_map
-        if built is not None and dtypes() is self._dtype_table and dtype in built.supported:
+        if (
+            built is not None
+            and dtype in built.supported
+            and (self.spec.dtypes_fixed or dtypes() is self._dtype_table)
+        ):
             return
         if dtype in self._supported():
             return
@@ -399,6 +409,15 @@ class Backend:
                 self._dtype_map = DtypeMap(name, {d: d for d in held}, True)
             self._dtype_table = table
         return self._dtype_map
+
+    def fixed_dtypes(self) -> frozenset[np.dtype] | None:
+        """The oplib dtypes this backend holds for as long as it is installed (its spec's
+        ``dtypes_fixed``), or None when ``dtypes()`` may change or the backend holds every
+        dtype: a dtype in it needs no :meth:`check_dtype` (the dispatcher's fast calls look
+        it up themselves)."""
+        if self.spec.dtypes is None or not self.spec.dtypes_fixed:
+            return None
+        return self._supported()
 
     def _supported(self) -> frozenset[np.dtype]:
         m = self.dtype_map()

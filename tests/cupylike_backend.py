@@ -108,6 +108,7 @@ def spec() -> oplib.BackendSpec:
         empty=_empty,
         namespace=lambda: NAMESPACE,
         dtypes=lambda: CUPY_DTYPES,
+        dtypes_fixed=True,  # as oplib-cuda's
         dtype_hint="cupylike has no bfloat16 or float8 dtypes, as cupy",
         description="numpy memory holding cupy's dtypes only (tests only)",
     )

@@ -287,3 +287,76 @@ def test_a_factory_served_from_the_cache_refuses_as_its_first_call_does(
     assert (info.value.backend, info.value.dtype) == (NAME, dtype)
     assert f"oplib::zeros(): backend {NAME!r} has no {dtype} dtype" in str(info.value)
     assert zeros([2], dtype=oplib.float64, device=NAME).dtype == oplib.float64
+
+
+def _counting_backend(fixed: bool) -> tuple[oplib.backends.Backend, list[int]]:
+    calls: list[int] = []
+    table = frozenset(map(np.dtype, ("float32", "float64")))
+
+    def dtypes() -> frozenset[np.dtype]:
+        calls.append(1)
+        return table
+
+    spec = oplib.BackendSpec(
+        name="fixedtable", array_types=(bytearray,), dtypes=dtypes, dtypes_fixed=fixed
+    )
+    return oplib.backends.Backend(spec), calls
+
+
+def test_a_fixed_dtypes_table_is_read_once() -> None:
+    """``dtypes_fixed=True``: ``check_dtype`` answers a dtype the table holds without a call
+    of ``dtypes()``, and still refuses the others; without it, every check asks again."""
+    fixed, calls = _counting_backend(True)
+    assert fixed.fixed_dtypes() == {oplib.float32, oplib.float64}
+    calls.clear()
+    for _ in range(5):
+        fixed.check_dtype(oplib.float32, "op()")
+    assert calls == []
+    with pytest.raises(BackendDtypeError, match=r"op\(\): backend 'fixedtable' has no int8"):
+        fixed.check_dtype(oplib.int8, "op()")
+    changing, calls = _counting_backend(False)
+    assert changing.fixed_dtypes() is None
+    changing.check_dtype(oplib.float32, "op()")
+    calls.clear()
+    for _ in range(5):
+        changing.check_dtype(oplib.float32, "op()")
+    assert len(calls) == 5
+    assert oplib.backends.get("cpu").fixed_dtypes() is None  # holds every dtype
+    assert oplib.backends.get("cuda").spec.dtypes_fixed  # cupy's dtypes never change
+
+
+@pytest.mark.fastpath
+def test_factories_and_dtype_arguments_look_a_fixed_table_up_without_checking(
+    cupylike: oplib.backends.Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cupylike.fixed_dtypes() == CUPY_DTYPES
+    zeros = oplib.ops.oplib.zeros.default
+    t = oplib.tensor(np.ones(3, np.float32), device=NAME)
+    for _ in range(2):  # fills the caches (and the dtype guard)
+        zeros([2], dtype=oplib.float16, device=NAME)
+        ops.astype.default(t._data, oplib.float16)
+    checked: list[object] = []
+    check = oplib.backends.Backend.check_dtype
+
+    def counted(self: oplib.backends.Backend, dtype: object, api: str, **kw: object) -> None:
+        checked.append(dtype)
+        check(self, dtype, api, **kw)
+
+    monkeypatch.setattr(oplib.backends.Backend, "check_dtype", counted)
+    oplib.ops.oplib.zeros.default._opcache.invalidate()  # served again: the new check bound
+    ops.astype.default._opcache.invalidate()
+    for _ in range(3):
+        assert zeros([2], dtype=oplib.float16, device=NAME).dtype == oplib.float16
+        assert ops.astype.default(t._data, oplib.float64).dtype == oplib.float64
+    warm = len(checked)
+    for _ in range(3):
+        assert zeros([2], dtype=oplib.float16, device=NAME).dtype == oplib.float16
+        assert ops.astype.default(t._data, oplib.float64).dtype == oplib.float64
+    assert len(checked) == warm  # held dtypes: looked up, never checked
+    for make in (
+        lambda: zeros([2], dtype=oplib.bfloat16, device=NAME),
+        lambda: ops.astype.default(t._data, oplib.bfloat16),
+    ):
+        with pytest.raises(BackendDtypeError, match="no bfloat16"):
+            make()
+    assert checked[warm:] == [oplib.bfloat16, oplib.bfloat16]  # the rest still are

@@ -288,10 +288,10 @@ static PyObject *device_key(PyObject *device) {
 /* The dtype keywords of a factory call into kw (a copy of the served defaults) when it is
    not NULL, and its "dtype" into *dtype (borrowed) when that is not NULL: each among the
    op's dtype arguments, None or a numpy dtype of a class met before, checked by the
-   backend when it lacks dtypes (check is not None). 1: all taken; 0: not; -1: an error
-   (the check's included). */
-static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *kw,
-                      PyObject **dtype) {
+   backend when it lacks dtypes (check is not None) unless held (a frozenset, or None)
+   has it. 1: all taken; 0: not; -1: an error (the check's included). */
+static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *held,
+                      PyObject *kw, PyObject **dtype) {
   PyObject *dname = PyTuple_GetItem(plan, P_DNAME);
   PyObject *names = PyTuple_GetItem(plan, P_DTYPE_NAMES), *api = PyTuple_GetItem(plan, P_API);
   PyObject *name, *d;
@@ -307,7 +307,9 @@ static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObjec
     if (d == Py_None) continue;
     ok = PySet_Contains(g_dtype_classes, (PyObject *)Py_TYPE(d));
     if (ok <= 0) return ok; /* (the Python call checks a class it has not met) */
-    if (check != Py_None) {
+    ok = held == Py_None ? 0 : PySet_Contains(held, d);
+    if (ok < 0) return -1;
+    if (!ok && check != Py_None) {
       PyObject *r = PyObject_CallFunctionObjArgs(check, d, api, NULL);
       if (r == NULL) return -1;
       Py_DECREF(r);
@@ -368,17 +370,18 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
     if (PyErr_Occurred()) goto done;
     goto python;
   }
-  Py_INCREF(served); /* (fn, backend, kw, check, entry) */
-  if (!PyTuple_Check(served) || PyTuple_Size(served) != 5) goto python;
+  Py_INCREF(served); /* (fn, backend, kw, check, entry, held) */
+  if (!PyTuple_Check(served) || PyTuple_Size(served) != 6) goto python;
   PyObject *defaults = PyTuple_GetItem(served, 2), *check = PyTuple_GetItem(served, 3);
-  PyObject *entry = PyTuple_GetItem(served, 4), *dtype = Py_None;
+  PyObject *entry = PyTuple_GetItem(served, 4), *held = PyTuple_GetItem(served, 5);
+  PyObject *dtype = Py_None;
   if (!PyDict_Check(defaults)) goto python;
   if (entry == Py_None) { /* the kernel's keywords, filled once (an entry takes none) */
     kw = PyDict_Copy(defaults);
     if (kw == NULL) goto done;
   }
   if (kwargs != NULL) {
-    ok = dtypes_fit(plan, kwargs, check, kw, entry == Py_None ? NULL : &dtype);
+    ok = dtypes_fit(plan, kwargs, check, held, kw, entry == Py_None ? NULL : &dtype);
     if (ok < 0) goto done;
     if (ok == 0) goto python;
   }
@@ -397,7 +400,7 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
     /* it raised: the kernel runs the call (its keywords filled now, checked above) */
     kw = PyDict_Copy(defaults);
     if (kw == NULL) goto done;
-    if (kwargs != NULL && dtypes_fit(plan, kwargs, Py_None, kw, NULL) < 0) goto done;
+    if (kwargs != NULL && dtypes_fit(plan, kwargs, Py_None, Py_None, kw, NULL) < 0) goto done;
   }
   out = run_kernel(PyTuple_GetItem(served, 0), full, kw, PyTuple_GetItem(plan, P_FAILED),
                    PyTuple_GetItem(served, 1));

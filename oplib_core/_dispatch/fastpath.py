@@ -87,9 +87,10 @@ _NO = object()
 
 #: What a factory call on one ``device`` argument runs: (kernel, backend, its keyword
 #: arguments when no dtype is given: the device as bound, each dtype None, the backend's
-#: ``check_dtype`` when a dtype given must be checked first, else None, and the kernel's
-#: ``factory_entry`` or None).
-FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any], Any, Any]
+#: ``check_dtype`` when a dtype given must be checked first, else None, the kernel's
+#: ``factory_entry`` or None, and the dtypes that need no check (``Backend.fixed_dtypes``)
+#: or None).
+FactoryServe = tuple[Callable[..., Any], Backend, dict[str, Any], Any, Any, Any]
 #: The most caches of kernels with keyword-only values bound one op keeps (``OpCache.
 #: keyed``): a program that keeps giving new values takes the slow path for the rest.
 MAX_KEYED: Final = 32
@@ -421,7 +422,8 @@ class OpCache:
                         check = backend.check_dtype
                 key = (given.type, given.index) if type(given) is Device else given
                 entry = getattr(serve, "factory_entry", None)
-                self.factory[key] = (serve, backend, kw, check, entry)
+                held = backend.fixed_dtypes() if check is not None else None
+                self.factory[key] = (serve, backend, kw, check, entry, held)
 
     def serves_factory(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a factory's cached call (``factory_call``) would serve ``op(*args, **kwargs)``
@@ -1248,7 +1250,7 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
         elif t not in DEVICE_KEYS:
             return MISS
         try:
-            fn, backend, kw, check, entry = served[device]
+            fn, backend, kw, check, entry, held = served[device]
         except KeyError:
             return MISS
         if kwargs:  # the dtypes, as given when numpy dtypes (binding converts the rest)
@@ -1262,7 +1264,7 @@ def factory_call(plan: FactoryPlan) -> FactoryCall:
                             if not isinstance(d, dtype_type):
                                 return MISS
                             _DTYPE_CLASSES.add(type(d))
-                        if check is not None:
+                        if check is not None and (held is None or d not in held):
                             check(d, api)
                         kw[name] = d
         bargs = list(args + tails[n])

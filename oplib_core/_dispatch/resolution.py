@@ -192,11 +192,12 @@ def dtype_guarded(entry: OpEntry, backend: Backend, fn: Callable[..., Any]) -> C
     if not slots or (takes_tensor and takes_device):
         return fn
     check, api = backend.check_dtype, f"{entry.qualname}()"
+    held = backend.fixed_dtypes() or frozenset()  # (what needs no call of check)
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
         for i, name in slots:
             dtype = args[i] if 0 <= i < len(args) else kwargs.get(name)
-            if dtype is not None:
+            if dtype is not None and dtype not in held:
                 check(dtype, api)
         return fn(*args, **kwargs)
 

@@ -124,6 +124,7 @@ CUDA = BackendSpec(
     from_dlpack=_from_dlpack,
     dlpack_device_type=_KDL_CUDA,
     dtypes=_dtypes,
+    dtypes_fixed=True,  # (a dtype asked is looked up without a call: issue 30)
     dtype_hint=DTYPE_HINT,
     device_module=device_module,
     description="cupy arrays on NVIDIA GPUs",
