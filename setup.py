@@ -17,7 +17,8 @@ runs the same calls through generated Python (docs/native-kernels.md, "What a ca
 and the dispatcher's Python ``FastCall.__call__``; ``OPLIB_NO_EXTENSION=1`` leaves them out
 on purpose (the pure-Python ``py3-none-any`` wheel for platforms without a compiled one).
 They use only the limited API of Python 3.10, so one ``abi3`` wheel per platform serves
-every Python from 3.10 on.
+every Python from 3.10 on; built on Python 3.12 or later, the cached call is also built for
+3.12's limited API (``_ccall312``, imported there: calls by vectorcall).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 #: the oldest Python the abi3 extension runs on (Py_LIMITED_API, the wheel's cp310 tag)
 LIMITED_API = (3, 10)
+#: the first limited API with vectorcall (PEP 590's protocol for a type of its own)
+VECTORCALL_API = (3, 12)
 
 
 def _fallback_version() -> str:
@@ -112,6 +115,18 @@ def _write_version_module(version: str) -> None:
         target.write_text(text)
 
 
+def _ccall_builds(limited: str) -> list[tuple[str, str]]:
+    """The dispatcher's cached call's builds, (module name, Py_LIMITED_API): ``_ccall`` for
+    the oldest Python claimed, and where this Python is 3.12 or later also ``_ccall312``,
+    for 3.12's limited API, whose calls come and go by vectorcall (no argument tuple or
+    keyword dict per call: issue 30). The module is imported only on 3.12 and later, so a
+    wheel holding both still serves every Python its ``cp310-abi3`` tag claims."""
+    builds = [("_ccall", limited)]
+    if sys.version_info >= VECTORCALL_API:
+        builds.append(("_ccall312", "0x{:02X}{:02X}0000".format(*VECTORCALL_API)))
+    return builds
+
+
 def _extensions() -> list[Any]:
     from setuptools import Extension
 
@@ -130,16 +145,20 @@ def _extensions() -> list[Any]:
             extra_compile_args=c11,
             optional=True,
         ),
-        Extension(
-            "oplib_core._dispatch._ccall",
-            sources=["oplib_core/_dispatch/_ccall.c"],
-            define_macros=[("Py_LIMITED_API", limited)],
-            py_limited_api=True,
-            extra_compile_args=c11,
-            # it calls nothing of libc's, so the linker would leave libc out of its needed
-            # libraries, and auditwheel (which reads the libc flavour from them) refuses it
-            extra_link_args=["-Wl,--no-as-needed", "-lc"] if sys.platform == "linux" else [],
-            optional=True,
+        *(
+            Extension(
+                f"oplib_core._dispatch.{name}",
+                sources=["oplib_core/_dispatch/_ccall.c"],
+                define_macros=[("Py_LIMITED_API", api), ("CCALL_MODULE", name)],
+                py_limited_api=True,
+                extra_compile_args=c11,
+                # it calls nothing of libc's, so the linker would leave libc out of its
+                # needed libraries, and auditwheel (which reads the libc flavour from them)
+                # refuses it
+                extra_link_args=["-Wl,--no-as-needed", "-lc"] if sys.platform == "linux" else [],
+                optional=True,
+            )
+            for name, api in _ccall_builds(limited)
         ),
     ]
 

@@ -57,6 +57,7 @@ import numpy as np
 from oplib_cuda import elementwise, fusion
 
 import oplib_core as oplib
+from oplib_core._dispatch import COMPILED_MODULE
 
 OPS = oplib.ops.oplib
 T = TypeVar("T")
@@ -607,9 +608,17 @@ def main(argv: list[str] | None = None) -> int:
             "torch": None if rig.torch is None else rig.torch.__version__,
             "numpy": np.__version__,
             "python": sys.version.split()[0],
+            # which cached call serves the calls measured: _ccall312 (vectorcall), _ccall
+            # or None (the Python one)
+            "cached_call": COMPILED_MODULE,
         },
     )
-    print(f"{results.data['device']['name']}: cupy {cp.__version__}", flush=True)
+    device = results.data["device"]
+    print(
+        f"{device['name']}: cupy {cp.__version__}, Python {device['python']}, cached call "
+        f"{device['cached_call'] or 'Python'}",
+        flush=True,
+    )
     ok = run(rig, QUICK if args.quick else Sizes(), results)
     print()
     print("\n".join(results.data["summary"]))

@@ -115,7 +115,10 @@ def environment() -> dict[str, Any]:
     if banner is not None and banner.returncode == 0:
         m = re.search(r"native fast call: ([^)]*)\)", banner.stdout)
         fast_call = m.group(1) if m else None
-    probe = "import oplib_core._dispatch as d; print('compiled' if d.COMPILED else 'Python')"
+    probe = (
+        "import oplib_core._dispatch as d; "
+        "print(f'compiled ({d.COMPILED_MODULE})' if d.COMPILED else 'Python')"
+    )
     ran = _run([sys.executable, "-c", probe])
     cached = ran.stdout.strip() if ran is not None and ran.returncode == 0 else None
     git = _run(["git", "describe", "--always", "--dirty"]) if shutil.which("git") else None
@@ -127,7 +130,8 @@ def environment() -> dict[str, Any]:
         "oplib_core_at": str(Path(spec.origin).parent) if spec and spec.origin else None,
         "oplib_core_installed_in": installed_at,
         "native_fast_call": fast_call,
-        # the dispatcher's cached call (oplib_core/_dispatch/_ccall.c): compiled, or Python
+        # the dispatcher's cached call (oplib_core/_dispatch/_ccall.c): compiled (which
+        # build: _ccall312 is called by vectorcall), or Python
         "cached_call": cached,
         "versions": versions(),
         "commit": git.stdout.strip() if git is not None and git.returncode == 0 else None,

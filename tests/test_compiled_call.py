@@ -5,6 +5,7 @@ rest to the Python ``__call__``. Each behaviour is run twice, compiled and with
 
 from __future__ import annotations
 
+import sys
 import types
 
 import numpy as np
@@ -23,6 +24,7 @@ import oplib_core as oplib
 from oplib_core._dispatch import fastpath
 
 OUT["compiled"] = fastpath.COMPILED
+OUT["module"] = fastpath.COMPILED_MODULE
 OUT["python_call"] = isinstance(type(oplib.ops.oplib.neg.default).__call__, type(catch))
 ops = oplib.ops.oplib
 x = np.array([1.0, -2.0, 3.0])
@@ -170,6 +172,24 @@ OUT["factory_plans"] = [
 ]
 
 
+# more arguments than the compiled call holds (24, the defaults included): the Python call
+# (by tp_call and by vectorcall, positional and with keywords); an int[] given as a tuple or
+# an int: the kernel gets a list and the caller's arguments are left as they were
+wide = ", ".join(f"float a{i}=0.0" for i in range(30))
+lib.define(f"wide(Tensor x, {wide}) -> Tensor")
+lib.impl("wide", lambda x, *a: x + sum(a), "CPU")
+lib.define("dims(Tensor x, int[] d, int[] e) -> Tensor")
+lib.impl("dims", lambda x, d, e: x * len(d) * 10 + len(e) if type(d) is type(e) is list else x,
+         "CPU")
+size, one = (1, 2), 3
+for _ in range(3):
+    OUT["wide_defaults"] = oplib.ops.ccall.wide(x).tolist()
+    OUT["wide_positional"] = oplib.ops.ccall.wide(x, *([1.0] * 30)).tolist()
+    OUT["wide_keywords"] = oplib.ops.ccall.wide(x, *([1.0] * 25), a29=2.0).tolist()
+    OUT["lists_made"] = oplib.ops.ccall.dims(x, size, one).tolist()
+    OUT["lists_caller_args"] = [size, one]
+
+
 class Log(oplib.DispatchMode):
     def __init__(self):
         self.names = []
@@ -227,6 +247,11 @@ EXPECTED = {
     "packet_gains_an_overload": [[2.0, -4.0, 6.0]] * 2 + [[2.0, -4.0, 6.0], [3.0, -6.0, 9.0]] * 3,
     "packet_notes": ["oplib: raised by the cpu kernel of ccall::twin.boom"],
     "packet_routed": [True, False],
+    "wide_defaults": [1.0, -2.0, 3.0],
+    "wide_positional": [31.0, 28.0, 33.0],
+    "wide_keywords": [28.0, 25.0, 30.0],
+    "lists_made": [21.0, -39.0, 61.0],
+    "lists_caller_args": [[1, 2], 3],
     "packet_route_after_redefinition": [[2.0, -4.0, 6.0], [0.0, 0.0, 0.0], [2.0, -4.0, 6.0]] * 3
     + [[3.0, 0.0, 5.0]] * 3,
 }
@@ -245,10 +270,16 @@ def test_the_compiled_call_serves_where_it_was_built(runs):
         pytest.skip("no C compiler: the install built no compiled cached call")
     assert runs["compiled"]["compiled"] is True
     assert runs["compiled"]["python_call"] is False
+    # built on this Python: 3.12 and later also build and take 3.12's (by vectorcall)
+    vectorcall = sys.version_info >= (3, 12)
+    assert runs["compiled"]["module"] == ("_ccall312" if vectorcall else "_ccall")
+    called_by_vectorcall = bool(type(oplib.ops.oplib.neg).__flags__ & (1 << 11))
+    assert called_by_vectorcall is vectorcall  # (Py_TPFLAGS_HAVE_VECTORCALL, inherited)
 
 
 def test_oplib_native_speedups_0_leaves_the_python_call(runs):
     assert runs["python"]["compiled"] is False
+    assert runs["python"]["module"] is None
     assert runs["python"]["python_call"] is True
 
 

@@ -32,6 +32,7 @@ from .doc import document, packet_text
 from .failure import add_note
 from .fastpath import (
     COMPILED,
+    COMPILED_MODULE,
     DEVICE_KEYS,
     FAST_FIELDS,
     MISS,
@@ -50,6 +51,7 @@ from .resolution import DispatchKeySet, has_trivial_fake
 __all__ = [
     "ACTIVE",
     "COMPILED",
+    "COMPILED_MODULE",
     "DEVICE_KEYS",
     "FAST_FIELDS",
     "MISS",

@@ -14,15 +14,40 @@
  * included, as factory_call in fastpath.py does. The fields are the ones the Python
  * __call__ reads (FAST_FIELDS), as members of this type, so that both read the same values.
  *
- * Only the limited API of Python 3.10 (setup.py defines Py_LIMITED_API: one abi3 build
- * serves every Python from 3.10 on), as _native/_cfastcall.c. */
+ * Only the limited API (setup.py defines Py_LIMITED_API), built twice from this file: as
+ * _ccall for Python 3.10's (one abi3 build serves every Python from 3.10 on, as
+ * _native/_cfastcall.c), called by tp_call with an argument tuple and a keyword dict; and,
+ * where the build runs on Python 3.12 or later, as _ccall312 for 3.12's, whose calls come
+ * by vectorcall and call their kernels so: no argument tuple or keyword dict is made for a
+ * call (issue 30; fastpath.py imports _ccall312 first on 3.12 and later). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
 #include <structmember.h>
 
+/* the module's name: _ccall, or _ccall312 (setup.py's CCALL_MODULE) */
+#ifndef CCALL_MODULE
+#define CCALL_MODULE _ccall
+#endif
+#define CCALL_STR2(x) #x
+#define CCALL_STR(x) CCALL_STR2(x)
+#define CCALL_CAT2(a, b) a##b
+#define CCALL_CAT(a, b) CCALL_CAT2(a, b)
+
+/* built for the limited API of 3.12 or later: calls come, and go to kernels, by vectorcall */
+#if defined(Py_LIMITED_API) && Py_LIMITED_API + 0 >= 0x030C0000
+#define VECTORCALL 1
+#else
+#define VECTORCALL 0
+#endif
+
 /* the most arguments a routed call's last-hit cache compares (routed_call) */
 #define HIT_ARITY 4
+/* the most positional arguments, the defaults appended included, a call runs in C (a
+   call with more goes to the Python call) */
+#define MAX_ARGS 24
+/* the most int[] arguments one call gives its kernel as lists made for them */
+#define MAX_MADE 8
 
 typedef struct {
   PyObject_HEAD
@@ -40,6 +65,9 @@ typedef struct {
      freed and another object take its address */
   PyObject *hit_routes, *hit_route, *hit_types[HIT_ARITY];
   Py_ssize_t hit_n;
+#if VECTORCALL
+  vectorcallfunc vectorcall; /* fc_vectorcall, set by fc_new */
+#endif
   char routed;
 } FastCallBase;
 
@@ -54,9 +82,46 @@ static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
 
 static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fplan != Py_None; }
 
+/* A call as it came: its positional arguments argv[0..n), and either the tuple and the
+   keyword dict (or NULL) of a tp_call (tuple set), or the keyword names (or NULL) of a
+   vectorcall, whose values follow argv[n - 1] (tuple NULL). */
+typedef struct {
+  PyObject *const *argv;
+  Py_ssize_t n;
+  PyObject *tuple, *kwargs, *kwnames;
+} Call;
+
+static Py_ssize_t kw_count(const Call *c) {
+  if (c->tuple != NULL) return c->kwargs == NULL ? 0 : PyDict_Size(c->kwargs);
+  return c->kwnames == NULL ? 0 : PyTuple_Size(c->kwnames);
+}
+
+/* The value of keyword `name`, borrowed; NULL with no error: not given. */
+static PyObject *kw_get(const Call *c, PyObject *name) {
+  if (c->tuple != NULL)
+    return c->kwargs == NULL ? NULL : PyDict_GetItemWithError(c->kwargs, name);
+  Py_ssize_t k = kw_count(c);
+  for (Py_ssize_t i = 0; i < k; i++) {
+    int same = PyObject_RichCompareBool(PyTuple_GetItem(c->kwnames, i), name, Py_EQ);
+    if (same < 0) return NULL;
+    if (same) return c->argv[c->n + i];
+  }
+  return NULL;
+}
+
+/* The keyword at *pos (name and value borrowed), *pos moved past it: 1; 0 after the last. */
+static int kw_next(const Call *c, Py_ssize_t *pos, PyObject **name, PyObject **value) {
+  if (c->tuple != NULL) return c->kwargs != NULL && PyDict_Next(c->kwargs, pos, name, value);
+  if (*pos >= kw_count(c)) return 0;
+  *name = PyTuple_GetItem(c->kwnames, *pos);
+  *value = c->argv[c->n + *pos];
+  (*pos)++;
+  return 1;
+}
+
 /* The Python __call__ on the call as it came: FastCall's, or a routed packet's or a
    factory's own (its class's _call_py). */
-static PyObject *call_py(PyObject *self, PyObject *args, PyObject *kwargs) {
+static PyObject *call_py(PyObject *self, const Call *c) {
   PyObject *call = g_call_py;
   if (((FastCallBase *)self)->routed || has_plan((FastCallBase *)self)) {
     call = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_call_py");
@@ -64,7 +129,27 @@ static PyObject *call_py(PyObject *self, PyObject *args, PyObject *kwargs) {
   } else {
     Py_INCREF(call);
   }
-  Py_ssize_t n = PyTuple_Size(args);
+  PyObject *out;
+#if VECTORCALL
+  if (c->tuple == NULL) { /* call(self, *argv, **kw), by vectorcall as it came */
+    Py_ssize_t total = c->n + kw_count(c);
+    PyObject *small[MAX_ARGS + 1], **with_self = small;
+    if (total >= MAX_ARGS) {
+      with_self = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
+      if (with_self == NULL) {
+        Py_DECREF(call);
+        return PyErr_NoMemory();
+      }
+    }
+    with_self[0] = self;
+    for (Py_ssize_t i = 0; i < total; i++) with_self[i + 1] = c->argv[i];
+    out = PyObject_Vectorcall(call, with_self, (size_t)(c->n + 1), c->kwnames);
+    if (with_self != small) PyMem_Free(with_self);
+    Py_DECREF(call);
+    return out;
+  }
+#endif
+  Py_ssize_t n = PyTuple_Size(c->tuple);
   PyObject *with_self = PyTuple_New(n + 1);
   if (with_self == NULL) {
     Py_DECREF(call);
@@ -73,42 +158,152 @@ static PyObject *call_py(PyObject *self, PyObject *args, PyObject *kwargs) {
   Py_INCREF(self);
   PyTuple_SetItem(with_self, 0, self);
   for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *a = PyTuple_GetItem(args, i);
+    PyObject *a = PyTuple_GetItem(c->tuple, i);
     Py_INCREF(a);
     PyTuple_SetItem(with_self, i + 1, a);
   }
-  PyObject *out = PyObject_Call(call, with_self, kwargs);
+  out = PyObject_Call(call, with_self, c->kwargs);
   Py_DECREF(with_self);
   Py_DECREF(call);
   return out;
 }
 
+/* A kernel's positional arguments: the call's, then the defaults it left out (its tail,
+   held), an int[] given as a tuple or an int replaced by a list made for it (held). item
+   is the call's own array until an argument is appended or replaced (then buf). */
+typedef struct {
+  PyObject *const *item;
+  Py_ssize_t n, nmade;
+  PyObject *base; /* the call's tuple (tp_call), borrowed, or NULL */
+  PyObject *tail, *made[MAX_MADE];
+  PyObject *buf[MAX_ARGS];
+} Full;
+
+/* 1: f holds c's positional arguments and then tail's items (tail may be NULL); 0: too
+   many for f, with no error. full_clear(f) releases it either way. */
+static int full_init(Full *f, const Call *c, PyObject *tail) {
+  Py_ssize_t m = tail == NULL ? 0 : PyTuple_Size(tail);
+  f->item = c->argv;
+  f->n = c->n;
+  f->nmade = 0;
+  f->base = c->tuple;
+  f->tail = NULL;
+  if (m == 0) return 1;
+  if (c->n + m > MAX_ARGS) return 0;
+  for (Py_ssize_t i = 0; i < c->n; i++) f->buf[i] = c->argv[i];
+  for (Py_ssize_t j = 0; j < m; j++) f->buf[c->n + j] = PyTuple_GetItem(tail, j);
+  f->item = f->buf;
+  f->n = c->n + m;
+  f->tail = Py_NewRef(tail);
+  return 1;
+}
+
+static void full_clear(Full *f) {
+  Py_CLEAR(f->tail);
+  for (Py_ssize_t i = 0; i < f->nmade; i++) Py_DECREF(f->made[i]);
+  f->nmade = 0;
+}
+
+/* f's arguments as a tuple, a new reference: the call's own while nothing was replaced
+   (with its tail appended, if any). */
+static PyObject *full_tuple(const Full *f) {
+  if (f->base != NULL && f->nmade == 0)
+    return f->tail == NULL ? Py_NewRef(f->base) : PySequence_Concat(f->base, f->tail);
+  PyObject *t = PyTuple_New(f->n);
+  if (t == NULL) return NULL;
+  for (Py_ssize_t i = 0; i < f->n; i++) PyTuple_SetItem(t, i, Py_NewRef(f->item[i]));
+  return t;
+}
+
+/* fn(*f, **kw): by vectorcall where built so and no keyword is passed. */
+static PyObject *invoke(PyObject *fn, const Full *f, PyObject *kw) {
+#if VECTORCALL
+  if (kw == NULL) return PyObject_Vectorcall(fn, f->item, (size_t)f->n, NULL);
+#endif
+  PyObject *args = full_tuple(f);
+  if (args == NULL) return NULL;
+  PyObject *out = PyObject_Call(fn, args, kw);
+  Py_DECREF(args);
+  return out;
+}
+
+/* f->item[i], borrowed; NULL with IndexError when i is out of range (a plan that does
+   not fit its call: the Python call raises the same). */
+static PyObject *full_item(const Full *f, Py_ssize_t i) {
+  if (i < 0 || i >= f->n) {
+    PyErr_SetString(PyExc_IndexError, "oplib_core._dispatch._ccall: argument index out of range");
+    return NULL;
+  }
+  return f->item[i];
+}
+
 /* 1: every argument at the positions in `positions` (a tuple of ints) has type `t`; 0: not;
    -1: an error. */
-static int same_types(PyObject *args, PyObject *positions, PyTypeObject *t) {
+static int same_types(const Full *f, PyObject *positions, PyTypeObject *t) {
   Py_ssize_t k = PyTuple_Size(positions);
   for (Py_ssize_t j = 0; j < k; j++) {
     Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(positions, j));
     if (i == -1 && PyErr_Occurred()) return -1;
-    PyObject *a = PyTuple_GetItem(args, i);
+    PyObject *a = full_item(f, i);
     if (a == NULL) return -1;
     if (Py_TYPE(a) != t) return 0;
   }
   return 1;
 }
 
-/* 1: each (i, ok) of `checks` has type(args[i]) in the frozenset ok; 0: not; -1: an error. */
-static int scalars_fit(PyObject *args, PyObject *checks) {
+/* 1: each (i, ok) of `checks` has type(f[i]) in the frozenset ok; 0: not; -1: an error. */
+static int scalars_fit(const Full *f, PyObject *checks) {
   Py_ssize_t k = PyTuple_Size(checks);
   for (Py_ssize_t j = 0; j < k; j++) {
     PyObject *pair = PyTuple_GetItem(checks, j);
     if (pair == NULL) return -1;
     Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
     if (i == -1 && PyErr_Occurred()) return -1;
-    PyObject *a = PyTuple_GetItem(args, i);
+    PyObject *a = full_item(f, i);
     if (a == NULL) return -1;
     int found = PySet_Contains(PyTuple_GetItem(pair, 1), (PyObject *)Py_TYPE(a));
     if (found != 1) return found;
+  }
+  return 1;
+}
+
+/* 1: each int[] of `lists` ((i, nullable) pairs) is None where allowed, a list or a tuple
+   of ints, or an int; a tuple is given to the kernel as a list and an int as a list of
+   it (sum(t, 0) as sum(t, [0])), as binding gives them (f's item replaced by a list it
+   holds); 0: not; -1: an error. */
+static int lists_fit(Full *f, PyObject *lists) {
+  Py_ssize_t k = PyTuple_Size(lists);
+  for (Py_ssize_t j = 0; j < k; j++) {
+    PyObject *pair = PyTuple_GetItem(lists, j);
+    if (pair == NULL) return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
+    if (i == -1 && PyErr_Occurred()) return -1;
+    PyObject *v = full_item(f, i);
+    if (v == NULL) return -1;
+    if (v == Py_None) {
+      int nullable = PyObject_IsTrue(PyTuple_GetItem(pair, 1));
+      if (nullable <= 0) return nullable;
+      continue;
+    }
+    int is_list = PyList_CheckExact(v), is_int = PyLong_CheckExact(v);
+    if (!is_list && !is_int && !PyTuple_CheckExact(v)) return 0;
+    Py_ssize_t m = is_int ? 0 : is_list ? PyList_Size(v) : PyTuple_Size(v);
+    for (Py_ssize_t e = 0; e < m; e++) {
+      PyObject *item = is_list ? PyList_GetItem(v, e) : PyTuple_GetItem(v, e);
+      if (item == NULL) return -1;
+      if (!PyLong_CheckExact(item)) return 0;
+    }
+    if (is_list) continue;
+    if (f->nmade == MAX_MADE) return 0;
+    PyObject *made = is_int ? PyList_New(1) : PySequence_List(v);
+    if (made == NULL) return -1;
+    if (is_int) PyList_SetItem(made, 0, Py_NewRef(v));
+    f->made[f->nmade++] = made;
+    if (f->item != f->buf) { /* the call's array is the caller's: copied before a write */
+      for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = f->item[a];
+      f->item = f->buf;
+    }
+    f->buf[i] = made;
   }
   return 1;
 }
@@ -117,16 +312,18 @@ static int scalars_fit(PyObject *args, PyObject *checks) {
    report is NULL and owner its OpCache (OpCache.failed(owner, exc, fn, args)); a
    factory's: report is its plan's failed (failed(exc, fn, args, kw, owner), owner the
    backend). Either notes on exc what ran, or raises the dtype's error from it. */
-static void kernel_raised(PyObject *report, PyObject *owner, PyObject *fn, PyObject *args,
+static void kernel_raised(PyObject *report, PyObject *owner, PyObject *fn, const Full *f,
                           PyObject *kw) {
   if (owner == NULL || !PyErr_ExceptionMatches(PyExc_Exception)) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
   if (tb != NULL) PyException_SetTraceback(value, tb);
-  PyObject *r = report == NULL
-                    ? PyObject_CallFunctionObjArgs(g_failed, owner, value, fn, args, NULL)
-                    : PyObject_CallFunctionObjArgs(report, value, fn, args, kw, owner, NULL);
+  PyObject *args = full_tuple(f), *r = NULL;
+  if (args != NULL)
+    r = report == NULL ? PyObject_CallFunctionObjArgs(g_failed, owner, value, fn, args, NULL)
+                       : PyObject_CallFunctionObjArgs(report, value, fn, args, kw, owner, NULL);
+  Py_XDECREF(args);
   if (r == NULL) { /* it raised its own (from exc) */
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -137,19 +334,14 @@ static void kernel_raised(PyObject *report, PyObject *owner, PyObject *fn, PyObj
   PyErr_Restore(type, value, tb);
 }
 
-/* args + tail (the defaults a call left out), a new reference. */
-static PyObject *with_tail(PyObject *args, PyObject *tail) {
-  return PyTuple_Size(tail) == 0 ? Py_NewRef(args) : PySequence_Concat(args, tail);
-}
-
 /* The kernel on the whole call, held while it runs (it may change the cache it came
    from); its exception reported as the Python call reports it (kernel_raised: report and
    owner are held by the caller). */
-static PyObject *run_kernel(PyObject *fn, PyObject *full, PyObject *kw, PyObject *report,
+static PyObject *run_kernel(PyObject *fn, const Full *f, PyObject *kw, PyObject *report,
                             PyObject *owner) {
   Py_INCREF(fn);
-  PyObject *out = PyObject_Call(fn, full, kw);
-  if (out == NULL) kernel_raised(report, owner, fn, full, kw);
+  PyObject *out = invoke(fn, f, kw);
+  if (out == NULL) kernel_raised(report, owner, fn, f, kw);
   Py_DECREF(fn);
   return out;
 }
@@ -159,21 +351,17 @@ static PyObject *run_kernel(PyObject *fn, PyObject *full, PyObject *kw, PyObject
    as long as it lives (_OverloadedPacket._pick adds, _set replaces the dict), so a hit
    of the same dict and the same types is that route, without the shape's tuple made and
    hashed per call (issue 30: a binary op's packet call). */
-static PyObject *route_of(FastCallBase *self, PyObject *args, Py_ssize_t n) {
+static PyObject *route_of(FastCallBase *self, PyObject *const *argv, Py_ssize_t n) {
   PyObject *routes = self->routes;
   if (routes == self->hit_routes && n == self->hit_n) {
     Py_ssize_t i = 0;
-    while (i < n && (PyObject *)Py_TYPE(PyTuple_GetItem(args, i)) == self->hit_types[i]) i++;
+    while (i < n && (PyObject *)Py_TYPE(argv[i]) == self->hit_types[i]) i++;
     if (i == n) return Py_NewRef(self->hit_route);
   }
   PyObject *shape = PyTuple_New(n);
   if (shape == NULL) return NULL;
   Py_INCREF(routes); /* a metaclass's __eq__ run by the lookup may replace the routes */
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *t = (PyObject *)Py_TYPE(PyTuple_GetItem(args, i));
-    Py_INCREF(t);
-    PyTuple_SetItem(shape, i, t);
-  }
+  for (Py_ssize_t i = 0; i < n; i++) PyTuple_SetItem(shape, i, Py_NewRef((PyObject *)Py_TYPE(argv[i])));
   PyObject *route = Py_XNewRef(PyDict_GetItemWithError(routes, shape));
   if (route != NULL && n <= HIT_ARITY && routes == self->routes) {
     PyObject *old_routes = self->hit_routes, *old_route = self->hit_route;
@@ -197,74 +385,27 @@ static PyObject *route_of(FastCallBase *self, PyObject *args, Py_ssize_t n) {
 /* A packet of several overloads (_OverloadedPacket._call_py's first case): the route its
    call shape (the arguments' types) was given, run as the chosen overload's fast path
    would run it: route = (by_type, t, tail, opcache), by_type[t](*args, *tail). */
-static PyObject *routed_call(FastCallBase *self, PyObject *args, PyObject *kwargs) {
+static PyObject *routed_call(FastCallBase *self, const Call *c) {
   PyObject *op = (PyObject *)self;
-  if (self->routes == NULL || !PyDict_Check(self->routes)) return call_py(op, args, kwargs);
-  PyObject *route = route_of(self, args, PyTuple_Size(args)); /* held: the call may replace
-                                                                  the routes */
-  if (route == NULL) return PyErr_Occurred() ? NULL : call_py(op, args, kwargs);
-  if (!PyTuple_Check(route) || PyTuple_Size(route) != 4) {
-    Py_DECREF(route);
-    return call_py(op, args, kwargs);
+  if (self->routes == NULL || !PyDict_Check(self->routes)) return call_py(op, c);
+  PyObject *route = route_of(self, c->argv, c->n); /* held: the call may replace the routes */
+  if (route == NULL) return PyErr_Occurred() ? NULL : call_py(op, c);
+  PyObject *out = NULL;
+  Full f;
+  if (!PyTuple_Check(route) || PyTuple_Size(route) != 4 ||
+      !full_init(&f, c, PyTuple_GetItem(route, 2))) {
+    out = call_py(op, c);
+    goto done;
   }
-  PyObject *by_type = PyTuple_GetItem(route, 0), *tail = PyTuple_GetItem(route, 2);
+  PyObject *by_type = PyTuple_GetItem(route, 0);
   PyObject *fn = PyDict_Check(by_type) ? PyDict_GetItemWithError(by_type, PyTuple_GetItem(route, 1))
                                        : NULL;
-  if (fn == NULL) {
-    Py_DECREF(route);
-    return PyErr_Occurred() ? NULL : call_py(op, args, kwargs);
-  }
-  PyObject *full = with_tail(args, tail);
-  PyObject *out = full == NULL ? NULL : run_kernel(fn, full, NULL, NULL, PyTuple_GetItem(route, 3));
-  Py_XDECREF(full);
+  if (fn != NULL) out = run_kernel(fn, &f, NULL, NULL, PyTuple_GetItem(route, 3));
+  else if (!PyErr_Occurred()) out = call_py(op, c);
+  full_clear(&f);
+done:
   Py_DECREF(route);
   return out;
-}
-
-/* 1: each int[] of `lists` ((i, nullable) pairs) is None where allowed, a list or a tuple
-   of ints, or an int; a tuple is given to the kernel as a list and an int as a list of
-   it (sum(t, 0) as sum(t, [0])), as binding gives them (*full then replaced by a new
-   tuple); 0: not; -1: an error. */
-static int lists_fit(PyObject **full, PyObject *lists) {
-  Py_ssize_t k = PyTuple_Size(lists);
-  for (Py_ssize_t j = 0; j < k; j++) {
-    PyObject *pair = PyTuple_GetItem(lists, j);
-    if (pair == NULL) return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
-    if (i == -1 && PyErr_Occurred()) return -1;
-    PyObject *v = PyTuple_GetItem(*full, i);
-    if (v == NULL) return -1;
-    if (v == Py_None) {
-      int nullable = PyObject_IsTrue(PyTuple_GetItem(pair, 1));
-      if (nullable <= 0) return nullable;
-      continue;
-    }
-    int is_list = PyList_CheckExact(v), is_int = PyLong_CheckExact(v);
-    if (!is_list && !is_int && !PyTuple_CheckExact(v)) return 0;
-    Py_ssize_t m = is_int ? 0 : is_list ? PyList_Size(v) : PyTuple_Size(v);
-    for (Py_ssize_t e = 0; e < m; e++) {
-      PyObject *item = is_list ? PyList_GetItem(v, e) : PyTuple_GetItem(v, e);
-      if (item == NULL) return -1;
-      if (!PyLong_CheckExact(item)) return 0;
-    }
-    if (is_list) continue;
-    Py_ssize_t n = PyTuple_Size(*full);
-    PyObject *copy = PyTuple_New(n);
-    if (copy == NULL) return -1;
-    for (Py_ssize_t a = 0; a < n; a++) {
-      PyObject *item = a != i ? Py_NewRef(PyTuple_GetItem(*full, a))
-                       : is_int ? PyList_New(1) : PySequence_List(v);
-      if (item != NULL && a == i && is_int) PyList_SetItem(item, 0, Py_NewRef(v));
-      if (item == NULL) {
-        Py_DECREF(copy);
-        return -1;
-      }
-      PyTuple_SetItem(copy, a, item);
-    }
-    Py_DECREF(*full);
-    *full = copy;
-  }
-  return 1;
 }
 
 /* FactoryPlan's fields (oplib_core/_dispatch/fastpath.py), in order. */
@@ -290,13 +431,13 @@ static PyObject *device_key(PyObject *device) {
    op's dtype arguments, None or a numpy dtype of a class met before, checked by the
    backend when it lacks dtypes (check is not None) unless held (a frozenset, or None)
    has it. 1: all taken; 0: not; -1: an error (the check's included). */
-static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObject *held,
+static int dtypes_fit(PyObject *plan, const Call *c, PyObject *check, PyObject *held,
                       PyObject *kw, PyObject **dtype) {
   PyObject *dname = PyTuple_GetItem(plan, P_DNAME);
   PyObject *names = PyTuple_GetItem(plan, P_DTYPE_NAMES), *api = PyTuple_GetItem(plan, P_API);
   PyObject *name, *d;
   Py_ssize_t pos = 0;
-  while (PyDict_Next(kwargs, &pos, &name, &d)) {
+  while (kw_next(c, &pos, &name, &d)) {
     int skip = PyObject_RichCompareBool(name, dname, Py_EQ);
     if (skip != 0) {
       if (skip < 0) return -1;
@@ -327,11 +468,20 @@ static int dtypes_fit(PyObject *plan, PyObject *kwargs, PyObject *check, PyObjec
 /* A factory_entry's call (factory_call in fastpath.py): entry(tuple(size), dtype), the
    default dtype for None; NULL with no error when it raised an Exception (the kernel
    then runs the call and raises it as its own). */
-static PyObject *entry_call(PyObject *entry, PyObject *full, PyObject *dtype) {
-  PyObject *size = PySequence_Tuple(PyTuple_GetItem(full, 0));
+static PyObject *entry_call(PyObject *entry, const Full *f, PyObject *dtype) {
+  PyObject *first = full_item(f, 0);
+  PyObject *size = first == NULL ? NULL : PySequence_Tuple(first);
   if (size == NULL) return NULL;
   if (dtype == Py_None) dtype = PyList_GetItem(g_default_dtype, 0);
-  PyObject *out = dtype == NULL ? NULL : PyObject_CallFunctionObjArgs(entry, size, dtype, NULL);
+  PyObject *out = NULL;
+  if (dtype != NULL) {
+#if VECTORCALL
+    PyObject *argv[2] = {size, dtype};
+    out = PyObject_Vectorcall(entry, argv, 2, NULL);
+#else
+    out = PyObject_CallFunctionObjArgs(entry, size, dtype, NULL);
+#endif
+  }
   Py_DECREF(size);
   if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
   return out;
@@ -340,20 +490,23 @@ static PyObject *entry_call(PyObject *entry, PyObject *full, PyObject *dtype) {
 /* A factory's call (factory_call in fastpath.py): a call whose device= value an earlier
    call placed runs the kernel served for it, fn(*args, *tail, **kw); the rest goes to
    the factory's Python call. The plan is held while the call runs (it may be replaced). */
-static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwargs) {
+static PyObject *factory_call(FastCallBase *self, const Call *c) {
   PyObject *op = (PyObject *)self, *plan = self->fplan;
-  if (!PyTuple_Check(plan) || PyTuple_Size(plan) != P_FIELDS) return call_py(op, args, kwargs);
+  if (!PyTuple_Check(plan) || PyTuple_Size(plan) != P_FIELDS) return call_py(op, c);
   Py_INCREF(plan);
-  PyObject *key = NULL, *served = NULL, *kw = NULL, *full = NULL, *out = NULL;
-  int ok = 0;
-  Py_ssize_t n = PyTuple_Size(args);
+  PyObject *key = NULL, *served = NULL, *kw = NULL, *out = NULL;
+  Full f;
+  f.n = f.nmade = 0;
+  f.tail = NULL;
+  int ok = 0, keywords = kw_count(c) != 0;
+  Py_ssize_t n = c->n;
   Py_ssize_t npos = PyLong_AsSsize_t(PyTuple_GetItem(plan, P_NPOS));
   Py_ssize_t nmin = PyLong_AsSsize_t(PyTuple_GetItem(plan, P_NMIN));
   if (PyErr_Occurred()) goto done;
   if (n > npos || n < nmin) goto python;
   PyObject *device = Py_None;
-  if (kwargs != NULL) {
-    device = PyDict_GetItemWithError(kwargs, PyTuple_GetItem(plan, P_DNAME));
+  if (keywords) {
+    device = kw_get(c, PyTuple_GetItem(plan, P_DNAME));
     if (device == NULL) {
       if (PyErr_Occurred()) goto done;
       device = Py_None;
@@ -380,35 +533,35 @@ static PyObject *factory_call(FastCallBase *self, PyObject *args, PyObject *kwar
     kw = PyDict_Copy(defaults);
     if (kw == NULL) goto done;
   }
-  if (kwargs != NULL) {
-    ok = dtypes_fit(plan, kwargs, check, held, kw, entry == Py_None ? NULL : &dtype);
+  if (keywords) {
+    ok = dtypes_fit(plan, c, check, held, kw, entry == Py_None ? NULL : &dtype);
     if (ok < 0) goto done;
     if (ok == 0) goto python;
   }
   PyObject *tail = PyTuple_GetItem(PyTuple_GetItem(plan, P_TAILS), n);
-  full = tail == NULL ? NULL : with_tail(args, tail);
-  if (full == NULL) goto done;
-  ok = scalars_fit(full, PyTuple_GetItem(plan, P_CHECKS));
-  if (ok > 0) ok = lists_fit(&full, PyTuple_GetItem(plan, P_LISTS));
+  if (tail == NULL) goto done;
+  if (!full_init(&f, c, tail)) goto python;
+  ok = scalars_fit(&f, PyTuple_GetItem(plan, P_CHECKS));
+  if (ok > 0) ok = lists_fit(&f, PyTuple_GetItem(plan, P_LISTS));
   if (ok < 0) goto done;
   if (ok == 0) goto python;
   if (entry != Py_None) {
-    Py_INCREF(dtype); /* (the kwargs' item: a check above ran Python) */
-    out = entry_call(entry, full, dtype);
+    Py_INCREF(dtype); /* (the call's keyword value: a check above ran Python) */
+    out = entry_call(entry, &f, dtype);
     Py_DECREF(dtype);
     if (out != NULL || PyErr_Occurred()) goto done;
     /* it raised: the kernel runs the call (its keywords filled now, checked above) */
     kw = PyDict_Copy(defaults);
     if (kw == NULL) goto done;
-    if (kwargs != NULL && dtypes_fit(plan, kwargs, Py_None, Py_None, kw, NULL) < 0) goto done;
+    if (keywords && dtypes_fit(plan, c, Py_None, Py_None, kw, NULL) < 0) goto done;
   }
-  out = run_kernel(PyTuple_GetItem(served, 0), full, kw, PyTuple_GetItem(plan, P_FAILED),
+  out = run_kernel(PyTuple_GetItem(served, 0), &f, kw, PyTuple_GetItem(plan, P_FAILED),
                    PyTuple_GetItem(served, 1));
   goto done;
 python:
-  out = call_py(op, args, kwargs);
+  out = call_py(op, c);
 done:
-  Py_XDECREF(full);
+  full_clear(&f);
   Py_XDECREF(kw);
   Py_XDECREF(served);
   Py_XDECREF(key);
@@ -416,50 +569,54 @@ done:
   return out;
 }
 
-static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+/* Every call, however it came: the cached kernel for the plain case, the route for a
+   routed packet, the factory's call; the rest to the Python call as it came. */
+static PyObject *dispatch(PyObject *op, const Call *c) {
   FastCallBase *self = (FastCallBase *)op;
   if (g_call_py == NULL) {
     PyErr_SetString(PyExc_RuntimeError, "oplib_core._dispatch._ccall: setup() was not called");
     return NULL;
   }
-  int keywords = kwargs != NULL && PyDict_Size(kwargs) != 0;
+  int keywords = kw_count(c) != 0;
   int factory = has_plan(self);
-  if (keywords && !factory) return call_py(op, args, kwargs);
+  if (keywords && !factory) return call_py(op, c);
   PyObject *active = PyList_GetItem(g_active, 0);
   if (active == NULL) return NULL;
   int on = PyObject_IsTrue(active);
-  if (on != 0) return on < 0 ? NULL : call_py(op, args, kwargs);
-  if (factory) return factory_call(self, args, keywords ? kwargs : NULL);
-  if (self->routed) return routed_call(self, args, kwargs);
-  Py_ssize_t n = PyTuple_Size(args);
-  if (n > self->npos || n < self->nmin || self->multi == NULL) return call_py(op, args, kwargs);
+  if (on != 0) return on < 0 ? NULL : call_py(op, c);
+  if (factory) return factory_call(self, c);
+  if (self->routed) return routed_call(self, c);
+  Py_ssize_t n = c->n;
+  if (n > self->npos || n < self->nmin || self->multi == NULL) return call_py(op, c);
   PyObject *m_obj = PyTuple_GetItem(self->multi, n);
   if (m_obj == NULL) return NULL;
   long m = PyLong_AsLong(m_obj);
   if (m == -1 && PyErr_Occurred()) return NULL;
-  PyObject *full;
-  if (n == self->npos) {
-    full = Py_NewRef(args);
-  } else { /* the defaults appended: args + tails[n] */
-    PyObject *tail = self->tails == NULL ? NULL : PyTuple_GetItem(self->tails, n);
+  PyObject *tail = NULL; /* the defaults appended: args + tails[n] */
+  if (n != self->npos) {
+    tail = self->tails == NULL ? NULL : PyTuple_GetItem(self->tails, n);
     if (tail == NULL) return NULL;
-    full = with_tail(args, tail);
-    if (full == NULL) return NULL;
   }
-  PyObject *first = PyTuple_GetItem(full, self->key0);
-  if (first == NULL) goto error;
+  Full f;
+  if (!full_init(&f, c, tail)) {
+    full_clear(&f);
+    return call_py(op, c);
+  }
+  PyObject *out = NULL;
+  PyObject *first = full_item(&f, self->key0);
+  if (first == NULL) goto done;
   PyTypeObject *t = Py_TYPE(first);
   if (m) {
-    int ok = self->key_rest == NULL ? 0 : same_types(full, self->key_rest, t);
-    if (ok < 0) goto error;
+    int ok = self->key_rest == NULL ? 0 : same_types(&f, self->key_rest, t);
+    if (ok < 0) goto done;
     if (!ok) goto python;
     if (m > 1) {
       PyObject *checks = self->checks == NULL ? NULL : PyTuple_GetItem(self->checks, n);
       PyObject *lists = self->lists == NULL ? NULL : PyTuple_GetItem(self->lists, n);
-      if (checks == NULL || lists == NULL) goto error;
-      ok = scalars_fit(full, checks);
-      if (ok > 0) ok = lists_fit(&full, lists);
-      if (ok < 0) goto error;
+      if (checks == NULL || lists == NULL) goto done;
+      ok = scalars_fit(&f, checks);
+      if (ok > 0) ok = lists_fit(&f, lists);
+      if (ok < 0) goto done;
       if (!ok) goto python;
     }
   }
@@ -469,21 +626,46 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
   if (by_type == NULL || !PyDict_Check(by_type)) goto python;
   PyObject *fn = PyDict_GetItemWithError(by_type, (PyObject *)t); /* borrowed */
   if (fn == NULL) {
-    if (PyErr_Occurred()) goto error;
+    if (PyErr_Occurred()) goto done;
     goto python;
   }
   PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
-  PyObject *out = run_kernel(fn, full, NULL, NULL, owner);
+  out = run_kernel(fn, &f, NULL, NULL, owner);
   Py_XDECREF(owner);
-  Py_DECREF(full);
-  return out;
+  goto done;
 python:
-  Py_DECREF(full);
-  return call_py(op, args, kwargs);
-error:
-  Py_DECREF(full);
-  return NULL;
+  out = call_py(op, c);
+done:
+  full_clear(&f);
+  return out;
 }
+
+/* tp_call: the call's tuple and keyword dict. */
+static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+  PyObject *argv[MAX_ARGS];
+  Call c = {argv, PyTuple_Size(args), args, kwargs, NULL};
+  if (c.n > MAX_ARGS) return call_py(op, &c); /* (its tuple path reads no argv) */
+  for (Py_ssize_t i = 0; i < c.n; i++) argv[i] = PyTuple_GetItem(args, i);
+  return dispatch(op, &c);
+}
+
+#if VECTORCALL
+/* vectorcall: the arguments as the caller holds them, no tuple or dict made. */
+static PyObject *fc_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+  Call c = {args, PyVectorcall_NARGS(nargsf), NULL, NULL, NULL};
+  if (kwnames != NULL && PyTuple_Size(kwnames) != 0) c.kwnames = kwnames;
+  return dispatch(op, &c);
+}
+
+/* Every instance is called by vectorcall (its Python subclasses inherit the protocol). */
+static PyObject *fc_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwds)) {
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  PyObject *self = alloc(type, 0);
+  if (self != NULL) ((FastCallBase *)self)->vectorcall = fc_vectorcall;
+  return self;
+}
+#endif
 
 /* The object fields, once for traverse and clear. */
 #define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
@@ -527,6 +709,9 @@ static PyMemberDef fc_members[] = {
 #define FC_MEMBER(field) {"_" #field, T_OBJECT_EX, offsetof(FastCallBase, field), 0, NULL},
     FC_OBJECTS(FC_MEMBER)
     {"_routed", T_BOOL, offsetof(FastCallBase, routed), 0, NULL},
+#if VECTORCALL
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastCallBase, vectorcall), READONLY, NULL},
+#endif
     {NULL},
 };
 
@@ -537,14 +722,21 @@ static PyType_Slot fc_slots[] = {
     {Py_tp_clear, fc_clear},
     {Py_tp_call, fc_call},
     {Py_tp_members, fc_members},
+#if VECTORCALL
+    {Py_tp_new, fc_new},
+#endif
     {0, NULL},
 };
 
 static PyType_Spec fc_spec = {
-    "oplib_core._dispatch._ccall.FastCallBase",
+    "oplib_core._dispatch." CCALL_STR(CCALL_MODULE) ".FastCallBase",
     sizeof(FastCallBase),
     0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE
+#if VECTORCALL
+        | Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+    ,
     fc_slots,
 };
 
@@ -592,9 +784,9 @@ static PyModuleDef_Slot module_slots[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_ccall",
+    PyModuleDef_HEAD_INIT, CCALL_STR(CCALL_MODULE),
     "The dispatcher's cached call, compiled (optional; see oplib_core/_dispatch/fastpath.py).",
     0, methods, module_slots, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__ccall(void) { return PyModuleDef_Init(&module_def); }
+PyMODINIT_FUNC CCALL_CAT(PyInit_, CCALL_MODULE)(void) { return PyModuleDef_Init(&module_def); }

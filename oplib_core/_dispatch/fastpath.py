@@ -15,8 +15,10 @@ fast, and no cache is read or filled, so the test suite can prove both paths agr
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import os
+import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -646,30 +648,38 @@ class _FastFields:
     __slots__ = FAST_FIELDS
 
 
-def _compiled() -> tuple[type, Callable[..., None]] | None:
+def _compiled() -> tuple[type, Callable[..., None], str] | None:
     """The compiled cached call (``_ccall.c``: ``FastCall.__call__``'s common case in C,
     the fields as its members) and its ``setup``, or None: oplib-core was built without a
-    C compiler, or ``OPLIB_NATIVE_SPEEDUPS=0``."""
+    C compiler, or ``OPLIB_NATIVE_SPEEDUPS=0``. On Python 3.12 and later, the build for
+    3.12's limited API (``_ccall312``, called by vectorcall) where oplib-core has it."""
     from .._native import speedups_off
 
     if speedups_off():
         return None
-    try:
-        from ._ccall import FastCallBase, setup
-    except ImportError:
-        return None
-    return FastCallBase, setup
+    # 3.12's build first (its calls by vectorcall), where this Python and the build have it
+    for name in ("_ccall312", "_ccall") if sys.version_info >= (3, 12) else ("_ccall",):
+        try:
+            module = importlib.import_module(f".{name}", __package__)
+        except ImportError:
+            continue
+        return module.FastCallBase, module.setup, name
+    return None
 
 
 _setup_compiled: Callable[..., None] | None
+_compiled_module: str | None
 if TYPE_CHECKING:
     _Base = _FastFields
-    _setup_compiled = None
+    _setup_compiled = _compiled_module = None
 else:
-    _Base, _setup_compiled = _compiled() or (_FastFields, None)
+    _Base, _setup_compiled, _compiled_module = _compiled() or (_FastFields, None, None)
 
 #: Whether calls take the compiled cached call (``_ccall.c``) or the Python ``__call__``.
 COMPILED: Final = _setup_compiled is not None
+#: Which build of it: ``"_ccall312"`` (3.12's limited API, called by vectorcall),
+#: ``"_ccall"`` (3.10's, by tp_call), or None (the Python ``__call__``).
+COMPILED_MODULE: Final = _compiled_module
 
 
 class FastCall(_Base):
