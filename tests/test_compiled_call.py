@@ -189,6 +189,32 @@ for _ in range(3):
     OUT["lists_made"] = oplib.ops.ccall.dims(x, size, one).tolist()
     OUT["lists_caller_args"] = [size, one]
 
+# ops with lists of tensors: positional calls of native arrays run in C (a new list to the
+# kernel, never the caller's), the rest as before
+lib.define("keep(Tensor[] xs, int k=1) -> Tensor")
+kept = []
+
+
+def keep(xs, k):
+    kept.append(xs)
+    return xs[0] * k + len(xs)
+
+
+lib.impl("keep", keep, "CPU")
+mine = [x, x]
+for _ in range(3):
+    OUT["listed"] = oplib.ops.ccall.keep(mine).tolist()
+    OUT["listed_kept"] = [type(kept[-1]).__name__, kept[-1] is mine, mine == [x, x]]
+    OUT["listed_tuple_k"] = oplib.ops.ccall.keep((x, x, x), 2).tolist()
+    OUT["listed_mixed"] = type(oplib.ops.ccall.keep([x, t])).__name__
+    OUT["listed_tensors"] = oplib.ops.ccall.keep([t, t]).tolist()
+    OUT["listed_empty"] = catch(oplib.ops.ccall.keep, [])
+    OUT["listed_bad_scalar"] = catch(oplib.ops.ccall.keep, [x], "two")
+    OUT["listed_not_a_list"] = catch(oplib.ops.ccall.keep, x)
+    OUT["listed_keyword"] = oplib.ops.ccall.keep([x], k=3).tolist()
+    OUT["cat"] = ops.cat([x, x], -1).tolist()
+    OUT["index_tensor"] = ops.index(x, [np.array([2, 0])]).tolist()
+
 
 class Log(oplib.DispatchMode):
     def __init__(self):
@@ -252,6 +278,25 @@ EXPECTED = {
     "wide_keywords": [28.0, 25.0, 30.0],
     "lists_made": [21.0, -39.0, 61.0],
     "lists_caller_args": [[1, 2], 3],
+    "listed": [3.0, 0.0, 5.0],
+    "listed_kept": ["list", False, True],
+    "listed_tuple_k": [5.0, -1.0, 9.0],
+    "listed_mixed": "Tensor",
+    "listed_tensors": [3.0, 0.0, 5.0],
+    "listed_empty": ["IndexError", "list index out of range"],
+    "listed_bad_scalar": [
+        "CallArgumentError",
+        "ccall::keep(): argument 'k' must be int, got str ('two')\n"
+        "  schema: ccall::keep(Tensor[] xs, int k=1) -> Tensor",
+    ],
+    "listed_not_a_list": [
+        "CallArgumentError",
+        "ccall::keep(): argument 'xs' must be Tensor[], got ndarray\n"
+        "  schema: ccall::keep(Tensor[] xs, int k=1) -> Tensor",
+    ],
+    "listed_keyword": [4.0, -5.0, 10.0],
+    "cat": [1.0, -2.0, 3.0, 1.0, -2.0, 3.0],
+    "index_tensor": [3.0, 1.0],
     "packet_route_after_redefinition": [[2.0, -4.0, 6.0], [0.0, 0.0, 0.0], [2.0, -4.0, 6.0]] * 3
     + [[3.0, 0.0, 5.0]] * 3,
 }

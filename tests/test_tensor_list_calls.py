@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import oplib_core as oplib
+from oplib_core._dispatch import fastpath
 from oplib_core._dispatch.binding import Signature
 from oplib_core._schema import parse_schema
 
@@ -135,3 +136,26 @@ def test_a_mode_sees_a_list_call_as_it_was_made() -> None:
     with Log() as log:
         ops.cat([x, x])
     assert log.calls == ["oplib.cat.default"]
+
+
+@pytest.mark.fastpath
+@pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
+def test_the_compiled_call_runs_a_list_call_of_native_arrays_itself(monkeypatch) -> None:
+    """A positional call of native arrays runs in C (``_ccall.c``'s ``listed_call``),
+    without the Python list call; Tensors and keywords still take the Python one."""
+    ops = oplib.ops.oplib
+    x = np.arange(2.0)
+    t = oplib.tensor(x)
+    for args in (([x, x],), ([t, t],), ([x, x],), ((t, t), 0)):
+        ops.cat(*args)  # fills the caches
+
+    def refuse(*_: object) -> object:
+        raise AssertionError("the Python list call ran")
+
+    monkeypatch.setattr(type(ops.cat.default._opcache), "call_listed", refuse)
+    np.testing.assert_array_equal(ops.cat([x, x]), [0.0, 1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(ops.cat.default((x, x), 0), [0.0, 1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(ops.cat([x[:, None], x[:, None]], -1), [[0, 0], [1, 1]])
+    for python_call in (lambda: ops.cat([t, t]), lambda: ops.cat([x, x], dim=0)):
+        with pytest.raises(AssertionError, match="the Python list call ran"):
+            python_call()

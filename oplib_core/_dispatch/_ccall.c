@@ -57,6 +57,8 @@ typedef struct {
   PyObject *routes;
   /* a factory's plan (FactoryPlan), or NULL or None */
   PyObject *fplan;
+  /* an op's with lists of tensors (ListedPlan), or NULL or None */
+  PyObject *lplan;
   /* the positional parameters' names and defaults (Signature.params): read by the
      Python call, for a call with keywords */
   PyObject *params;
@@ -569,8 +571,113 @@ done:
   return out;
 }
 
+/* ListedPlan's fields (oplib_core/_dispatch/fastpath.py), in order. */
+enum { L_NMIN, L_NMAX, L_TAILS, L_KEY_POS, L_CHECKS, L_LISTS, L_TENSOR_LISTS, L_TENSOR,
+       L_FIELDS };
+
+/* 1: each tensor list of `tensor_lists` ((i, optional) pairs) in f is a list or a tuple
+   whose items (None where optional) are of one class with the plain tensor arguments, *t
+   (NULL until one is met); f's item replaced by a new list of them (the kernel may keep
+   it: never the caller's); 0: not; -1: an error. */
+static int tensor_lists_fit(Full *f, PyObject *tensor_lists, PyTypeObject **t) {
+  Py_ssize_t k = PyTuple_Size(tensor_lists);
+  for (Py_ssize_t j = 0; j < k; j++) {
+    PyObject *pair = PyTuple_GetItem(tensor_lists, j);
+    if (pair == NULL) return -1;
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
+    if (i == -1 && PyErr_Occurred()) return -1;
+    PyObject *v = full_item(f, i);
+    if (v == NULL) return -1;
+    int is_list = PyList_CheckExact(v);
+    if (!is_list && !PyTuple_CheckExact(v)) return 0;
+    int optional = PyObject_IsTrue(PyTuple_GetItem(pair, 1));
+    if (optional < 0) return -1;
+    Py_ssize_t m = is_list ? PyList_Size(v) : PyTuple_Size(v);
+    for (Py_ssize_t e = 0; e < m; e++) {
+      PyObject *item = is_list ? PyList_GetItem(v, e) : PyTuple_GetItem(v, e);
+      if (item == NULL) return -1;
+      if (item == Py_None) {
+        if (!optional) return 0;
+        continue;
+      }
+      if (*t == NULL) *t = Py_TYPE(item);
+      else if (Py_TYPE(item) != *t) return 0;
+    }
+    if (f->nmade == MAX_MADE) return 0;
+    PyObject *made = PySequence_List(v);
+    if (made == NULL) return -1;
+    f->made[f->nmade++] = made;
+    if (f->item != f->buf) { /* the call's array is the caller's: copied before a write */
+      for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = f->item[a];
+      f->item = f->buf;
+    }
+    f->buf[i] = made;
+  }
+  return 1;
+}
+
+/* A positional call of an op with lists of tensors (cat([a, b], 0)) whose tensors, in the
+   lists or not, are native arrays of one class: the kernel by_type holds for it, on
+   the call with its lists copied and its defaults appended (OpCache.listed_route's checks;
+   Tensors and the rest go to the Python call, OpCache.call_listed). */
+static PyObject *listed_call(FastCallBase *self, const Call *c) {
+  PyObject *op = (PyObject *)self, *plan = self->lplan;
+  if (!PyTuple_Check(plan) || PyTuple_Size(plan) != L_FIELDS) return call_py(op, c);
+  Py_INCREF(plan);
+  PyObject *out = NULL;
+  Full f;
+  f.n = f.nmade = 0;
+  f.tail = NULL;
+  Py_ssize_t n = c->n;
+  Py_ssize_t nmin = PyLong_AsSsize_t(PyTuple_GetItem(plan, L_NMIN));
+  Py_ssize_t nmax = PyLong_AsSsize_t(PyTuple_GetItem(plan, L_NMAX));
+  if (PyErr_Occurred()) goto done;
+  if (n > nmax || n < nmin) goto python;
+  PyObject *tail = PyTuple_GetItem(PyTuple_GetItem(plan, L_TAILS), n);
+  if (tail == NULL) goto done;
+  if (!full_init(&f, c, tail)) goto python;
+  int ok = scalars_fit(&f, PyTuple_GetItem(plan, L_CHECKS));
+  if (ok > 0) ok = lists_fit(&f, PyTuple_GetItem(plan, L_LISTS));
+  if (ok < 0) goto done;
+  if (ok == 0) goto python;
+  PyTypeObject *t = NULL;
+  PyObject *key_pos = PyTuple_GetItem(plan, L_KEY_POS);
+  Py_ssize_t k = key_pos == NULL ? 0 : PyTuple_Size(key_pos);
+  for (Py_ssize_t j = 0; j < k; j++) {
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(key_pos, j));
+    if (i == -1 && PyErr_Occurred()) goto done;
+    PyObject *a = full_item(&f, i);
+    if (a == NULL) goto done;
+    if (t == NULL) t = Py_TYPE(a);
+    else if (Py_TYPE(a) != t) goto python;
+  }
+  ok = tensor_lists_fit(&f, PyTuple_GetItem(plan, L_TENSOR_LISTS), &t);
+  if (ok < 0) goto done;
+  if (ok == 0 || t == NULL || (PyObject *)t == PyTuple_GetItem(plan, L_TENSOR)) goto python;
+  /* read now: the checks above may run a metaclass's __hash__ or __eq__ */
+  PyObject *by_type = self->by_type;
+  PyObject *fn = by_type != NULL && PyDict_Check(by_type)
+                     ? PyDict_GetItemWithError(by_type, (PyObject *)t)
+                     : NULL;
+  if (fn == NULL) {
+    if (PyErr_Occurred()) goto done;
+    goto python;
+  }
+  PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
+  out = run_kernel(fn, &f, NULL, NULL, owner);
+  Py_XDECREF(owner);
+  goto done;
+python:
+  out = call_py(op, c);
+done:
+  full_clear(&f);
+  Py_DECREF(plan);
+  return out;
+}
+
 /* Every call, however it came: the cached kernel for the plain case, the route for a
-   routed packet, the factory's call; the rest to the Python call as it came. */
+   routed packet, the factory's call, the listed call; the rest to the Python call as it
+   came. */
 static PyObject *dispatch(PyObject *op, const Call *c) {
   FastCallBase *self = (FastCallBase *)op;
   if (g_call_py == NULL) {
@@ -586,6 +693,8 @@ static PyObject *dispatch(PyObject *op, const Call *c) {
   if (on != 0) return on < 0 ? NULL : call_py(op, c);
   if (factory) return factory_call(self, c);
   if (self->routed) return routed_call(self, c);
+  if (self->npos < 0 && self->lplan != NULL && self->lplan != Py_None)
+    return listed_call(self, c);
   Py_ssize_t n = c->n;
   if (n > self->npos || n < self->nmin || self->multi == NULL) return call_py(op, c);
   PyObject *m_obj = PyTuple_GetItem(self->multi, n);
@@ -669,7 +778,7 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject 
 
 /* The object fields, once for traverse and clear. */
 #define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
-    X(modes) X(routes) X(fplan) X(params)
+    X(modes) X(routes) X(fplan) X(lplan) X(params)
 
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;

@@ -634,6 +634,7 @@ FAST_FIELDS = (
     "_opcache",
     "_modes",
     "_fplan",
+    "_lplan",
     "_params",
 )
 
@@ -709,6 +710,7 @@ class FastCall(_Base):
     _opcache: OpCache
     _modes: Mapping[type, ModeTable]
     _fplan: FactoryPlan | None
+    _lplan: ListedPlan | None
     _params: tuple[tuple[str, ...], tuple[Any, ...]]
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -856,6 +858,7 @@ class FastCall(_Base):
                 ("_modes", _NO_MODES),
                 ("_by_type", _NO_KERNELS),
                 ("_fplan", None),
+                ("_lplan", None),
                 ("_params", ((), ())),
             ):
                 setattr(self, name, value)
@@ -1179,6 +1182,42 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
         return wrap(sig, out, list(args), {})
 
     return below
+
+
+# -- ops with lists of tensors ----------------------------------------------------------------
+
+
+class ListedPlan(NamedTuple):
+    """What the compiled cached call (``_ccall.c``, ``listed_call``) checks for a positional
+    call of an op with lists of tensors (``cat``, ``stack``, ``index.Tensor``): what
+    ``OpCache.listed_route`` checks, for native arrays (a call with Tensors, or with
+    keywords, goes to the Python call, ``OpCache.call_listed``)."""
+
+    nmin: int  # the positional arguments a call must give ...
+    nmax: int  # ... and may give
+    tails: tuple[tuple[Any, ...], ...]  # the defaults appended to n given
+    key_pos: tuple[int, ...]  # the positions of the plain tensor arguments
+    checks: tuple[tuple[int, frozenset[type]], ...]  # (position, the scalar types it takes)
+    lists: tuple[tuple[int, bool], ...]  # (position of an int[], whether None is allowed)
+    tensor_lists: tuple[tuple[int, bool], ...]  # (position of a Tensor[], Tensor?[] or not)
+    tensor: type  # Tensor: its calls are the Python call's
+
+
+def listed_plan(sig: Signature) -> ListedPlan | None:
+    """For an op with lists of tensors (``Signature.tensor_lists``), what its compiled
+    cached call checks; None: no such op, or the fast path is off."""
+    if SLOW or not sig.tensor_lists:
+        return None
+    return ListedPlan(
+        sig.listed_nmin,
+        sig.arity,
+        sig.tails,
+        sig.key_pos,
+        sig.checks,
+        sig.lists,
+        sig.tensor_lists,
+        Tensor,
+    )
 
 
 # -- factories --------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from .fastpath import (
     factory_call,
     factory_plan,
     fast_route,
+    listed_plan,
     mode_table,
 )
 from .placement import Placement, as_tensors, check_result, checking, place, wrap
@@ -227,6 +228,7 @@ class OpOverload(FastCall):
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
         self.tensor_kernels = below_kernels(sig, cache)
+        self._lplan = listed_plan(sig)
         self._fplan = plan = factory_plan(sig, cache)
         self._factory = None if plan is None else factory_call(plan)
         if plan is not None:

@@ -221,7 +221,8 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             return arrays
         first = arrays[0].dtype
         for a in arrays:
-            if a.dtype != first:
+            d = a.dtype
+            if d is not first and d != first:  # (a dtype is most often the same object)
                 break
         else:
             return arrays
@@ -535,11 +536,22 @@ def array_kernels(xp: Any) -> dict[str, Callable[..., Any]]:
             axes = tuple(sorted(a for a in wrapped if self.ndim and self.shape[a] == 1))
         return ns.squeeze(self, axis=axes) if axes else self[...]
 
+    # numpy's and cupy's concatenate take the axis positionally (the standard's concat, a
+    # Python wrapper on cupy, takes it by keyword only)
+    concatenate: Callable[..., Any] | None = (
+        np.concatenate if numpy_module else own.concatenate if cupy_module else None
+    )
+
     @kernel("cat")
     def cat(tensors: Sequence[Any], dim: int) -> Any:
         """Concatenate along an existing dim; dtypes promote as in the namespace (as torch
         with a bfloat16/float8 among them)."""
+        if concatenate is not None:
+            return concatenate(common(tensors), dim)
         return ns.concat(common(tensors), axis=dim)
+
+    if direct and no_ext and concatenate is not None:  # cupy: exactly its concatenate
+        plain(cat, concatenate)
 
     @kernel("stack")
     def stack(tensors: Sequence[Any], dim: int) -> Any:
