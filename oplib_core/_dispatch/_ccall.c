@@ -217,6 +217,16 @@ static PyObject *full_tuple(const Full *f) {
   return t;
 }
 
+/* f's argument i replaced by `made` (a new reference f now holds; nmade < MAX_MADE). */
+static void full_replace(Full *f, Py_ssize_t i, PyObject *made) {
+  f->made[f->nmade++] = made;
+  if (f->item != f->buf) { /* the call's array is the caller's: copied before a write */
+    for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = f->item[a];
+    f->item = f->buf;
+  }
+  f->buf[i] = made;
+}
+
 /* fn(*f, **kw): by vectorcall where built so and no keyword is passed. */
 static PyObject *invoke(PyObject *fn, const Full *f, PyObject *kw) {
 #if VECTORCALL
@@ -253,17 +263,27 @@ static int same_types(const Full *f, PyObject *positions, PyTypeObject *t) {
   return 1;
 }
 
+/* For pair j of `pairs` ((position, x) tuples): f's argument at the position, borrowed,
+   the position into *at and x into *x (borrowed); NULL with an error when one is
+   missing. */
+static PyObject *pair_item(const Full *f, PyObject *pairs, Py_ssize_t j, Py_ssize_t *at,
+                           PyObject **x) {
+  PyObject *pair = PyTuple_GetItem(pairs, j);
+  if (pair == NULL) return NULL;
+  *at = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
+  if (*at == -1 && PyErr_Occurred()) return NULL;
+  *x = PyTuple_GetItem(pair, 1);
+  return *x == NULL ? NULL : full_item(f, *at);
+}
+
 /* 1: each (i, ok) of `checks` has type(f[i]) in the frozenset ok; 0: not; -1: an error. */
 static int scalars_fit(const Full *f, PyObject *checks) {
   Py_ssize_t k = PyTuple_Size(checks);
   for (Py_ssize_t j = 0; j < k; j++) {
-    PyObject *pair = PyTuple_GetItem(checks, j);
-    if (pair == NULL) return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
-    if (i == -1 && PyErr_Occurred()) return -1;
-    PyObject *a = full_item(f, i);
+    Py_ssize_t i;
+    PyObject *ok, *a = pair_item(f, checks, j, &i, &ok);
     if (a == NULL) return -1;
-    int found = PySet_Contains(PyTuple_GetItem(pair, 1), (PyObject *)Py_TYPE(a));
+    int found = PySet_Contains(ok, (PyObject *)Py_TYPE(a));
     if (found != 1) return found;
   }
   return 1;
@@ -276,14 +296,11 @@ static int scalars_fit(const Full *f, PyObject *checks) {
 static int lists_fit(Full *f, PyObject *lists) {
   Py_ssize_t k = PyTuple_Size(lists);
   for (Py_ssize_t j = 0; j < k; j++) {
-    PyObject *pair = PyTuple_GetItem(lists, j);
-    if (pair == NULL) return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
-    if (i == -1 && PyErr_Occurred()) return -1;
-    PyObject *v = full_item(f, i);
+    Py_ssize_t i;
+    PyObject *can_be_none, *v = pair_item(f, lists, j, &i, &can_be_none);
     if (v == NULL) return -1;
     if (v == Py_None) {
-      int nullable = PyObject_IsTrue(PyTuple_GetItem(pair, 1));
+      int nullable = PyObject_IsTrue(can_be_none);
       if (nullable <= 0) return nullable;
       continue;
     }
@@ -300,12 +317,7 @@ static int lists_fit(Full *f, PyObject *lists) {
     PyObject *made = is_int ? PyList_New(1) : PySequence_List(v);
     if (made == NULL) return -1;
     if (is_int) PyList_SetItem(made, 0, Py_NewRef(v));
-    f->made[f->nmade++] = made;
-    if (f->item != f->buf) { /* the call's array is the caller's: copied before a write */
-      for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = f->item[a];
-      f->item = f->buf;
-    }
-    f->buf[i] = made;
+    full_replace(f, i, made);
   }
   return 1;
 }
@@ -571,6 +583,20 @@ done:
   return out;
 }
 
+/* The kernel the op's by_type holds for class t, run on f, or the Python call on c where
+   it holds none. by_type is read only now: the checks before may run a metaclass's
+   __hash__ or __eq__ (PySet_Contains), which could replace the op's caches. */
+static PyObject *run_by_type(FastCallBase *self, PyTypeObject *t, const Full *f, const Call *c) {
+  PyObject *by_type = self->by_type;
+  if (by_type == NULL || !PyDict_Check(by_type)) return call_py((PyObject *)self, c);
+  PyObject *fn = PyDict_GetItemWithError(by_type, (PyObject *)t); /* borrowed */
+  if (fn == NULL) return PyErr_Occurred() ? NULL : call_py((PyObject *)self, c);
+  PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
+  PyObject *out = run_kernel(fn, f, NULL, NULL, owner);
+  Py_XDECREF(owner);
+  return out;
+}
+
 /* ListedPlan's fields (oplib_core/_dispatch/fastpath.py), in order. */
 enum { L_NMIN, L_NMAX, L_TAILS, L_KEY_POS, L_CHECKS, L_LISTS, L_TENSOR_LISTS, L_TENSOR,
        L_FIELDS };
@@ -582,15 +608,12 @@ enum { L_NMIN, L_NMAX, L_TAILS, L_KEY_POS, L_CHECKS, L_LISTS, L_TENSOR_LISTS, L_
 static int tensor_lists_fit(Full *f, PyObject *tensor_lists, PyTypeObject **t) {
   Py_ssize_t k = PyTuple_Size(tensor_lists);
   for (Py_ssize_t j = 0; j < k; j++) {
-    PyObject *pair = PyTuple_GetItem(tensor_lists, j);
-    if (pair == NULL) return -1;
-    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(pair, 0));
-    if (i == -1 && PyErr_Occurred()) return -1;
-    PyObject *v = full_item(f, i);
+    Py_ssize_t i;
+    PyObject *can_be_none, *v = pair_item(f, tensor_lists, j, &i, &can_be_none);
     if (v == NULL) return -1;
     int is_list = PyList_CheckExact(v);
     if (!is_list && !PyTuple_CheckExact(v)) return 0;
-    int optional = PyObject_IsTrue(PyTuple_GetItem(pair, 1));
+    int optional = PyObject_IsTrue(can_be_none);
     if (optional < 0) return -1;
     Py_ssize_t m = is_list ? PyList_Size(v) : PyTuple_Size(v);
     for (Py_ssize_t e = 0; e < m; e++) {
@@ -606,12 +629,7 @@ static int tensor_lists_fit(Full *f, PyObject *tensor_lists, PyTypeObject **t) {
     if (f->nmade == MAX_MADE) return 0;
     PyObject *made = PySequence_List(v);
     if (made == NULL) return -1;
-    f->made[f->nmade++] = made;
-    if (f->item != f->buf) { /* the call's array is the caller's: copied before a write */
-      for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = f->item[a];
-      f->item = f->buf;
-    }
-    f->buf[i] = made;
+    full_replace(f, i, made);
   }
   return 1;
 }
@@ -654,18 +672,7 @@ static PyObject *listed_call(FastCallBase *self, const Call *c) {
   ok = tensor_lists_fit(&f, PyTuple_GetItem(plan, L_TENSOR_LISTS), &t);
   if (ok < 0) goto done;
   if (ok == 0 || t == NULL || (PyObject *)t == PyTuple_GetItem(plan, L_TENSOR)) goto python;
-  /* read now: the checks above may run a metaclass's __hash__ or __eq__ */
-  PyObject *by_type = self->by_type;
-  PyObject *fn = by_type != NULL && PyDict_Check(by_type)
-                     ? PyDict_GetItemWithError(by_type, (PyObject *)t)
-                     : NULL;
-  if (fn == NULL) {
-    if (PyErr_Occurred()) goto done;
-    goto python;
-  }
-  PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
-  out = run_kernel(fn, &f, NULL, NULL, owner);
-  Py_XDECREF(owner);
+  out = run_by_type(self, t, &f, c);
   goto done;
 python:
   out = call_py(op, c);
@@ -729,18 +736,7 @@ static PyObject *dispatch(PyObject *op, const Call *c) {
       if (!ok) goto python;
     }
   }
-  /* read now: the checks above may run a metaclass's __hash__ or __eq__ (PySet_Contains),
-     which could replace the op's caches */
-  PyObject *by_type = self->by_type;
-  if (by_type == NULL || !PyDict_Check(by_type)) goto python;
-  PyObject *fn = PyDict_GetItemWithError(by_type, (PyObject *)t); /* borrowed */
-  if (fn == NULL) {
-    if (PyErr_Occurred()) goto done;
-    goto python;
-  }
-  PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
-  out = run_kernel(fn, &f, NULL, NULL, owner);
-  Py_XDECREF(owner);
+  out = run_by_type(self, t, &f, c);
   goto done;
 python:
   out = call_py(op, c);
