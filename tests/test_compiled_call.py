@@ -181,8 +181,12 @@ lib.impl("wide", lambda x, *a: x + sum(a), "CPU")
 lib.define("dims(Tensor x, int[] d, int[] e) -> Tensor")
 lib.impl("dims", lambda x, d, e: x * len(d) * 10 + len(e) if type(d) is type(e) is list else x,
          "CPU")
+lib.define(f"widelist(Tensor x, int[] d, {wide}) -> Tensor")
+lib.impl("widelist", lambda x, d, *a: x + sum(a) + (len(d) if type(d) is list else 100), "CPU")
 size, one = (1, 2), 3
 for _ in range(3):
+    # all 32 given, an int[] as a tuple: more than the compiled call holds, to Python
+    OUT["wide_list_positional"] = oplib.ops.ccall.widelist(x, size, *([1.0] * 30)).tolist()
     OUT["wide_defaults"] = oplib.ops.ccall.wide(x).tolist()
     OUT["wide_positional"] = oplib.ops.ccall.wide(x, *([1.0] * 30)).tolist()
     OUT["wide_keywords"] = oplib.ops.ccall.wide(x, *([1.0] * 25), a29=2.0).tolist()
@@ -276,6 +280,7 @@ EXPECTED = {
     "wide_defaults": [1.0, -2.0, 3.0],
     "wide_positional": [31.0, 28.0, 33.0],
     "wide_keywords": [28.0, 25.0, 30.0],
+    "wide_list_positional": [33.0, 30.0, 35.0],
     "lists_made": [21.0, -39.0, 61.0],
     "lists_caller_args": [[1, 2], 3],
     "listed": [3.0, 0.0, 5.0],

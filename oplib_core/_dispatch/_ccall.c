@@ -84,14 +84,20 @@ static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
 
 static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fplan != Py_None; }
 
-/* A call as it came: its positional arguments argv[0..n), and either the tuple and the
-   keyword dict (or NULL) of a tp_call (tuple set), or the keyword names (or NULL) of a
-   vectorcall, whose values follow argv[n - 1] (tuple NULL). */
+/* A call as it came: its n positional arguments, either the tuple and the keyword dict
+   (or NULL) of a tp_call (tuple set, argv NULL: its items are read from the tuple, never
+   copied), or the array argv and the keyword names (or NULL) of a vectorcall, whose
+   values follow argv[n - 1] (tuple NULL). */
 typedef struct {
   PyObject *const *argv;
   Py_ssize_t n;
   PyObject *tuple, *kwargs, *kwnames;
 } Call;
+
+/* c's positional argument i (0 <= i < c->n), borrowed. */
+static PyObject *arg_at(const Call *c, Py_ssize_t i) {
+  return c->argv != NULL ? c->argv[i] : PyTuple_GetItem(c->tuple, i);
+}
 
 static Py_ssize_t kw_count(const Call *c) {
   if (c->tuple != NULL) return c->kwargs == NULL ? 0 : PyDict_Size(c->kwargs);
@@ -172,7 +178,8 @@ static PyObject *call_py(PyObject *self, const Call *c) {
 
 /* A kernel's positional arguments: the call's, then the defaults it left out (its tail,
    held), an int[] given as a tuple or an int replaced by a list made for it (held). item
-   is the call's own array until an argument is appended or replaced (then buf). */
+   is the call's own array (NULL for a tp_call's: its tuple, base) until an argument is
+   appended or replaced (then buf). */
 typedef struct {
   PyObject *const *item;
   Py_ssize_t n, nmade;
@@ -190,9 +197,9 @@ static int full_init(Full *f, const Call *c, PyObject *tail) {
   f->nmade = 0;
   f->base = c->tuple;
   f->tail = NULL;
-  if (m == 0) return 1;
   if (c->n + m > MAX_ARGS) return 0;
-  for (Py_ssize_t i = 0; i < c->n; i++) f->buf[i] = c->argv[i];
+  if (m == 0) return 1;
+  for (Py_ssize_t i = 0; i < c->n; i++) f->buf[i] = arg_at(c, i);
   for (Py_ssize_t j = 0; j < m; j++) f->buf[c->n + j] = PyTuple_GetItem(tail, j);
   f->item = f->buf;
   f->n = c->n + m;
@@ -207,7 +214,8 @@ static void full_clear(Full *f) {
 }
 
 /* f's arguments as a tuple, a new reference: the call's own while nothing was replaced
-   (with its tail appended, if any). */
+   (with its tail appended, if any). (item is buf whenever base is NULL or a list was
+   made.) */
 static PyObject *full_tuple(const Full *f) {
   if (f->base != NULL && f->nmade == 0)
     return f->tail == NULL ? Py_NewRef(f->base) : PySequence_Concat(f->base, f->tail);
@@ -217,20 +225,27 @@ static PyObject *full_tuple(const Full *f) {
   return t;
 }
 
-/* f's argument i replaced by `made` (a new reference f now holds; nmade < MAX_MADE). */
-static void full_replace(Full *f, Py_ssize_t i, PyObject *made) {
+/* f's argument i (0 <= i < f->n) replaced by `made`, a new reference f now holds:
+   1; 0 (made released): f holds no more. */
+static int full_replace(Full *f, Py_ssize_t i, PyObject *made) {
+  if (f->nmade == MAX_MADE) {
+    Py_DECREF(made);
+    return 0;
+  }
   f->made[f->nmade++] = made;
-  if (f->item != f->buf) { /* the call's array is the caller's: copied before a write */
-    for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = f->item[a];
+  if (f->item != f->buf) { /* the call's own arguments: copied before a write */
+    for (Py_ssize_t a = 0; a < f->n; a++)
+      f->buf[a] = f->item != NULL ? f->item[a] : PyTuple_GetItem(f->base, a);
     f->item = f->buf;
   }
   f->buf[i] = made;
+  return 1;
 }
 
 /* fn(*f, **kw): by vectorcall where built so and no keyword is passed. */
 static PyObject *invoke(PyObject *fn, const Full *f, PyObject *kw) {
 #if VECTORCALL
-  if (kw == NULL) return PyObject_Vectorcall(fn, f->item, (size_t)f->n, NULL);
+  if (kw == NULL && f->item != NULL) return PyObject_Vectorcall(fn, f->item, (size_t)f->n, NULL);
 #endif
   PyObject *args = full_tuple(f);
   if (args == NULL) return NULL;
@@ -246,7 +261,7 @@ static PyObject *full_item(const Full *f, Py_ssize_t i) {
     PyErr_SetString(PyExc_IndexError, "oplib_core._dispatch._ccall: argument index out of range");
     return NULL;
   }
-  return f->item[i];
+  return f->item != NULL ? f->item[i] : PyTuple_GetItem(f->base, i);
 }
 
 /* 1: every argument at the positions in `positions` (a tuple of ints) has type `t`; 0: not;
@@ -313,11 +328,10 @@ static int lists_fit(Full *f, PyObject *lists) {
       if (!PyLong_CheckExact(item)) return 0;
     }
     if (is_list) continue;
-    if (f->nmade == MAX_MADE) return 0;
     PyObject *made = is_int ? PyList_New(1) : PySequence_List(v);
     if (made == NULL) return -1;
     if (is_int) PyList_SetItem(made, 0, Py_NewRef(v));
-    full_replace(f, i, made);
+    if (!full_replace(f, i, made)) return 0;
   }
   return 1;
 }
@@ -365,17 +379,19 @@ static PyObject *run_kernel(PyObject *fn, const Full *f, PyObject *kw, PyObject 
    as long as it lives (_OverloadedPacket._pick adds, _set replaces the dict), so a hit
    of the same dict and the same types is that route, without the shape's tuple made and
    hashed per call (issue 30: a binary op's packet call). */
-static PyObject *route_of(FastCallBase *self, PyObject *const *argv, Py_ssize_t n) {
+static PyObject *route_of(FastCallBase *self, const Call *c) {
+  Py_ssize_t n = c->n;
   PyObject *routes = self->routes;
   if (routes == self->hit_routes && n == self->hit_n) {
     Py_ssize_t i = 0;
-    while (i < n && (PyObject *)Py_TYPE(argv[i]) == self->hit_types[i]) i++;
+    while (i < n && (PyObject *)Py_TYPE(arg_at(c, i)) == self->hit_types[i]) i++;
     if (i == n) return Py_NewRef(self->hit_route);
   }
   PyObject *shape = PyTuple_New(n);
   if (shape == NULL) return NULL;
   Py_INCREF(routes); /* a metaclass's __eq__ run by the lookup may replace the routes */
-  for (Py_ssize_t i = 0; i < n; i++) PyTuple_SetItem(shape, i, Py_NewRef((PyObject *)Py_TYPE(argv[i])));
+  for (Py_ssize_t i = 0; i < n; i++)
+    PyTuple_SetItem(shape, i, Py_NewRef((PyObject *)Py_TYPE(arg_at(c, i))));
   PyObject *route = Py_XNewRef(PyDict_GetItemWithError(routes, shape));
   if (route != NULL && n <= HIT_ARITY && routes == self->routes) {
     PyObject *old_routes = self->hit_routes, *old_route = self->hit_route;
@@ -402,7 +418,7 @@ static PyObject *route_of(FastCallBase *self, PyObject *const *argv, Py_ssize_t 
 static PyObject *routed_call(FastCallBase *self, const Call *c) {
   PyObject *op = (PyObject *)self;
   if (self->routes == NULL || !PyDict_Check(self->routes)) return call_py(op, c);
-  PyObject *route = route_of(self, c->argv, c->n); /* held: the call may replace the routes */
+  PyObject *route = route_of(self, c); /* held: the call may replace the routes */
   if (route == NULL) return PyErr_Occurred() ? NULL : call_py(op, c);
   PyObject *out = NULL;
   Full f;
@@ -626,10 +642,9 @@ static int tensor_lists_fit(Full *f, PyObject *tensor_lists, PyTypeObject **t) {
       if (*t == NULL) *t = Py_TYPE(item);
       else if (Py_TYPE(item) != *t) return 0;
     }
-    if (f->nmade == MAX_MADE) return 0;
     PyObject *made = PySequence_List(v);
     if (made == NULL) return -1;
-    full_replace(f, i, made);
+    if (!full_replace(f, i, made)) return 0;
   }
   return 1;
 }
@@ -747,10 +762,7 @@ done:
 
 /* tp_call: the call's tuple and keyword dict. */
 static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
-  PyObject *argv[MAX_ARGS];
-  Call c = {argv, PyTuple_Size(args), args, kwargs, NULL};
-  if (c.n > MAX_ARGS) return call_py(op, &c); /* (its tuple path reads no argv) */
-  for (Py_ssize_t i = 0; i < c.n; i++) argv[i] = PyTuple_GetItem(args, i);
+  Call c = {NULL, PyTuple_Size(args), args, kwargs, NULL};
   return dispatch(op, &c);
 }
 
