@@ -219,6 +219,17 @@ for _ in range(3):
     OUT["cat"] = ops.cat([x, x], -1).tolist()
     OUT["index_tensor"] = ops.index(x, [np.array([2, 0])]).tolist()
 
+# keywords naming positional parameters: placed (by the compiled call too), binding's
+# errors for the rest
+for _ in range(3):
+    OUT["kw_sum"] = ops.sum.default(x.reshape(3, 1), dim=[1], keepdim=True).tolist()
+    OUT["kw_skip_one"] = oplib.ops.ccall.scale.default(x, twice=True).tolist()
+    OUT["kw_all"] = oplib.ops.ccall.scale.default(x=x, s=1.0, twice=False).tolist()
+    OUT["kw_unknown"] = catch(oplib.ops.ccall.scale.default, x, bogus=1)
+    OUT["kw_twice"] = catch(oplib.ops.ccall.scale.default, x, 1.0, s=2.0)
+    OUT["kw_missing"] = catch(ops.add.default, other=x)
+    OUT["kw_wrong_type"] = catch(oplib.ops.ccall.scale.default, x, s="two")
+
 
 class Log(oplib.DispatchMode):
     def __init__(self):
@@ -304,6 +315,29 @@ EXPECTED = {
     "index_tensor": [3.0, 1.0],
     "packet_route_after_redefinition": [[2.0, -4.0, 6.0], [0.0, 0.0, 0.0], [2.0, -4.0, 6.0]] * 3
     + [[3.0, 0.0, 5.0]] * 3,
+    "kw_sum": [[1.0], [-2.0], [3.0]],
+    "kw_skip_one": [4.0, -8.0, 12.0],
+    "kw_all": [1.0, -2.0, 3.0],
+    "kw_unknown": [
+        "CallArgumentError",
+        "ccall::scale(): got an unexpected keyword argument 'bogus'\n"
+        "  schema: ccall::scale(Tensor x, float s=2.0, bool twice=False) -> Tensor",
+    ],
+    "kw_twice": [
+        "CallArgumentError",
+        "ccall::scale(): got multiple values for argument 's'\n"
+        "  schema: ccall::scale(Tensor x, float s=2.0, bool twice=False) -> Tensor",
+    ],
+    "kw_missing": [
+        "CallArgumentError",
+        "oplib::add(): missing required argument 'self' (Tensor)\n"
+        "  schema: oplib::add(Tensor self, Tensor other) -> Tensor",
+    ],
+    "kw_wrong_type": [
+        "CallArgumentError",
+        "ccall::scale(): argument 's' must be float, got str ('two')\n"
+        "  schema: ccall::scale(Tensor x, float s=2.0, bool twice=False) -> Tensor",
+    ],
 }
 
 
@@ -446,3 +480,45 @@ def test_a_factory_packet_whose_op_is_gone_runs_nothing():
     for _ in range(2):
         with pytest.raises(RuntimeError, match="ccall_gone::make no longer exists"):
             packet([2])
+
+
+def _python_calls(fn) -> list[str]:
+    """The names of the Python functions of the dispatcher's fast path (fastpath.py,
+    ops.py) that ran while ``fn()`` ran."""
+    ran: list[str] = []
+    watched = (fastpath.__file__, sys.modules["oplib_core.ops"].__file__)
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in watched:
+            ran.append(frame.f_code.co_name)
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return ran
+
+
+@pytest.mark.fastpath
+@pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
+def test_keywords_naming_positional_parameters_are_placed_in_c():
+    """``x.clamp(min=0.0)``, ``sum(x, dim=[1], keepdim=True)``, ``cat(xs, dim=0)``: the
+    compiled call places the keywords itself (no Python frame of the dispatcher runs);
+    keyword-only arguments (``dtype=``) still go to the Python call."""
+    ops = oplib.ops.oplib
+    x = np.arange(6.0).reshape(3, 2)
+    calls = {
+        "clamp": lambda: ops.clamp(x, min=1.0),
+        "sum": lambda: ops.sum(x, dim=[1], keepdim=True),
+        "cat": lambda: ops.cat([x, x], dim=1),
+        "add": lambda: ops.add.default(x, other=x),
+    }
+    for call in calls.values():
+        call(), call()  # the caches filled
+    for name, call in calls.items():
+        assert _python_calls(call) == [], name
+    np.testing.assert_array_equal(calls["clamp"](), np.clip(x, 1.0, None))
+    np.testing.assert_array_equal(calls["sum"](), x.sum(1, keepdims=True))
+    ops.sum(x, dtype=np.dtype("float32"))
+    assert "_call_py" in _python_calls(lambda: ops.sum(x, dtype=np.dtype("float32")))

@@ -3,12 +3,15 @@
  * a C compiler is there, and fastpath.py falls back to the Python __call__ when this module
  * is missing or OPLIB_NATIVE_SPEEDUPS=0.
  *
- * A call with no keyword arguments and no dispatch mode active, whose positional arguments
- * the op's plan accepts (its tensor arguments of one class, its scalars of the types the
- * schema takes, its int[] arguments lists, tuples or ints of ints, given to the kernel as
- * lists), runs the kernel the op's cache holds for that class:
- * by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a keyword, a
- * cache miss) goes to the Python __call__ unchanged, which decides as it always did. A
+ * A call with no dispatch mode active, whose positional arguments the op's plan accepts
+ * (its tensor arguments of one class, its scalars of the types the schema takes, its int[]
+ * arguments lists, tuples or ints of ints, given to the kernel as lists), its keywords, if
+ * any, naming positional parameters it did not give (placed as binding.by_position places
+ * them), runs the kernel the op's cache holds for that class:
+ * by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a keyword-only
+ * argument, a cache miss) goes to the Python __call__ as it came, which decides as it
+ * always did. An op with lists of tensors (cat) runs a call of native arrays from its
+ * ListedPlan the same way. A
  * factory (zeros: no tensor argument, placed by its device= keyword) runs a call whose
  * device an earlier call placed from its plan (FactoryPlan), keywords and int[] sizes
  * included, as factory_call in fastpath.py does. The fields are the ones the Python
@@ -59,8 +62,8 @@ typedef struct {
   PyObject *fplan;
   /* an op's with lists of tensors (ListedPlan), or NULL or None */
   PyObject *lplan;
-  /* the positional parameters' names and defaults (Signature.params): read by the
-     Python call, for a call with keywords */
+  /* the positional parameters' names and defaults (Signature.params): a call's keywords
+     placed by them (place_keywords, and the Python call's by_position) */
   PyObject *params;
   /* the routed call's last hit (routed_call): the routes dict it came from, the call
      shape's arity and argument types, and the route; held, so that none of them can be
@@ -77,7 +80,7 @@ typedef struct {
    function that reports a kernel's exception as the fast path does (OpCache.failed),
    oplib's Device class and the set of numpy dtype classes factories have met. */
 static PyObject *g_active = NULL, *g_call_py = NULL, *g_failed = NULL, *g_device = NULL,
-                *g_dtype_classes = NULL, *g_default_dtype = NULL;
+                *g_dtype_classes = NULL, *g_default_dtype = NULL, *g_required = NULL;
 /* "type" and "index", a Device's fields, and "dtype", a factory_entry's keyword (made once:
    a name made per read costs a str) */
 static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
@@ -87,11 +90,13 @@ static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fp
 /* A call as it came: its n positional arguments, either the tuple and the keyword dict
    (or NULL) of a tp_call (tuple set, argv NULL: its items are read from the tuple, never
    copied), or the array argv and the keyword names (or NULL) of a vectorcall, whose
-   values follow argv[n - 1] (tuple NULL). */
-typedef struct {
+   values follow argv[n - 1] (tuple NULL). orig: the call as it came, when this one is
+   its keywords placed as positional arguments (place_keywords), else NULL. */
+typedef struct Call {
   PyObject *const *argv;
   Py_ssize_t n;
   PyObject *tuple, *kwargs, *kwnames;
+  const struct Call *orig;
 } Call;
 
 /* c's positional argument i (0 <= i < c->n), borrowed. */
@@ -130,6 +135,7 @@ static int kw_next(const Call *c, Py_ssize_t *pos, PyObject **name, PyObject **v
 /* The Python __call__ on the call as it came: FastCall's, or a routed packet's or a
    factory's own (its class's _call_py). */
 static PyObject *call_py(PyObject *self, const Call *c) {
+  if (c->orig != NULL) c = c->orig;
   PyObject *call = g_call_py;
   if (((FastCallBase *)self)->routed || has_plan((FastCallBase *)self)) {
     call = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_call_py");
@@ -697,9 +703,40 @@ done:
   return out;
 }
 
+/* A call with keywords that name positional parameters the call did not give, as the
+   positional call of every one of them, the defaults of the rest appended (t.clamp(min=0.0)
+   as clamp(t, 0.0, None)), into *placed (its arguments in buf, borrowed from c and from
+   params, the op's (names, defaults)): 1; 0: binding must judge (a keyword-only or
+   unknown name, one given twice, a required one missing); -1: an error.
+   binding.by_position's rule. */
+static int place_keywords(PyObject *params, const Call *c, PyObject **buf, Call *placed) {
+  if (params == NULL || !PyTuple_Check(params) || PyTuple_Size(params) != 2) return 0;
+  PyObject *names = PyTuple_GetItem(params, 0), *defaults = PyTuple_GetItem(params, 1);
+  Py_ssize_t n = c->n, total = PyTuple_Size(names), named = 0;
+  if (n >= total || total > MAX_ARGS || PyTuple_Size(defaults) != total) return 0;
+  for (Py_ssize_t i = 0; i < n; i++) buf[i] = arg_at(c, i);
+  for (Py_ssize_t i = n; i < total; i++) {
+    PyObject *v = kw_get(c, PyTuple_GetItem(names, i));
+    if (v == NULL) {
+      if (PyErr_Occurred()) return -1;
+      v = PyTuple_GetItem(defaults, i);
+      if (v == NULL || v == g_required) return v == NULL ? -1 : 0;
+    } else {
+      named++;
+    }
+    buf[i] = v;
+  }
+  if (named != kw_count(c)) return 0;
+  Call p = {buf, total, NULL, NULL, NULL, c};
+  *placed = p;
+  return 1;
+}
+
 /* Every call, however it came: the cached kernel for the plain case, the route for a
    routed packet, the factory's call, the listed call; the rest to the Python call as it
    came. */
+static PyObject *run_positional(FastCallBase *self, const Call *c);
+
 static PyObject *dispatch(PyObject *op, const Call *c) {
   FastCallBase *self = (FastCallBase *)op;
   if (g_call_py == NULL) {
@@ -708,13 +745,28 @@ static PyObject *dispatch(PyObject *op, const Call *c) {
   }
   int keywords = kw_count(c) != 0;
   int factory = has_plan(self);
-  if (keywords && !factory) return call_py(op, c);
+  if (keywords && self->routed && !factory) return call_py(op, c);
   PyObject *active = PyList_GetItem(g_active, 0);
   if (active == NULL) return NULL;
   int on = PyObject_IsTrue(active);
   if (on != 0) return on < 0 ? NULL : call_py(op, c);
   if (factory) return factory_call(self, c);
   if (self->routed) return routed_call(self, c);
+  if (!keywords) return run_positional(self, c);
+  /* held: the defaults placed are its items, passed to the kernel as they are */
+  PyObject *params = Py_XNewRef(self->params), *buf[MAX_ARGS];
+  Call placed;
+  int ok = place_keywords(params, c, buf, &placed);
+  PyObject *out = ok < 0 ? NULL : ok == 0 ? call_py(op, c) : run_positional(self, &placed);
+  Py_XDECREF(params);
+  return out;
+}
+
+/* A positional call (c, or a call's keywords placed: the Python call gets c->orig): the
+   listed call for an op with lists of tensors, else the kernel by_type holds for the class
+   of its tensor arguments once the op's plan takes them. */
+static PyObject *run_positional(FastCallBase *self, const Call *c) {
+  PyObject *op = (PyObject *)self;
   if (self->npos < 0 && self->lplan != NULL && self->lplan != Py_None)
     return listed_call(self, c);
   Py_ssize_t n = c->n;
@@ -762,7 +814,7 @@ done:
 
 /* tp_call: the call's tuple and keyword dict. */
 static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
-  Call c = {NULL, PyTuple_Size(args), args, kwargs, NULL};
+  Call c = {NULL, PyTuple_Size(args), args, kwargs, NULL, NULL};
   return dispatch(op, &c);
 }
 
@@ -770,7 +822,7 @@ static PyObject *fc_call(PyObject *op, PyObject *args, PyObject *kwargs) {
 /* vectorcall: the arguments as the caller holds them, no tuple or dict made. */
 static PyObject *fc_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
-  Call c = {args, PyVectorcall_NARGS(nargsf), NULL, NULL, NULL};
+  Call c = {args, PyVectorcall_NARGS(nargsf), NULL, NULL, NULL, NULL};
   if (kwnames != NULL && PyTuple_Size(kwnames) != 0) c.kwnames = kwnames;
   return dispatch(op, &c);
 }
@@ -858,14 +910,14 @@ static PyType_Spec fc_spec = {
 };
 
 static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
-  PyObject *active, *call, *failed, *device, *dtype_classes, *default_dtype;
-  if (!PyArg_ParseTuple(args, "O!OOO!O!O!:setup", &PyList_Type, &active, &call, &failed,
+  PyObject *active, *call, *failed, *device, *dtype_classes, *default_dtype, *required;
+  if (!PyArg_ParseTuple(args, "O!OOO!O!O!O:setup", &PyList_Type, &active, &call, &failed,
                         &PyType_Type, &device, &PySet_Type, &dtype_classes, &PyList_Type,
-                        &default_dtype))
+                        &default_dtype, &required))
     return NULL;
   PyObject **slots[] = {&g_active, &g_call_py, &g_failed, &g_device, &g_dtype_classes,
-                        &g_default_dtype};
-  PyObject *given[] = {active, call, failed, device, dtype_classes, default_dtype};
+                        &g_default_dtype, &g_required};
+  PyObject *given[] = {active, call, failed, device, dtype_classes, default_dtype, required};
   for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
     PyObject *old = *slots[i];
     *slots[i] = Py_NewRef(given[i]);
@@ -876,10 +928,10 @@ static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(active, call_py, failed, device, dtype_classes, default_dtype): the ACTIVE "
-     "list, the Python __call__, the report of a kernel's exception, the Device class, the "
-     "set of the numpy dtype classes factories have met and the list holding the default "
-     "dtype."},
+     "setup(active, call_py, failed, device, dtype_classes, default_dtype, required): the "
+     "ACTIVE list, the Python __call__, the report of a kernel's exception, the Device "
+     "class, the set of the numpy dtype classes factories have met, the list holding the "
+     "default dtype and binding's REQUIRED (a parameter without a default)."},
     {NULL, NULL, 0, NULL},
 };
 

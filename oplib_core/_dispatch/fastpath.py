@@ -32,7 +32,14 @@ from .._registry.entry import OpEntry
 from .._registry.registry import REGISTRY
 from .._tensor.tensor import Tensor
 from ..backends import Backend
-from .binding import BoundCall, Signature, by_position, keyword_split, place_int_lists
+from .binding import (
+    REQUIRED,
+    BoundCall,
+    Signature,
+    by_position,
+    keyword_split,
+    place_int_lists,
+)
 from .failure import kernel_failed
 from .placement import Placement, wrap
 from .resolution import _GUARDS, autograd_kernel, factory_kernel, resolve
@@ -886,7 +893,7 @@ class FastCall(_Base):
 
 if _setup_compiled is not None:
     _setup_compiled(
-        ACTIVE, FastCall._call_py, OpCache.failed, Device, _DTYPE_CLASSES, DEFAULT_DTYPE
+        ACTIVE, FastCall._call_py, OpCache.failed, Device, _DTYPE_CLASSES, DEFAULT_DTYPE, REQUIRED
     )
 else:
     FastCall.__call__ = FastCall._call_py  # type: ignore[method-assign]
