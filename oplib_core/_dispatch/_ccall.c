@@ -148,7 +148,7 @@ static PyObject *call_py(PyObject *self, const Call *c) {
   if (c->tuple == NULL) { /* call(self, *argv, **kw), by vectorcall as it came */
     Py_ssize_t total = c->n + kw_count(c);
     PyObject *small[MAX_ARGS + 1], **with_self = small;
-    if (total >= MAX_ARGS) {
+    if (total > MAX_ARGS) { /* (small holds self and MAX_ARGS more) */
       with_self = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
       if (with_self == NULL) {
         Py_DECREF(call);
@@ -231,6 +231,16 @@ static PyObject *full_tuple(const Full *f) {
   return t;
 }
 
+/* f->item[i], borrowed; NULL with IndexError when i is out of range (a plan that does
+   not fit its call: the Python call raises the same). */
+static PyObject *full_item(const Full *f, Py_ssize_t i) {
+  if (i < 0 || i >= f->n) {
+    PyErr_SetString(PyExc_IndexError, "oplib_core._dispatch._ccall: argument index out of range");
+    return NULL;
+  }
+  return f->item != NULL ? f->item[i] : PyTuple_GetItem(f->base, i);
+}
+
 /* f's argument i (0 <= i < f->n) replaced by `made`, a new reference f now holds:
    1; 0 (made released): f holds no more. */
 static int full_replace(Full *f, Py_ssize_t i, PyObject *made) {
@@ -240,8 +250,7 @@ static int full_replace(Full *f, Py_ssize_t i, PyObject *made) {
   }
   f->made[f->nmade++] = made;
   if (f->item != f->buf) { /* the call's own arguments: copied before a write */
-    for (Py_ssize_t a = 0; a < f->n; a++)
-      f->buf[a] = f->item != NULL ? f->item[a] : PyTuple_GetItem(f->base, a);
+    for (Py_ssize_t a = 0; a < f->n; a++) f->buf[a] = full_item(f, a);
     f->item = f->buf;
   }
   f->buf[i] = made;
@@ -258,16 +267,6 @@ static PyObject *invoke(PyObject *fn, const Full *f, PyObject *kw) {
   PyObject *out = PyObject_Call(fn, args, kw);
   Py_DECREF(args);
   return out;
-}
-
-/* f->item[i], borrowed; NULL with IndexError when i is out of range (a plan that does
-   not fit its call: the Python call raises the same). */
-static PyObject *full_item(const Full *f, Py_ssize_t i) {
-  if (i < 0 || i >= f->n) {
-    PyErr_SetString(PyExc_IndexError, "oplib_core._dispatch._ccall: argument index out of range");
-    return NULL;
-  }
-  return f->item != NULL ? f->item[i] : PyTuple_GetItem(f->base, i);
 }
 
 /* 1: every argument at the positions in `positions` (a tuple of ints) has type `t`; 0: not;
@@ -679,16 +678,17 @@ static PyObject *listed_call(FastCallBase *self, const Call *c) {
   if (ok > 0) ok = lists_fit(&f, PyTuple_GetItem(plan, L_LISTS));
   if (ok < 0) goto done;
   if (ok == 0) goto python;
-  PyTypeObject *t = NULL;
+  PyTypeObject *t = NULL; /* the plain tensor arguments' class, if the op has some */
   PyObject *key_pos = PyTuple_GetItem(plan, L_KEY_POS);
-  Py_ssize_t k = key_pos == NULL ? 0 : PyTuple_Size(key_pos);
-  for (Py_ssize_t j = 0; j < k; j++) {
-    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(key_pos, j));
-    if (i == -1 && PyErr_Occurred()) goto done;
-    PyObject *a = full_item(&f, i);
-    if (a == NULL) goto done;
-    if (t == NULL) t = Py_TYPE(a);
-    else if (Py_TYPE(a) != t) goto python;
+  if (key_pos == NULL) goto done;
+  if (PyTuple_Size(key_pos) != 0) {
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(key_pos, 0));
+    PyObject *first = i == -1 && PyErr_Occurred() ? NULL : full_item(&f, i);
+    if (first == NULL) goto done;
+    t = Py_TYPE(first);
+    ok = same_types(&f, key_pos, t);
+    if (ok < 0) goto done;
+    if (ok == 0) goto python;
   }
   ok = tensor_lists_fit(&f, PyTuple_GetItem(plan, L_TENSOR_LISTS), &t);
   if (ok < 0) goto done;
@@ -732,11 +732,11 @@ static int place_keywords(PyObject *params, const Call *c, PyObject **buf, Call 
   return 1;
 }
 
+static PyObject *run_positional(FastCallBase *self, const Call *c);
+
 /* Every call, however it came: the cached kernel for the plain case, the route for a
    routed packet, the factory's call, the listed call; the rest to the Python call as it
    came. */
-static PyObject *run_positional(FastCallBase *self, const Call *c);
-
 static PyObject *dispatch(PyObject *op, const Call *c) {
   FastCallBase *self = (FastCallBase *)op;
   if (g_call_py == NULL) {
