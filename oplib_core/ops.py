@@ -201,7 +201,7 @@ class _OverloadedPacket(OpOverloadPacket):
                 sig = tuple(map(type, args))
             route = self._routes.get(sig)
             if route is not None and not ACTIVE[0]:
-                by_type, t, tail, cache = route
+                by_type, t, tail, cache, _ = route
                 fn = by_type.get(t)
                 if fn is not None:
                     args += tail

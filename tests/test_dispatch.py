@@ -1054,8 +1054,9 @@ def test_packet_with_several_overloads_routes_a_seen_call_shape(lib, ns):
     for _ in range(2):
         np.testing.assert_array_equal(mix(x, x), [2.0, 2.0])
         np.testing.assert_array_equal(mix(x, 2), [5.0, 5.0])  # k's default appended
-    by_type, cls, tail, _ = mix._routes[(np.ndarray, np.ndarray)]
+    by_type, cls, tail, _, tensor = mix._routes[(np.ndarray, np.ndarray)]
     assert by_type is mix.default._opcache.by_type and cls is np.ndarray and tail == ()
+    assert tensor is mix.default._opcache.tensor  # (Tensor calls, compiled)
     assert mix._routes[(np.ndarray, int)][2] == (3,)
 
     def refuse(*_):

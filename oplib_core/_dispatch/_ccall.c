@@ -65,6 +65,9 @@ typedef struct {
   /* the positional parameters' names and defaults (Signature.params): a call's keywords
      placed by them (place_keywords, and the Python call's by_position) */
   PyObject *params;
+  /* an op's OpCache.tensor (array class -> kernel) where it returns one plain Tensor, or
+     NULL or None: its calls with Tensors run in C (tensor_call) */
+  PyObject *tensor;
   /* the routed call's last hit (routed_call): the routes dict it came from, the call
      shape's arity and argument types, and the route; held, so that none of them can be
      freed and another object take its address */
@@ -84,6 +87,16 @@ static PyObject *g_active = NULL, *g_call_py = NULL, *g_failed = NULL, *g_device
 /* "type" and "index", a Device's fields, and "dtype", a factory_entry's keyword (made once:
    a name made per read costs a str) */
 static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
+
+/* oplib's Tensor class, its slots' member descriptors (setup()'s order: T_SLOT_NAMES in
+   fastpath.py) and their get and set functions, and the int 0 (a new Tensor's _out_nr):
+   set by setup(). The descriptors are read and written through their own functions, the
+   way attribute access reaches them, without the name lookup. */
+enum { T_DATA, T_RG, T_GRAD, T_GRAD_FN, T_OUT_NR, T_VC, T_SLOTS };
+static PyObject *g_tensor = NULL, *g_slots[T_SLOTS], *g_zero = NULL;
+static descrgetfunc g_slot_get = NULL;
+static descrsetfunc g_slot_set = NULL;
+static allocfunc g_tensor_alloc = NULL;
 
 static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fplan != Py_None; }
 
@@ -379,6 +392,141 @@ static PyObject *run_kernel(PyObject *fn, const Full *f, PyObject *kw, PyObject 
   return out;
 }
 
+/* A new Tensor over data, a new reference: Tensor._wrap's (no grad, no history), every
+   slot set as _init sets it. */
+static PyObject *wrap_tensor(PyObject *data) {
+  if (g_tensor == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "oplib_core._dispatch._ccall: setup() was not called");
+    return NULL;
+  }
+  PyObject *t = g_tensor_alloc((PyTypeObject *)g_tensor, 0);
+  if (t == NULL) return NULL;
+  PyObject *values[T_SLOTS] = {data, Py_False, Py_None, Py_None, g_zero, Py_None};
+  for (int i = 0; i < T_SLOTS; i++)
+    if (g_slot_set(g_slots[i], t, values[i]) < 0) {
+      Py_DECREF(t);
+      return NULL;
+    }
+  return t;
+}
+
+/* The module's wrap(data): wrap_tensor (fastpath.py's _make_tensor). */
+static PyObject *wrap(PyObject *Py_UNUSED(module), PyObject *data) { return wrap_tensor(data); }
+
+/* The keyword names a Tensor factory passes (sized_tensor): none, dtype, device, both. */
+static PyObject *g_factory_kwnames[4];
+
+/* The module's sized_tensor(op, size, dtype, device): the Tensor factories' common case
+   (oplib.zeros(2, 3, dtype=..., device=...), _factories.py's _sized), op (a factory
+   op, such as oplib::zeros) called on the shape `size` gives (the tuple of a call's
+   positional arguments: ints, or one list or tuple), with dtype= and device= passed
+   where not None, as _made passes them, its array wrapped in a Tensor. None: the Python
+   function's call (a size of another form, a device given as another object). */
+static PyObject *sized_tensor(PyObject *Py_UNUSED(module), PyObject *const *args,
+                              Py_ssize_t nargs) {
+  if (nargs != 4 || !PyTuple_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "sized_tensor(op, size, dtype, device): a size tuple");
+    return NULL;
+  }
+  PyObject *op = args[0], *size = args[1], *dtype = args[2], *device = args[3];
+  if (device != Py_None && !PyUnicode_CheckExact(device) && !PyLong_CheckExact(device) &&
+      (PyObject *)Py_TYPE(device) != g_device)
+    Py_RETURN_NONE;
+  Py_ssize_t n = PyTuple_Size(size);
+  PyObject *shape = NULL, *first = n == 1 ? PyTuple_GetItem(size, 0) : NULL;
+  if (first != NULL && (PyList_CheckExact(first) || PyTuple_CheckExact(first))) {
+    shape = Py_NewRef(first); /* (the op's call checks its items) */
+  } else {
+    for (Py_ssize_t i = 0; i < n; i++)
+      if (!PyLong_CheckExact(PyTuple_GetItem(size, i))) Py_RETURN_NONE;
+    shape = PySequence_List(size);
+    if (shape == NULL) return NULL;
+  }
+  int which = (dtype != Py_None) | (device != Py_None) << 1;
+  PyObject *kwnames = g_factory_kwnames[which], *argv[3] = {shape, NULL, NULL};
+  Py_ssize_t nkw = 0;
+  if (dtype != Py_None) argv[1 + nkw++] = dtype;
+  if (device != Py_None) argv[1 + nkw++] = device;
+  PyObject *out;
+#if VECTORCALL
+  out = PyObject_Vectorcall(op, argv, 1, nkw ? kwnames : NULL);
+#else
+  PyObject *kwargs = NULL, *call_args = PyTuple_Pack(1, shape);
+  if (call_args != NULL && nkw) {
+    kwargs = PyDict_New();
+    for (Py_ssize_t j = 0; kwargs != NULL && j < nkw; j++)
+      if (PyDict_SetItem(kwargs, PyTuple_GetItem(kwnames, j), argv[1 + j]) < 0) Py_CLEAR(kwargs);
+  }
+  out = call_args == NULL || (nkw && kwargs == NULL) ? NULL : PyObject_Call(op, call_args, kwargs);
+  Py_XDECREF(call_args);
+  Py_XDECREF(kwargs);
+#endif
+  Py_DECREF(shape);
+  if (out == NULL) return NULL;
+  PyObject *t = wrap_tensor(out);
+  Py_DECREF(out);
+  return t;
+}
+
+/* A call whose tensor arguments passed the plan's checks as oplib Tensors (their class
+   exactly Tensor), of an op whose `tensors` (OpCache.tensor) is held: where none of them
+   requires grad and the arrays they wrap are of one class that `tensors` holds a kernel
+   for, that kernel on f with each Tensor replaced by its array, its result wrapped
+   (tensor_entry's case without autograd): 1, *out the result (NULL: an error). 0: f is
+   unchanged and the call is the Python entry's (a Tensor requiring grad, arrays of several
+   classes, no kernel yet, more Tensors than f can replace). */
+static int tensor_call(PyObject *tensors, PyObject *owner, Full *f, PyObject **out) {
+  Py_ssize_t at[MAX_MADE];
+  PyObject *data[MAX_MADE];
+  int k = 0, served = 0;
+  PyTypeObject *cls = NULL;
+  *out = NULL;
+  for (Py_ssize_t i = 0; i < f->n; i++) {
+    PyObject *a = full_item(f, i);
+    if (a == NULL) {
+      PyErr_Clear();
+      goto done;
+    }
+    if ((PyObject *)Py_TYPE(a) != g_tensor) continue;
+    if (k + f->nmade == MAX_MADE) goto done;
+    PyObject *rg = g_slot_get(g_slots[T_RG], a, g_tensor);
+    if (rg == NULL) { /* not set: the Python entry raises as it always did */
+      PyErr_Clear();
+      goto done;
+    }
+    Py_DECREF(rg); /* (only its identity is compared) */
+    if (rg != Py_False) goto done;
+    PyObject *d = g_slot_get(g_slots[T_DATA], a, g_tensor);
+    if (d == NULL) {
+      PyErr_Clear();
+      goto done;
+    }
+    at[k] = i;
+    data[k++] = d;
+    if (cls == NULL) cls = Py_TYPE(d);
+    else if (Py_TYPE(d) != cls) goto done;
+  }
+  if (cls == NULL) goto done;
+  PyObject *fn = PyDict_GetItemWithError(tensors, (PyObject *)cls); /* borrowed */
+  if (fn == NULL) {
+    if (PyErr_Occurred()) served = 1; /* *out NULL: the lookup's error */
+    goto done;
+  }
+  Py_INCREF(fn);
+  served = 1;
+  for (int j = 0; j < k; j++) full_replace(f, at[j], data[j]); /* (room checked above) */
+  k = 0;
+  PyObject *result = run_kernel(fn, f, NULL, NULL, owner);
+  Py_DECREF(fn);
+  if (result != NULL) {
+    *out = wrap_tensor(result);
+    Py_DECREF(result);
+  }
+done:
+  for (int j = 0; j < k; j++) Py_DECREF(data[j]);
+  return served;
+}
+
 /* The route of routed_call's call shape, a new reference (NULL with no error: none yet). The
    last hit is compared first, type by type: a routes dict maps a shape to one route for
    as long as it lives (_OverloadedPacket._pick adds, _set replaces the dict), so a hit
@@ -419,7 +567,8 @@ static PyObject *route_of(FastCallBase *self, const Call *c) {
 
 /* A packet of several overloads (_OverloadedPacket._call_py's first case): the route its
    call shape (the arguments' types) was given, run as the chosen overload's fast path
-   would run it: route = (by_type, t, tail, opcache), by_type[t](*args, *tail). */
+   would run it: route = (by_type, t, tail, opcache, tensors), by_type[t](*args, *tail)
+   (for Tensors, tensor_call first, where the overload's tensors is a dict). */
 static PyObject *routed_call(FastCallBase *self, const Call *c) {
   PyObject *op = (PyObject *)self;
   if (self->routes == NULL || !PyDict_Check(self->routes)) return call_py(op, c);
@@ -427,15 +576,19 @@ static PyObject *routed_call(FastCallBase *self, const Call *c) {
   if (route == NULL) return PyErr_Occurred() ? NULL : call_py(op, c);
   PyObject *out = NULL;
   Full f;
-  if (!PyTuple_Check(route) || PyTuple_Size(route) != 4 ||
+  if (!PyTuple_Check(route) || PyTuple_Size(route) != 5 ||
       !full_init(&f, c, PyTuple_GetItem(route, 2))) {
     out = call_py(op, c);
     goto done;
   }
-  PyObject *by_type = PyTuple_GetItem(route, 0);
-  PyObject *fn = PyDict_Check(by_type) ? PyDict_GetItemWithError(by_type, PyTuple_GetItem(route, 1))
-                                       : NULL;
-  if (fn != NULL) out = run_kernel(fn, &f, NULL, NULL, PyTuple_GetItem(route, 3));
+  PyObject *by_type = PyTuple_GetItem(route, 0), *t = PyTuple_GetItem(route, 1);
+  PyObject *owner = PyTuple_GetItem(route, 3), *tensors = PyTuple_GetItem(route, 4);
+  if (t == g_tensor && PyDict_Check(tensors) && tensor_call(tensors, owner, &f, &out)) {
+    full_clear(&f);
+    goto done;
+  }
+  PyObject *fn = PyDict_Check(by_type) ? PyDict_GetItemWithError(by_type, t) : NULL;
+  if (fn != NULL) out = run_kernel(fn, &f, NULL, NULL, owner);
   else if (!PyErr_Occurred()) out = call_py(op, c);
   full_clear(&f);
 done:
@@ -604,10 +757,17 @@ done:
   return out;
 }
 
-/* The kernel the op's by_type holds for class t, run on f, or the Python call on c where
-   it holds none. by_type is read only now: the checks before may run a metaclass's
+/* The kernel the op's by_type holds for class t, run on f (for Tensors, the kernel of the
+   arrays they wrap first, tensor_call), or the Python call on c where it holds none. by_type is read only now: the checks before may run a metaclass's
    __hash__ or __eq__ (PySet_Contains), which could replace the op's caches. */
-static PyObject *run_by_type(FastCallBase *self, PyTypeObject *t, const Full *f, const Call *c) {
+static PyObject *run_by_type(FastCallBase *self, PyTypeObject *t, Full *f, const Call *c) {
+  if ((PyObject *)t == g_tensor && self->tensor != NULL && PyDict_Check(self->tensor)) {
+    PyObject *tensors = Py_NewRef(self->tensor), *owner = Py_XNewRef(self->opcache), *out;
+    int served = tensor_call(tensors, owner, f, &out);
+    Py_DECREF(tensors);
+    Py_XDECREF(owner);
+    if (served) return out;
+  }
   PyObject *by_type = self->by_type;
   if (by_type == NULL || !PyDict_Check(by_type)) return call_py((PyObject *)self, c);
   PyObject *fn = PyDict_GetItemWithError(by_type, (PyObject *)t); /* borrowed */
@@ -838,7 +998,7 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject 
 
 /* The object fields, once for traverse and clear. */
 #define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
-    X(modes) X(routes) X(fplan) X(lplan) X(params)
+    X(modes) X(routes) X(fplan) X(lplan) X(params) X(tensor)
 
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;
@@ -910,28 +1070,57 @@ static PyType_Spec fc_spec = {
 };
 
 static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
-  PyObject *active, *call, *failed, *device, *dtype_classes, *default_dtype, *required;
-  if (!PyArg_ParseTuple(args, "O!OOO!O!O!O:setup", &PyList_Type, &active, &call, &failed,
+  PyObject *active, *call, *failed, *device, *dtype_classes, *default_dtype, *required, *tensor,
+      *slots;
+  if (!PyArg_ParseTuple(args, "O!OOO!O!O!OO!O!:setup", &PyList_Type, &active, &call, &failed,
                         &PyType_Type, &device, &PySet_Type, &dtype_classes, &PyList_Type,
-                        &default_dtype, &required))
+                        &default_dtype, &required, &PyType_Type, &tensor, &PyTuple_Type, &slots))
     return NULL;
-  PyObject **slots[] = {&g_active, &g_call_py, &g_failed, &g_device, &g_dtype_classes,
-                        &g_default_dtype, &g_required};
-  PyObject *given[] = {active, call, failed, device, dtype_classes, default_dtype, required};
-  for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
-    PyObject *old = *slots[i];
-    *slots[i] = Py_NewRef(given[i]);
+  if (PyTuple_Size(slots) != T_SLOTS) {
+    PyErr_Format(PyExc_ValueError, "setup(): %d slot descriptors expected", T_SLOTS);
+    return NULL;
+  }
+  PyTypeObject *descr_type = Py_TYPE(PyTuple_GetItem(slots, 0));
+  descrgetfunc get = (descrgetfunc)PyType_GetSlot(descr_type, Py_tp_descr_get);
+  descrsetfunc set = (descrsetfunc)PyType_GetSlot(descr_type, Py_tp_descr_set);
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)tensor, Py_tp_alloc);
+  for (int i = 0; i < T_SLOTS; i++)
+    if (Py_TYPE(PyTuple_GetItem(slots, i)) != descr_type) get = NULL;
+  if (get == NULL || set == NULL || alloc == NULL) {
+    PyErr_SetString(PyExc_TypeError, "setup(): the Tensor slots must be its member descriptors");
+    return NULL;
+  }
+  PyObject **fields[] = {&g_active, &g_call_py, &g_failed, &g_device, &g_dtype_classes,
+                         &g_default_dtype, &g_required, &g_tensor};
+  PyObject *given[] = {active, call, failed, device, dtype_classes, default_dtype, required,
+                       tensor};
+  for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+    PyObject *old = *fields[i];
+    *fields[i] = Py_NewRef(given[i]);
     Py_XDECREF(old);
   }
+  for (int i = 0; i < T_SLOTS; i++) {
+    PyObject *old = g_slots[i];
+    g_slots[i] = Py_NewRef(PyTuple_GetItem(slots, i));
+    Py_XDECREF(old);
+  }
+  g_slot_get = get;
+  g_slot_set = set;
+  g_tensor_alloc = alloc;
   Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(active, call_py, failed, device, dtype_classes, default_dtype, required): the "
-     "ACTIVE list, the Python __call__, the report of a kernel's exception, the Device "
-     "class, the set of the numpy dtype classes factories have met, the list holding the "
-     "default dtype and binding's REQUIRED (a parameter without a default)."},
+     "setup(active, call_py, failed, device, dtype_classes, default_dtype, required, tensor, "
+     "slots): the ACTIVE list, the Python __call__, the report of a kernel's exception, the "
+     "Device class, the set of the numpy dtype classes factories have met, the list holding "
+     "the default dtype, binding's REQUIRED (a parameter without a default), the Tensor "
+     "class and its slots' descriptors (_data, _rg, grad, grad_fn, _out_nr, _vc)."},
+    {"wrap", wrap, METH_O, "wrap(data): a new Tensor over data, as Tensor._wrap makes it."},
+    {"sized_tensor", (PyCFunction)(void (*)(void))sized_tensor, METH_FASTCALL,
+     "sized_tensor(op, size, dtype, device): op(shape, dtype=, device=) as a Tensor, or "
+     "None: a call the Python factory makes itself."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -939,7 +1128,20 @@ static int exec_module(PyObject *module) {
   if (g_type_name == NULL) g_type_name = PyUnicode_InternFromString("type");
   if (g_index_name == NULL) g_index_name = PyUnicode_InternFromString("index");
   if (g_dtype_name == NULL) g_dtype_name = PyUnicode_InternFromString("dtype");
-  if (g_type_name == NULL || g_index_name == NULL || g_dtype_name == NULL) return -1;
+  if (g_zero == NULL) g_zero = PyLong_FromLong(0);
+  if (g_type_name == NULL || g_index_name == NULL || g_dtype_name == NULL || g_zero == NULL)
+    return -1;
+  if (g_factory_kwnames[3] == NULL) {
+    PyObject *device = PyUnicode_InternFromString("device");
+    if (device == NULL) return -1;
+    g_factory_kwnames[0] = PyTuple_New(0);
+    g_factory_kwnames[1] = PyTuple_Pack(1, g_dtype_name);
+    g_factory_kwnames[2] = PyTuple_Pack(1, device);
+    g_factory_kwnames[3] = PyTuple_Pack(2, g_dtype_name, device);
+    Py_DECREF(device);
+    for (int i = 0; i < 4; i++)
+      if (g_factory_kwnames[i] == NULL) return -1;
+  }
   PyObject *type = PyType_FromModuleAndSpec(module, &fc_spec, NULL);
   if (type == NULL) return -1;
   int rc = PyModule_AddObjectRef(module, "FastCallBase", type);

@@ -91,7 +91,6 @@ class _Miss:
 #: ``call_below_autograd``'s answer when the call must take the full path.
 MISS: Final = _Miss()
 
-_make_tensor = Tensor._wrap
 _NO = object()
 
 #: What a factory call on one ``device`` argument runs: (kernel, backend, its keyword
@@ -623,9 +622,16 @@ def same_device(
     return guarded
 
 
-#: ``FastCall._route``'s answer: the kernels by class, the class, the defaults appended, and
-#: the cache that reports a failure.
-Route = tuple[dict[type, Callable[..., Any]], type, tuple[Any, ...], OpCache]
+#: ``FastCall._route``'s answer: the kernels by class, the class, the defaults appended, the
+#: cache that reports a failure, and its ``OpCache.tensor`` where the compiled call serves
+#: Tensors from it (``FastCall._tensor``).
+Route = tuple[
+    dict[type, Callable[..., Any]],
+    type,
+    tuple[Any, ...],
+    OpCache,
+    dict[type, Callable[..., Any]] | None,
+]
 
 #: What ``FastCall.__call__`` reads; objects that share an op's fast path copy these.
 FAST_FIELDS = (
@@ -643,6 +649,7 @@ FAST_FIELDS = (
     "_fplan",
     "_lplan",
     "_params",
+    "_tensor",
 )
 
 # What an object that shares no op's fast path serves, with or without modes: nothing.
@@ -656,9 +663,10 @@ class _FastFields:
     __slots__ = FAST_FIELDS
 
 
-def _compiled() -> tuple[type, Callable[..., None], str] | None:
+def _compiled() -> tuple[type, Callable[..., None], Callable[[Any], Tensor], str] | None:
     """The compiled cached call (``_ccall.c``: ``FastCall.__call__``'s common case in C,
-    the fields as its members) and its ``setup``, or None: oplib-core was built without a
+    the fields as its members), its ``setup`` and its ``wrap`` (``Tensor._wrap`` in C), and
+    its name, or None: oplib-core was built without a
     C compiler, or ``OPLIB_NATIVE_SPEEDUPS=0``. On Python 3.12 and later, the build for
     3.12's limited API (``_ccall312``, called by vectorcall) where oplib-core has it."""
     from .._native import speedups_off
@@ -671,17 +679,26 @@ def _compiled() -> tuple[type, Callable[..., None], str] | None:
             module = importlib.import_module(f".{name}", __package__)
         except ImportError:
             continue
-        return module.FastCallBase, module.setup, name
+        return module.FastCallBase, module.setup, module.wrap, name
     return None
 
 
 _setup_compiled: Callable[..., None] | None
 _compiled_module: str | None
+#: How the fast paths wrap a kernel's result in a Tensor: ``Tensor._wrap``, or the same
+#: made in C (the compiled call's ``wrap``).
+_make_tensor: Callable[[Any], Tensor]
 if TYPE_CHECKING:
     _Base = _FastFields
     _setup_compiled = _compiled_module = None
+    _make_tensor = Tensor._wrap
 else:
-    _Base, _setup_compiled, _compiled_module = _compiled() or (_FastFields, None, None)
+    _Base, _setup_compiled, _make_tensor, _compiled_module = _compiled() or (
+        _FastFields,
+        None,
+        Tensor._wrap,
+        None,
+    )
 
 #: Whether calls take the compiled cached call (``_ccall.c``) or the Python ``__call__``.
 COMPILED: Final = _setup_compiled is not None
@@ -698,7 +715,9 @@ class FastCall(_Base):
     ``_tails``, ``_key0``, ``_key_rest``, ``_checks``, ``_lists``, ``_multi``; ``_npos`` -1
     to always take the slow path), ``_by_type`` (their op's ``OpCache.by_type``),
     ``_opcache`` (that ``OpCache``, for the exception path), ``_modes`` (its ``modes``:
-    what it serves under a mode, tried before the slow path) and ``_call_slow``. The base
+    what it serves under a mode, tried before the slow path), ``_tensor`` (its ``tensor``
+    where it returns one plain Tensor, else None: the compiled call runs calls with
+    Tensors that record no autograd from it, as ``tensor_entry`` does) and ``_call_slow``. The base
     class holds those fields (``FAST_FIELDS``): the compiled ``_ccall.FastCallBase``,
     whose call runs ``_call_py``'s common case in C, or ``_FastFields`` (then ``_call_py``
     is ``__call__``). A subclass must not declare them again.
@@ -719,6 +738,7 @@ class FastCall(_Base):
     _fplan: FactoryPlan | None
     _lplan: ListedPlan | None
     _params: tuple[tuple[str, ...], tuple[Any, ...]]
+    _tensor: dict[type, Callable[..., Any]] | None
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -825,7 +845,7 @@ class FastCall(_Base):
     def _route(self, types: tuple[type, ...]) -> Route | None:
         """What ``__call__`` does with positional arguments of exactly these ``types``,
         decided once (for a packet that caches it per call shape): ``(by_type, t, tail,
-        cache)`` — run ``by_type[t](*args, *tail)``, reporting failures through
+        cache, tensor)`` — run ``by_type[t](*args, *tail)``, reporting failures through
         ``cache.failed`` — or None when such calls take the slow path whatever the caches
         hold (a wrong arity, tensor arguments of several types, a scalar of a type the
         schema does not take, a list argument, the fast path off). Reading ``by_type`` at
@@ -853,7 +873,7 @@ class FastCall(_Base):
                 or not all(type(e) is int for e in tail[i - n])
             ):
                 return None
-        return (self._by_type, t, tail, self._opcache)
+        return (self._by_type, t, tail, self._opcache, self._tensor)
 
     def _follow(self, op: FastCall | None) -> None:
         """Share ``op``'s fast path (its plan and its caches); None: always slow."""
@@ -867,6 +887,7 @@ class FastCall(_Base):
                 ("_fplan", None),
                 ("_lplan", None),
                 ("_params", ((), ())),
+                ("_tensor", None),
             ):
                 setattr(self, name, value)
             return
@@ -891,10 +912,23 @@ class FastCall(_Base):
         )
 
 
+#: Tensor's slots, in the order the compiled call's ``setup`` takes their descriptors.
+TENSOR_SLOTS: Final = ("_data", "_rg", "grad", "grad_fn", "_out_nr", "_vc")
+
 if _setup_compiled is not None:
     _setup_compiled(
-        ACTIVE, FastCall._call_py, OpCache.failed, Device, _DTYPE_CLASSES, DEFAULT_DTYPE, REQUIRED
+        ACTIVE,
+        FastCall._call_py,
+        OpCache.failed,
+        Device,
+        _DTYPE_CLASSES,
+        DEFAULT_DTYPE,
+        REQUIRED,
+        Tensor,
+        tuple(Tensor.__dict__[name] for name in TENSOR_SLOTS),
     )
+    # every Tensor the core makes, made in C (the same slots, set as ``_init`` sets them)
+    Tensor._wrap = staticmethod(_make_tensor)
 else:
     FastCall.__call__ = FastCall._call_py  # type: ignore[method-assign]
 

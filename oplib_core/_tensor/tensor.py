@@ -327,7 +327,9 @@ class Tensor:
         """A Tensor over ``data`` (not checked): no grad, no history. The one way the core
         makes Tensors; callers that record autograd set ``_rg``/``grad_fn`` afterwards."""
         # Complicated for better performance (one call less on every op that returns a
-        # Tensor); equivalent: ``t = _new(Tensor); _init(t, data); return t``.
+        # Tensor); equivalent: ``t = _new(Tensor); _init(t, data); return t``. Where the
+        # dispatcher's compiled call is built, fastpath.py replaces this with its ``wrap``,
+        # the same in C (``TENSOR_SLOTS`` there lists the slots it sets).
         # tests/test_fastpath.py checks that every slot is set.
         t = _new(Tensor)
         t._data = data
