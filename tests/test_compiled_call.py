@@ -258,8 +258,8 @@ for _ in range(3):
     with oplib.no_grad():
         y = ops.mul(leaf, t)
     OUT["t_no_grad"] = [y.grad_fn is None, y.requires_grad, y.tolist()]
-    made = ops.neg(t)
-    OUT["t_slots"] = [made._rg, made.grad, made.grad_fn, made._out_nr, made._vc]
+    wrapped = ops.neg(t)
+    OUT["t_slots"] = [wrapped._rg, wrapped.grad, wrapped.grad_fn, wrapped._out_nr, wrapped._vc]
 
 
 class Log(oplib.DispatchMode):
@@ -278,6 +278,47 @@ with Log() as log:
     ops.mul(t, 2.0)
     ops.zeros([2], dtype=f32)
 OUT["mode"] = log.names
+
+
+# the Tensor factories (oplib.zeros: one call in C where it can): each form of size, dtype
+# and device; what the Python factory makes itself; their errors; a mode sees the keywords
+# given and no others
+def tmade(t):
+    return [type(t).__name__, t.requires_grad, made(t.detach().numpy())]
+
+
+for _ in range(3):
+    OUT["tf_ints"] = tmade(oplib.zeros(2, 3))
+    OUT["tf_tuple"] = tmade(oplib.ones((2, 1), dtype=f32))
+    OUT["tf_list"] = tmade(oplib.zeros([2], dtype=f32, device="cpu"))
+    OUT["tf_no_size"] = tmade(oplib.ones())
+    OUT["tf_device_object"] = tmade(oplib.ones(1, device=oplib.device("cpu")))
+    OUT["tf_empty"] = [type(oplib.empty(2, 2)).__name__, list(oplib.empty(2, 2).shape)]
+    OUT["tf_numpy_int"] = tmade(oplib.zeros(np.int64(2)))
+    OUT["tf_grad"] = tmade(oplib.ones(2, requires_grad=True))
+    OUT["tf_layout"] = tmade(oplib.zeros(2, layout=oplib.strided))
+    OUT["tf_float_size"] = catch(oplib.zeros, 2.5)
+    OUT["tf_bool_size"] = catch(oplib.zeros, True)
+    OUT["tf_bad_item"] = catch(oplib.zeros, [2, "a"])
+    OUT["tf_bad_device"] = catch(oplib.zeros, 2, device="cpu:x")
+    OUT["tf_bad_layout"] = catch(oplib.zeros, 2, layout="sparse")
+
+
+class Keys(oplib.DispatchMode):
+    def __init__(self):
+        self.seen = []
+
+    def __oplib_dispatch__(self, op, args, kwargs):
+        self.seen.append([op.name(), sorted(kwargs)])
+        return op(*args, **kwargs)
+
+
+with Keys() as keys:
+    oplib.zeros(2)
+    oplib.zeros(2, dtype=f32)
+    oplib.ones(2, device="cpu")
+    oplib.empty(1, dtype=f32, device="cpu")
+OUT["tf_mode"] = keys.seen
 """
 
 EXPECTED = {
@@ -298,6 +339,49 @@ EXPECTED = {
     "t_grad": [True, [1.0, -2.0, 3.0]],
     "t_no_grad": [True, False, [1.0, 4.0, 9.0]],
     "t_slots": [False, None, None, 0, None],
+    "tf_ints": ["Tensor", False, [[2, 3], "float32", [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]]],
+    "tf_tuple": ["Tensor", False, [[2, 1], "float32", [[1.0], [1.0]]]],
+    "tf_list": ["Tensor", False, [[2], "float32", [0.0, 0.0]]],
+    "tf_no_size": ["Tensor", False, [[], "float32", 1.0]],
+    "tf_device_object": ["Tensor", False, [[1], "float32", [1.0]]],
+    "tf_empty": ["Tensor", [2, 2]],
+    "tf_numpy_int": ["Tensor", False, [[2], "float32", [0.0, 0.0]]],
+    "tf_grad": ["Tensor", True, [[2], "float32", [1.0, 1.0]]],
+    "tf_layout": ["Tensor", False, [[2], "float32", [0.0, 0.0]]],
+    "tf_float_size": [
+        "CallArgumentError",
+        "oplib::zeros(): argument 'size' must be SymInt[], got list of float\n"
+        "  schema: oplib::zeros(SymInt[] size, *, ScalarType? dtype=None, Device? device=None)"
+        " -> Tensor",
+    ],
+    "tf_bool_size": [
+        "CallArgumentError",
+        "oplib::zeros(): argument 'size' must be SymInt[], got list of bool\n"
+        "  schema: oplib::zeros(SymInt[] size, *, ScalarType? dtype=None, Device? device=None)"
+        " -> Tensor",
+    ],
+    "tf_bad_item": [
+        "CallArgumentError",
+        "oplib::zeros(): argument 'size' must be SymInt[], got list of int, str\n"
+        "  schema: oplib::zeros(SymInt[] size, *, ScalarType? dtype=None, Device? device=None)"
+        " -> Tensor",
+    ],
+    "tf_bad_device": [
+        "InvalidDeviceError",
+        "oplib::zeros(): argument 'device': expected a device string like 'cpu', 'cuda' or "
+        "'cuda:1', got 'cpu:x'",
+    ],
+    "tf_bad_layout": [
+        "ArgumentTypeError",
+        "zeros(): argument 'layout' must be oplib.strided, the only layout oplib has (its "
+        "tensors are dense arrays: no sparse or other layouts), got 'sparse'",
+    ],
+    "tf_mode": [
+        ["oplib::zeros", []],
+        ["oplib::zeros", ["dtype"]],
+        ["oplib::ones", ["device"]],
+        ["oplib::empty", ["device", "dtype"]],
+    ],
     "keyword": [2.0, -4.0, 6.0],
     "sum": 2.0,
     "sum_dim": [1.0, -2.0, 3.0],
@@ -429,12 +513,17 @@ def test_both_calls_give_the_same_answers(runs, key):
         "zeros_bad_dtype",
         "zeros_too_many",
         "fill_wrong_scalar",
+        "tf_float_size",
+        "tf_bool_size",
+        "tf_bad_item",
+        "tf_bad_device",
+        "tf_bad_layout",
     ],
 )
 def test_both_calls_raise_the_same_errors(runs, key):
     error = runs["compiled"][key]
     assert error is not None and error == runs["python"][key]
-    assert error[1].startswith(("ccall::", "oplib::")), error  # naming the op
+    assert error[1].startswith(("ccall::", "oplib::", "zeros()")), error  # naming the op
 
 
 @pytest.mark.fastpath
@@ -631,3 +720,49 @@ def test_the_compiled_call_sets_every_tensor_slot():
     assert [getattr(made, s) for s in fastpath.TENSOR_SLOTS[1:]] == [False, None, None, 0, None]
     if fastpath.COMPILED:
         assert oplib.Tensor._wrap is fastpath._make_tensor
+
+
+@pytest.mark.fastpath
+@pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
+def test_a_tensor_factory_call_is_one_call_in_c():
+    """``oplib.zeros(2, 3)``, ``oplib.ones((2, 1), dtype=..., device="cpu")``: the Tensor
+    factory makes the op's call and the Tensor in C (``sized_tensor``), with no Python
+    frame of the dispatcher nor of ``_made``; a call it cannot take (grad, a numpy int, a
+    layout) still goes through ``_made``."""
+    import oplib_core._factories as factories
+
+    f32 = np.dtype(np.float32)
+    calls = {  # the factory called -> the call
+        "zeros": lambda: oplib.zeros(2, 3),
+        "ones": lambda: oplib.ones((2, 1), dtype=f32, device="cpu"),
+        "empty": lambda: oplib.empty([2], device=oplib.device("cpu")),
+    }
+    ran: list[str] = []
+    watched = (fastpath.__file__, sys.modules["oplib_core.ops"].__file__, factories.__file__)
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in watched:
+            ran.append(frame.f_code.co_name)
+
+    for name, call in calls.items():
+        call(), call()
+        ran.clear()
+        sys.setprofile(hook)
+        try:
+            made = call()
+        finally:
+            sys.setprofile(None)
+        assert ran == [name, "_sized"], name
+        assert type(made) is oplib.Tensor and made.requires_grad is False
+    for slow in (
+        lambda: oplib.zeros(2, requires_grad=True),
+        lambda: oplib.zeros(np.int64(2)),
+        lambda: oplib.zeros(2, layout=oplib.strided),
+    ):
+        ran.clear()
+        sys.setprofile(hook)
+        try:
+            slow()
+        finally:
+            sys.setprofile(None)
+        assert "_made" in ran

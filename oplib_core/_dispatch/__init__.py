@@ -42,6 +42,7 @@ from .fastpath import (
     OpCache,
     Route,
     fast_entry,
+    sized_tensor,
 )
 from .modes import ACTIVE, MODES, DispatchMode, active_modes, tensor_types
 from .overload import CallRoute, OpOverload, Plan
@@ -77,5 +78,6 @@ __all__ = [
     "has_trivial_fake",
     "is_array",
     "packet_text",
+    "sized_tensor",
     "tensor_types",
 ]

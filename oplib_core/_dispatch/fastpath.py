@@ -66,6 +66,7 @@ __all__ = [
     "fast_route",
     "mode_table",
     "same_device",
+    "sized_tensor",
     "tensor_entry",
 ]
 
@@ -663,12 +664,13 @@ class _FastFields:
     __slots__ = FAST_FIELDS
 
 
-def _compiled() -> tuple[type, Callable[..., None], Callable[[Any], Tensor], str] | None:
-    """The compiled cached call (``_ccall.c``: ``FastCall.__call__``'s common case in C,
-    the fields as its members), its ``setup`` and its ``wrap`` (``Tensor._wrap`` in C), and
-    its name, or None: oplib-core was built without a
-    C compiler, or ``OPLIB_NATIVE_SPEEDUPS=0``. On Python 3.12 and later, the build for
-    3.12's limited API (``_ccall312``, called by vectorcall) where oplib-core has it."""
+def _compiled() -> types.ModuleType | None:
+    """The compiled cached call (``_ccall.c``): its ``FastCallBase`` (``FastCall.__call__``'s
+    common case in C, the fields as its members), ``setup``, ``wrap`` (``Tensor._wrap`` in
+    C) and ``sized_tensor`` (the Tensor factories' common case); or None: oplib-core was
+    built without a C compiler, or ``OPLIB_NATIVE_SPEEDUPS=0``. On Python 3.12 and later,
+    the build for 3.12's limited API (``_ccall312``, called by vectorcall) where oplib-core
+    has it."""
     from .._native import speedups_off
 
     if speedups_off():
@@ -676,35 +678,35 @@ def _compiled() -> tuple[type, Callable[..., None], Callable[[Any], Tensor], str
     # 3.12's build first (its calls by vectorcall), where this Python and the build have it
     for name in ("_ccall312", "_ccall") if sys.version_info >= (3, 12) else ("_ccall",):
         try:
-            module = importlib.import_module(f".{name}", __package__)
+            return importlib.import_module(f".{name}", __package__)
         except ImportError:
             continue
-        return module.FastCallBase, module.setup, module.wrap, name
     return None
 
 
+_ccall = _compiled()
 _setup_compiled: Callable[..., None] | None
-_compiled_module: str | None
 #: How the fast paths wrap a kernel's result in a Tensor: ``Tensor._wrap``, or the same
 #: made in C (the compiled call's ``wrap``).
 _make_tensor: Callable[[Any], Tensor]
-if TYPE_CHECKING:
+#: ``sized_tensor(op, size, dtype, device)``: factory ``op`` on the shape a Tensor factory's
+#: ``*size`` gives, with ``dtype=``/``device=`` where not None, as a Tensor, or None where
+#: the Python factory must make the call (``_factories._sized``); None without the
+#: compiled call.
+sized_tensor: Callable[[Any, tuple[Any, ...], Any, Any], Tensor | None] | None
+if TYPE_CHECKING or _ccall is None:
     _Base = _FastFields
-    _setup_compiled = _compiled_module = None
+    _setup_compiled = sized_tensor = None
     _make_tensor = Tensor._wrap
 else:
-    _Base, _setup_compiled, _make_tensor, _compiled_module = _compiled() or (
-        _FastFields,
-        None,
-        Tensor._wrap,
-        None,
-    )
+    _Base = _ccall.FastCallBase
+    _setup_compiled, _make_tensor, sized_tensor = _ccall.setup, _ccall.wrap, _ccall.sized_tensor
 
 #: Whether calls take the compiled cached call (``_ccall.c``) or the Python ``__call__``.
 COMPILED: Final = _setup_compiled is not None
 #: Which build of it: ``"_ccall312"`` (3.12's limited API, called by vectorcall),
 #: ``"_ccall"`` (3.10's, by tp_call), or None (the Python ``__call__``).
-COMPILED_MODULE: Final = _compiled_module
+COMPILED_MODULE: Final = None if _ccall is None else _ccall.__name__.rpartition(".")[2]
 
 
 class FastCall(_Base):
