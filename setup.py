@@ -119,12 +119,20 @@ def _ccall_builds(limited: str) -> list[tuple[str, str]]:
     """The dispatcher's cached call's builds, (module name, Py_LIMITED_API): ``_ccall`` for
     the oldest Python claimed, and where this Python is 3.12 or later also ``_ccall312``,
     for 3.12's limited API, whose calls come and go by vectorcall (no argument tuple or
-    keyword dict per call: issue 30). The module is imported only on 3.12 and later, so a
-    wheel holding both still serves every Python its ``cp310-abi3`` tag claims."""
+    keyword dict per call: issue 30). A wheel holding both is tagged ``cp312-abi3``
+    (``_wheel_api``)."""
     builds = [("_ccall", limited)]
     if sys.version_info >= VECTORCALL_API:
         builds.append(("_ccall312", "0x{:02X}{:02X}0000".format(*VECTORCALL_API)))
     return builds
+
+
+def _wheel_api() -> str:
+    """The compiled wheel's Python tag (``cpXY-abi3``): the oldest Python claimed, or 3.12
+    where the build also holds ``_ccall312`` (built on 3.12 or later), so that pip on 3.12
+    and later takes that wheel, whose calls come by vectorcall, before the one built on
+    3.10 (cibuildwheel builds both: .github/workflows/release.yml)."""
+    return "cp{}{}".format(*(VECTORCALL_API if sys.version_info >= VECTORCALL_API else LIMITED_API))
 
 
 def _extensions() -> list[Any]:
@@ -169,5 +177,5 @@ if __name__ == "__main__":
     VERSION = oplib_version()
     _write_version_module(VERSION)
     extensions = _extensions()
-    abi3 = {"bdist_wheel": {"py_limited_api": "cp{}{}".format(*LIMITED_API)}}
+    abi3 = {"bdist_wheel": {"py_limited_api": _wheel_api()}}
     setup(version=VERSION, ext_modules=extensions, options=abi3 if extensions else {})

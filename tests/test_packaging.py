@@ -171,6 +171,9 @@ def test_built_wheel_and_sdist(dists, where):
             assert f"{module}.pyi" in built
             if c_compiler() is not None:
                 assert [n for n in built if n.endswith((".so", ".pyd"))], built
+        # the cached call for 3.12's limited API, where the wheel was built on 3.12 or later
+        vectorcall = [n for n in names if n.startswith("oplib_core/_dispatch/_ccall312.")]
+        assert bool(vectorcall) is (c_compiler() is not None and sys.version_info >= (3, 12))
 
 
 def _tags(wheel: Path) -> str:
@@ -181,13 +184,15 @@ def _tags(wheel: Path) -> str:
 @pytest.mark.slow
 def test_wheel_tags(dists):
     """A package index takes every wheel: oplib-core's compiled one is abi3 (one per
-    platform, every Python from 3.10) with a manylinux tag, never the bare linux tag; its
-    pure one and every plugin's are py3-none-any."""
+    platform, every Python from 3.10, or from 3.12 where built there: it then holds the
+    vectorcall build too) with a manylinux tag, never the bare linux tag; its pure one and
+    every plugin's are py3-none-any."""
     core = sorted(dists.glob("oplib_core-*.whl"))
     tags = [_tags(w) for w in core]
     assert len(tags) == 2 and "py3-none-any" in tags, tags
     (compiled,) = [t for t in tags if t != "py3-none-any"]
-    assert re.fullmatch(r"cp310-abi3-(manylinux|musllinux)\S+", compiled), compiled
+    python = "cp312" if sys.version_info >= (3, 12) else "cp310"
+    assert re.fullmatch(rf"{python}-abi3-(manylinux|musllinux)\S+", compiled), compiled
     assert "linux_" not in compiled.replace("manylinux_", "").replace("musllinux_", "")
     for where, (name, _) in DISTS.items():
         if where.startswith("plugins/"):

@@ -156,6 +156,15 @@ def test_the_extension_uses_the_limited_api_of_the_oldest_python(monkeypatch):
     assert BUILD["_extensions"]() == []
 
 
+def test_a_wheel_holding_the_vectorcall_build_claims_python_3_12():
+    """Built on 3.10 or 3.11 the wheel is ``cp310-abi3``; built on 3.12 or later it also
+    holds ``_ccall312`` and is ``cp312-abi3``, which pip prefers there to the cp310 one."""
+    names = [e.name for e in BUILD["_extensions"]()]
+    vectorcall = "oplib_core._dispatch._ccall312" in names
+    assert vectorcall is (sys.version_info >= (3, 12))
+    assert BUILD["_wheel_api"]() == ("cp312" if vectorcall else "cp310")
+
+
 #: The compiled extensions' sources (setup.py's ``_extensions``).
 C_SOURCES = (
     ROOT / "oplib_core" / "_native" / "_cfastcall.c",
@@ -231,7 +240,16 @@ def test_the_release_workflow_builds_what_cibuildwheel_is_configured_for():
     wanted = {(p, a) for p in ("linux", "macos", "windows") for a in config[p]["archs"]}
     assert built == wanted
     steps = flow["jobs"]["wheels"]["steps"]
-    assert any(s.get("uses", "").startswith("pypa/cibuildwheel@") for s in steps)
+    runs = [s for s in steps if s.get("uses", "").startswith("pypa/cibuildwheel@")]
+    # two runs (cibuildwheel would serve 3.12 with the wheel built on 3.10): the Pythons
+    # before 3.12, then 3.12 and later, every Python cibuildwheel is configured for once
+    builds = [s["env"]["CIBW_BUILD"].split() for s in runs]
+    assert sorted(b for run in builds for b in run) == sorted(config["build"])
+    assert [{b < "cp312" for b in run} for run in builds] == [{True}, {False}]
+    for run in runs:
+        assert run["env"]["CIBW_PLATFORM"] == "${{ matrix.platform }}"
+        assert run["env"]["CIBW_ARCHS"] == "${{ matrix.archs }}"
+        assert run["with"]["output-dir"] == "wheelhouse"
 
 
 def test_the_release_workflow_publishes_with_trusted_publishing():
