@@ -38,6 +38,32 @@ def test_version_starts_at_zero_and_counts_every_in_place_op():
     assert t.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_an_op_writing_an_argument_it_does_not_return_bumps_its_version_every_call(lib, ns):
+    """``scale_(Tensor(a!) x, float s) -> Tensor`` returns a new tensor and writes ``x``:
+    every call bumps ``x``'s version, the cached calls too (they once did only on the first
+    call, the slow path's), so autograd still sees a saved tensor written in place."""
+    lib.define("scale_(Tensor(a!) x, float s) -> Tensor")
+
+    def scale_(x, s):
+        x *= s
+        return x.copy()
+
+    lib.impl("scale_", scale_, "CPU")
+    op = getattr(oplib.ops, ns).scale_
+    t = oplib.ones(2)
+    for n in range(1, 5):
+        op(t, 2.0)
+        assert t._version == n
+    assert t.tolist() == [16.0, 16.0]
+    x = leaf([1.0, 2.0])
+    for _ in range(3):  # the cached calls
+        saved = x.exp()  # exp saves its output
+        with oplib.no_grad():
+            op(saved, 2.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            saved.sum().backward()
+
+
 def test_out_of_place_ops_and_clones_leave_the_version_alone():
     t = oplib.ones(2, 3)
     (t + 1).exp()

@@ -592,6 +592,9 @@ class Signature:
       ``single_plain_return``: exactly one return, a plain ``Tensor``; ``tuple_return``:
       the one return comes as a 1-tuple (``-> ((Tensor))``, torch's ``Tuple[Tensor]``);
       ``writes``: mutated tensor arguments no return aliases (their versions are bumped);
+      ``plain_result``: a Tensor call's result is a new Tensor over the kernel's array and
+      nothing more is done (``single_plain_return`` and no ``writes``: the Tensor fast
+      paths' case);
       ``arity``: the number of positional parameters; ``named``: the op's named result
       type when its schema names every return (set by the ``OpOverload``, which owns it).
     """
@@ -618,6 +621,7 @@ class Signature:
         "nmin",
         "npos",
         "params",
+        "plain_result",
         "returns",
         "single_plain_return",
         "slots",
@@ -757,6 +761,7 @@ class Signature:
         )
         if not self.single_plain_return:
             self.tensor_lists = ()
+        self.plain_result = self.single_plain_return and not self.writes
 
     def bind(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

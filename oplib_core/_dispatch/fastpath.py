@@ -974,7 +974,7 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
     """What ``FastCall.__call__`` hands Tensor calls to: specialised for one Tensor in and
     one out (``t.exp()``), and for two Tensors in, one out (``a * b``)."""
     tensor, autograd, entry = cache.tensor, cache.autograd, cache.entry
-    if sig.single_plain_return and sig.arity == 1:
+    if sig.plain_result and sig.arity == 1:
 
         def call_tensor1(a: Tensor) -> Any:
             data = a._data
@@ -1000,7 +1000,7 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
 
         return call_tensor1
 
-    if sig.single_plain_return and sig.arity == 2 and len(sig.key_pos) == 2:
+    if sig.plain_result and sig.arity == 2 and len(sig.key_pos) == 2:
 
         def call_tensor2(a: Tensor, b: Tensor) -> Any:
             data = a._data
@@ -1029,7 +1029,7 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
 
         return call_tensor2
 
-    if sig.single_plain_return and sig.key_pos == (0,):
+    if sig.plain_result and sig.key_pos == (0,):
 
         def call_tensor_first(a: Tensor, /, *rest: Any) -> Any:
             data = a._data
@@ -1056,7 +1056,7 @@ def tensor_entry(sig: Signature, cache: OpCache, call_slow: CallSlow) -> Callabl
         return call_tensor_first
 
     key_pos, key0, key_rest = sig.key_pos, sig.key0, sig.key_rest
-    single = sig.single_plain_return
+    single = sig.plain_result
 
     def call_tensors(*args: Any) -> Any:
         native = list(args)
@@ -1138,7 +1138,7 @@ def below_kernels(sig: Signature, cache: OpCache) -> Mapping[type, Callable[...,
     ``below_autograd``'s one-Tensor entries (``below1``, ``below_first``) call on a
     Tensor's array and wrap, for an op they serve (its one Tensor argument first, one plain
     Tensor returned); else an empty dict, as with the fast path off."""
-    if SLOW or sig.npos < 0 or not sig.single_plain_return or sig.key_pos != (0,):
+    if SLOW or sig.npos < 0 or not sig.plain_result or sig.key_pos != (0,):
         return {}
     return cache.tensor
 
@@ -1153,7 +1153,7 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
     tensor, entry = cache.tensor, cache.entry
     # unrolled as tensor_entry's are: below_first serves one argument too, 0.2 us slower
     # per call (the empty rest it slices and unpacks), so one argument keeps its own
-    if sig.single_plain_return and sig.npos == 1:
+    if sig.plain_result and sig.npos == 1:
 
         def below1(args: tuple[Any, ...]) -> Any:
             if ACTIVE[0] or len(args) != 1:
@@ -1174,7 +1174,7 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
 
         return below1
 
-    npos, key_pos, single = sig.npos, sig.key_pos, sig.single_plain_return
+    npos, key_pos, single = sig.npos, sig.key_pos, sig.plain_result
     if single and key_pos == (0,):
 
         def below_first(args: tuple[Any, ...]) -> Any:
@@ -1416,11 +1416,12 @@ def mode_table(
     as ``run = enter(kernel)`` runs it (``run(*nargs)``, in the mode's context) while
     ``recording[0]`` is nonzero (no ``recording``: always), else bare, and each entry's
     frame holds ``run`` as a local (a mode finds there what the frame runs); a single
-    plain result is checked. Where the op returns one plain Tensor, a ``cls`` result is
-    served as it is (wrapped for Tensor calls), any other through ``finish(out,
-    tensors_in, None)``; any other op gives each result to ``finish(out, tensors_in,
-    call)``. A Tensor call on arrays of another class goes to ``call_slow`` (the mode).
-    None when no call qualifies: the op has no fast shape, or the fast path is off
+    plain result is checked. Where the op returns one plain Tensor and writes no argument
+    it does not return (``Signature.plain_result``), a ``cls`` result is served as it is
+    (wrapped for Tensor calls), any other through ``finish(out, tensors_in, None)``; any
+    other op gives each result to ``finish(out, tensors_in, call)``. A Tensor call on
+    arrays of another class goes to ``call_slow`` (the mode). None when no call
+    qualifies: the op has no fast shape, or the fast path is off
     (``OPLIB_DISPATCH_SLOW=1``)."""
     if SLOW or sig.npos < 0:
         return None
@@ -1428,7 +1429,7 @@ def mode_table(
     kernel = with_kwdefaults(kernel, kwdefaults)
     run = kernel if enter is None else enter(kernel)
     rec = _NEVER if enter is None else (_ALWAYS if recording is None else recording)
-    if not sig.single_plain_return:
+    if not sig.plain_result:
 
         def arrays_other(*args: Any) -> Any:
             out = kernel(*args) if not rec[0] else run(*args)

@@ -225,7 +225,7 @@ class OpOverload(FastCall):
         self._multi = sig.multi_at
         self._params = sig.params
         self._by_type = cache.by_type
-        self._tensor = cache.tensor if sig.single_plain_return else None
+        self._tensor = cache.tensor if sig.plain_result else None
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
         self.tensor_kernels = below_kernels(sig, cache)
