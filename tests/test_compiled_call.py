@@ -635,8 +635,7 @@ def _python_calls(fn) -> list[str]:
 @pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
 def test_keywords_naming_positional_parameters_are_placed_in_c():
     """``x.clamp(min=0.0)``, ``sum(x, dim=[1], keepdim=True)``, ``cat(xs, dim=0)``: the
-    compiled call places the keywords itself (no Python frame of the dispatcher runs);
-    keyword-only arguments (``dtype=``) still go to the Python call."""
+    compiled call places the keywords itself (no Python frame of the dispatcher runs)."""
     ops = oplib.ops.oplib
     x = np.arange(6.0).reshape(3, 2)
     calls = {
@@ -651,8 +650,42 @@ def test_keywords_naming_positional_parameters_are_placed_in_c():
         assert _python_calls(call) == [], name
     np.testing.assert_array_equal(calls["clamp"](), np.clip(x, 1.0, None))
     np.testing.assert_array_equal(calls["sum"](), x.sum(1, keepdims=True))
-    ops.sum(x, dtype=np.dtype("float32"))
-    assert "_call_py" in _python_calls(lambda: ops.sum(x, dtype=np.dtype("float32")))
+
+
+@pytest.mark.fastpath
+@pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
+def test_keyword_only_calls_run_in_c():
+    """``sum(x, dtype=...)``, ``_to_copy(t, dtype=...)``, with positional parameters named
+    too: once the slow path filled the op's cache for those values (``OpCache.keyed``), the
+    compiled call finds it by the same key and runs its kernels, with no Python frame of
+    the dispatcher; a value that keys nothing (a dtype with metadata) and a value of a type
+    the argument does not take still go to the Python call, which leaves them to binding."""
+    ops = oplib.ops.oplib
+    f64 = np.dtype(np.float64)
+    x = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    t = oplib.tensor(x)
+    calls = {
+        "native": (lambda: ops.sum(x, dtype=f64), x.sum(dtype=f64)),
+        "placed too": (lambda: ops.sum(x, dim=[1], dtype=f64), x.sum(1, dtype=f64)),
+        "keyword-only first": (
+            lambda: ops.sum(x, dtype=f64, keepdim=True, dim=[0]),
+            x.sum(0, keepdims=True, dtype=f64),
+        ),
+        "Tensor": (lambda: ops._to_copy(t, dtype=f64), x.astype(f64)),
+        "Tensor method": (lambda: t.sum(dtype=f64), x.sum(dtype=f64)),
+    }
+    for call, _ in calls.values():
+        call(), call()  # the slow path fills the keyed caches
+    for name, (call, expected) in calls.items():
+        assert _python_calls(call) == [], name
+        out = np.asarray(call().numpy() if name.startswith("Tensor") else call())
+        assert out.dtype == f64, name
+        np.testing.assert_array_equal(out, expected)
+    with_metadata = np.dtype(np.float64, metadata={"unit": "m"})
+    ops.sum(x, dtype=with_metadata)
+    assert "_call_py" in _python_calls(lambda: ops.sum(x, dtype=with_metadata))
+    with pytest.raises(TypeError, match="dtype"):
+        ops.sum(x, dtype=3.5)
 
 
 @pytest.mark.fastpath

@@ -68,6 +68,9 @@ typedef struct {
   /* an op's OpCache.tensor (array class -> kernel) where it returns one plain Tensor, or
      NULL or None: its calls with Tensors run in C (tensor_call) */
   PyObject *tensor;
+  /* the keyword-only arguments that key the op's OpCache.keyed (Signature.kwplan:
+     (name, the types taken, the dtype classes among them) each), and that dict */
+  PyObject *kwplan, *keyed;
   /* the routed call's last hit (routed_call): the routes dict it came from, the call
      shape's arity and argument types, and the route; held, so that none of them can be
      freed and another object take its address */
@@ -87,6 +90,8 @@ static PyObject *g_active = NULL, *g_call_py = NULL, *g_failed = NULL, *g_device
 /* "type" and "index", a Device's fields, and "dtype", a factory_entry's keyword (made once:
    a name made per read costs a str) */
 static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
+/* "by_type" and "tensor", a keyed OpCache's dicts, and "metadata", a numpy dtype's */
+static PyObject *g_by_type_name = NULL, *g_tensor_name = NULL, *g_metadata_name = NULL;
 
 /* oplib's Tensor class, its slots' member descriptors (setup()'s order: T_SLOT_NAMES in
    fastpath.py) and their get and set functions, and the int 0 (a new Tensor's _out_nr):
@@ -757,23 +762,39 @@ done:
   return out;
 }
 
-/* The kernel the op's by_type holds for class t, run on f (for Tensors, the kernel of the
-   arrays they wrap first, tensor_call), or the Python call on c where it holds none. by_type is read only now: the checks before may run a metaclass's
-   __hash__ or __eq__ (PySet_Contains), which could replace the op's caches. */
-static PyObject *run_by_type(FastCallBase *self, PyTypeObject *t, Full *f, const Call *c) {
-  if ((PyObject *)t == g_tensor && self->tensor != NULL && PyDict_Check(self->tensor)) {
-    PyObject *tensors = Py_NewRef(self->tensor), *owner = Py_XNewRef(self->opcache), *out;
-    int served = tensor_call(tensors, owner, f, &out);
-    Py_DECREF(tensors);
-    Py_XDECREF(owner);
-    if (served) return out;
+/* The kernel by_type holds for class t, run on f (for Tensors, the kernel of the arrays
+   they wrap first, tensor_call), or the Python call on c where it holds none: the op's
+   by_type and tensor, or, where `keyed` is not NULL, that OpCache's (of kernels with
+   keyword-only values bound: keyed_call). They are read only now: the checks before may
+   run a metaclass's __hash__ or __eq__ (PySet_Contains), which could replace the op's
+   caches. */
+static PyObject *run_by_type(FastCallBase *self, PyTypeObject *t, Full *f, const Call *c,
+                             PyObject *keyed) {
+  int tensors_held = self->tensor != NULL && PyDict_Check(self->tensor);
+  PyObject *by_type, *tensors = NULL, *owner, *out = NULL;
+  if (keyed == NULL) {
+    by_type = Py_XNewRef(self->by_type);
+    tensors = tensors_held ? Py_NewRef(self->tensor) : NULL;
+    owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
+  } else {
+    by_type = PyObject_GetAttr(keyed, g_by_type_name);
+    tensors = tensors_held && by_type != NULL ? PyObject_GetAttr(keyed, g_tensor_name) : NULL;
+    owner = Py_NewRef(keyed);
+    if (by_type == NULL || (tensors_held && tensors == NULL)) goto done;
   }
-  PyObject *by_type = self->by_type;
-  if (by_type == NULL || !PyDict_Check(by_type)) return call_py((PyObject *)self, c);
+  if ((PyObject *)t == g_tensor && tensors != NULL && PyDict_Check(tensors) &&
+      tensor_call(tensors, owner, f, &out))
+    goto done;
+  if (by_type == NULL || !PyDict_Check(by_type)) {
+    out = call_py((PyObject *)self, c);
+    goto done;
+  }
   PyObject *fn = PyDict_GetItemWithError(by_type, (PyObject *)t); /* borrowed */
-  if (fn == NULL) return PyErr_Occurred() ? NULL : call_py((PyObject *)self, c);
-  PyObject *owner = Py_XNewRef(self->opcache); /* held: the kernel may replace it */
-  PyObject *out = run_kernel(fn, f, NULL, NULL, owner);
+  if (fn == NULL) out = PyErr_Occurred() ? NULL : call_py((PyObject *)self, c);
+  else out = run_kernel(fn, f, NULL, NULL, owner);
+done:
+  Py_XDECREF(by_type);
+  Py_XDECREF(tensors);
   Py_XDECREF(owner);
   return out;
 }
@@ -853,7 +874,7 @@ static PyObject *listed_call(FastCallBase *self, const Call *c) {
   ok = tensor_lists_fit(&f, PyTuple_GetItem(plan, L_TENSOR_LISTS), &t);
   if (ok < 0) goto done;
   if (ok == 0 || t == NULL || (PyObject *)t == PyTuple_GetItem(plan, L_TENSOR)) goto python;
-  out = run_by_type(self, t, &f, c);
+  out = run_by_type(self, t, &f, c, NULL);
   goto done;
 python:
   out = call_py(op, c);
@@ -866,10 +887,12 @@ done:
 /* A call with keywords that name positional parameters the call did not give, as the
    positional call of every one of them, the defaults of the rest appended (t.clamp(min=0.0)
    as clamp(t, 0.0, None)), into *placed (its arguments in buf, borrowed from c and from
-   params, the op's (names, defaults)): 1; 0: binding must judge (a keyword-only or
+   params, the op's (names, defaults)), `skip` keywords of c left out (the keyword-only
+   ones keyed_call took): 1; 0: binding must judge (a keyword-only or
    unknown name, one given twice, a required one missing); -1: an error.
    binding.by_position's rule. */
-static int place_keywords(PyObject *params, const Call *c, PyObject **buf, Call *placed) {
+static int place_keywords(PyObject *params, const Call *c, Py_ssize_t skip, PyObject **buf,
+                          Call *placed) {
   if (params == NULL || !PyTuple_Check(params) || PyTuple_Size(params) != 2) return 0;
   PyObject *names = PyTuple_GetItem(params, 0), *defaults = PyTuple_GetItem(params, 1);
   Py_ssize_t n = c->n, total = PyTuple_Size(names), named = 0;
@@ -886,13 +909,14 @@ static int place_keywords(PyObject *params, const Call *c, PyObject **buf, Call 
     }
     buf[i] = v;
   }
-  if (named != kw_count(c)) return 0;
+  if (named + skip != kw_count(c)) return 0;
   Call p = {buf, total, NULL, NULL, NULL, c};
   *placed = p;
   return 1;
 }
 
-static PyObject *run_positional(FastCallBase *self, const Call *c);
+static PyObject *run_positional(FastCallBase *self, const Call *c, PyObject *keyed);
+static PyObject *keyed_call(FastCallBase *self, const Call *c);
 
 /* Every call, however it came: the cached kernel for the plain case, the route for a
    routed packet, the factory's call, the listed call; the rest to the Python call as it
@@ -912,12 +936,12 @@ static PyObject *dispatch(PyObject *op, const Call *c) {
   if (on != 0) return on < 0 ? NULL : call_py(op, c);
   if (factory) return factory_call(self, c);
   if (self->routed) return routed_call(self, c);
-  if (!keywords) return run_positional(self, c);
+  if (!keywords) return run_positional(self, c, NULL);
   /* held: the defaults placed are its items, passed to the kernel as they are */
   PyObject *params = Py_XNewRef(self->params), *buf[MAX_ARGS];
   Call placed;
-  int ok = place_keywords(params, c, buf, &placed);
-  PyObject *out = ok < 0 ? NULL : ok == 0 ? call_py(op, c) : run_positional(self, &placed);
+  int ok = place_keywords(params, c, 0, buf, &placed);
+  PyObject *out = ok < 0 ? NULL : ok == 0 ? keyed_call(self, c) : run_positional(self, &placed, NULL);
   Py_XDECREF(params);
   return out;
 }
@@ -925,7 +949,7 @@ static PyObject *dispatch(PyObject *op, const Call *c) {
 /* A positional call (c, or a call's keywords placed: the Python call gets c->orig): the
    listed call for an op with lists of tensors, else the kernel by_type holds for the class
    of its tensor arguments once the op's plan takes them. */
-static PyObject *run_positional(FastCallBase *self, const Call *c) {
+static PyObject *run_positional(FastCallBase *self, const Call *c, PyObject *keyed) {
   PyObject *op = (PyObject *)self;
   if (self->npos < 0 && self->lplan != NULL && self->lplan != Py_None)
     return listed_call(self, c);
@@ -963,12 +987,88 @@ static PyObject *run_positional(FastCallBase *self, const Call *c) {
       if (!ok) goto python;
     }
   }
-  out = run_by_type(self, t, &f, c);
+  out = run_by_type(self, t, &f, c, keyed);
   goto done;
 python:
   out = call_py(op, c);
 done:
   full_clear(&f);
+  return out;
+}
+
+/* Signature.kwplan's fields, in order. */
+enum { K_NAME, K_TYPES, K_DTYPES, K_FIELDS };
+/* the most keyword-only arguments a keyed call gives (more: the Python call) */
+#define MAX_KEYED_ARGS 8
+
+/* A call with keyword-only arguments (t.sum(dtype=...), _to_copy(t, dtype=...)): run from
+   the cache of kernels with their values bound (OpCache.keyed, filled by the slow path),
+   found by the key keyword_split makes ((name, type, value) of each given, in the
+   schema's order; each value of a type kwplan takes, a numpy dtype without metadata), the
+   call's other keywords placed as place_keywords places them, as a positional call of
+   that cache's kernels (OpCache.call_keyed). Anything else goes to the Python call as it
+   came, which decides as it always did. */
+static PyObject *keyed_call(FastCallBase *self, const Call *c) {
+  PyObject *op = (PyObject *)self, *plan = self->kwplan, *keyed = self->keyed;
+  if (self->npos < 0 || plan == NULL || !PyTuple_Check(plan) || keyed == NULL ||
+      !PyDict_Check(keyed) || PyDict_Size(keyed) == 0)
+    return call_py(op, c);
+  Py_ssize_t nk = PyTuple_Size(plan), given = 0;
+  if (nk > MAX_KEYED_ARGS) return call_py(op, c);
+  PyObject *parts[MAX_KEYED_ARGS], *out = NULL, *key = NULL, *cache = NULL;
+  Py_INCREF(plan);
+  for (Py_ssize_t j = 0; j < nk; j++) {
+    PyObject *entry = PyTuple_GetItem(plan, j);
+    if (entry == NULL || !PyTuple_Check(entry) || PyTuple_Size(entry) != K_FIELDS) goto done;
+    PyObject *name = PyTuple_GetItem(entry, K_NAME), *v = kw_get(c, name);
+    if (v == NULL) {
+      if (PyErr_Occurred()) goto done;
+      continue;
+    }
+    PyObject *t = (PyObject *)Py_TYPE(v);
+    int fits = PySet_Contains(PyTuple_GetItem(entry, K_TYPES), t);
+    int dtype = fits > 0 ? PySet_Contains(PyTuple_GetItem(entry, K_DTYPES), t) : 0;
+    if (fits < 0 || dtype < 0) goto done;
+    if (fits == 0) goto python;
+    if (dtype) { /* a dtype with metadata keys nothing: it compares equal to one without */
+      PyObject *metadata = PyObject_GetAttr(v, g_metadata_name);
+      if (metadata == NULL) goto done;
+      Py_DECREF(metadata);
+      if (metadata != Py_None) goto python;
+    }
+    PyObject *part = PyTuple_Pack(3, name, t, v);
+    if (part == NULL) goto done;
+    parts[given++] = part;
+  }
+  if (given == 0) goto python;
+  key = PyTuple_New(given);
+  if (key == NULL) goto done;
+  for (Py_ssize_t j = 0; j < given; j++) PyTuple_SetItem(key, j, parts[j]); /* (stolen) */
+  given = 0;
+  cache = Py_XNewRef(PyDict_GetItemWithError(keyed, key));
+  if (cache == NULL) {
+    if (!PyErr_Occurred()) out = call_py(op, c);
+    goto done;
+  }
+  Py_ssize_t kw_only = PyTuple_Size(key);
+  if (kw_only == kw_count(c)) { /* no other keyword: the positional arguments as they are */
+    Call p = {c->argv, c->n, c->tuple, NULL, NULL, c};
+    out = run_positional(self, &p, cache);
+    goto done;
+  }
+  PyObject *params = Py_XNewRef(self->params), *buf[MAX_ARGS];
+  Call placed;
+  int ok = place_keywords(params, c, kw_only, buf, &placed);
+  out = ok < 0 ? NULL : ok == 0 ? call_py(op, c) : run_positional(self, &placed, cache);
+  Py_XDECREF(params);
+  goto done;
+python:
+  out = call_py(op, c);
+done:
+  for (Py_ssize_t j = 0; j < given; j++) Py_DECREF(parts[j]);
+  Py_XDECREF(key);
+  Py_XDECREF(cache);
+  Py_DECREF(plan);
   return out;
 }
 
@@ -998,7 +1098,7 @@ static PyObject *fc_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject 
 
 /* The object fields, once for traverse and clear. */
 #define FC_OBJECTS(X) X(tails) X(key_rest) X(checks) X(lists) X(multi) X(by_type) X(opcache) \
-    X(modes) X(routes) X(fplan) X(lplan) X(params) X(tensor)
+    X(modes) X(routes) X(fplan) X(lplan) X(params) X(tensor) X(kwplan) X(keyed)
 
 static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   FastCallBase *self = (FastCallBase *)op;
@@ -1128,8 +1228,12 @@ static int exec_module(PyObject *module) {
   if (g_type_name == NULL) g_type_name = PyUnicode_InternFromString("type");
   if (g_index_name == NULL) g_index_name = PyUnicode_InternFromString("index");
   if (g_dtype_name == NULL) g_dtype_name = PyUnicode_InternFromString("dtype");
+  if (g_by_type_name == NULL) g_by_type_name = PyUnicode_InternFromString("by_type");
+  if (g_tensor_name == NULL) g_tensor_name = PyUnicode_InternFromString("tensor");
+  if (g_metadata_name == NULL) g_metadata_name = PyUnicode_InternFromString("metadata");
   if (g_zero == NULL) g_zero = PyLong_FromLong(0);
-  if (g_type_name == NULL || g_index_name == NULL || g_dtype_name == NULL || g_zero == NULL)
+  if (g_type_name == NULL || g_index_name == NULL || g_dtype_name == NULL || g_zero == NULL ||
+      g_by_type_name == NULL || g_tensor_name == NULL || g_metadata_name == NULL)
     return -1;
   if (g_factory_kwnames[3] == NULL) {
     PyObject *device = PyUnicode_InternFromString("device");

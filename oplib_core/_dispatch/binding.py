@@ -577,7 +577,9 @@ class Signature:
       positional parameters' names and defaults (``REQUIRED`` where there is none), with
       which a call naming some of them by keyword takes that path too (``by_position``);
       ``kwkeys`` the keyword-only arguments whose values may key the kernels cached with
-      them bound (``OpCache.keyed``), with the exact types taken (``keyword_split``).
+      them bound (``OpCache.keyed``), with the exact types taken (``keyword_split``), and
+      ``kwplan`` the same as ``(name, types, the numpy dtype classes among them)`` tuples
+      in the schema's order (what the compiled call reads).
     - The cached call of an op with lists of tensors (``cat``, ``stack``, ``index.Tensor``;
       ``OpCache.call_listed``): ``tensor_lists`` the positions of its ``Tensor[]`` and
       ``Tensor?[]`` arguments, each with whether it takes None (empty: no such call, as for
@@ -612,6 +614,7 @@ class Signature:
         "key_rest",
         "kwdefaults",
         "kwkeys",
+        "kwplan",
         "listed_nmin",
         "lists",
         "lists_at",
@@ -748,6 +751,7 @@ class Signature:
         )
         self.kwdefaults = kwdefaults
         self.kwkeys = kwkeys
+        self.kwplan = tuple((n, ok, ok & _DTYPE_CLASSES) for n, ok in kwkeys.items())
         self.returns = _return_plan(schema)
         self.writes = _unreturned_writes(schema)
         self.named: type[ReturnType] | None = None

@@ -651,6 +651,8 @@ FAST_FIELDS = (
     "_lplan",
     "_params",
     "_tensor",
+    "_kwplan",
+    "_keyed",
 )
 
 # What an object that shares no op's fast path serves, with or without modes: nothing.
@@ -719,7 +721,10 @@ class FastCall(_Base):
     ``_opcache`` (that ``OpCache``, for the exception path), ``_modes`` (its ``modes``:
     what it serves under a mode, tried before the slow path), ``_tensor`` (its ``tensor``
     where it returns one plain Tensor, else None: the compiled call runs calls with
-    Tensors that record no autograd from it, as ``tensor_entry`` does) and ``_call_slow``. The base
+    Tensors that record no autograd from it, as ``tensor_entry`` does), ``_kwplan`` and
+    ``_keyed`` (``Signature.kwplan`` and ``OpCache.keyed``: the compiled call runs calls
+    with keyword-only arguments from the latter, as ``OpCache.call_keyed`` does) and
+    ``_call_slow``. The base
     class holds those fields (``FAST_FIELDS``): the compiled ``_ccall.FastCallBase``,
     whose call runs ``_call_py``'s common case in C, or ``_FastFields`` (then ``_call_py``
     is ``__call__``). A subclass must not declare them again.
@@ -741,6 +746,8 @@ class FastCall(_Base):
     _lplan: ListedPlan | None
     _params: tuple[tuple[str, ...], tuple[Any, ...]]
     _tensor: dict[type, Callable[..., Any]] | None
+    _kwplan: tuple[tuple[str, frozenset[type], frozenset[type]], ...]
+    _keyed: dict[tuple[Any, ...], OpCache] | None
 
     def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -890,6 +897,8 @@ class FastCall(_Base):
                 ("_lplan", None),
                 ("_params", ((), ())),
                 ("_tensor", None),
+                ("_kwplan", ()),
+                ("_keyed", None),
             ):
                 setattr(self, name, value)
             return

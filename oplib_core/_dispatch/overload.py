@@ -226,6 +226,8 @@ class OpOverload(FastCall):
         self._params = sig.params
         self._by_type = cache.by_type
         self._tensor = cache.tensor if sig.plain_result else None
+        self._kwplan = sig.kwplan
+        self._keyed = cache.keyed
         self._modes = cache.modes
         self.call_below_autograd = below_autograd(sig, cache)
         self.tensor_kernels = below_kernels(sig, cache)

@@ -502,16 +502,15 @@ class Tensor:
         returns ``self`` when nothing changes and ``copy`` is false."""
         if args:
             device, dtype = _to_args(args, device, dtype)
-        from_device = self.device
         target = None if device is None else to_device(device)
-        same_device = target is None or (
-            target.type == from_device.type
-            and (
+        same_device = target is None  # (t.to(dtype) reads no device: ~0.5 µs a call)
+        if target is not None:
+            here = self.device
+            same_device = target.type == here.type and (
                 target.index is None
-                or from_device.index is None  # a single-device backend: "cpu" is "cpu:0"
-                or target.index == from_device.index
+                or here.index is None  # a single-device backend: "cpu" is "cpu:0"
+                or target.index == here.index
             )
-        )
         if dtype is not None:
             dtype = to_dtype(dtype)
         if same_device and (dtype is None or dtype == self.dtype) and not copy:
