@@ -141,8 +141,9 @@ def test_a_mode_sees_a_list_call_as_it_was_made() -> None:
 @pytest.mark.fastpath
 @pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
 def test_the_compiled_call_runs_a_list_call_of_native_arrays_itself(monkeypatch) -> None:
-    """A call of native arrays runs in C (``_ccall.c``'s ``listed_call``; its keywords
-    placed), without the Python list call; Tensors still take the Python one."""
+    """A call of native arrays, or of Tensors recording no autograd, runs in C
+    (``_ccall.c``'s ``listed_call``; its keywords placed), without the Python list call;
+    a Tensor requiring grad still takes the Python one (which records the node)."""
     ops = oplib.ops.oplib
     x = np.arange(2.0)
     t = oplib.tensor(x)
@@ -158,5 +159,36 @@ def test_the_compiled_call_runs_a_list_call_of_native_arrays_itself(monkeypatch)
     np.testing.assert_array_equal(ops.cat([x[:, None], x[:, None]], -1), [[0, 0], [1, 1]])
     np.testing.assert_array_equal(ops.cat(tensors=[x, x], dim=0), [0.0, 1.0, 0.0, 1.0])
     np.testing.assert_array_equal(ops.cat([x[:, None]] * 2, dim=1), [[0, 0], [1, 1]])
+    for out in (ops.cat([t, t]), ops.cat((t, t), 0), ops.stack([t, t], dim=1)):
+        assert type(out) is oplib.Tensor and out.requires_grad is False
+    assert ops.cat([t, t]).tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert ops.stack([t, t], dim=1).tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    leaf = oplib.tensor(x, requires_grad=True)
     with pytest.raises(AssertionError, match="the Python list call ran"):
-        ops.cat([t, t])
+        ops.cat([t, leaf])
+
+
+@pytest.mark.fastpath
+@pytest.mark.skipif(not fastpath.COMPILED, reason="the compiled cached call is not built")
+def test_a_list_call_of_tensors_over_two_backends_arrays_is_not_run_in_c() -> None:
+    """Tensors in a list wrapping arrays of two classes (cpu and another backend's): the
+    first class's kernel never runs them; the slow path raises its device error, call
+    after call. The optional entries of a ``Tensor?[]`` (``index``) stay None."""
+    from oplib_core.errors import DeviceMismatchError
+    from tests import cupylike_backend
+
+    x = np.arange(4.0).reshape(2, 2)
+    t = oplib.tensor(x)
+    columns = oplib.tensor(np.array([1, 0]))
+    for _ in range(3):
+        assert ops.index(t, [None, columns]).tolist() == [[1.0, 0.0], [3.0, 2.0]]
+    uninstall = cupylike_backend.install()
+    try:
+        other = t.to(cupylike_backend.NAME)
+        assert ops.cat([other, other]).shape == (4, 2)
+        assert ops.cat([t, t]).shape == (4, 2)
+        for _ in range(3):
+            with pytest.raises(DeviceMismatchError, match="cupylike"):
+                ops.cat([t, other])
+    finally:
+        uninstall()

@@ -473,18 +473,35 @@ static PyObject *sized_tensor(PyObject *Py_UNUSED(module), PyObject *const *args
   return t;
 }
 
+/* The array Tensor t wraps, a new reference, where t records no autograd; NULL (no error
+   set) where it requires grad, or a slot is not set (the Python call then decides, and
+   raises as it always did). */
+static PyObject *array_of(PyObject *t) {
+  PyObject *rg = g_slot_get(g_slots[T_RG], t, g_tensor);
+  if (rg == NULL) {
+    PyErr_Clear();
+    return NULL;
+  }
+  Py_DECREF(rg); /* (only its identity is compared) */
+  if (rg != Py_False) return NULL;
+  PyObject *d = g_slot_get(g_slots[T_DATA], t, g_tensor);
+  if (d == NULL) PyErr_Clear();
+  return d;
+}
+
 /* A call whose tensor arguments passed the plan's checks as oplib Tensors (their class
    exactly Tensor), of an op whose `tensors` (OpCache.tensor) is held: where none of them
-   requires grad and the arrays they wrap are of one class that `tensors` holds a kernel
-   for, that kernel on f with each Tensor replaced by its array, its result wrapped
-   (tensor_entry's case without autograd): 1, *out the result (NULL: an error). 0: f is
+   requires grad and the arrays they wrap are of one class (cls's, where not NULL: the
+   class of the arrays in its lists, unwrap_listed) that `tensors` holds a kernel for, that
+   kernel on f with each Tensor replaced by its array, its result wrapped (tensor_entry's
+   case without autograd): 1, *out the result (NULL: an error). 0: f's arguments are
    unchanged and the call is the Python entry's (a Tensor requiring grad, arrays of several
    classes, no kernel yet, more Tensors than f can replace). */
-static int tensor_call(PyObject *tensors, PyObject *owner, Full *f, PyObject **out) {
+static int tensor_call(PyObject *tensors, PyObject *owner, Full *f, PyTypeObject *cls,
+                       PyObject **out) {
   Py_ssize_t at[MAX_MADE];
   PyObject *data[MAX_MADE];
   int k = 0, served = 0;
-  PyTypeObject *cls = NULL;
   *out = NULL;
   for (Py_ssize_t i = 0; i < f->n; i++) {
     PyObject *a = full_item(f, i);
@@ -494,18 +511,8 @@ static int tensor_call(PyObject *tensors, PyObject *owner, Full *f, PyObject **o
     }
     if ((PyObject *)Py_TYPE(a) != g_tensor) continue;
     if (k + f->nmade == MAX_MADE) goto done;
-    PyObject *rg = g_slot_get(g_slots[T_RG], a, g_tensor);
-    if (rg == NULL) { /* not set: the Python entry raises as it always did */
-      PyErr_Clear();
-      goto done;
-    }
-    Py_DECREF(rg); /* (only its identity is compared) */
-    if (rg != Py_False) goto done;
-    PyObject *d = g_slot_get(g_slots[T_DATA], a, g_tensor);
-    if (d == NULL) {
-      PyErr_Clear();
-      goto done;
-    }
+    PyObject *d = array_of(a);
+    if (d == NULL) goto done;
     at[k] = i;
     data[k++] = d;
     if (cls == NULL) cls = Py_TYPE(d);
@@ -588,7 +595,7 @@ static PyObject *routed_call(FastCallBase *self, const Call *c) {
   }
   PyObject *by_type = PyTuple_GetItem(route, 0), *t = PyTuple_GetItem(route, 1);
   PyObject *owner = PyTuple_GetItem(route, 3), *tensors = PyTuple_GetItem(route, 4);
-  if (t == g_tensor && PyDict_Check(tensors) && tensor_call(tensors, owner, &f, &out)) {
+  if (t == g_tensor && PyDict_Check(tensors) && tensor_call(tensors, owner, &f, NULL, &out)) {
     full_clear(&f);
     goto done;
   }
@@ -783,7 +790,7 @@ static PyObject *run_by_type(FastCallBase *self, PyTypeObject *t, Full *f, const
     if (by_type == NULL || (tensors_held && tensors == NULL)) goto done;
   }
   if ((PyObject *)t == g_tensor && tensors != NULL && PyDict_Check(tensors) &&
-      tensor_call(tensors, owner, f, &out))
+      tensor_call(tensors, owner, f, NULL, &out))
     goto done;
   if (by_type == NULL || !PyDict_Check(by_type)) {
     out = call_py((PyObject *)self, c);
@@ -835,8 +842,36 @@ static int tensor_lists_fit(Full *f, PyObject *tensor_lists, PyTypeObject **t) {
   return 1;
 }
 
+/* Each Tensor in f's tensor lists (the lists tensor_lists_fit made: f's own) replaced by
+   the array it wraps, in place: 1, *cls the arrays' class (NULL: no Tensor in them); 0:
+   one requires grad, or the arrays differ in class (the Python call's); -1: an error. */
+static int unwrap_listed(Full *f, PyObject *tensor_lists, PyTypeObject **cls) {
+  Py_ssize_t k = PyTuple_Size(tensor_lists);
+  for (Py_ssize_t j = 0; j < k; j++) {
+    Py_ssize_t i;
+    PyObject *optional, *v = pair_item(f, tensor_lists, j, &i, &optional);
+    if (v == NULL) return -1;
+    if (!PyList_CheckExact(v)) return 0;
+    for (Py_ssize_t e = 0; e < PyList_Size(v); e++) {
+      PyObject *item = PyList_GetItem(v, e);
+      if (item == NULL) return -1;
+      if (item == Py_None) continue;
+      PyObject *d = (PyObject *)Py_TYPE(item) == g_tensor ? array_of(item) : NULL;
+      if (d == NULL) return 0;
+      if (*cls == NULL) *cls = Py_TYPE(d);
+      if (Py_TYPE(d) != *cls) {
+        Py_DECREF(d);
+        return 0;
+      }
+      if (PyList_SetItem(v, e, d) < 0) return -1; /* (d stolen, the Tensor released) */
+    }
+  }
+  return 1;
+}
+
 /* A positional call of an op with lists of tensors (cat([a, b], 0)) whose tensors, in the
-   lists or not, are native arrays of one class: the kernel by_type holds for it, on
+   lists or not, are native arrays of one class, or Tensors recording no autograd that wrap
+   arrays of one class (the kernel OpCache.tensor holds for it, the result wrapped): the kernel by_type holds for it, on
    the call with its lists copied and its defaults appended (OpCache.listed_route's checks;
    Tensors and the rest go to the Python call, OpCache.call_listed). */
 static PyObject *listed_call(FastCallBase *self, const Call *c) {
@@ -871,11 +906,26 @@ static PyObject *listed_call(FastCallBase *self, const Call *c) {
     if (ok < 0) goto done;
     if (ok == 0) goto python;
   }
-  ok = tensor_lists_fit(&f, PyTuple_GetItem(plan, L_TENSOR_LISTS), &t);
+  PyObject *tensor_lists = PyTuple_GetItem(plan, L_TENSOR_LISTS);
+  ok = tensor_lists_fit(&f, tensor_lists, &t);
   if (ok < 0) goto done;
-  if (ok == 0 || t == NULL || (PyObject *)t == PyTuple_GetItem(plan, L_TENSOR)) goto python;
-  out = run_by_type(self, t, &f, c, NULL);
-  goto done;
+  if (ok == 0 || t == NULL) goto python;
+  if ((PyObject *)t != PyTuple_GetItem(plan, L_TENSOR)) {
+    out = run_by_type(self, t, &f, c, NULL);
+    goto done;
+  }
+  if ((PyObject *)t != g_tensor || self->tensor == NULL || !PyDict_Check(self->tensor))
+    goto python;
+  PyTypeObject *cls = NULL;
+  ok = unwrap_listed(&f, tensor_lists, &cls);
+  if (ok < 0) goto done;
+  if (ok == 0) goto python;
+  PyObject *tensors = Py_NewRef(self->tensor), *owner = Py_XNewRef(self->opcache);
+  int served = tensor_call(tensors, owner, &f, cls, &out);
+  Py_DECREF(tensors);
+  Py_XDECREF(owner);
+  if (served) goto done;
+  goto python;
 python:
   out = call_py(op, c);
 done:

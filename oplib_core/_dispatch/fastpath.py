@@ -1242,8 +1242,10 @@ def below_autograd(sig: Signature, cache: OpCache) -> Callable[[tuple[Any, ...]]
 class ListedPlan(NamedTuple):
     """What the compiled cached call (``_ccall.c``, ``listed_call``) checks for a positional
     call of an op with lists of tensors (``cat``, ``stack``, ``index.Tensor``): what
-    ``OpCache.listed_route`` checks, for native arrays (a call with Tensors, or with
-    keywords, goes to the Python call, ``OpCache.call_listed``)."""
+    ``OpCache.listed_route`` checks, for native arrays and for Tensors recording no
+    autograd (the op's ``tensor`` kernels, the result wrapped); a Tensor requiring grad, or
+    a keyword the compiled call cannot place, goes to the Python call
+    (``OpCache.call_listed``)."""
 
     nmin: int  # the positional arguments a call must give ...
     nmax: int  # ... and may give
@@ -1252,7 +1254,7 @@ class ListedPlan(NamedTuple):
     checks: tuple[tuple[int, frozenset[type]], ...]  # (position, the scalar types it takes)
     lists: tuple[tuple[int, bool], ...]  # (position of an int[], whether None is allowed)
     tensor_lists: tuple[tuple[int, bool], ...]  # (position of a Tensor[], Tensor?[] or not)
-    tensor: type  # Tensor: its calls are the Python call's
+    tensor: type  # Tensor: the op's tensor kernels where none requires grad, else Python
 
 
 def listed_plan(sig: Signature) -> ListedPlan | None:
