@@ -3,7 +3,8 @@ from typing import Any
 
 class FastCallBase:
     """The dispatcher's cached call, compiled (see ``_ccall.c``): ``FastCall``'s fields as
-    members, and ``__call__``'s common case."""
+    members, and ``__call__``'s common case. ``_ccall312`` (the build for 3.12's limited
+    API, called by vectorcall) has the same members and functions."""
 
     _npos: int
     _nmin: int
@@ -19,7 +20,11 @@ class FastCallBase:
     _routes: dict[tuple[type, ...], Any]
     _routed: bool
     _fplan: Any  # a FactoryPlan, or None
+    _lplan: Any  # a ListedPlan, or None
     _params: tuple[tuple[str, ...], tuple[Any, ...]]
+    _tensor: dict[type, Callable[..., Any]] | None
+    _kwplan: tuple[tuple[str, frozenset[type], frozenset[type]], ...]
+    _keyed: dict[tuple[Any, ...], Any] | None
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 def setup(
@@ -28,4 +33,10 @@ def setup(
     failed: Callable[[Any, Exception, Callable[..., Any], tuple[Any, ...]], None],
     device: type,
     dtype_classes: set[type],
+    default_dtype: list[Any],
+    required: Any,
+    tensor: type,
+    slots: tuple[Any, ...],
 ) -> None: ...
+def wrap(data: Any) -> Any: ...
+def sized_tensor(op: Any, size: tuple[Any, ...], dtype: Any, device: Any) -> Any: ...
