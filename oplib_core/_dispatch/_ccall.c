@@ -8,14 +8,17 @@
  * arguments lists, tuples or ints of ints, given to the kernel as lists), its keywords, if
  * any, naming positional parameters it did not give (placed as binding.by_position places
  * them), runs the kernel the op's cache holds for that class:
- * by_type[type(args[key0])](*args, *tails[n]). Everything else (a mode, a keyword-only
- * argument, a cache miss) goes to the Python __call__ as it came, which decides as it
- * always did. An op with lists of tensors (cat) runs a call of native arrays from its
- * ListedPlan the same way. A
- * factory (zeros: no tensor argument, placed by its device= keyword) runs a call whose
- * device an earlier call placed from its plan (FactoryPlan), keywords and int[] sizes
- * included, as factory_call in fastpath.py does. The fields are the ones the Python
- * __call__ reads (FAST_FIELDS), as members of this type, so that both read the same values.
+ * by_type[type(args[key0])](*args, *tails[n]); for oplib Tensors recording no autograd,
+ * the kernel OpCache.tensor holds for the arrays they wrap, its result made a Tensor here
+ * (tensor_call). Keyword-only arguments (t.sum(dtype=...)) take the cache of kernels with
+ * their values bound (keyed_call). Everything else (a mode, a Tensor requiring grad, a
+ * cache miss) goes to the Python __call__ as it came, which decides as it always did. An
+ * op with lists of tensors (cat) runs a call from its ListedPlan the same way. A factory
+ * (zeros: no tensor argument, placed by its device= keyword) runs a call whose device an
+ * earlier call placed from its plan (FactoryPlan), keywords and int[] sizes included, as
+ * factory_call in fastpath.py does; the Tensor factories' common case is one call here
+ * too (sized_tensor). The fields are the ones the Python __call__ reads (FAST_FIELDS), as
+ * members of this type, so that both read the same values.
  *
  * Only the limited API (setup.py defines Py_LIMITED_API), built twice from this file: as
  * _ccall for Python 3.10's (one abi3 build serves every Python from 3.10 on, as
@@ -93,7 +96,7 @@ static PyObject *g_type_name = NULL, *g_index_name = NULL, *g_dtype_name = NULL;
 /* "by_type" and "tensor", a keyed OpCache's dicts, and "metadata", a numpy dtype's */
 static PyObject *g_by_type_name = NULL, *g_tensor_name = NULL, *g_metadata_name = NULL;
 
-/* oplib's Tensor class, its slots' member descriptors (setup()'s order: T_SLOT_NAMES in
+/* oplib's Tensor class, its slots' member descriptors (setup()'s order: TENSOR_SLOTS in
    fastpath.py) and their get and set functions, and the int 0 (a new Tensor's _out_nr):
    set by setup(). The descriptors are read and written through their own functions, the
    way attribute access reaches them, without the name lookup. */
@@ -870,10 +873,11 @@ static int unwrap_listed(Full *f, PyObject *tensor_lists, PyTypeObject **cls) {
 }
 
 /* A positional call of an op with lists of tensors (cat([a, b], 0)) whose tensors, in the
-   lists or not, are native arrays of one class, or Tensors recording no autograd that wrap
-   arrays of one class (the kernel OpCache.tensor holds for it, the result wrapped): the kernel by_type holds for it, on
-   the call with its lists copied and its defaults appended (OpCache.listed_route's checks;
-   Tensors and the rest go to the Python call, OpCache.call_listed). */
+   lists or not, are native arrays of one class (the kernel by_type holds for it) or
+   Tensors recording no autograd over arrays of one class (the kernel OpCache.tensor holds
+   for that, the result wrapped), on the call with its lists copied and its defaults
+   appended (OpCache.listed_route's checks; a Tensor requiring grad and the rest go to the
+   Python call, OpCache.call_listed). */
 static PyObject *listed_call(FastCallBase *self, const Call *c) {
   PyObject *op = (PyObject *)self, *plan = self->lplan;
   if (!PyTuple_Check(plan) || PyTuple_Size(plan) != L_FIELDS) return call_py(op, c);
@@ -991,7 +995,9 @@ static PyObject *dispatch(PyObject *op, const Call *c) {
   PyObject *params = Py_XNewRef(self->params), *buf[MAX_ARGS];
   Call placed;
   int ok = place_keywords(params, c, 0, buf, &placed);
-  PyObject *out = ok < 0 ? NULL : ok == 0 ? keyed_call(self, c) : run_positional(self, &placed, NULL);
+  PyObject *out = ok < 0    ? NULL
+                  : ok == 0 ? keyed_call(self, c) /* keyword-only arguments, maybe */
+                            : run_positional(self, &placed, NULL);
   Py_XDECREF(params);
   return out;
 }
