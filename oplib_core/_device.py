@@ -32,9 +32,27 @@ class Device(Record):
         return f"device(type={self.type!r}, index={self.index})"
 
 
+#: Device strings parsed before (``parse_device``), at most ``_MAX_PARSED``: a program names
+#: the same few devices call after call (``x.to("cuda")``), and a Device never changes.
+_PARSED: dict[str, Device] = {}
+_MAX_PARSED = 64
+
+
 def parse_device(spec: Device | str, index: int | None = None) -> Device:
     """Parse ``"cuda:1"``, ``("cuda", 1)`` or a :class:`Device` (ints are resolved against the
     installed backends by :func:`oplib_core.device`)."""
+    if index is None and type(spec) is str:
+        known = _PARSED.get(spec)
+        if known is not None:
+            return known
+        parsed = _parse(spec, None)
+        if len(_PARSED) < _MAX_PARSED:
+            _PARSED[spec] = parsed
+        return parsed
+    return _parse(spec, index)
+
+
+def _parse(spec: Device | str, index: int | None) -> Device:
     if isinstance(spec, Device):
         if index is not None:
             raise TypeError(f"device(): index given twice: {spec!r} and index={index}")

@@ -172,6 +172,24 @@ def test_bad_cuda_device_strings(text):
         oplib.device(text)
 
 
+def test_device_strings_parse_once_and_bad_ones_raise_every_time(monkeypatch):
+    """A device string is parsed once (``x.to("cuda")`` in every step of a loop) and gives
+    the same Device after; a bad one raises on every call; at most ``_MAX_PARSED`` are
+    kept, and those beyond still parse."""
+    from oplib_core import _device
+
+    monkeypatch.setattr(_device, "_PARSED", {})
+    first = oplib.device("cuda:1")
+    assert oplib.device("cuda:1") is first and first == Device("cuda", 1)
+    assert oplib.device("cuda", 1) == first  # (an index given: not from the cache)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="expected a device string like"):
+            oplib.device("cuda:x")
+    many = [oplib.device(f"cuda:{i}") for i in range(2 * _device._MAX_PARSED)]
+    assert many == [Device("cuda", i) for i in range(2 * _device._MAX_PARSED)]
+    assert len(_device._PARSED) == _device._MAX_PARSED
+
+
 def test_cuda_device_index_normalisation():
     assert br._normalization_device("cuda", "cuda:1") == 1
     assert br._normalization_device("cuda", 2) == 2
