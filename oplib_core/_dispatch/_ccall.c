@@ -108,6 +108,13 @@ static allocfunc g_tensor_alloc = NULL;
 
 static int has_plan(FastCallBase *self) { return self->fplan != NULL && self->fplan != Py_None; }
 
+/* Whether a device= value is one a factory's cache holds calls under (fastpath.py's
+   DEVICE_KEYS): None, a str, an int (a bool is refused by binding) or a Device. */
+static int is_device_key(PyObject *device) {
+  return device == Py_None || PyUnicode_CheckExact(device) || PyLong_CheckExact(device) ||
+         (PyObject *)Py_TYPE(device) == g_device;
+}
+
 /* A call as it came: its n positional arguments, either the tuple and the keyword dict
    (or NULL) of a tp_call (tuple set, argv NULL: its items are read from the tuple, never
    copied), or the array argv and the keyword names (or NULL) of a vectorcall, whose
@@ -437,9 +444,7 @@ static PyObject *sized_tensor(PyObject *Py_UNUSED(module), PyObject *const *args
     return NULL;
   }
   PyObject *op = args[0], *size = args[1], *dtype = args[2], *device = args[3];
-  if (device != Py_None && !PyUnicode_CheckExact(device) && !PyLong_CheckExact(device) &&
-      (PyObject *)Py_TYPE(device) != g_device)
-    Py_RETURN_NONE;
+  if (!is_device_key(device)) Py_RETURN_NONE;
   Py_ssize_t n = PyTuple_Size(size);
   PyObject *shape = NULL, *first = n == 1 ? PyTuple_GetItem(size, 0) : NULL;
   if (first != NULL && (PyList_CheckExact(first) || PyTuple_CheckExact(first))) {
@@ -618,9 +623,8 @@ enum { P_SERVED, P_DNAME, P_DTYPE_NAMES, P_NPOS, P_NMIN, P_TAILS, P_CHECKS, P_LI
 /* The key a factory's cache holds a call's device= value under: None, a str or an int
    as it is, a Device as (type, index); NULL with no error: not one of those. */
 static PyObject *device_key(PyObject *device) {
-  if (device == Py_None || PyUnicode_CheckExact(device) || PyLong_CheckExact(device))
-    return Py_NewRef(device);
-  if ((PyObject *)Py_TYPE(device) != g_device) return NULL;
+  if (!is_device_key(device)) return NULL;
+  if ((PyObject *)Py_TYPE(device) != g_device) return Py_NewRef(device);
   PyObject *type = PyObject_GetAttr(device, g_type_name);
   PyObject *index = type == NULL ? NULL : PyObject_GetAttr(device, g_index_name);
   PyObject *key = index == NULL ? NULL : PyTuple_Pack(2, type, index);
@@ -810,8 +814,7 @@ done:
 }
 
 /* ListedPlan's fields (oplib_core/_dispatch/fastpath.py), in order. */
-enum { L_NMIN, L_NMAX, L_TAILS, L_KEY_POS, L_CHECKS, L_LISTS, L_TENSOR_LISTS, L_TENSOR,
-       L_FIELDS };
+enum { L_NMIN, L_NMAX, L_TAILS, L_KEY_POS, L_CHECKS, L_LISTS, L_TENSOR_LISTS, L_FIELDS };
 
 /* 1: each tensor list of `tensor_lists` ((i, optional) pairs) in f is a list or a tuple
    whose items (None where optional) are of one class with the plain tensor arguments, *t
@@ -914,12 +917,11 @@ static PyObject *listed_call(FastCallBase *self, const Call *c) {
   ok = tensor_lists_fit(&f, tensor_lists, &t);
   if (ok < 0) goto done;
   if (ok == 0 || t == NULL) goto python;
-  if ((PyObject *)t != PyTuple_GetItem(plan, L_TENSOR)) {
+  if ((PyObject *)t != g_tensor) {
     out = run_by_type(self, t, &f, c, NULL);
     goto done;
   }
-  if ((PyObject *)t != g_tensor || self->tensor == NULL || !PyDict_Check(self->tensor))
-    goto python;
+  if (self->tensor == NULL || !PyDict_Check(self->tensor)) goto python;
   PyTypeObject *cls = NULL;
   ok = unwrap_listed(&f, tensor_lists, &cls);
   if (ok < 0) goto done;

@@ -1254,7 +1254,6 @@ class ListedPlan(NamedTuple):
     checks: tuple[tuple[int, frozenset[type]], ...]  # (position, the scalar types it takes)
     lists: tuple[tuple[int, bool], ...]  # (position of an int[], whether None is allowed)
     tensor_lists: tuple[tuple[int, bool], ...]  # (position of a Tensor[], Tensor?[] or not)
-    tensor: type  # Tensor: the op's tensor kernels where none requires grad, else Python
 
 
 def listed_plan(sig: Signature) -> ListedPlan | None:
@@ -1270,7 +1269,6 @@ def listed_plan(sig: Signature) -> ListedPlan | None:
         sig.checks,
         sig.lists,
         sig.tensor_lists,
-        Tensor,
     )
 
 
