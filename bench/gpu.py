@@ -16,9 +16,11 @@ synchronized around every timed region; ratios against figures of this same run)
   timed again with fusion off (``OPLIB_CUDA_FUSED_BACKWARD=0``, in a second process: the
   switch is read when the plugin loads).
 - bandwidth, GB/s counting bytes read and written: ``add`` (and ``mul``) of two large
-  contiguous arrays (float32, float16, int32) against a device-to-device copy
-  (``cupy.copyto``; torch's ``copy_``), and which kernel served oplib's ``add`` ("oplib
-  elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90% of the copy.
+  contiguous arrays (float32, float16, int32), and one op of each other family of
+  oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is a
+  byte an element), against a device-to-device copy (``cupy.copyto``; torch's ``copy_``),
+  and which kernel served each oplib call ("oplib elementwise", oplib-cuda's own, or
+  "cupy"). Budget: >= 90% of the copy.
 - peak memory of that autograd chain, bytes in use at their highest: cupy's pool (its
   ``used_bytes()`` after each allocation, through a ``cupy.cuda.MemoryHook``) against
   ``torch.cuda.max_memory_allocated``; budget: <= torch. Beside it, what each allocator
@@ -320,16 +322,25 @@ def bandwidth(rig: Rig, sizes: Sizes, attempt: Attempt) -> dict[str, dict[str, f
 def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     xp, size = rig.xp, np.dtype(dtype).itemsize
     n = sizes.bandwidth_bytes // size
-    # fresh contiguous arrays from the pool: aligned, so oplib's add may take its own kernel
+    # fresh contiguous arrays from the pool: aligned, so oplib's ops may take its own kernels
     a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
     ta, tb = oplib.tensor(a), oplib.tensor(b)
-    runs: dict[str, tuple[int, Callable[[], object]]] = {  # arrays moved per call, the call
-        "copy (cupy)": (2, lambda: xp.copyto(c, a)),
-        "cupy add": (3, lambda: xp.add(a, b)),
-        "oplib add": (3, lambda: OPS.add(a, b)),
-        "oplib Tensor add": (3, lambda: OPS.add(ta, tb)),
-        "cupy mul": (3, lambda: xp.multiply(a, b)),
-        "oplib mul": (3, lambda: OPS.mul(a, b)),
+    two, one, cmp = 3 * n * size, 2 * n * size, 2 * n * size + n  # bytes read and written
+    runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
+        "copy (cupy)": (one, lambda: xp.copyto(c, a)),
+        "cupy add": (two, lambda: xp.add(a, b)),
+        "oplib add": (two, lambda: OPS.add(a, b)),
+        "oplib Tensor add": (two, lambda: OPS.add(ta, tb)),
+        "cupy mul": (two, lambda: xp.multiply(a, b)),
+        "oplib mul": (two, lambda: OPS.mul(a, b)),
+        # one op of each other family of oplib-cuda's own kernels: unary, a scalar
+        # operand, a comparison (a bool result: one byte an element)
+        "cupy neg": (one, lambda: xp.negative(a)),
+        "oplib neg": (one, lambda: OPS.neg(a)),
+        "cupy mul by 2": (one, lambda: xp.multiply(a, 2)),
+        "oplib mul by 2": (one, lambda: OPS.mul(a, 2)),
+        "cupy lt": (cmp, lambda: xp.less(a, b)),
+        "oplib lt": (cmp, lambda: OPS.lt(a, b)),
     }
     if rig.torch is not None:
         torch = rig.torch
@@ -337,15 +348,21 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         xa = torch.ones(n, dtype=tdt, device="cuda")
         xb = torch.ones(n, dtype=tdt, device="cuda")
         xc = torch.empty(n, dtype=tdt, device="cuda")
-        runs["copy (torch)"] = (2, lambda: xc.copy_(xa))
-        runs["torch add"] = (3, lambda: torch.add(xa, xb))
+        runs["copy (torch)"] = (one, lambda: xc.copy_(xa))
+        runs["torch add"] = (two, lambda: torch.add(xa, xb))
+        runs["torch neg"] = (one, lambda: torch.neg(xa))
+        runs["torch lt"] = (cmp, lambda: torch.lt(xa, xb))
     row: dict[str, float | str] = {
-        label: round(
-            arrays * n * size / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats) / 1e9
-        )
-        for label, (arrays, fn) in runs.items()
+        label: round(moved / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats) / 1e9)
+        for label, (moved, fn) in runs.items()
     }
-    row["oplib add served by"] = _served_by("add", dtype, lambda: OPS.add(a, b))
+    for op, key, call in (
+        ("add", "add", lambda: OPS.add(a, b)),
+        ("neg", "neg", lambda: OPS.neg(a)),
+        ("mul by 2", "mul.Scalar", lambda: OPS.mul(a, 2)),
+        ("lt", "lt", lambda: OPS.lt(a, b)),
+    ):
+        row[f"oplib {op} served by"] = _served_by(key, dtype, call)
     return row
 
 
@@ -464,14 +481,19 @@ def summary(data: dict[str, Any]) -> list[str]:
         )
     mib = sizes.get("bandwidth_bytes", 0) >> 20
     for dtype, r in data.get("bandwidth_GBps", {}).items():
-        copy, ours = r["copy (cupy)"], r["oplib add"]
-        share = f"{ours / copy:.0%}" if copy else "n/a"
-        lines.append(
-            f"add {dtype}, {mib} MiB arrays: oplib {ours} GB/s = {share} of the copy "
-            f"({copy} GB/s; budget >= 90%; served by {r.get('oplib add served by', 'n/a')}); "
-            f"cupy {r['cupy add']}, torch {r.get('torch add', 'n/a')}; "
-            f"mul: oplib {r.get('oplib mul', 'n/a')}, cupy {r.get('cupy mul', 'n/a')}"
-        )
+        copy = r["copy (cupy)"]
+        for op in ("add", "neg", "mul by 2", "lt"):
+            ours = r.get(f"oplib {op}")
+            if not isinstance(ours, (int, float)):
+                continue
+            share = f"{ours / copy:.0%}" if copy else "n/a"
+            lines.append(
+                f"{op} {dtype}, {mib} MiB arrays: oplib {ours} GB/s = {share} of the copy "
+                f"({copy} GB/s; budget >= 90%; served by "
+                f"{r.get(f'oplib {op} served by', 'n/a')}); cupy {r.get(f'cupy {op}', 'n/a')}, "
+                f"torch {r.get(f'torch {op}', 'n/a')}"
+                + (f"; mul: oplib {r.get('oplib mul', 'n/a')}" if op == "add" else "")
+            )
     loop = data.get("small_ops_per_s")
     if loop:
         lines.append(

@@ -41,6 +41,7 @@ from .fastpath import (
     FastCall,
     OpCache,
     Route,
+    SizeRoutedBase,
     fast_entry,
     sized_tensor,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "Plan",
     "Route",
     "Signature",
+    "SizeRoutedBase",
     "active_modes",
     "add_note",
     "document",

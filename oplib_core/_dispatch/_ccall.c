@@ -1227,6 +1227,135 @@ static PyType_Spec fc_spec = {
     fc_slots,
 };
 
+/* SizeRoutedBase(small, large, min_size): a kernel calling `large` where its first
+   positional argument's `size` is an int of at least `min_size`, else `small` (oplib_core.
+   backends.by_size: a backend's own kernel for large arrays, with no Python frame added to
+   the small calls, which are launch-bound). */
+typedef struct {
+  PyObject_HEAD
+#if VECTORCALL
+  vectorcallfunc vectorcall;
+#endif
+  PyObject *small, *large;
+  Py_ssize_t min_size;
+} SizeRouted;
+
+static PyObject *g_size_name = NULL;
+
+/* Borrowed: `small` or `large`; NULL with the error where reading `size` raised other than
+   AttributeError. No `size`, or not an int: `small`. */
+static PyObject *sr_pick(SizeRouted *self, PyObject *first) {
+  PyObject *size = PyObject_GetAttr(first, g_size_name);
+  if (size == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    return self->small;
+  }
+  Py_ssize_t n = PyLong_Check(size) ? PyLong_AsSsize_t(size) : PY_SSIZE_T_MIN;
+  if (n == -1 && PyErr_Occurred()) { /* beyond Py_ssize_t: larger than any min_size, or less */
+    PyErr_Clear();
+    n = PyObject_RichCompareBool(size, g_zero, Py_GT) == 1 ? PY_SSIZE_T_MAX : PY_SSIZE_T_MIN;
+  }
+  Py_DECREF(size);
+  return n >= self->min_size ? self->large : self->small;
+}
+
+static PyObject *sr_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+  SizeRouted *self = (SizeRouted *)op;
+  PyObject *target = PyTuple_Size(args) ? sr_pick(self, PyTuple_GetItem(args, 0)) : self->small;
+  return target == NULL ? NULL : PyObject_Call(target, args, kwargs);
+}
+
+#if VECTORCALL
+static PyObject *sr_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+  SizeRouted *self = (SizeRouted *)op;
+  PyObject *target = PyVectorcall_NARGS(nargsf) ? sr_pick(self, args[0]) : self->small;
+  return target == NULL ? NULL : PyObject_Vectorcall(target, args, nargsf, kwnames);
+}
+#endif
+
+static PyObject *sr_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *names[] = {"small", "large", "min_size", NULL};
+  PyObject *small, *large;
+  Py_ssize_t min_size;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn:SizeRoutedBase", names, &small, &large,
+                                   &min_size))
+    return NULL;
+  if (!PyCallable_Check(small) || !PyCallable_Check(large)) {
+    PyErr_SetString(PyExc_TypeError, "SizeRoutedBase(): small and large must be callable");
+    return NULL;
+  }
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  SizeRouted *self = (SizeRouted *)alloc(type, 0);
+  if (self == NULL) return NULL;
+#if VECTORCALL
+  self->vectorcall = sr_vectorcall;
+#endif
+  self->small = Py_NewRef(small);
+  self->large = Py_NewRef(large);
+  self->min_size = min_size;
+  return (PyObject *)self;
+}
+
+static int sr_traverse(PyObject *op, visitproc visit, void *arg) {
+  SizeRouted *self = (SizeRouted *)op;
+  Py_VISIT(self->small);
+  Py_VISIT(self->large);
+  Py_VISIT(Py_TYPE(op));
+  return 0;
+}
+
+static int sr_clear(PyObject *op) {
+  SizeRouted *self = (SizeRouted *)op;
+  Py_CLEAR(self->small);
+  Py_CLEAR(self->large);
+  return 0;
+}
+
+static void sr_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  sr_clear(op);
+  freefunc free_slot = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  free_slot(op);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef sr_members[] = {
+    {"small", T_OBJECT_EX, offsetof(SizeRouted, small), READONLY, NULL},
+    {"large", T_OBJECT_EX, offsetof(SizeRouted, large), READONLY, NULL},
+    {"min_size", T_PYSSIZET, offsetof(SizeRouted, min_size), READONLY, NULL},
+#if VECTORCALL
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(SizeRouted, vectorcall), READONLY, NULL},
+#endif
+    {NULL},
+};
+
+static PyType_Slot sr_slots[] = {
+    {Py_tp_doc, "SizeRoutedBase(small, large, min_size): calls large where the first "
+                "argument's size is at least min_size, else small (see backends.by_size)."},
+    {Py_tp_new, sr_new},
+    {Py_tp_call, sr_call},
+    {Py_tp_dealloc, sr_dealloc},
+    {Py_tp_traverse, sr_traverse},
+    {Py_tp_clear, sr_clear},
+    {Py_tp_members, sr_members},
+    {0, NULL},
+};
+
+static PyType_Spec sr_spec = {
+    "oplib_core._dispatch." CCALL_STR(CCALL_MODULE) ".SizeRoutedBase",
+    sizeof(SizeRouted),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE
+#if VECTORCALL
+        | Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+    ,
+    sr_slots,
+};
+
 static PyObject *setup(PyObject *Py_UNUSED(module), PyObject *args) {
   PyObject *active, *call, *failed, *device, *dtype_classes, *default_dtype, *required, *tensor,
       *slots;
@@ -1304,9 +1433,16 @@ static int exec_module(PyObject *module) {
     for (int i = 0; i < 4; i++)
       if (g_factory_kwnames[i] == NULL) return -1;
   }
+  if (g_size_name == NULL) g_size_name = PyUnicode_InternFromString("size");
+  if (g_size_name == NULL) return -1;
   PyObject *type = PyType_FromModuleAndSpec(module, &fc_spec, NULL);
   if (type == NULL) return -1;
   int rc = PyModule_AddObjectRef(module, "FastCallBase", type);
+  Py_DECREF(type);
+  if (rc < 0) return -1;
+  type = PyType_FromModuleAndSpec(module, &sr_spec, NULL);
+  if (type == NULL) return -1;
+  rc = PyModule_AddObjectRef(module, "SizeRoutedBase", type);
   Py_DECREF(type);
   return rc;
 }

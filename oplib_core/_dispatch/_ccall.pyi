@@ -27,6 +27,19 @@ class FastCallBase:
     _keyed: dict[tuple[Any, ...], Any] | None
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
+class SizeRoutedBase:
+    """``SizeRoutedBase(small, large, min_size)``: calls ``large`` where the first positional
+    argument's ``size`` is an int of at least ``min_size``, else ``small``
+    (``backends.by_size``)."""
+
+    small: Callable[..., Any]
+    large: Callable[..., Any]
+    min_size: int
+    def __init__(
+        self, small: Callable[..., Any], large: Callable[..., Any], min_size: int
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
 def setup(
     active: list[int],
     call_py: Callable[..., Any],

@@ -704,6 +704,9 @@ else:
     _Base = _ccall.FastCallBase
     _setup_compiled, _make_tensor, sized_tensor = _ccall.setup, _ccall.wrap, _ccall.sized_tensor
 
+#: ``backends.by_size``'s compiled base (``_ccall.c``), or None without the compiled call.
+SizeRoutedBase: type | None = None if _ccall is None else _ccall.SizeRoutedBase
+
 #: Whether calls take the compiled cached call (``_ccall.c``) or the Python ``__call__``.
 COMPILED: Final = _setup_compiled is not None
 #: Which build of it: ``"_ccall312"`` (3.12's limited API, called by vectorcall),

@@ -1,48 +1,70 @@
-"""oplib-cuda's own kernels for binary elementwise core ops on large contiguous arrays.
+"""oplib-cuda's own kernels for the elementwise core ops on large contiguous arrays.
 
 cupy's generated elementwise kernels move about 60% of an H200's copy bandwidth; a plain
 ``cupy.RawKernel`` that reads and writes 16 bytes at a time in a grid-stride loop moves
-about 96% (issue 30). So ``add``, ``sub``, ``mul``, ``maximum`` and ``minimum`` get such a
-kernel, one per (op, dtype) from one template, for the calls where it is plainly the same
-computation as cupy's:
+about 96% (issue 30). So the elementwise core ops get such a kernel, one per (op, dtype),
+all from one template, in four families:
 
-- both arrays C-contiguous, of the same shape (no broadcasting) and on the same device;
-- the same dtype, float32, float16 or int32 (the result has that dtype, as cupy's has);
-- both data pointers 16-byte aligned (so ``x[1:]`` of a float32 array is not);
-- at least :data:`MIN_ELEMENTS` elements (below that a launch costs more than it saves).
+- unary: ``neg``, ``abs``, ``relu``, ``exp``, ``log``, ``sin``, ``cos``, ``tanh``,
+  ``sigmoid``, ``sqrt``;
+- binary: ``add``, ``sub``, ``mul``, ``div``, ``maximum``, ``minimum``;
+- a scalar operand: ``add.Scalar``, ``sub.Scalar``, ``mul.Scalar``, ``div.Scalar``,
+  ``rsub.Scalar`` (``2.0 - x``) and ``rdiv.Scalar`` (``2.0 / x``);
+- comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
+  ``.Scalar`` forms.
 
-Every other call goes to cupy's function unchanged. The arithmetic is cupy's own: float32
-and int32 as C does it (int32 wraps in two's complement), float16 converted to float32,
-computed there and rounded back to float16 to nearest even (cupy's ``float16`` type does
-the same); ``maximum`` and ``minimum`` give NaN where either input is NaN, else CUDA's
-``fmaxf``/``fminf`` (cupy's formula). ``OPLIB_CUDA_FAST_ELEMENTWISE=0`` (or ``false``,
-``no``, ``off``) turns the kernels off; it is read when each op first runs.
+A call takes the own kernel where it is plainly the same computation as cupy's:
+
+- every array C-contiguous, 16-byte aligned (so ``x[1:]`` of a float32 array is not), of
+  at least :data:`MIN_ELEMENTS` elements (below that a launch costs more than it saves);
+- two arrays: the same shape (no broadcasting), dtype and device;
+- the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
+  ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64);
+- a scalar operand: a Python ``int`` or ``float`` for float arrays (a float16 or float32 value
+  that overflows where the scalar does not is left to cupy), an ``int`` within int32 for
+  int32 arrays (a weak scalar, NEP 50: cupy casts it to the array's dtype first, as here).
+
+Every other call goes to cupy's function (the core's kernel) unchanged. The arithmetic is
+cupy's own: float32 and int32 as C does it (int32 wraps in two's complement), float16
+converted to float32, computed there and rounded back to float16 to nearest even (cupy's
+``float16`` type does the same), each intermediate of ``sigmoid`` rounded as the core's
+formula rounds it (``exp(-|x|)``, then ``1 + e``, then the quotient); ``maximum`` and
+``minimum`` give NaN where either input is NaN, else CUDA's ``fmaxf``/``fminf`` (cupy's
+formula). ``OPLIB_CUDA_FAST_ELEMENTWISE=0`` (or ``false``, ``no``, ``off``) turns the
+kernels off; it is read when each op first runs.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from oplib_core.backends import by_size
 from oplib_cuda import runtime
 
 __all__ = [
     "ALIGNMENT",
     "DTYPES",
+    "FORMULAS",
     "MIN_ELEMENTS",
     "OPS",
     "SWITCH",
     "ArrayFacts",
+    "Formula",
+    "Op",
     "c_contiguous",
+    "computes",
     "enabled",
     "facts",
     "fast_kernel",
     "launches",
     "qualifies",
+    "scalar_operand",
     "serves",
     "source",
 ]
@@ -59,16 +81,76 @@ ALIGNMENT = 16
 _THREADS = 256  # per block
 _BLOCKS_PER_SM = 8  # issue 30's reference kernel: 132 SMs x 8 blocks x 256 threads, 96%
 
-#: The expression of each op, on floats (``a``, ``b`` are ``float``) and on ints. cupy
-#: compiles these as it compiles its own kernels (NVRTC, ``-ftz=true``: float32 subnormals
-#: flush to zero in both alike; no fast-math, so ``a != a`` is true exactly for NaN).
+
+class Formula(NamedTuple):
+    """What one element of the result is, as C expressions of ``a`` (and ``b``)."""
+
+    on_float: str  # a, b: float (float32, and float16 computed in float)
+    on_int: str | None  # a, b: int; None: not served on int32 (cupy's result is float64)
+    predicate: bool = False  # a bool result
+
+
+#: cupy compiles these as it compiles its own kernels (NVRTC, ``-ftz=true``: float32
+#: subnormals flush to zero in both alike; no fast math, so ``a != a`` is true exactly for
+#: NaN and division is correctly rounded). ``OPLIB_R(v)`` rounds ``v`` as the result's
+#: dtype stores it: nothing for float32, to float16 and back for float16.
 _NAN = "__int_as_float(0x7fffffff)"
-OPS: dict[str, tuple[str, str]] = {
-    "add": ("a + b", "(int)((unsigned int)a + (unsigned int)b)"),
-    "sub": ("a - b", "(int)((unsigned int)a - (unsigned int)b)"),
-    "mul": ("a * b", "(int)((unsigned int)a * (unsigned int)b)"),
-    "maximum": (f"(a != a || b != b) ? {_NAN} : fmaxf(a, b)", "a > b ? a : b"),
-    "minimum": (f"(a != a || b != b) ? {_NAN} : fminf(a, b)", "a < b ? a : b"),
+_WRAP = "(int)((unsigned int)a {} (unsigned int)b)"  # int32 arithmetic wraps
+_EXP_NEG_ABS = "OPLIB_R(expf(-fabsf(a)))"
+_ONE_PLUS = f"OPLIB_R(1.0f + {_EXP_NEG_ABS})"
+FORMULAS: dict[str, Formula] = {
+    # unary
+    "neg": Formula("-a", "(int)(0u - (unsigned int)a)"),
+    "abs": Formula("fabsf(a)", "a < 0 ? (int)(0u - (unsigned int)a) : a"),
+    "relu": Formula("a < 0.0f ? 0.0f : a", "a < 0 ? 0 : a"),  # -0.0 and NaN stay
+    "exp": Formula("expf(a)", None),
+    "log": Formula("logf(a)", None),
+    "sin": Formula("sinf(a)", None),
+    "cos": Formula("cosf(a)", None),
+    "tanh": Formula("tanhf(a)", None),
+    "sqrt": Formula("sqrtf(a)", None),
+    # the core's: e = exp(-|x|); where(x >= 0, 1 / (1 + e), e / (1 + e))
+    "sigmoid": Formula(
+        f"a >= 0.0f ? OPLIB_R(1.0f / {_ONE_PLUS}) : OPLIB_R({_EXP_NEG_ABS} / {_ONE_PLUS})",
+        None,
+    ),
+    # binary
+    "add": Formula("a + b", _WRAP.format("+")),
+    "sub": Formula("a - b", _WRAP.format("-")),
+    "mul": Formula("a * b", _WRAP.format("*")),
+    "div": Formula("a / b", None),
+    "maximum": Formula(f"(a != a || b != b) ? {_NAN} : fmaxf(a, b)", "a > b ? a : b"),
+    "minimum": Formula(f"(a != a || b != b) ? {_NAN} : fminf(a, b)", "a < b ? a : b"),
+    # comparisons
+    "eq": Formula("a == b", "a == b", predicate=True),
+    "ne": Formula("a != b", "a != b", predicate=True),
+    "lt": Formula("a < b", "a < b", predicate=True),
+    "le": Formula("a <= b", "a <= b", predicate=True),
+    "gt": Formula("a > b", "a > b", predicate=True),
+    "ge": Formula("a >= b", "a >= b", predicate=True),
+}
+
+
+class Op(NamedTuple):
+    """A core op the own kernels serve: its formula and where its second operand comes from."""
+
+    formula: str  # a key of FORMULAS
+    operand: Literal["none", "array", "scalar"]  # unary, two arrays, an array and a scalar
+    reverse: bool = False  # the scalar is the left operand (``2.0 - x``)
+
+
+_UNARY = ("neg", "abs", "relu", "exp", "log", "sin", "cos", "tanh", "sigmoid", "sqrt")
+_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+_COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+_WITH_SCALAR = ("add", "sub", "mul", "div", *_COMPARE)
+
+#: Each served core op (its name with overload and without namespace, as ``CORE_OPS``).
+OPS: dict[str, Op] = {
+    **{name: Op(name, "none") for name in _UNARY},
+    **{name: Op(name, "array") for name in (*_BINARY, *_COMPARE)},
+    **{f"{name}.Scalar": Op(name, "scalar") for name in _WITH_SCALAR},
+    "rsub.Scalar": Op("sub", "scalar", reverse=True),
+    "rdiv.Scalar": Op("div", "scalar", reverse=True),
 }
 
 #: The dtypes served, each with its C storage type, 16-byte vector type and lanes per vector.
@@ -79,6 +161,9 @@ DTYPES: dict[np.dtype, tuple[str, str, int]] = {
     np.dtype("float16"): ("unsigned short", "uint4", 8),
 }
 
+_INT32 = np.dtype("int32")
+_BOOL = np.dtype("bool")
+
 _launches: Counter[str] = Counter()
 
 
@@ -86,6 +171,15 @@ def enabled() -> bool:
     """Whether the own kernels are on: ``OPLIB_CUDA_FAST_ELEMENTWISE`` is unset or not one
     of ``0``, ``false``, ``no``, ``off`` (any case), as oplib's other switches read."""
     return runtime.switched_on(SWITCH)
+
+
+def computes(op: str, dtype: np.dtype) -> bool:
+    """Whether an own kernel computes ``op`` on arrays of ``dtype``: a served dtype, and
+    not int32 for the ops whose int32 results cupy gives as float64."""
+    spec = OPS.get(op)
+    if spec is None or dtype not in DTYPES:
+        return False
+    return dtype != _INT32 or FORMULAS[spec.formula].on_int is not None
 
 
 class ArrayFacts(NamedTuple):
@@ -120,98 +214,190 @@ def c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
     return True
 
 
-def qualifies(op: str, x: ArrayFacts, y: ArrayFacts) -> bool:
-    """Whether the own kernel computes ``op(x, y)``: the conditions in the module doc."""
-    if op not in OPS or x.dtype not in DTYPES or y.dtype != x.dtype:
+def _plain(x: ArrayFacts) -> bool:
+    """Large enough, aligned and C-contiguous."""
+    if int(np.prod(x.shape, dtype=np.int64)) < MIN_ELEMENTS or x.ptr % ALIGNMENT:
         return False
-    if x.shape != y.shape or x.device != y.device:
-        return False
-    if int(np.prod(x.shape, dtype=np.int64)) < MIN_ELEMENTS:
-        return False
-    if x.ptr % ALIGNMENT or y.ptr % ALIGNMENT:
-        return False
-    size = x.dtype.itemsize
-    return c_contiguous(x.shape, x.strides, size) and c_contiguous(y.shape, y.strides, size)
+    return c_contiguous(x.shape, x.strides, x.dtype.itemsize)
 
 
-def serves(op: str, x: Any, y: Any) -> bool:
-    """Whether ``oplib.ops.oplib.<op>(x, y)`` on cupy arrays ``x``, ``y`` runs the own
-    kernel (the switch on, and :func:`qualifies`); ``False`` for anything else, and where
-    cupy cannot be imported."""
-    if runtime.cupy_import_error() is not None:
+def qualifies(op: str, x: ArrayFacts, y: ArrayFacts | None = None) -> bool:
+    """Whether the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison
+    of two arrays, ``y``): the conditions in the module doc. A scalar operand is judged
+    apart, by :func:`scalar_operand`."""
+    spec = OPS.get(op)
+    if spec is None or not computes(op, x.dtype) or (y is not None) != (spec.operand == "array"):
+        return False
+    if y is not None and (y.dtype != x.dtype or y.shape != x.shape or y.device != x.device):
+        return False
+    return _plain(x) and (y is None or _plain(y))
+
+
+def scalar_operand(dtype: np.dtype, value: object) -> np.generic | None:
+    """The 32-bit kernel argument carrying Python scalar ``value`` to an own kernel on
+    ``dtype`` arrays, cast as cupy casts a weak scalar (float16: its bits, as ``uint32``);
+    ``None`` where the call is not plainly cupy's computation (see the module doc)."""
+    if dtype == _INT32:
+        if type(value) is int and -(1 << 31) <= value < (1 << 31):
+            as_int32: np.generic = np.int32(value)
+            return as_int32
+        return None
+    if not isinstance(value, (int, float)) or type(value) is bool or dtype not in DTYPES:
+        return None
+    if type(value) not in (int, float):  # a numpy scalar is not weak: its dtype counts
+        return None
+    try:
+        with np.errstate(over="ignore"):
+            cast: np.floating[Any] = dtype.type(value)
+    except OverflowError:  # an int beyond float64's range
+        return None
+    if not math.isfinite(cast) and math.isfinite(value):
+        return None
+    arg: np.generic = np.uint32(int(cast.view(np.uint16))) if dtype.itemsize == 2 else cast
+    return arg
+
+
+def serves(op: str, x: Any, other: Any = None) -> bool:
+    """Whether ``oplib.ops.oplib.<op>`` on cupy array ``x`` (and ``other``: a cupy array
+    or a Python scalar, as the op takes) runs the own kernel: the switch on, and the
+    conditions in the module doc. ``False`` for anything else, and where cupy cannot be
+    imported."""
+    spec = OPS.get(op)
+    if spec is None or runtime.cupy_import_error() is not None or not enabled():
         return False
     ndarray = runtime.cupy().ndarray
-    if type(x) is not ndarray or type(y) is not ndarray:
+    if type(x) is not ndarray:
         return False
-    return enabled() and qualifies(op, facts(x), facts(y))
+    if spec.operand == "array":
+        return type(other) is ndarray and qualifies(op, facts(x), facts(other))
+    if spec.operand == "scalar" and scalar_operand(np.dtype(x.dtype), other) is None:
+        return False
+    return qualifies(op, facts(x))
 
 
 def launches() -> dict[str, int]:
-    """How many times each own kernel (``"add float32"`` ...) ran in this process."""
+    """How many times each own kernel (``"add float32"``, ``"lt.Scalar int32"`` ...) ran in
+    this process."""
     return dict(_launches)
+
+
+def _elements(vector: str, scalar: str) -> list[str]:
+    """The C expressions of the elements of 16-byte vector variable ``vector``, in order."""
+    if scalar == "unsigned short":
+        return [
+            f"(unsigned short)({vector}.{c}{part})"
+            for c in "xyzw"
+            for part in (" & 0xffffu", " >> 16")
+        ]
+    return [f"{vector}.{c}" for c in "xyzw"]
+
+
+def _packed(calls: list[str], scalar: str, predicate: bool) -> tuple[str, list[str]]:
+    """The result vector's C type and the statements setting ``r`` from the lanes' values."""
+    if predicate:  # one byte per lane: 4 lanes in a 32-bit word, 8 in two
+        words = [
+            " | ".join(f"((unsigned int){c} << {8 * k})" for k, c in enumerate(calls[i : i + 4]))
+            for i in range(0, len(calls), 4)
+        ]
+        if len(words) == 1:
+            return "unsigned int", [f"r = {words[0]};"]
+        return "uint2", [f"r.x = {words[0]};", f"r.y = {words[1]};"]
+    if scalar == "unsigned short":
+        return "uint4", [
+            f"r.{c} = (unsigned int){calls[2 * k]} | ((unsigned int){calls[2 * k + 1]} << 16);"
+            for k, c in enumerate("xyzw")
+        ]
+    vector = DTYPES[np.dtype("int32" if scalar == "int" else "float32")][1]
+    return vector, [f"r.{c} = {call};" for c, call in zip("xyzw", calls, strict=True)]
 
 
 def source(op: str, dtype: np.dtype) -> tuple[str, str]:
     """The CUDA source of the kernel for ``op`` on ``dtype`` and its name.
 
-    ``name(x, y, z, n)`` writes ``z[i] = op(x[i], y[i])`` for ``i < n``: 16-byte vector
-    loads and stores over the first ``n // lanes`` vectors in a grid-stride loop, then the
-    last ``n % lanes`` elements one by one."""
-    scalar, vector, lanes = DTYPES[np.dtype(dtype)]
-    on_float, on_int = OPS[op]
-    name = f"oplib_{op}_{np.dtype(dtype).name}"
-    if scalar == "unsigned short":  # float16: through float, rounded to nearest even
+    ``name(x, [y | s,] z, n)`` writes ``z[i] = op(x[i][, y[i] | s])`` for ``i < n``
+    (``op(s, x[i])`` for the reversed scalar ops): 16-byte vector loads over the first
+    ``n // lanes`` vectors in a grid-stride loop, stores of the matching width (a bool per
+    lane for comparisons), then the last ``n % lanes`` elements one by one. A scalar
+    operand ``s`` comes as a 32-bit value (float16: its bits in the low half)."""
+    dtype = np.dtype(dtype)
+    spec, scalar = OPS[op], DTYPES[dtype][0]
+    formula = FORMULAS[spec.formula]
+    vector = DTYPES[dtype][1]
+    result = "bool" if formula.predicate else scalar
+    name = f"oplib_{op.replace('.', '_')}_{dtype.name}"
+    arity = 1 if spec.operand == "none" else 2
+    operands = ("a", "b")[:arity]
+    if scalar == "unsigned short":  # float16: through float
+        in_float = ", ".join(f"float {v}" for v in operands)
+        in_half = ", ".join(f"unsigned short {v}" for v in operands)
+        converted = ", ".join(f"__half2float(__ushort_as_half({v}))" for v in operands)
+        done = "r" if formula.predicate else "__half_as_ushort(__float2half_rn(r))"
         head = f"""#include <cuda_fp16.h>
 
-__device__ __forceinline__ float oplib_f(float a, float b) {{ return {on_float}; }}
+#define OPLIB_R(v) __half2float(__float2half_rn(v))
 
-__device__ __forceinline__ unsigned short oplib_op(unsigned short a, unsigned short b) {{
-    const float r = oplib_f(__half2float(__ushort_as_half(a)), __half2float(__ushort_as_half(b)));
-    return __half_as_ushort(__float2half_rn(r));
+__device__ __forceinline__ {"bool" if formula.predicate else "float"} oplib_f({in_float}) {{
+    return {formula.on_float};
 }}
 
-__device__ __forceinline__ unsigned int oplib_lane(unsigned int a, unsigned int b) {{
-    const unsigned int lo = oplib_op((unsigned short)(a & 0xffffu), (unsigned short)(b & 0xffffu));
-    const unsigned int hi = oplib_op((unsigned short)(a >> 16), (unsigned short)(b >> 16));
-    return lo | (hi << 16);
+__device__ __forceinline__ {result} oplib_op({in_half}) {{
+    const auto r = oplib_f({converted});
+    return {done};
 }}
 """
     else:
-        expr = on_float if scalar == "float" else on_int
-        head = f"""__device__ __forceinline__ {scalar} oplib_op({scalar} a, {scalar} b) {{
+        expr = formula.on_float if scalar == "float" else formula.on_int
+        params = ", ".join(f"{scalar} {v}" for v in operands)
+        head = f"""#define OPLIB_R(v) (v)
+
+__device__ __forceinline__ {result} oplib_op({params}) {{
     return {expr};
 }}
-
-__device__ __forceinline__ {scalar} oplib_lane({scalar} a, {scalar} b) {{
-    return oplib_op(a, b);
-}}
 """
-    body = f"""
-extern "C" __global__ void {name}(const {scalar}* __restrict__ x,
-                                  const {scalar}* __restrict__ y,
-                                  {scalar}* __restrict__ z, const long long n) {{
+    p = _elements("p", scalar)
+    if spec.operand == "array":
+        calls = [f"oplib_op({a}, {b})" for a, b in zip(p, _elements("q", scalar), strict=True)]
+        tail = "oplib_op(x[i], y[i])"
+    elif spec.operand == "scalar":
+        calls = [f"oplib_op(s, {a})" if spec.reverse else f"oplib_op({a}, s)" for a in p]
+        tail = "oplib_op(s, x[i])" if spec.reverse else "oplib_op(x[i], s)"
+    else:
+        calls = [f"oplib_op({a})" for a in p]
+        tail = "oplib_op(x[i])"
+    out_vector, packing = _packed(calls, scalar, formula.predicate)
+    second = {
+        "none": "",
+        "array": f"const {scalar}* __restrict__ y, ",
+        "scalar": f"const {'unsigned int' if scalar == 'unsigned short' else scalar} s_arg, ",
+    }[spec.operand]
+    setup = {
+        "none": "",
+        "array": f"\n    const {vector}* yv = reinterpret_cast<const {vector}*>(y);",
+        "scalar": f"\n    const {scalar} s = ({scalar})s_arg;",
+    }[spec.operand]
+    load_q = f"\n        const {vector} q = yv[i];" if spec.operand == "array" else ""
+    body = "\n        ".join(packing)
+    lanes = DTYPES[dtype][2]
+    kernel = f"""
+extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{result}* __restrict__ z,
+                                  const long long n) {{
     const long long start = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long vectors = n / {lanes};
-    const {vector}* xv = reinterpret_cast<const {vector}*>(x);
-    const {vector}* yv = reinterpret_cast<const {vector}*>(y);
-    {vector}* zv = reinterpret_cast<{vector}*>(z);
+    const {vector}* xv = reinterpret_cast<const {vector}*>(x);{setup}
+    {out_vector}* zv = reinterpret_cast<{out_vector}*>(z);
     for (long long i = start; i < vectors; i += stride) {{
-        const {vector} p = xv[i];
-        const {vector} q = yv[i];
-        {vector} r;
-        r.x = oplib_lane(p.x, q.x);
-        r.y = oplib_lane(p.y, q.y);
-        r.z = oplib_lane(p.z, q.z);
-        r.w = oplib_lane(p.w, q.w);
+        const {vector} p = xv[i];{load_q}
+        {out_vector} r;
+        {body}
         zv[i] = r;
     }}
     for (long long i = vectors * {lanes} + start; i < n; i += stride) {{
-        z[i] = oplib_op(x[i], y[i]);
+        z[i] = {tail};
     }}
 }}
 """
-    return head + body, name
+    return head + kernel, name
 
 
 @functools.cache
@@ -226,16 +412,17 @@ def _blocks_most(device: int) -> int:
     return sms * _BLOCKS_PER_SM
 
 
-def _launch(op: str, x: Any, y: Any) -> Any:
-    """``op(x, y)`` by the own kernel, on the current device (the caller's: the plugin's
-    kernels make the arrays' device current)."""
+def _launch(op: str, x: Any, second: tuple[Any, ...]) -> Any:
+    """``op`` on ``x`` (and ``second``: the other array or the scalar's kernel argument, or
+    nothing) by the own kernel, on the current device (the caller's: the plugin's kernels
+    make the arrays' device current)."""
     cp = runtime.cupy()
     dtype = np.dtype(x.dtype)
     n = int(x.size)
-    z = cp.empty(x.shape, dtype=dtype)
+    z = cp.empty(x.shape, dtype=_BOOL if FORMULAS[OPS[op].formula].predicate else dtype)
     vectors = n // DTYPES[dtype][2]
     blocks = max(1, min(_blocks_most(int(x.data.device_id)), -(-vectors // _THREADS)))
-    _raw_kernel(op, dtype)((blocks,), (_THREADS,), (x, y, z, np.int64(n)))
+    _raw_kernel(op, dtype)((blocks,), (_THREADS,), (x, *second, z, np.int64(n)))
     _launches[f"{op} {dtype.name}"] += 1
     return z
 
@@ -243,26 +430,42 @@ def _launch(op: str, x: Any, y: Any) -> Any:
 def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
     """The cuda kernel of core op ``name``: ``fallback`` (cupy's) itself when ``name`` is
     not one of :data:`OPS` or the switch is off; else a kernel that runs the own kernel
-    where :func:`qualifies` and ``fallback`` for every other call."""
-    if name not in OPS or not enabled():
+    where the module doc's conditions hold and ``fallback`` for every other call. Calls on
+    arrays of fewer than :data:`MIN_ELEMENTS` go to ``fallback`` with no Python frame between
+    (``oplib_core.backends.by_size``): the small calls are the launch-bound ones."""
+    spec = OPS.get(name)
+    if spec is None or not enabled():
         return fallback
-    ndarray: Any = None
     # what the fast path would call in place of ``fallback`` (cupy's function itself)
     other_calls: Callable[..., Any] = getattr(fallback, "fast_entry", fallback)
 
-    def kernel(self: Any, other: Any) -> Any:
-        nonlocal ndarray
-        if self.size >= MIN_ELEMENTS:  # one attribute read for the small calls
-            if ndarray is None:
-                ndarray = runtime.cupy().ndarray
-            if (
-                type(self) is ndarray
-                and type(other) is ndarray
-                and qualifies(name, facts(self), facts(other))
-            ):
-                return _launch(name, self, other)
+    @functools.cache
+    def ndarray() -> Any:
+        return runtime.cupy().ndarray
+
+    def unary(self: Any) -> Any:
+        if type(self) is ndarray() and qualifies(name, facts(self)):
+            return _launch(name, self, ())
+        return other_calls(self)
+
+    def binary(self: Any, other: Any) -> Any:
+        array = ndarray()
+        if (
+            type(self) is array
+            and type(other) is array
+            and qualifies(name, facts(self), facts(other))
+        ):
+            return _launch(name, self, (other,))
         return other_calls(self, other)
 
-    kernel.__name__ = kernel.__qualname__ = getattr(fallback, "__name__", name)
-    kernel.__doc__ = fallback.__doc__
-    return kernel
+    def with_scalar(self: Any, other: Any) -> Any:
+        if type(self) is ndarray():
+            s = scalar_operand(np.dtype(self.dtype), other)
+            if s is not None and qualifies(name, facts(self)):
+                return _launch(name, self, (s,))
+        return other_calls(self, other)
+
+    forms: dict[str, Callable[..., Any]] = {"none": unary, "array": binary, "scalar": with_scalar}
+    large = forms[spec.operand]
+    large.__doc__ = fallback.__doc__
+    return by_size(other_calls, large, MIN_ELEMENTS, name=getattr(fallback, "__name__", name))
