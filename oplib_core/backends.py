@@ -972,7 +972,12 @@ def by_size(
 
     for role, fn in (("small", small), ("large", large)):
         if not callable(fn):
-            raise TypeError(f"by_size(): {role} must be callable, got {fn!r}")
+            raise ArgumentTypeError(
+                f"by_size(): {role} must be callable, got {fn!r}",
+                api="by_size",
+                argument=role,
+                value=fn,
+            )
     label = name if name is not None else getattr(large, "__name__", "by_size")
     make = _size_routed_class() if SizeRoutedBase is not None else _size_routed_python
     routed: Any = make(small, large, min_size)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import oplib_core as oplib
 import oplib_core._dispatch as dispatch
 from oplib_core.backends import by_size
 
@@ -101,8 +102,11 @@ def test_names_docs_signature_and_parts(build: str) -> None:
 @pytest.mark.parametrize("which", ["small", "large"])
 def test_refuses_what_cannot_be_called(build: str, which: str) -> None:
     parts = {"small": _small, "large": _large, which: 3}
-    with pytest.raises(TypeError, match=f"by_size\\(\\): {which} must be callable, got 3"):
+    with pytest.raises(
+        oplib.ArgumentTypeError, match=f"by_size\\(\\): {which} must be callable, got 3"
+    ) as raised:
         by_size(parts["small"], parts["large"], 1)
+    assert isinstance(raised.value, TypeError) and raised.value.argument == which
 
 
 def test_compiled_adds_no_python_frame() -> None:
