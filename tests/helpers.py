@@ -23,6 +23,24 @@ from oplib_core import _plugin_host, plugins
 from oplib_core import library as _library
 from oplib_core._device import Device
 
+#: numpy's function of each binary pointwise core op (and comparison), by op name.
+NUMPY_BINARY: dict[str, Callable[..., Any]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
+
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 

@@ -15,6 +15,8 @@ from oplib_core._schema import parse_schema
 from oplib_core._tags import Tag
 from oplib_core.kernels import array_kernels, check_kernels
 
+from helpers import NUMPY_BINARY
+
 K = array_kernels(np)
 F32 = np.float32
 
@@ -125,21 +127,7 @@ def test_sigmoid_is_stable_for_large_inputs():
     assert out[1] > 0  # no underflow to 0 through 1 / (1 + inf)
 
 
-BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
+BINARY = NUMPY_BINARY
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))

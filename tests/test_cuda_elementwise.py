@@ -25,6 +25,8 @@ from oplib_cuda import elementwise as ew
 
 import oplib_core as oplib
 
+from helpers import NUMPY_BINARY
+
 OPS = list(ew.OPS)
 DTYPES: list[np.dtype] = [np.dtype("float32"), np.dtype("float16"), np.dtype("int32")]
 N = ew.MIN_ELEMENTS
@@ -52,18 +54,7 @@ NUMPY: dict[str, Any] = {
     "tanh": np.tanh,
     "sqrt": np.sqrt,
     "sigmoid": _sigmoid,
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
+    **{name: fn for name, fn in NUMPY_BINARY.items() if name != "pow"},
 }
 #: the formulas whose host results may differ from numpy's in the last place (a C library's
 #: ``expf`` is not numpy's); on a GPU every formula is held to cupy's results exactly

@@ -1180,14 +1180,17 @@ static int fc_clear(PyObject *op) {
   return 0;
 }
 
-static void fc_dealloc(PyObject *op) {
+/* A GC-tracked instance of one of this module's heap types, cleared by `clear`, freed. */
+static void dealloc_cleared(PyObject *op, inquiry clear) {
   PyTypeObject *tp = Py_TYPE(op);
   PyObject_GC_UnTrack(op);
-  fc_clear(op);
+  clear(op);
   freefunc free_slot = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   free_slot(op);
   Py_DECREF(tp);
 }
+
+static void fc_dealloc(PyObject *op) { dealloc_cleared(op, fc_clear); }
 
 static PyMemberDef fc_members[] = {
     {"_npos", T_PYSSIZET, offsetof(FastCallBase, npos), 0, NULL},
@@ -1313,14 +1316,7 @@ static int sr_clear(PyObject *op) {
   return 0;
 }
 
-static void sr_dealloc(PyObject *op) {
-  PyTypeObject *tp = Py_TYPE(op);
-  PyObject_GC_UnTrack(op);
-  sr_clear(op);
-  freefunc free_slot = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-  free_slot(op);
-  Py_DECREF(tp);
-}
+static void sr_dealloc(PyObject *op) { dealloc_cleared(op, sr_clear); }
 
 static PyMemberDef sr_members[] = {
     {"small", T_OBJECT_EX, offsetof(SizeRouted, small), READONLY, NULL},
