@@ -81,10 +81,10 @@ def f(
 def test_qualifies_contiguous_aligned_large_same_dtype(op: str, dtype: np.dtype) -> None:
     if op in TWO_ARRAYS:
         assert ew.qualifies(op, f((N,), dtype), f((N,), dtype))
-        assert ew.qualifies(op, f((1024, 1024), dtype), f((1024, 1024), dtype, ptr=0x7F0001000000))
+        assert ew.qualifies(op, f((2048, 2048), dtype), f((2048, 2048), dtype, ptr=0x7F0001000000))
     else:
         assert ew.qualifies(op, f((N,), dtype))
-        assert ew.qualifies(op, f((1024, 1024), dtype))
+        assert ew.qualifies(op, f((2048, 2048), dtype))
 
 
 def test_every_served_op_is_a_core_op_and_the_families_are_whole() -> None:
@@ -115,14 +115,14 @@ def test_every_served_op_is_a_core_op_and_the_families_are_whole() -> None:
         ("mixed dtypes", f((N,), "float32"), f((N,), "float16"), "add"),
         ("mixed dtypes, comparison", f((N,), "float32"), f((N,), "int32"), "lt"),
         ("broadcast", f((N,)), f((1,)), "add"),
-        ("broadcast 2-d", f((1024, 1024)), f((1, 1024)), "mul"),
-        ("same size, other shape", f((N,)), f((1024, 1024)), "add"),
+        ("broadcast 2-d", f((2048, 2048)), f((1, 2048)), "mul"),
+        ("same size, other shape", f((N,)), f((2048, 2048)), "add"),
         ("too small", f((N - 1,)), f((N - 1,)), "add"),
         ("empty", f((0,)), f((0,)), "eq"),
         ("x unaligned (x[1:])", f((N,), ptr=0x7F0000000004), f((N,)), "add"),
         ("y unaligned", f((N,)), f((N,), ptr=0x7F0000000008), "sub"),
         ("strided x[::2]", f((N,), strides=(8,)), f((N,)), "add"),
-        ("transposed", f((1024, 1024), strides=(4, 4096)), f((1024, 1024)), "ge"),
+        ("transposed", f((2048, 2048), strides=(4, 8192)), f((2048, 2048)), "ge"),
         ("reversed", f((N,), strides=(-4,)), f((N,)), "add"),
         ("broadcast view (stride 0)", f((N,)), f((N,), strides=(0,)), "add"),
         ("other device", f((N,)), f((N,), device=1), "add"),
@@ -144,7 +144,7 @@ def test_everything_else_falls_back(why: str, x: ew.ArrayFacts, y: ew.ArrayFacts
         ("empty", f((0,)), "mul.Scalar"),
         ("unaligned", f((N,), ptr=0x7F0000000004), "relu"),
         ("strided", f((N,), strides=(8,)), "lt.Scalar"),
-        ("Fortran order", f((1024, 1024), strides=(4, 4096)), "rsub.Scalar"),
+        ("Fortran order", f((2048, 2048), strides=(4, 8192)), "rsub.Scalar"),
     ],
 )
 def test_one_array_forms_fall_back(why: str, x: ew.ArrayFacts, op: str) -> None:

@@ -16,7 +16,8 @@ all from one template, in four families:
 A call takes the own kernel where it is plainly the same computation as cupy's:
 
 - every array C-contiguous, 16-byte aligned (so ``x[1:]`` of a float32 array is not), of
-  at least :data:`MIN_ELEMENTS` elements (below that a launch costs more than it saves);
+  at least :data:`MIN_ELEMENTS` elements (below that a call is launch-bound: what it costs
+  the host decides, and cupy's call is the one measured there);
 - two arrays: the same shape (no broadcasting), dtype and device;
 - the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
   ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64);
@@ -72,8 +73,11 @@ __all__ = [
 #: The environment variable that turns the kernels off (``0``, ``false``, ``no``, ``off``).
 SWITCH = "OPLIB_CUDA_FAST_ELEMENTWISE"
 
-#: Fewest elements a call needs for the own kernel.
-MIN_ELEMENTS = 1 << 20
+#: Fewest elements a call needs for the own kernel: 16 MiB of float32, which an H200 reads
+#: in about 4 µs, about what a launch costs the host. Below that a call is launch-bound and
+#: cupy's call is the measured one (``bench/gpu.py``'s autograd chain, on 2**20 elements,
+#: keeps it), above it the device's bandwidth decides.
+MIN_ELEMENTS = 1 << 22
 
 #: Bytes each thread reads per array per step; the data pointers must be aligned to it.
 ALIGNMENT = 16
@@ -216,7 +220,7 @@ def c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
 
 def _plain(x: ArrayFacts) -> bool:
     """Large enough, aligned and C-contiguous."""
-    if int(np.prod(x.shape, dtype=np.int64)) < MIN_ELEMENTS or x.ptr % ALIGNMENT:
+    if math.prod(x.shape) < MIN_ELEMENTS or x.ptr % ALIGNMENT:
         return False
     return c_contiguous(x.shape, x.strides, x.dtype.itemsize)
 
