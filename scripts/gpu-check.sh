@@ -156,7 +156,7 @@ if ((installed)); then
   xdist=()
   "$py" -c "import xdist" 2>/dev/null && xdist=(-n auto)
   pytest=("$py" -m pytest -q --tb=short -p no:cacheprovider)
-  step cuda 90 "${pytest[@]}" -m cuda -rs --junitxml="$work/cuda.xml" "${tests[@]}"
+  step cuda 150 "${pytest[@]}" -m cuda -rs --junitxml="$work/cuda.xml" "${tests[@]}"
   to=$results/check.json step check 90 "$venv/bin/oplib" check --backend "$backend" --json
   step bench 120 "$py" bench/gpu.py --json "$work/bench.json"
   step calls 60 "$py" bench/gpu_calls.py --json "$results/calls.json"

@@ -625,6 +625,15 @@ def _cupy_operands(cp: Any, op: str, dtype: np.dtype, n: int, seed: int) -> tupl
     return cp.asarray(x), None
 
 
+def _same(cp: Any, got: Any, expected: Any) -> None:
+    """``got`` equals ``expected`` element for element, NaN where it has NaN (compared on the
+    device: the arrays are tens of MiB; numpy's report only where they differ)."""
+    assert type(got) is cp.ndarray
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    if not bool(cp.array_equal(got, expected, equal_nan=got.dtype.kind == "f")):
+        np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(expected))
+
+
 def _check(cp: Any, op: str, x: Any, other: Any, *, fast: bool) -> None:
     args = () if ew.OPS[op].operand == "none" else (other,)
     assert ew.serves(op, x, *args) is fast
@@ -632,10 +641,7 @@ def _check(cp: Any, op: str, x: Any, other: Any, *, fast: bool) -> None:
     before = ew.launches().get(key, 0)
     got = _call(op, x, *args)
     after = ew.launches().get(key, 0)
-    expected = _reference(cp, op)(x, *args)
-    assert type(got) is cp.ndarray
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(expected))
+    _same(cp, got, _reference(cp, op)(x, *args))
     assert after - before == (1 if fast else 0)
 
 
@@ -648,7 +654,7 @@ def _call(op: str, *args: Any) -> Any:
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(("op", "dtype"), SERVED, ids=str)
-@pytest.mark.parametrize("extra", [0, 1, 3, 7])
+@pytest.mark.parametrize("extra", [0, 5])  # 5: a tail past the last float4 and uint4
 def test_own_kernel_equals_cupy(cp: Any, op: str, dtype: np.dtype, extra: int) -> None:
     x, other = _cupy_operands(cp, op, dtype, N + extra, extra)
     _check(cp, op, x, other, fast=True)
@@ -665,8 +671,18 @@ def test_own_kernel_nan_and_inf_like_cupy(cp: Any, op: str, dtype: str) -> None:
     _check(cp, op, x, y, fast=True)
 
 
+#: one op of each family on each dtype it takes: which calls fall back is decided by
+#: ``qualifies``, a pure function tested above for every op (each case here compiles cupy
+#: kernels, seconds on a fresh GPU machine)
+FAMILIES = [
+    (op, dt)
+    for op, dt in SERVED
+    if op in ("add", "neg", "sigmoid", "mul.Scalar", "rsub.Scalar", "lt", "ge.Scalar")
+]
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize(("op", "dtype"), SERVED, ids=str)
+@pytest.mark.parametrize(("op", "dtype"), FAMILIES, ids=str)
 def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> None:
     x, other = _cupy_operands(cp, op, dtype, 2 * N + 8, 1)
     two = ew.OPS[op].operand == "array"
@@ -693,9 +709,7 @@ def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
             with pytest.raises(type(exc)):
                 _call(op, x[:N], s)
         else:
-            got = _call(op, x[:N], s)
-            assert got.dtype == expected.dtype
-            np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(expected))
+            _same(cp, _call(op, x[:N], s), expected)
 
 
 @pytest.mark.cuda
@@ -726,7 +740,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     after = ew.launches()
     for key in ("add float32", "mul.Scalar float32", "lt float32", "sigmoid float32"):
         assert after.get(key, 0) == counts.get(key, 0) + 1, key
-    np.testing.assert_array_equal(cp.asnumpy(out.native), cp.asnumpy(cp.add(x, y)))
-    np.testing.assert_array_equal(cp.asnumpy(scaled.native), cp.asnumpy(x * 2.0))
-    np.testing.assert_array_equal(cp.asnumpy(below.native), cp.asnumpy(x < y))
+    _same(cp, out.native, cp.add(x, y))
+    _same(cp, scaled.native, x * 2.0)
+    _same(cp, below.native, x < y)
     assert act.dtype == oplib.float32
