@@ -17,10 +17,11 @@ synchronized around every timed region; ratios against figures of this same run)
   switch is read when the plugin loads).
 - bandwidth, GB/s counting bytes read and written: ``add`` (and ``mul``) of two large
   contiguous arrays (float32, float16, int32), and one op of each other family of
-  oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is a
-  byte an element), against a device-to-device copy (``cupy.copyto``; torch's ``copy_``),
-  and which kernel served each oplib call ("oplib elementwise", oplib-cuda's own, or
-  "cupy"). Budget: >= 90% of the copy.
+  oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is
+  a byte an element; ``add`` of a bias repeated along the rows), against a
+  device-to-device copy (``cupy.copyto``; torch's ``copy_``), and which kernel served
+  each oplib call ("oplib elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90%
+  of the copy.
 - peak memory of that autograd chain, bytes in use at their highest: cupy's pool (its
   ``used_bytes()`` after each allocation, through a ``cupy.cuda.MemoryHook``) against
   ``torch.cuda.max_memory_allocated``; budget: <= torch. Beside it, what each allocator
@@ -326,6 +327,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
     ta, tb = oplib.tensor(a), oplib.tensor(b)
     two, one, cmp = 3 * n * size, 2 * n * size, 2 * n * size + n  # bytes read and written
+    width = next(w for w in (4096, 1024, 64, 8, 1) if n % w == 0)
+    rows, bias = a.reshape(n // width, width), xp.ones(width, dtype=dtype)
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
         "copy (cupy)": (one, lambda: xp.copyto(c, a)),
         "cupy add": (two, lambda: xp.add(a, b)),
@@ -341,6 +344,9 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         "oplib mul by 2": (one, lambda: OPS.mul(a, 2)),
         "cupy lt": (cmp, lambda: xp.less(a, b)),
         "oplib lt": (cmp, lambda: OPS.lt(a, b)),
+        # a bias repeated along the rows (its own reads, a row's worth, left out)
+        "cupy add bias": (one, lambda: xp.add(rows, bias)),
+        "oplib add bias": (one, lambda: OPS.add(rows, bias)),
     }
     if rig.torch is not None:
         torch = rig.torch
@@ -356,20 +362,21 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         label: round(moved / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats) / 1e9)
         for label, (moved, fn) in runs.items()
     }
-    for op, key, call in (
-        ("add", "add", lambda: OPS.add(a, b)),
-        ("neg", "neg", lambda: OPS.neg(a)),
-        ("mul by 2", "mul.Scalar", lambda: OPS.mul(a, 2)),
-        ("lt", "lt", lambda: OPS.lt(a, b)),
+    for label, op, how, call in (
+        ("add", "add", "", lambda: OPS.add(a, b)),
+        ("neg", "neg", "", lambda: OPS.neg(a)),
+        ("mul by 2", "mul.Scalar", "", lambda: OPS.mul(a, 2)),
+        ("lt", "lt", "", lambda: OPS.lt(a, b)),
+        ("add bias", "add", " repeat_y", lambda: OPS.add(rows, bias)),
     ):
-        row[f"oplib {op} served by"] = _served_by(key, dtype, call)
+        row[f"oplib {label} served by"] = _served_by(f"{op} {dtype}{how}", call)
     return row
 
 
-def _served_by(op: str, dtype: str, call: Callable[[], object]) -> str:
-    """Which kernel ran ``call``: "oplib elementwise" when oplib-cuda's own kernel for
-    ``op`` on ``dtype`` launched (its launch count rose), else "cupy" (cupy's function)."""
-    key = f"{op} {dtype}"
+def _served_by(key: str, call: Callable[[], object]) -> str:
+    """Which kernel ran ``call``: "oplib elementwise" when oplib-cuda's own kernel ``key``
+    (``"add float32"``, ``"add float32 repeat_y"``: ``elementwise.launches()``'s keys)
+    launched (its launch count rose), else "cupy" (cupy's function)."""
     before = elementwise.launches().get(key, 0)
     call()
     return "oplib elementwise" if elementwise.launches().get(key, 0) > before else "cupy"
@@ -482,7 +489,7 @@ def summary(data: dict[str, Any]) -> list[str]:
     mib = sizes.get("bandwidth_bytes", 0) >> 20
     for dtype, r in data.get("bandwidth_GBps", {}).items():
         copy = r["copy (cupy)"]
-        for op in ("add", "neg", "mul by 2", "lt"):
+        for op in ("add", "neg", "mul by 2", "lt", "add bias"):
             ours = r.get(f"oplib {op}")
             if not isinstance(ours, (int, float)):
                 continue

@@ -14,6 +14,7 @@ broadcast pair, an unaligned view, an empty array, mixed dtypes).
 from __future__ import annotations
 
 import ctypes
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -115,7 +116,13 @@ def test_every_served_op_is_a_core_op_and_the_families_are_whole() -> None:
         ("mixed dtypes", f((N,), "float32"), f((N,), "float16"), "add"),
         ("mixed dtypes, comparison", f((N,), "float32"), f((N,), "int32"), "lt"),
         ("broadcast", f((N,)), f((1,)), "add"),
-        ("broadcast 2-d", f((2048, 2048)), f((1, 2048)), "mul"),
+        ("broadcast along the last dimension", f((2048, 2048)), f((2048, 1)), "mul"),
+        ("repeated, not a whole number of vectors", f((2048, 2050)), f((2050,)), "add"),
+        ("repeated, unaligned", f((2048, 2048)), f((2048,), ptr=0x7F0000000004), "add"),
+        ("repeated, strided", f((2048, 2048)), f((2048,), strides=(8,)), "add"),
+        ("repeated, more dimensions", f((2048, 2048)), f((1, 1, 2048)), "add"),
+        ("repeated, other dtype", f((2048, 2048)), f((2048,), "float16"), "add"),
+        ("repeated, the large one strided", f((2048, 2048), strides=(16384, 4)), f((2048,)), "add"),
         ("same size, other shape", f((N,)), f((2048, 2048)), "add"),
         ("too small", f((N - 1,)), f((N - 1,)), "add"),
         ("empty", f((0,)), f((0,)), "eq"),
@@ -131,6 +138,35 @@ def test_every_served_op_is_a_core_op_and_the_families_are_whole() -> None:
 def test_everything_else_falls_back(why: str, x: ew.ArrayFacts, y: ew.ArrayFacts, op: str) -> None:
     assert not ew.qualifies(op, x, y), why
     assert not ew.qualifies(op, y, x), why
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "how"),
+    [
+        (f((2048, 2048)), f((2048,)), "repeat_y"),  # x + bias
+        (f((2048, 2048)), f((1, 2048)), "repeat_y"),
+        (f((4, 1024, 1024)), f((1024, 1024)), "repeat_y"),
+        (f((4, 1024, 1024)), f((1, 1, 1024)), "repeat_y"),
+        (f((2048,)), f((2048, 2048)), "repeat_x"),  # bias - x
+        (f((2048, 2048)), f((2048, 2048), ptr=0x7F0001000000), "same"),
+    ],
+)
+@pytest.mark.parametrize("op", ["add", "sub", "div", "minimum", "lt", "ne"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_one_array_repeated_along_the_others_leading_dimensions(
+    x: ew.ArrayFacts, y: ew.ArrayFacts, how: str, op: str, dtype: str
+) -> None:
+    dt = np.dtype(dtype)
+    x = x._replace(dtype=dt, strides=tuple(s // 4 * dt.itemsize for s in x.strides))
+    y = y._replace(dtype=dt, strides=tuple(s // 4 * dt.itemsize for s in y.strides))
+    assert ew.layout(op, x, y) == how
+    assert ew.qualifies(op, x, y)
+
+
+def test_int32_repeats_where_cupy_keeps_int32() -> None:
+    x, y = f((2048, 2048), "int32"), f((2048,), "int32")
+    assert ew.layout("mul", x, y) == "repeat_y" and ew.layout("ge", y, x) == "repeat_x"
+    assert ew.layout("div", x, y) is None
 
 
 @pytest.mark.parametrize(
@@ -335,31 +371,33 @@ static inline oplib_half __float2half_rn(float v) { return (oplib_half)v; }
 
 
 def _host_source() -> str:
-    """Every served (op, dtype) kernel, each with ``run_<name>(x, y, s, z, n, blocks,
-    threads)`` running every thread of the grid in turn (``y``: the second array, ``s``: a
-    pointer to the scalar's 32-bit argument; each used only by the kernels taking it)."""
+    """Every own kernel, from the modules the plugin compiles (``module_source``), each with
+    ``run_<name>(x, y, s, z, n, m, blocks, threads)`` running every thread of the grid in
+    turn (``y``: the second array, ``s``: a pointer to the scalar's 32-bit argument, ``m``:
+    the repeated array's size; each used only by the kernels taking it)."""
     parts = [_SHIM]
-    for op, dt in SERVED:
-        code, name = ew.source(op, dt)
-        spec, scalar = ew.OPS[op], ew.DTYPES[dt][0]
-        result = "bool" if ew.FORMULAS[spec.formula].predicate else scalar
-        second = {
-            "none": "",
-            "array": f"(const {scalar}*)y, ",
-            "scalar": f"*(const {'unsigned int' if dt.itemsize == 2 else scalar}*)s, ",
-        }[spec.operand]
-        code = code.replace("#include <cuda_fp16.h>", "")
-        parts.append(
-            f"namespace ns_{name} {{\n#undef OPLIB_R\n{code}\n}}\n"
-            f'extern "C" void run_{name}(const void* x, const void* y, const void* s, void* z, '
-            "long long n, unsigned blocks, unsigned threads) {\n"
-            "    gridDim.x = blocks; blockDim.x = threads;\n"
-            "    for (unsigned b = 0; b < blocks; ++b)\n"
-            "        for (unsigned t = 0; t < threads; ++t) {\n"
-            "            blockIdx.x = b; threadIdx.x = t;\n"
-            f"            ns_{name}::{name}((const {scalar}*)x, {second}({result}*)z, n);\n"
-            "        }\n}\n"
-        )
+    for dt in DTYPES:
+        parts.append(ew.module_source(dt).replace("#include <cuda_fp16.h>", ""))
+        for op, how in ew.kernels_of(dt):
+            name = ew.kernel_name(op, dt, how)
+            spec, scalar = ew.OPS[op], ew.DTYPES[dt][0]
+            result = "bool" if ew.FORMULAS[spec.formula].predicate else scalar
+            second = {
+                "none": "",
+                "array": f"(const {scalar}*)y, ",
+                "scalar": f"*(const {'unsigned int' if dt.itemsize == 2 else scalar}*)s, ",
+            }[spec.operand]
+            m = "" if how == "same" else ", m"
+            parts.append(
+                f'extern "C" void run_{name}(const void* x, const void* y, const void* s, '
+                "void* z, long long n, long long m, unsigned blocks, unsigned threads) {\n"
+                "    gridDim.x = blocks; blockDim.x = threads;\n"
+                "    for (unsigned b = 0; b < blocks; ++b)\n"
+                "        for (unsigned t = 0; t < threads; ++t) {\n"
+                "            blockIdx.x = b; threadIdx.x = t;\n"
+                f"            ns_{name}::{name}((const {scalar}*)x, {second}({result}*)z, n{m});\n"
+                "        }\n}\n"
+            )
     return "\n".join(parts)
 
 
@@ -402,26 +440,33 @@ def _host_run(
     lib: ctypes.CDLL, op: str, x: np.ndarray, other: Any = None, blocks: int = 1
 ) -> np.ndarray:
     """The generated kernel of ``op`` on ``x`` (and ``other``: an array or a Python scalar)
-    run on the host; the result's every element must have been written."""
+    run on the host, in the layout ``layout`` gives for C-contiguous arrays of these shapes;
+    the result's every element must have been written."""
     spec = ew.OPS[op]
     predicate = ew.FORMULAS[spec.formula].predicate
-    # a sentinel: 7 is neither a bool's byte nor (for the tests' inputs) a likely result
-    z = np.full(x.shape, 7, np.uint8 if predicate else x.dtype)
     y = other if spec.operand == "array" else None
+    how: ew.Layout = "same"
+    if y is not None and y.shape != x.shape:
+        how = "repeat_y" if y.size < x.size else "repeat_x"
+    shape = x.shape if how != "repeat_x" else y.shape
+    # a sentinel: 7 is neither a bool's byte nor (for the tests' inputs) a likely result
+    z = np.full(shape, 7, np.uint8 if predicate else x.dtype)
     s = None
     if spec.operand == "scalar":
         s = ew.scalar_operand(x.dtype, other)
         assert s is not None
         s = np.array(s)
-    fn = getattr(lib, f"run_oplib_{op.replace('.', '_')}_{x.dtype.name}")
+    fn = getattr(lib, f"run_{ew.kernel_name(op, x.dtype, how)}")
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong, ctypes.c_uint, ctypes.c_uint]
+    fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
+    repeated = {"same": 0, "repeat_x": x.size, "repeat_y": 0 if y is None else y.size}[how]
     fn(
         x.ctypes.data,
         None if y is None else y.ctypes.data,
         None if s is None else s.ctypes.data,
         z.ctypes.data,
-        x.size,
+        z.size,
+        repeated,
         blocks,
         4,
     )
@@ -482,6 +527,31 @@ def test_generated_source_on_the_host_equals_numpy(
         expected = _expected(op, x, other)
         for blocks in (1, 3):  # one block of 4 threads, and a grid that strides
             _assert_like(op, _host_run(host_kernels, op, x, other, blocks), expected)
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
+)
+@pytest.mark.parametrize(
+    ("big", "small"), [((5, 16), (16,)), ((3, 2, 8), (2, 8)), ((4, 24), (1, 24)), ((8,), (8,))]
+)
+def test_generated_repeat_layouts_on_the_host_equal_numpy(
+    host_kernels: ctypes.CDLL,
+    op: str,
+    dtype: np.dtype,
+    big: tuple[int, ...],
+    small: tuple[int, ...],
+) -> None:
+    """One array repeated along the other's leading dimensions, on either side (``x +
+    bias``, ``bias - x``): numpy's broadcasting."""
+    rng = np.random.default_rng(len(big))
+    x = _random(dtype, math.prod(big), rng).reshape(big)
+    y = _random(dtype, math.prod(small), rng).reshape(small)
+    x.reshape(-1)[: y.size] = y.reshape(-1)  # equal pairs too
+    for a, b in ((x, y), (y, x)):
+        expected = _expected(op, a, b)
+        for blocks in (1, 3):
+            _assert_like(op, _host_run(host_kernels, op, a, b, blocks), expected)
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum", "lt", "ge", "eq", "ne"])
@@ -561,30 +631,29 @@ def test_source_names_its_vector_types_and_lanes() -> None:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to compile the CUDA source")
 @pytest.mark.slow
-def test_every_generated_kernel_compiles_with_nvcc_and_loads_16_bytes_at_a_time(
-    tmp_path: Path,
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_module_compiles_with_nvcc_and_loads_16_bytes_at_a_time(
+    tmp_path: Path, dtype: np.dtype
 ) -> None:
-    """The true CUDA compiler (for sm_90, as cupy would for an H100/H200), each kernel's
-    PTX holding 16-byte vector loads: the bandwidth the kernels are for."""
-    parts = ["#include <cuda_fp16.h>"]
-    for op, dt in SERVED:
-        code, name = ew.source(op, dt)
-        code = code.replace("#include <cuda_fp16.h>", "")
-        parts.append(f"namespace ns_{name} {{\n#undef OPLIB_R\n{code}\n}}")
-    (tmp_path / "k.cu").write_text("\n".join(parts))
-    for path in sorted(tmp_path.glob("*.cu")):
-        ptx = path.with_suffix(".ptx")
-        done = subprocess.run(
-            ["nvcc", "-arch=sm_90", "-ftz=true", "-ptx", "-o", str(ptx), str(path)],
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert "warning" not in done.stderr, done.stderr[-3000:]
-        text = ptx.read_text()
-        for entry in text.split(".entry")[1:]:
-            assert "ld.global.nc.v4" in entry, entry[:200]
-            assert "st.global.v" in entry or "st.global.u32" in entry, entry[:200]
+    """The true CUDA compiler (for sm_90, as cupy would for an H100/H200) on the module the
+    plugin compiles for ``dtype``: every kernel in it, each loading 16-byte vectors (the
+    bandwidth the kernels are for) and storing vectors or packed words."""
+    path = tmp_path / "k.cu"
+    path.write_text(ew.module_source(dtype))
+    ptx = path.with_suffix(".ptx")
+    done = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-ftz=true", "-ptx", "-o", str(ptx), str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "warning" not in done.stderr, done.stderr[-3000:]
+    entries = ptx.read_text().split(".entry")[1:]
+    names = {entry.split("(", 1)[0].strip() for entry in entries}
+    assert names == {ew.kernel_name(op, dtype, how) for op, how in ew.kernels_of(dtype)}
+    for entry in entries:
+        assert "ld.global.nc.v4" in entry, entry[:200]
+        assert "st.global.v" in entry or "st.global.u32" in entry, entry[:200]
 
 
 # -- on a GPU: against cupy -----------------------------------------------------------------
@@ -634,10 +703,10 @@ def _same(cp: Any, got: Any, expected: Any) -> None:
         np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(expected))
 
 
-def _check(cp: Any, op: str, x: Any, other: Any, *, fast: bool) -> None:
+def _check(cp: Any, op: str, x: Any, other: Any, *, fast: bool, how: str = "same") -> None:
     args = () if ew.OPS[op].operand == "none" else (other,)
     assert ew.serves(op, x, *args) is fast
-    key = f"{op} {np.dtype(x.dtype).name}"
+    key = f"{op} {np.dtype(x.dtype).name}" + ("" if how == "same" else f" {how}")
     before = ew.launches().get(key, 0)
     got = _call(op, x, *args)
     after = ew.launches().get(key, 0)
@@ -713,6 +782,20 @@ def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize(
+    ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
+)
+def test_a_repeated_array_equals_cupy(cp: Any, op: str, dtype: np.dtype) -> None:
+    """``x + bias`` and ``bias - x``: the bias repeated along x's leading dimensions."""
+    rows, cols = N // 4096, 4096
+    x, y = _cupy_operands(cp, op, dtype, N, 3)
+    x = x.reshape(rows, cols)
+    bias = y[:cols].copy()  # its own allocation: aligned
+    _check(cp, op, x, bias, fast=True, how="repeat_y")
+    _check(cp, op, bias.reshape(1, cols), x, fast=True, how="repeat_x")
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("op", ["exp", "tanh", "sigmoid", "div", "rdiv.Scalar"])
 def test_int32_results_cupy_gives_as_float64_fall_back(cp: Any, op: str) -> None:
     x, other = _cupy_operands(cp, op, np.dtype("int32"), N, 2)
@@ -737,10 +820,18 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     scaled = tx * 2.0
     below = tx < ty
     act = oplib.ops.oplib.sigmoid(tx)
+    biased = tx.reshape(N // 1024, 1024) + oplib.tensor(y[:1024].copy())
     after = ew.launches()
-    for key in ("add float32", "mul.Scalar float32", "lt float32", "sigmoid float32"):
+    for key in (
+        "add float32",
+        "mul.Scalar float32",
+        "lt float32",
+        "sigmoid float32",
+        "add float32 repeat_y",
+    ):
         assert after.get(key, 0) == counts.get(key, 0) + 1, key
     _same(cp, out.native, cp.add(x, y))
     _same(cp, scaled.native, x * 2.0)
     _same(cp, below.native, x < y)
     assert act.dtype == oplib.float32
+    _same(cp, biased.native, x.reshape(N // 1024, 1024) + y[:1024])

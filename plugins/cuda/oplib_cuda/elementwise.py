@@ -2,12 +2,14 @@
 
 cupy's generated elementwise kernels move about 60% of an H200's copy bandwidth; a plain
 ``cupy.RawKernel`` that reads and writes 16 bytes at a time in a grid-stride loop moves
-about 96% (issue 30). So the elementwise core ops get such a kernel, one per (op, dtype),
-all from one template, in four families:
+about 96% (issue 30). So the elementwise core ops get such a kernel, one per (op, dtype,
+layout), all from one template and compiled as one module per dtype, in four families:
 
 - unary: ``neg``, ``abs``, ``relu``, ``exp``, ``log``, ``sin``, ``cos``, ``tanh``,
   ``sigmoid``, ``sqrt``;
-- binary: ``add``, ``sub``, ``mul``, ``div``, ``maximum``, ``minimum``;
+- binary: ``add``, ``sub``, ``mul``, ``div``, ``maximum``, ``minimum``, on two arrays of
+  one shape or with one of them repeated along the other's leading dimensions (``x +
+  bias``, ``bias - x``: the broadcast a bias or a scale makes);
 - a scalar operand: ``add.Scalar``, ``sub.Scalar``, ``mul.Scalar``, ``div.Scalar``,
   ``rsub.Scalar`` (``2.0 - x``) and ``rdiv.Scalar`` (``2.0 / x``);
 - comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
@@ -18,7 +20,9 @@ A call takes the own kernel where it is plainly the same computation as cupy's:
 - every array C-contiguous, 16-byte aligned (so ``x[1:]`` of a float32 array is not), of
   at least :data:`MIN_ELEMENTS` elements (below that a call is launch-bound: what it costs
   the host decides, and cupy's call is the one measured there);
-- two arrays: the same shape (no broadcasting), dtype and device;
+- two arrays: the same dtype and device, and the same shape, or the smaller one's shape
+  (less leading 1s) the larger one's last dimensions, a whole number of 16-byte vectors
+  long (no other broadcasting);
 - the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
   ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64);
 - a scalar operand: a Python ``int`` or ``float`` for float arrays (a float16 or float32 value
@@ -52,18 +56,24 @@ __all__ = [
     "ALIGNMENT",
     "DTYPES",
     "FORMULAS",
+    "LAYOUTS",
     "MIN_ELEMENTS",
     "OPS",
     "SWITCH",
     "ArrayFacts",
     "Formula",
+    "Layout",
     "Op",
     "c_contiguous",
     "computes",
     "enabled",
     "facts",
     "fast_kernel",
+    "kernel_name",
+    "kernels_of",
     "launches",
+    "layout",
+    "module_source",
     "qualifies",
     "scalar_operand",
     "serves",
@@ -225,16 +235,55 @@ def _plain(x: ArrayFacts) -> bool:
     return c_contiguous(x.shape, x.strides, x.dtype.itemsize)
 
 
-def qualifies(op: str, x: ArrayFacts, y: ArrayFacts | None = None) -> bool:
-    """Whether the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison
-    of two arrays, ``y``): the conditions in the module doc. A scalar operand is judged
-    apart, by :func:`scalar_operand`."""
+#: How the two arrays of a binary op or comparison line up: ``"same"`` shape, or one of
+#: them repeated along the other's leading dimensions (``x + bias`` with ``bias`` of shape
+#: ``x.shape[-k:]``: ``"repeat_y"``; ``bias - x``: ``"repeat_x"``).
+Layout = Literal["same", "repeat_x", "repeat_y"]
+LAYOUTS: tuple[Layout, ...] = ("same", "repeat_x", "repeat_y")
+
+
+def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
+    """Whether ``small`` broadcast to ``big``'s shape repeats whole along ``big``'s leading
+    dimensions: its shape (less leading 1s) is ``big``'s last dimensions and no more
+    dimensions than ``big`` has, it is C-contiguous and 16-byte aligned, and a whole
+    number of 16-byte vectors long (so each of ``big``'s vectors meets one of its own)."""
+    if len(small.shape) > len(big.shape) or small.ptr % ALIGNMENT:
+        return False
+    shape = small.shape
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    if not shape or big.shape[len(big.shape) - len(shape) :] != shape:
+        return False
+    size = math.prod(shape)
+    lanes = DTYPES[small.dtype][2]
+    return size % lanes == 0 and c_contiguous(small.shape, small.strides, small.dtype.itemsize)
+
+
+def layout(op: str, x: ArrayFacts, y: ArrayFacts | None = None) -> Layout | None:
+    """How the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison of
+    two arrays, ``y``): ``"same"`` (the arrays one shape, or one array), ``"repeat_x"`` or
+    ``"repeat_y"`` (:data:`Layout`); ``None`` where it does not (the conditions in the
+    module doc). A scalar operand is judged apart, by :func:`scalar_operand`."""
     spec = OPS.get(op)
     if spec is None or not computes(op, x.dtype) or (y is not None) != (spec.operand == "array"):
-        return False
-    if y is not None and (y.dtype != x.dtype or y.shape != x.shape or y.device != x.device):
-        return False
-    return _plain(x) and (y is None or _plain(y))
+        return None
+    if y is None:
+        return "same" if _plain(x) else None
+    if y.dtype != x.dtype or y.device != x.device:
+        return None
+    if y.shape == x.shape:
+        return "same" if _plain(x) and _plain(y) else None
+    if _plain(x) and _repeats(y, x):
+        return "repeat_y"
+    if _plain(y) and _repeats(x, y):
+        return "repeat_x"
+    return None
+
+
+def qualifies(op: str, x: ArrayFacts, y: ArrayFacts | None = None) -> bool:
+    """Whether the own kernel computes ``op`` on ``x`` (and ``y``): :func:`layout` is not
+    None."""
+    return layout(op, x, y) is not None
 
 
 def scalar_operand(dtype: np.dtype, value: object) -> np.generic | None:
@@ -315,20 +364,31 @@ def _packed(calls: list[str], scalar: str, predicate: bool) -> tuple[str, list[s
     return vector, [f"r.{c} = {call};" for c, call in zip("xyzw", calls, strict=True)]
 
 
-def source(op: str, dtype: np.dtype) -> tuple[str, str]:
-    """The CUDA source of the kernel for ``op`` on ``dtype`` and its name.
+def kernel_name(op: str, dtype: np.dtype, how: Layout = "same") -> str:
+    """The name of the kernel for ``op`` on ``dtype`` arrays laid out ``how``."""
+    suffix = "" if how == "same" else f"_{how}"
+    return f"oplib_{op.replace('.', '_')}_{np.dtype(dtype).name}{suffix}"
+
+
+def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
+    """The CUDA source of the kernel for ``op`` on ``dtype`` arrays laid out ``how`` (a
+    :data:`Layout`; ``"same"`` for unary and scalar ops) and its name.
 
     ``name(x, [y | s,] z, n)`` writes ``z[i] = op(x[i][, y[i] | s])`` for ``i < n``
     (``op(s, x[i])`` for the reversed scalar ops): 16-byte vector loads over the first
     ``n // lanes`` vectors in a grid-stride loop, stores of the matching width (a bool per
     lane for comparisons), then the last ``n % lanes`` elements one by one. A scalar
-    operand ``s`` comes as a 32-bit value (float16: its bits in the low half)."""
+    operand ``s`` comes as a 32-bit value (float16: its bits in the low half). The repeat
+    layouts take ``m`` too, the repeated array's size (a whole number of vectors), and read
+    its element ``i % m``: ``name(x, y, z, n, m)``."""
     dtype = np.dtype(dtype)
     spec, scalar = OPS[op], DTYPES[dtype][0]
+    if how != "same" and spec.operand != "array":
+        raise ValueError(f"{op} takes one array: no {how} layout")
     formula = FORMULAS[spec.formula]
     vector = DTYPES[dtype][1]
     result = "bool" if formula.predicate else scalar
-    name = f"oplib_{op.replace('.', '_')}_{dtype.name}"
+    name = kernel_name(op, dtype, how)
     arity = 1 if spec.operand == "none" else 2
     operands = ("a", "b")[:arity]
     if scalar == "unsigned short":  # float16: through float
@@ -382,16 +442,26 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
     load_q = f"\n        const {vector} q = yv[i];" if spec.operand == "array" else ""
     body = "\n        ".join(packing)
     lanes = DTYPES[dtype][2]
+    x_at, y_at, x_tail, y_tail, period = "i", "i", "x[i]", "y[i]", ""
+    if how != "same":  # one array repeats: its vector i % (m / lanes), its element i % m
+        period = f"\n    const long long mv = m / {lanes};"
+        if how == "repeat_x":
+            x_at, x_tail = "i % mv", "x[i % m]"
+        else:
+            y_at, y_tail = "i % mv", "y[i % m]"
+        tail = tail.replace("x[i]", x_tail).replace("y[i]", y_tail)
+        load_q = load_q.replace("yv[i]", f"yv[{y_at}]")
+    m_param = ", const long long m" if how != "same" else ""
     kernel = f"""
 extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{result}* __restrict__ z,
-                                  const long long n) {{
+                                  const long long n{m_param}) {{
     const long long start = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long vectors = n / {lanes};
+    const long long vectors = n / {lanes};{period}
     const {vector}* xv = reinterpret_cast<const {vector}*>(x);{setup}
     {out_vector}* zv = reinterpret_cast<{out_vector}*>(z);
     for (long long i = start; i < vectors; i += stride) {{
-        const {vector} p = xv[i];{load_q}
+        const {vector} p = xv[{x_at}];{load_q}
         {out_vector} r;
         {body}
         zv[i] = r;
@@ -404,10 +474,37 @@ extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{resul
     return head + kernel, name
 
 
+def kernels_of(dtype: np.dtype) -> list[tuple[str, Layout]]:
+    """Every (op, layout) the own kernels compute on ``dtype`` arrays, in one order."""
+    dtype = np.dtype(dtype)
+    return [
+        (op, how)
+        for op, spec in OPS.items()
+        if computes(op, dtype)
+        for how in (LAYOUTS if spec.operand == "array" else LAYOUTS[:1])
+    ]
+
+
+def module_source(dtype: np.dtype) -> str:
+    """The CUDA source of every own kernel on ``dtype`` (:func:`kernels_of`), one module:
+    each kernel's helpers in a namespace of its own, its ``extern "C"`` name unique."""
+    parts = ["#include <cuda_fp16.h>"]
+    for op, how in kernels_of(dtype):
+        code, name = source(op, dtype, how)
+        code = code.replace("#include <cuda_fp16.h>", "")
+        parts.append(f"namespace ns_{name} {{\n#undef OPLIB_R\n{code}\n}}  // {name}")
+    return "\n".join(parts)
+
+
 @functools.cache
-def _raw_kernel(op: str, dtype: np.dtype) -> Any:
-    code, name = source(op, dtype)
-    return runtime.cupy().RawKernel(code, name)  # compiled on first launch, per device
+def _module(dtype: np.dtype) -> Any:
+    # one compile per dtype (NVRTC's cost is mostly per call: headers), cached by cupy
+    return runtime.cupy().RawModule(code=module_source(dtype))
+
+
+@functools.cache
+def _raw_kernel(op: str, dtype: np.dtype, how: Layout) -> Any:
+    return _module(dtype).get_function(kernel_name(op, dtype, how))  # compiled on first use
 
 
 @functools.cache
@@ -416,18 +513,22 @@ def _blocks_most(device: int) -> int:
     return sms * _BLOCKS_PER_SM
 
 
-def _launch(op: str, x: Any, second: tuple[Any, ...]) -> Any:
+def _launch(op: str, x: Any, second: tuple[Any, ...], how: Layout = "same") -> Any:
     """``op`` on ``x`` (and ``second``: the other array or the scalar's kernel argument, or
-    nothing) by the own kernel, on the current device (the caller's: the plugin's kernels
-    make the arrays' device current)."""
+    nothing) by the own kernel for layout ``how``, on the current device (the caller's: the
+    plugin's kernels make the arrays' device current)."""
     cp = runtime.cupy()
     dtype = np.dtype(x.dtype)
-    n = int(x.size)
-    z = cp.empty(x.shape, dtype=_BOOL if FORMULAS[OPS[op].formula].predicate else dtype)
+    big = second[0] if how == "repeat_x" else x
+    n = int(big.size)
+    z = cp.empty(big.shape, dtype=_BOOL if FORMULAS[OPS[op].formula].predicate else dtype)
     vectors = n // DTYPES[dtype][2]
     blocks = max(1, min(_blocks_most(int(x.data.device_id)), -(-vectors // _THREADS)))
-    _raw_kernel(op, dtype)((blocks,), (_THREADS,), (x, *second, z, np.int64(n)))
-    _launches[f"{op} {dtype.name}"] += 1
+    tail: tuple[Any, ...] = (np.int64(n),)
+    if how != "same":
+        tail += (np.int64((x if how == "repeat_x" else second[0]).size),)
+    _raw_kernel(op, dtype, how)((blocks,), (_THREADS,), (x, *second, z, *tail))
+    _launches[f"{op} {dtype.name}" + ("" if how == "same" else f" {how}")] += 1
     return z
 
 
@@ -454,12 +555,10 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
 
     def binary(self: Any, other: Any) -> Any:
         array = ndarray()
-        if (
-            type(self) is array
-            and type(other) is array
-            and qualifies(name, facts(self), facts(other))
-        ):
-            return _launch(name, self, (other,))
+        if type(self) is array and type(other) is array:
+            how = layout(name, facts(self), facts(other))
+            if how is not None:
+                return _launch(name, self, (other,), how)
         return other_calls(self, other)
 
     def with_scalar(self: Any, other: Any) -> Any:
