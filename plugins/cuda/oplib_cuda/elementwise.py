@@ -295,9 +295,10 @@ def scalar_operand(dtype: np.dtype, value: object) -> np.generic | None:
             as_int32: np.generic = np.int32(value)
             return as_int32
         return None
-    if not isinstance(value, (int, float)) or type(value) is bool or dtype not in DTYPES:
+    # (a bool, a numpy scalar, whose dtype counts, or anything else: left to cupy)
+    if not isinstance(value, (int, float)) or type(value) not in (int, float):
         return None
-    if type(value) not in (int, float):  # a numpy scalar is not weak: its dtype counts
+    if dtype not in DTYPES:
         return None
     try:
         with np.errstate(over="ignore"):
