@@ -954,20 +954,26 @@ def by_size(
     min_size: int,
     *,
     name: str | None = None,
+    arguments: int = 1,
 ) -> Callable[..., Any]:
-    """A kernel that calls ``large(*args, **kwargs)`` where its first positional argument
-    has a ``size`` (an int) of at least ``min_size``, and ``small(*args, **kwargs)`` for
-    every other call: a smaller array, no ``size``, no positional argument.
+    """A kernel that calls ``large(*args, **kwargs)`` where one of its first ``arguments``
+    positional arguments has a ``size`` (an int) of at least ``min_size``, and
+    ``small(*args, **kwargs)`` for every other call: smaller arrays, no ``size``, fewer
+    positional arguments. (``arguments=2`` for a binary op whose larger array may come
+    second, ``bias - x``; an argument without ``size`` costs an ``AttributeError`` each call,
+    so count only arguments that are arrays.)
 
     For a backend with a kernel of its own for large arrays (oplib-cuda's vectorized
     elementwise kernels) beside the library's function, which stays the cheaper call for
     small ones. The choice is made in C where oplib-core is compiled (no Python frame: a
-    launch-bound small call costs about 40 ns more than ``small`` alone, against about 130
-    ns through a Python wrapper), else by a Python function doing the same.
+    launch-bound small call costs about 10-40 ns more than ``small`` alone, against about
+    130 ns through a Python wrapper), else by a Python function doing the same. An error
+    reading ``size`` (other than ``AttributeError``) reaches the caller.
 
     The result is named ``name`` (default ``large``'s ``__name__``), carries ``large``'s
     ``__doc__``, and ``__wrapped__`` is ``large`` (``inspect.signature`` reads that);
-    ``small``, ``large`` and ``min_size`` are readable as attributes."""
+    ``small``, ``large``, ``min_size`` and ``among`` (``arguments``) are readable as
+    attributes."""
     from ._dispatch import SizeRoutedBase
 
     for role, fn in (("small", small), ("large", large)):
@@ -978,9 +984,16 @@ def by_size(
                 argument=role,
                 value=fn,
             )
+    if type(arguments) is not int or arguments < 1:
+        raise InvalidArgumentError(
+            f"by_size(): arguments must be a positive int, got {arguments!r}",
+            api="by_size",
+            argument="arguments",
+            value=arguments,
+        )
     label = name if name is not None else getattr(large, "__name__", "by_size")
     make = _size_routed_class() if SizeRoutedBase is not None else _size_routed_python
-    routed: Any = make(small, large, min_size)
+    routed: Any = make(small, large, min_size, arguments)
     routed.__name__ = routed.__qualname__ = label
     routed.__doc__ = getattr(large, "__doc__", None)
     routed.__wrapped__ = large
@@ -988,18 +1001,18 @@ def by_size(
 
 
 def _size_routed_python(
-    small: Callable[..., Any], large: Callable[..., Any], min_size: int
+    small: Callable[..., Any], large: Callable[..., Any], min_size: int, among: int
 ) -> Callable[..., Any]:
     """``by_size``'s kernel without the compiled call: the same choice, in Python."""
 
     def routed(*args: Any, **kwargs: Any) -> Any:
-        if args:
-            size = getattr(args[0], "size", None)
+        for item in args[:among]:
+            size = getattr(item, "size", None)
             if isinstance(size, int) and size >= min_size:
                 return large(*args, **kwargs)
         return small(*args, **kwargs)
 
-    routed.__dict__.update(small=small, large=large, min_size=min_size)
+    routed.__dict__.update(small=small, large=large, min_size=min_size, among=among)
     return routed
 
 

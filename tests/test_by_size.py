@@ -46,6 +46,25 @@ def test_routes_on_the_first_arguments_size(build: str) -> None:
     assert k(np.ones(1000), np.ones(3))[:2] == ("large", (1000,))
 
 
+def test_arguments_counts_the_first_so_many(build: str) -> None:
+    k = by_size(_small, _large, 100, arguments=2)
+    assert k(np.ones(3), np.ones(100))[0] == "large"  # bias - x: the large one second
+    assert k(np.ones(100), np.ones(3))[0] == "large"
+    assert k(np.ones(3), np.ones(99))[0] == "small"
+    assert k(np.ones(3), np.ones(3), np.ones(1000))[0] == "small"  # the third is not counted
+    assert k(np.ones(3), 2.0)[0] == "small"  # a scalar has no size
+    assert k(np.ones(3))[0] == "small"  # fewer arguments than counted
+    assert k.among == 2  # type: ignore[attr-defined]
+    assert by_size(_small, _large, 100).among == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("arguments", [0, -1, 1.0, "2", True])
+def test_arguments_must_be_a_positive_int(build: str, arguments: object) -> None:
+    with pytest.raises(oplib.InvalidArgumentError, match="arguments must be a positive int") as e:
+        by_size(_small, _large, 1, arguments=arguments)  # type: ignore[arg-type]
+    assert isinstance(e.value, ValueError) and e.value.argument == "arguments"
+
+
 def test_passes_every_argument_and_keyword_on(build: str) -> None:
     k = by_size(_small, _large, 10)
     a = np.ones(10)
@@ -95,7 +114,8 @@ def test_names_docs_signature_and_parts(build: str) -> None:
     assert k.__name__ == k.__qualname__ == "cuda_neg"
     assert k.__doc__ == "The large kernel."
     assert inspect.signature(k) == inspect.signature(_large)
-    assert (k.small, k.large, k.min_size) == (_small, _large, 7)  # type: ignore[attr-defined]
+    parts = (k.small, k.large, k.min_size, k.among)  # type: ignore[attr-defined]
+    assert parts == (_small, _large, 7, 1)
     assert by_size(_small, _large, 7).__name__ == "_large"
 
 

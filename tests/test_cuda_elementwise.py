@@ -323,6 +323,36 @@ def test_small_unary_and_scalar_calls_go_to_cupys_kernel(op: str, args: tuple[An
     assert calls == [(a, *args)]
 
 
+def test_a_binary_call_whose_second_array_is_large_looks_further(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``bias - x``: the large array second still reaches the choice of kernel, which asks
+    for cupy's array type (here a type no array has: numpy's arrays then go to the
+    fallback); two small arrays never do."""
+    asked = []
+
+    class Library:
+        @property
+        def ndarray(self) -> type:
+            asked.append("ndarray")
+            return type("NoArray", (), {})
+
+    monkeypatch.setattr(ew.runtime, "cupy", Library)
+    calls = []
+
+    def cupy_sub(self: Any, other: Any) -> Any:
+        calls.append("fallback")
+        return self - other
+
+    kernel = ew.fast_kernel("sub", cupy_sub)
+    bias, x = np.ones(4, np.float32), np.ones(N, np.float32)
+    kernel(bias, bias)
+    assert asked == [] and calls == ["fallback"]
+    np.testing.assert_array_equal(kernel(bias.reshape(1, 4), x.reshape(-1, 4)), 0)
+    assert asked == ["ndarray"] and calls == ["fallback"] * 2
+    assert ew.fast_kernel("mul.Scalar", cupy_sub).among == 1  # type: ignore[attr-defined]
+
+
 def test_small_calls_skip_a_kernel_whose_fast_entry_is_cupys_function() -> None:
     """The plugin's fallback is the core's kernel, which offers cupy's function as its
     ``fast_entry``: small calls call that function, one frame less."""

@@ -1230,29 +1230,29 @@ static PyType_Spec fc_spec = {
     fc_slots,
 };
 
-/* SizeRoutedBase(small, large, min_size): a kernel calling `large` where its first
-   positional argument's `size` is an int of at least `min_size`, else `small` (oplib_core.
-   backends.by_size: a backend's own kernel for large arrays, with no Python frame added to
-   the small calls, which are launch-bound). */
+/* SizeRoutedBase(small, large, min_size, among=1): a kernel calling `large` where one of its
+   first `among` positional arguments has a `size` that is an int of at least `min_size`,
+   else `small` (oplib_core.backends.by_size: a backend's own kernel for large arrays, with
+   no Python frame added to the small calls, which are launch-bound). */
 typedef struct {
   PyObject_HEAD
 #if VECTORCALL
   vectorcallfunc vectorcall;
 #endif
   PyObject *small, *large;
-  Py_ssize_t min_size;
+  Py_ssize_t min_size, among;
 } SizeRouted;
 
 static PyObject *g_size_name = NULL;
 
-/* Borrowed: `small` or `large`; NULL with the error where reading `size` raised other than
-   AttributeError. No `size`, or not an int: `small`. */
-static PyObject *sr_pick(SizeRouted *self, PyObject *first) {
-  PyObject *size = PyObject_GetAttr(first, g_size_name);
+/* 1 where `item.size` is an int of at least min_size, 0 where not or where it has no `size`,
+   -1 with the error where reading `size` raised other than AttributeError. */
+static int sr_is_large(SizeRouted *self, PyObject *item) {
+  PyObject *size = PyObject_GetAttr(item, g_size_name);
   if (size == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
-    return self->small;
+    return 0;
   }
   Py_ssize_t n = PyLong_Check(size) ? PyLong_AsSsize_t(size) : PY_SSIZE_T_MIN;
   if (n == -1 && PyErr_Occurred()) { /* beyond Py_ssize_t: larger than any min_size, or less */
@@ -1260,30 +1260,48 @@ static PyObject *sr_pick(SizeRouted *self, PyObject *first) {
     n = PyObject_RichCompareBool(size, g_zero, Py_GT) == 1 ? PY_SSIZE_T_MAX : PY_SSIZE_T_MIN;
   }
   Py_DECREF(size);
-  return n >= self->min_size ? self->large : self->small;
+  return n >= self->min_size;
 }
 
 static PyObject *sr_call(PyObject *op, PyObject *args, PyObject *kwargs) {
   SizeRouted *self = (SizeRouted *)op;
-  PyObject *target = PyTuple_Size(args) ? sr_pick(self, PyTuple_GetItem(args, 0)) : self->small;
-  return target == NULL ? NULL : PyObject_Call(target, args, kwargs);
+  Py_ssize_t nargs = PyTuple_Size(args);
+  PyObject *target = self->small;
+  for (Py_ssize_t i = 0; i < nargs && i < self->among; i++) {
+    int large = sr_is_large(self, PyTuple_GetItem(args, i));
+    if (large < 0) return NULL;
+    if (large) {
+      target = self->large;
+      break;
+    }
+  }
+  return PyObject_Call(target, args, kwargs);
 }
 
 #if VECTORCALL
 static PyObject *sr_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
   SizeRouted *self = (SizeRouted *)op;
-  PyObject *target = PyVectorcall_NARGS(nargsf) ? sr_pick(self, args[0]) : self->small;
-  return target == NULL ? NULL : PyObject_Vectorcall(target, args, nargsf, kwnames);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *target = self->small;
+  for (Py_ssize_t i = 0; i < nargs && i < self->among; i++) {
+    int large = sr_is_large(self, args[i]);
+    if (large < 0) return NULL;
+    if (large) {
+      target = self->large;
+      break;
+    }
+  }
+  return PyObject_Vectorcall(target, args, nargsf, kwnames);
 }
 #endif
 
 static PyObject *sr_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *names[] = {"small", "large", "min_size", NULL};
+  static char *names[] = {"small", "large", "min_size", "among", NULL};
   PyObject *small, *large;
-  Py_ssize_t min_size;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn:SizeRoutedBase", names, &small, &large,
-                                   &min_size))
+  Py_ssize_t min_size, among = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|n:SizeRoutedBase", names, &small, &large,
+                                   &min_size, &among))
     return NULL;
   if (!PyCallable_Check(small) || !PyCallable_Check(large)) {
     PyErr_SetString(PyExc_TypeError, "SizeRoutedBase(): small and large must be callable");
@@ -1298,6 +1316,7 @@ static PyObject *sr_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->small = Py_NewRef(small);
   self->large = Py_NewRef(large);
   self->min_size = min_size;
+  self->among = among;
   return (PyObject *)self;
 }
 
@@ -1322,6 +1341,7 @@ static PyMemberDef sr_members[] = {
     {"small", T_OBJECT_EX, offsetof(SizeRouted, small), READONLY, NULL},
     {"large", T_OBJECT_EX, offsetof(SizeRouted, large), READONLY, NULL},
     {"min_size", T_PYSSIZET, offsetof(SizeRouted, min_size), READONLY, NULL},
+    {"among", T_PYSSIZET, offsetof(SizeRouted, among), READONLY, NULL},
 #if VECTORCALL
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(SizeRouted, vectorcall), READONLY, NULL},
 #endif
@@ -1329,8 +1349,9 @@ static PyMemberDef sr_members[] = {
 };
 
 static PyType_Slot sr_slots[] = {
-    {Py_tp_doc, "SizeRoutedBase(small, large, min_size): calls large where the first "
-                "argument's size is at least min_size, else small (see backends.by_size)."},
+    {Py_tp_doc, "SizeRoutedBase(small, large, min_size, among=1): calls large where one of "
+                "the first among arguments has a size of at least min_size, else small (see "
+                "backends.by_size)."},
     {Py_tp_new, sr_new},
     {Py_tp_call, sr_call},
     {Py_tp_dealloc, sr_dealloc},

@@ -28,15 +28,16 @@ class FastCallBase:
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class SizeRoutedBase:
-    """``SizeRoutedBase(small, large, min_size)``: calls ``large`` where the first positional
-    argument's ``size`` is an int of at least ``min_size``, else ``small``
-    (``backends.by_size``)."""
+    """``SizeRoutedBase(small, large, min_size, among=1)``: calls ``large`` where one of the
+    first ``among`` positional arguments has a ``size`` that is an int of at least
+    ``min_size``, else ``small`` (``backends.by_size``)."""
 
     small: Callable[..., Any]
     large: Callable[..., Any]
     min_size: int
+    among: int
     def __init__(
-        self, small: Callable[..., Any], large: Callable[..., Any], min_size: int
+        self, small: Callable[..., Any], large: Callable[..., Any], min_size: int, among: int = 1
     ) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 

@@ -537,8 +537,9 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
     """The cuda kernel of core op ``name``: ``fallback`` (cupy's) itself when ``name`` is
     not one of :data:`OPS` or the switch is off; else a kernel that runs the own kernel
     where the module doc's conditions hold and ``fallback`` for every other call. Calls on
-    arrays of fewer than :data:`MIN_ELEMENTS` go to ``fallback`` with no Python frame between
-    (``oplib_core.backends.by_size``): the small calls are the launch-bound ones."""
+    arrays of fewer than :data:`MIN_ELEMENTS` (both arrays, for a binary op) go to
+    ``fallback`` with no Python frame between (``oplib_core.backends.by_size``): the small
+    calls are the launch-bound ones."""
     spec = OPS.get(name)
     if spec is None or not enabled():
         return fallback
@@ -572,4 +573,10 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
     forms: dict[str, Callable[..., Any]] = {"none": unary, "array": binary, "scalar": with_scalar}
     large = forms[spec.operand]
     large.__doc__ = fallback.__doc__
-    return by_size(other_calls, large, MIN_ELEMENTS, name=getattr(fallback, "__name__", name))
+    return by_size(
+        other_calls,
+        large,
+        MIN_ELEMENTS,
+        name=getattr(fallback, "__name__", name),
+        arguments=2 if spec.operand == "array" else 1,  # (bias - x: the large one second)
+    )
