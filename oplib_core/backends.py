@@ -966,8 +966,8 @@ def by_size(
     For a backend with a kernel of its own for large arrays (oplib-cuda's vectorized
     elementwise kernels) beside the library's function, which stays the cheaper call for
     small ones. The choice is made in C where oplib-core is compiled (no Python frame: a
-    launch-bound small call costs about 10-40 ns more than ``small`` alone, against about
-    130 ns through a Python wrapper), else by a Python function doing the same. An error
+    launch-bound small call costs about 50-80 ns more than ``small`` alone, against about
+    120-140 ns through a Python wrapper), else by a Python function doing the same. An error
     reading ``size`` (other than ``AttributeError``) reaches the caller.
 
     The result is named ``name`` (default ``large``'s ``__name__``), carries ``large``'s
