@@ -1165,6 +1165,7 @@ static int fc_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(self->hit_routes);
   Py_VISIT(self->hit_route);
   for (Py_ssize_t i = 0; i < self->hit_n; i++) Py_VISIT(self->hit_types[i]);
+  Py_VISIT(Py_TYPE(op)); /* a heap type's instances hold it (subtype_traverse leaves it here) */
   return 0;
 }
 
