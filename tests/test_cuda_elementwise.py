@@ -14,6 +14,7 @@ broadcast pair, an unaligned view, an empty array, mixed dtypes).
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import shutil
 import subprocess
@@ -702,9 +703,14 @@ def cp() -> Any:
 def _reference(cp: Any, op: str) -> Any:
     """The core's kernel of ``op`` on cupy arrays: what the call computes without the own
     kernel (cupy's function, or the core's formula of cupy's functions)."""
+    return _core_kernels(cp)[op]
+
+
+@functools.cache
+def _core_kernels(cp: Any) -> dict[str, Any]:
     from oplib_core.kernels import array_kernels
 
-    return array_kernels(cp)[op]
+    return array_kernels(cp)  # (made once: every test reads it)
 
 
 def _cupy_operands(cp: Any, op: str, dtype: np.dtype, n: int, seed: int) -> tuple[Any, Any]:
