@@ -974,8 +974,6 @@ def by_size(
     ``__doc__``, and ``__wrapped__`` is ``large`` (``inspect.signature`` reads that);
     ``small``, ``large``, ``min_size`` and ``among`` (``arguments``) are readable as
     attributes."""
-    from ._dispatch import SizeRoutedBase
-
     for role, fn in (("small", small), ("large", large)):
         if not callable(fn):
             raise ArgumentTypeError(
@@ -992,7 +990,7 @@ def by_size(
             value=arguments,
         )
     label = name if name is not None else getattr(large, "__name__", "by_size")
-    make = _size_routed_class() if SizeRoutedBase is not None else _size_routed_python
+    make = _size_routed_class() or _size_routed_python
     routed: Any = make(small, large, min_size, arguments)
     routed.__name__ = routed.__qualname__ = label
     routed.__doc__ = getattr(large, "__doc__", None)
@@ -1016,13 +1014,16 @@ def _size_routed_python(
     return routed
 
 
-@functools.cache
-def _size_routed_class() -> type:
+def _size_routed_class() -> type | None:
+    """``by_size``'s compiled kernel class, or None without the compiled call."""
     from ._dispatch import SizeRoutedBase
 
-    assert SizeRoutedBase is not None
+    return None if SizeRoutedBase is None else _subclass(SizeRoutedBase)
 
-    class SizeRouted(SizeRoutedBase):  # type: ignore[misc, valid-type]
+
+@functools.cache
+def _subclass(base: type) -> type:
+    class SizeRouted(base):
         """``by_size``'s kernel: the compiled choice, with a ``__dict__`` for its names."""
 
     return SizeRouted

@@ -1264,36 +1264,28 @@ static int sr_is_large(SizeRouted *self, PyObject *item) {
   return n >= self->min_size;
 }
 
-static PyObject *sr_call(PyObject *op, PyObject *args, PyObject *kwargs) {
-  SizeRouted *self = (SizeRouted *)op;
-  Py_ssize_t nargs = PyTuple_Size(args);
-  PyObject *target = self->small;
-  for (Py_ssize_t i = 0; i < nargs && i < self->among; i++) {
-    int large = sr_is_large(self, PyTuple_GetItem(args, i));
-    if (large < 0) return NULL;
-    if (large) {
-      target = self->large;
-      break;
-    }
+/* What call c goes to, borrowed: `large` where one of its first `among` positional
+   arguments is large, else `small`; NULL with the error sr_is_large met. */
+static PyObject *sr_target(SizeRouted *self, const Call *c) {
+  for (Py_ssize_t i = 0; i < c->n && i < self->among; i++) {
+    int large = sr_is_large(self, arg_at(c, i));
+    if (large != 0) return large < 0 ? NULL : self->large;
   }
-  return PyObject_Call(target, args, kwargs);
+  return self->small;
+}
+
+static PyObject *sr_call(PyObject *op, PyObject *args, PyObject *kwargs) {
+  Call c = {NULL, PyTuple_Size(args), args, kwargs, NULL, NULL};
+  PyObject *target = sr_target((SizeRouted *)op, &c);
+  return target == NULL ? NULL : PyObject_Call(target, args, kwargs);
 }
 
 #if VECTORCALL
 static PyObject *sr_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
-  SizeRouted *self = (SizeRouted *)op;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject *target = self->small;
-  for (Py_ssize_t i = 0; i < nargs && i < self->among; i++) {
-    int large = sr_is_large(self, args[i]);
-    if (large < 0) return NULL;
-    if (large) {
-      target = self->large;
-      break;
-    }
-  }
-  return PyObject_Vectorcall(target, args, nargsf, kwnames);
+  Call c = {args, PyVectorcall_NARGS(nargsf), NULL, NULL, kwnames, NULL};
+  PyObject *target = sr_target((SizeRouted *)op, &c);
+  return target == NULL ? NULL : PyObject_Vectorcall(target, args, nargsf, kwnames);
 }
 #endif
 
