@@ -329,24 +329,28 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     two, one, cmp = 3 * n * size, 2 * n * size, 2 * n * size + n  # bytes read and written
     width = next(w for w in (4096, 1024, 64, 8, 1) if n % w == 0)
     rows, bias = a.reshape(n // width, width), xp.ones(width, dtype=dtype)
+    # oplib's calls, one of each family of oplib-cuda's own kernels: label, bytes moved, the
+    # call, and the own kernel that would serve it (``elementwise.launches()``'s key)
+    ours: list[tuple[str, int, Callable[[], object], str]] = [
+        ("add", two, lambda: OPS.add(a, b), f"add {dtype}"),
+        ("neg", one, lambda: OPS.neg(a), f"neg {dtype}"),
+        ("mul by 2", one, lambda: OPS.mul(a, 2), f"mul.Scalar {dtype}"),
+        # a bool result: one byte an element
+        ("lt", cmp, lambda: OPS.lt(a, b), f"lt {dtype}"),
+        # a bias repeated along the rows (its own reads, a row's worth, left out)
+        ("add bias", one, lambda: OPS.add(rows, bias), f"add {dtype} repeat_y"),
+    ]
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
         "copy (cupy)": (one, lambda: xp.copyto(c, a)),
         "cupy add": (two, lambda: xp.add(a, b)),
-        "oplib add": (two, lambda: OPS.add(a, b)),
         "oplib Tensor add": (two, lambda: OPS.add(ta, tb)),
         "cupy mul": (two, lambda: xp.multiply(a, b)),
         "oplib mul": (two, lambda: OPS.mul(a, b)),
-        # one op of each other family of oplib-cuda's own kernels: unary, a scalar
-        # operand, a comparison (a bool result: one byte an element)
         "cupy neg": (one, lambda: xp.negative(a)),
-        "oplib neg": (one, lambda: OPS.neg(a)),
         "cupy mul by 2": (one, lambda: xp.multiply(a, 2)),
-        "oplib mul by 2": (one, lambda: OPS.mul(a, 2)),
         "cupy lt": (cmp, lambda: xp.less(a, b)),
-        "oplib lt": (cmp, lambda: OPS.lt(a, b)),
-        # a bias repeated along the rows (its own reads, a row's worth, left out)
         "cupy add bias": (one, lambda: xp.add(rows, bias)),
-        "oplib add bias": (one, lambda: OPS.add(rows, bias)),
+        **{f"oplib {label}": (moved, call) for label, moved, call, _ in ours},
     }
     if rig.torch is not None:
         torch = rig.torch
@@ -362,14 +366,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         label: round(moved / timed(fn, rig.sync, sizes.bandwidth_reps, sizes.chain_repeats) / 1e9)
         for label, (moved, fn) in runs.items()
     }
-    for label, op, how, call in (
-        ("add", "add", "", lambda: OPS.add(a, b)),
-        ("neg", "neg", "", lambda: OPS.neg(a)),
-        ("mul by 2", "mul.Scalar", "", lambda: OPS.mul(a, 2)),
-        ("lt", "lt", "", lambda: OPS.lt(a, b)),
-        ("add bias", "add", " repeat_y", lambda: OPS.add(rows, bias)),
-    ):
-        row[f"oplib {label} served by"] = _served_by(f"{op} {dtype}{how}", call)
+    for label, _, call, key in ours:
+        row[f"oplib {label} served by"] = _served_by(key, call)
     return row
 
 
@@ -489,10 +487,8 @@ def summary(data: dict[str, Any]) -> list[str]:
     mib = sizes.get("bandwidth_bytes", 0) >> 20
     for dtype, r in data.get("bandwidth_GBps", {}).items():
         copy = r["copy (cupy)"]
-        for op in ("add", "neg", "mul by 2", "lt", "add bias"):
-            ours = r.get(f"oplib {op}")
-            if not isinstance(ours, (int, float)):
-                continue
+        for op in (k[len("oplib ") : -len(" served by")] for k in r if k.endswith(" served by")):
+            ours = r[f"oplib {op}"]
             share = f"{ours / copy:.0%}" if copy else "n/a"
             lines.append(
                 f"{op} {dtype}, {mib} MiB arrays: oplib {ours} GB/s = {share} of the copy "

@@ -346,8 +346,9 @@ def _elements(vector: str, scalar: str) -> list[str]:
     return [f"{vector}.{c}" for c in "xyzw"]
 
 
-def _packed(calls: list[str], scalar: str, predicate: bool) -> tuple[str, list[str]]:
-    """The result vector's C type and the statements setting ``r`` from the lanes' values."""
+def _packed(calls: list[str], scalar: str, vector: str, predicate: bool) -> tuple[str, list[str]]:
+    """The result vector's C type and the statements setting ``r`` from the lanes' values
+    (``vector``: the inputs' 16-byte type, the result's too unless ``predicate``)."""
     if predicate:  # one byte per lane: 4 lanes in a 32-bit word, 8 in two
         words = [
             " | ".join(f"((unsigned int){c} << {8 * k})" for k, c in enumerate(calls[i : i + 4]))
@@ -357,11 +358,10 @@ def _packed(calls: list[str], scalar: str, predicate: bool) -> tuple[str, list[s
             return "unsigned int", [f"r = {words[0]};"]
         return "uint2", [f"r.x = {words[0]};", f"r.y = {words[1]};"]
     if scalar == "unsigned short":
-        return "uint4", [
+        return vector, [
             f"r.{c} = (unsigned int){calls[2 * k]} | ((unsigned int){calls[2 * k + 1]} << 16);"
             for k, c in enumerate("xyzw")
         ]
-    vector = DTYPES[np.dtype("int32" if scalar == "int" else "float32")][1]
     return vector, [f"r.{c} = {call};" for c, call in zip("xyzw", calls, strict=True)]
 
 
@@ -429,7 +429,7 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
     else:
         calls = [f"oplib_op({a})" for a in p]
         tail = "oplib_op(x[i])"
-    out_vector, packing = _packed(calls, scalar, formula.predicate)
+    out_vector, packing = _packed(calls, scalar, vector, formula.predicate)
     second = {
         "none": "",
         "array": f"const {scalar}* __restrict__ y, ",
