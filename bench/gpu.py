@@ -22,6 +22,10 @@ synchronized around every timed region; ratios against figures of this same run)
   device-to-device copy (``cupy.copyto``; torch's ``copy_``), and which kernel served
   each oplib call ("oplib elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90%
   of the copy.
+- oplib-cuda's own kernels against cupy's functions by size (``add``, ``tanh``, ``mul`` by
+  0.99; float32, 2**10 to 2**24 elements): µs per call of each, and the size from which
+  the own kernel is no slower at every size measured, beside ``elementwise.MIN_ELEMENTS``
+  (below it the plugin calls cupy's function: launch-bound calls cost what the host does).
 - peak memory of that autograd chain, bytes in use at their highest: cupy's pool (its
   ``used_bytes()`` after each allocation, through a ``cupy.cuda.MemoryHook``) against
   ``torch.cuda.max_memory_allocated``; budget: <= torch. Beside it, what each allocator
@@ -93,6 +97,8 @@ class Sizes:
     bandwidth_reps: int = 10
     loop_ops: int = 10_000
     loop_repeats: int = 3
+    by_size_number: int = 200  # calls per timed repeat, own kernels against cupy
+    by_size_repeats: int = 7
     matmul_k: int = 8192
     matmul_reps: int = 10
 
@@ -104,8 +110,13 @@ QUICK = Sizes(
     bandwidth_bytes=256 << 20,
     bandwidth_reps=5,
     loop_repeats=2,
+    by_size_number=100,
+    by_size_repeats=5,
     matmul_reps=5,
 )
+
+#: Elements (float32) at which the own kernels are timed against cupy's functions.
+BY_SIZE = tuple(1 << k for k in (10, 16, 18, 20, 22, 24))
 
 
 @dataclass
@@ -380,6 +391,47 @@ def _served_by(key: str, call: Callable[[], object]) -> str:
     return "oplib elementwise" if elementwise.launches().get(key, 0) > before else "cupy"
 
 
+def own_by_size(rig: Rig, sizes: Sizes) -> dict[str, Any]:
+    """µs per call of cupy's function and of oplib-cuda's own kernel for it (through
+    ``elementwise.fast_kernel(..., min_elements=0)``: the plugin's routing without its
+    threshold) at each of :data:`BY_SIZE`, and where the own kernel stops being slower
+    (:func:`crossover`)."""
+    xp = rig.xp
+    # label: the core op, cupy's function, the call's arguments from an array
+    calls: dict[str, tuple[str, Callable[..., Any], Callable[[Any], tuple[Any, ...]]]] = {
+        "add": ("add", xp.add, lambda a: (a, a + 1)),
+        "tanh": ("tanh", xp.tanh, lambda a: (a,)),
+        "mul by 0.99": ("mul.Scalar", xp.multiply, lambda a: (a, 0.99)),
+    }
+    timing = Sizes(number=sizes.by_size_number, repeats=sizes.by_size_repeats)
+    out: dict[str, Any] = {"MIN_ELEMENTS": elementwise.MIN_ELEMENTS}
+    for label, (op, cupy_fn, arguments) in calls.items():
+        own = elementwise.fast_kernel(op, cupy_fn, min_elements=0)
+        row: dict[str, dict[str, float]] = {}
+        for n in BY_SIZE:
+            args = arguments(xp.linspace(-2, 2, n, dtype=xp.float32))
+            served = _served_by(f"{op} float32", lambda: own(*args))  # noqa: B023 (called here)
+            if served != "oplib elementwise":
+                raise RuntimeError(f"{label} on {n} elements ran {served}, not the own kernel")
+            env = {"args": args, "cupy": cupy_fn, "own": own}
+            stmts = {"cupy": "cupy(*args)", "own": "own(*args)"}
+            row[str(n)] = interleaved_us(stmts, env, rig.sync, timing)
+        out[label] = {"us": row, "own no slower from": crossover(row)}
+    return out
+
+
+def crossover(row: dict[str, dict[str, float]]) -> int | None:
+    """The smallest size (a key of ``row``) from which the own kernel's cost over cupy's
+    (``"own over cupy"``) is at most 0 at every larger size too; ``None`` when it is slower
+    at the largest."""
+    found = None
+    for n in sorted(row, key=int, reverse=True):
+        if row[n]["own over cupy"] > 0:
+            break
+        found = int(n)
+    return found
+
+
 def small_ops(rig: Rig, sizes: Sizes) -> dict[str, float]:
     """Ops per second of a dependent chain of ``sizes.loop_ops`` 1-element mul and add."""
     xp, half = rig.xp, sizes.loop_ops // 2
@@ -497,6 +549,25 @@ def summary(data: dict[str, Any]) -> list[str]:
                 f"torch {r.get(f'torch {op}', 'n/a')}"
                 + (f"; mul: oplib {r.get('oplib mul', 'n/a')}" if op == "add" else "")
             )
+    own = data.get("own_kernels_by_size_us")
+    if own:
+        least = own["MIN_ELEMENTS"]
+        for label, r in own.items():
+            if label == "MIN_ELEMENTS":
+                continue
+            steps = ", ".join(
+                f"{int(n):,} {t['cupy']:.1f}/{t['own']:.1f}" for n, t in r["us"].items()
+            )
+            start = r["own no slower from"]
+            lines.append(
+                f"own kernel against cupy, {label} float32, µs per call cupy/own: {steps}; "
+                + (
+                    f"own no slower from {start:,} elements"
+                    if start
+                    else "own slower at every size"
+                )
+                + f" (MIN_ELEMENTS {least:,})"
+            )
     loop = data.get("small_ops_per_s")
     if loop:
         lines.append(
@@ -524,6 +595,8 @@ def run(rig: Rig, sizes: Sizes, results: Results) -> bool:
         ("small_ops_per_s", lambda: small_ops(rig, sizes)),
         ("matmul_TFLOPs", lambda: matmul(rig, sizes)),
     ]
+    if rig.device == "cuda":  # (the own kernels are cupy's RawKernels)
+        sections.insert(3, ("own_kernels_by_size_us", lambda: own_by_size(rig, sizes)))
     for key, section in sections:
         t0 = perf_counter()
         value = results.attempt(key, section)

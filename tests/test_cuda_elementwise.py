@@ -18,6 +18,8 @@ import functools
 import math
 import shutil
 import subprocess
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +290,48 @@ def test_switch_on_wraps_the_served_ops_only(
         assert ew.fast_kernel(name, cupy_add) is not cupy_add, name
     for name in ("pow", "where", "add.out", "mul_.Tensor", "sum", "matmul"):
         assert ew.fast_kernel(name, cupy_add) is cupy_add, name
+
+
+@pytest.mark.parametrize("op", ["add", "neg", "mul.Scalar", "lt"])
+def test_min_elements_moves_the_threshold_and_nothing_else(op: str) -> None:
+    small, aligned_off = f((4,)), f((4,), ptr=0x7F0000000004)
+    y = small if op in TWO_ARRAYS else None
+    assert not ew.qualifies(op, small, y)  # MIN_ELEMENTS by default
+    assert ew.qualifies(op, small, y, min_elements=4)
+    assert not ew.qualifies(op, small, y, min_elements=5)
+    assert ew.layout(op, f((0,)), f((0,)) if y else None, min_elements=0) == "same"
+    assert not ew.qualifies(op, aligned_off, y, min_elements=0)  # the rest still holds
+    if y is not None:
+        assert ew.layout(op, f((4, 4)), f((4,), ptr=0x7F0000001000), min_elements=16) == (
+            "repeat_y"
+        )
+        assert ew.layout(op, f((4, 4)), f((4,), ptr=0x7F0000001000), min_elements=17) is None
+
+
+@pytest.mark.parametrize("least", [-1, 2.0, "1", None])
+def test_fast_kernel_refuses_a_bad_min_elements(least: Any) -> None:
+    with pytest.raises(ValueError, match=f"min_elements must be an int >= 0, got {least!r}"):
+        ew.fast_kernel("add", np.add, min_elements=least)
+
+
+def test_fast_kernel_routes_by_its_own_min_elements() -> None:
+    calls = []
+
+    def cupy_neg(self: Any) -> Any:
+        calls.append(self.size)
+        return -self
+
+    kernel = ew.fast_kernel("neg", cupy_neg, min_elements=8)
+    assert kernel.min_size == 8  # type: ignore[attr-defined]
+    kernel(np.ones(7))
+    assert calls == [7]
+    # 8 elements reach the choice of kernel, which needs cupy (or says why it cannot)
+    if ew.runtime.status() is not None:
+        with pytest.raises(oplib.errors.BackendError, match="the cuda backend is unavailable"):
+            kernel(np.ones(8))
+    else:  # numpy's arrays are not cupy's: the fallback
+        kernel(np.ones(8))
+        assert calls == [7, 8]
 
 
 def test_serves_only_cupy_arrays() -> None:
@@ -871,3 +915,59 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     _same(cp, below.native, x < y)
     assert act.dtype == oplib.float32
     _same(cp, biased.native, x.reshape(N // 1024, 1024) + y[:1024])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op", ["add", "neg", "tanh", "mul.Scalar", "rsub.Scalar", "lt"])
+@pytest.mark.parametrize("n", [1, 5, 4099])
+def test_own_kernel_on_small_arrays_with_min_elements_0(cp: Any, op: str, n: int) -> None:
+    """What ``bench/gpu.py`` times against cupy at every size: ``min_elements=0``."""
+    x, other = _cupy_operands(cp, op, np.dtype("float32"), n, n)
+    args = () if ew.OPS[op].operand == "none" else (other,)
+    key = f"{op} float32"
+    before = ew.launches().get(key, 0)
+    got = ew.fast_kernel(op, _reference(cp, op), min_elements=0)(x, *args)
+    assert ew.launches().get(key, 0) == before + 1
+    _same(cp, got, _reference(cp, op)(x, *args))
+
+
+@pytest.fixture
+def broken_float32(monkeypatch: pytest.MonkeyPatch) -> Iterator[np.dtype]:
+    """float32's module made of source NVRTC rejects, compiled afresh; put back after."""
+    float32 = np.dtype("float32")
+    source = ew.module_source
+
+    def clear() -> None:
+        ew._module.cache_clear()
+        ew._raw_kernel.cache_clear()
+        ew._failed.pop(float32, None)
+
+    def broken(dtype: np.dtype) -> str:
+        return "this is not CUDA" if np.dtype(dtype) == float32 else source(dtype)
+
+    clear()
+    monkeypatch.setattr(ew, "module_source", broken)
+    yield float32
+    monkeypatch.undo()
+    clear()
+
+
+@pytest.mark.cuda
+def test_a_module_that_does_not_compile_falls_back_to_cupy_once_warned(
+    cp: Any, broken_float32: np.dtype
+) -> None:
+    x, y = _cupy_operands(cp, "add", broken_float32, N, 4)
+    with pytest.warns(ew.KernelCompileWarning, match="for float32 did not compile or load") as w:
+        got = _call("add", x, y)
+    assert len(w) == 1 and "CompileException" in str(w[0].message)
+    assert f"{ew.SWITCH}=0" in str(w[0].message)
+    _same(cp, got, cp.add(x, y))
+    assert list(ew.failures()) == ["float32"] and "CompileException" in ew.failures()["float32"]
+    assert not ew.serves("add", x, y) and not ew.serves("neg", x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: no second compile, no second warning
+        _same(cp, _call("neg", x), cp.negative(x))
+        _same(cp, _call("mul.Scalar", x, 2.0), x * 2.0)
+    # the other dtypes' modules are unaffected
+    h, k = _cupy_operands(cp, "add", np.dtype("float16"), N, 4)
+    _check(cp, "add", h, k, fast=True)

@@ -493,6 +493,7 @@ def test_bench_sections_run_through_oplib_on_the_cpu_backend(tmp_path):
     assert data["peak_memory_MiB"] == {}  # not measured on the cpu
     assert set(data["bandwidth_GBps"]) == {"float32", "float16", "int32"}
     assert set(data["small_ops_per_s"]) == {"cupy", "oplib", "oplib Tensor"}
+    assert "own_kernels_by_size_us" not in data  # cupy's RawKernels: on a cuda rig only
     assert set(data["matmul_TFLOPs"]) == {"cupy", "oplib", "oplib Tensor"}
     summary = "\n".join(data["summary"])
     # (a signed difference: the cached call may measure below cupy's own within the noise)
@@ -624,3 +625,33 @@ def test_gpu_check_cpu_mode_installs_from_the_wheelhouse_and_reports(tmp_path):
     assert data["environment"]["CUDA_VISIBLE_DEVICES"] == ""
     log = (results / "steps.log").read_text()
     assert "== install" in log and "== suite" in log
+
+
+def test_crossover_is_where_the_own_kernel_stops_being_slower_for_good():
+    def row(*extra: float) -> dict[str, dict[str, float]]:
+        return {str(n): {"own over cupy": e} for n, e in zip(bench.BY_SIZE, extra, strict=True)}
+
+    assert bench.crossover(row(0.9, 0.5, 0.2, -0.1, -3.0, -40.0)) == 1 << 20
+    assert bench.crossover(row(0.9, -0.1, 0.2, -0.1, -3.0, -40.0)) == 1 << 20  # not for good
+    assert bench.crossover(row(-0.1, -0.1, 0.0, -0.1, -3.0, -40.0)) == 1 << 10
+    assert bench.crossover(row(-0.1, -0.1, -0.1, -0.1, -3.0, 0.4)) is None
+
+
+def test_the_summary_puts_each_own_kernel_beside_min_elements():
+    us = {
+        "1024": {"cupy": 9.0, "own": 10.5},
+        "16777216": {"cupy": 60.0, "own": 41.25},
+    }
+    data = {
+        "own_kernels_by_size_us": {
+            "MIN_ELEMENTS": 1 << 22,
+            "tanh": {"us": us, "own no slower from": 16777216},
+            "add": {"us": us, "own no slower from": None},
+        }
+    }
+    assert bench.summary(data) == [
+        "own kernel against cupy, tanh float32, µs per call cupy/own: 1,024 9.0/10.5, "
+        "16,777,216 60.0/41.2; own no slower from 16,777,216 elements (MIN_ELEMENTS 4,194,304)",
+        "own kernel against cupy, add float32, µs per call cupy/own: 1,024 9.0/10.5, "
+        "16,777,216 60.0/41.2; own slower at every size (MIN_ELEMENTS 4,194,304)",
+    ]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
@@ -62,12 +63,14 @@ __all__ = [
     "SWITCH",
     "ArrayFacts",
     "Formula",
+    "KernelCompileWarning",
     "Layout",
     "Op",
     "c_contiguous",
     "computes",
     "enabled",
     "facts",
+    "failures",
     "fast_kernel",
     "kernel_name",
     "kernels_of",
@@ -228,9 +231,9 @@ def c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
     return True
 
 
-def _plain(x: ArrayFacts) -> bool:
-    """Large enough, aligned and C-contiguous."""
-    if math.prod(x.shape) < MIN_ELEMENTS or x.ptr % ALIGNMENT:
+def _plain(x: ArrayFacts, min_elements: int) -> bool:
+    """At least ``min_elements`` elements, aligned and C-contiguous."""
+    if math.prod(x.shape) < min_elements or x.ptr % ALIGNMENT:
         return False
     return c_contiguous(x.shape, x.strides, x.dtype.itemsize)
 
@@ -259,31 +262,37 @@ def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
     return size % lanes == 0 and c_contiguous(small.shape, small.strides, small.dtype.itemsize)
 
 
-def layout(op: str, x: ArrayFacts, y: ArrayFacts | None = None) -> Layout | None:
+def layout(
+    op: str, x: ArrayFacts, y: ArrayFacts | None = None, *, min_elements: int = MIN_ELEMENTS
+) -> Layout | None:
     """How the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison of
     two arrays, ``y``): ``"same"`` (the arrays one shape, or one array), ``"repeat_x"`` or
     ``"repeat_y"`` (:data:`Layout`); ``None`` where it does not (the conditions in the
-    module doc). A scalar operand is judged apart, by :func:`scalar_operand`."""
+    module doc, with ``min_elements`` for :data:`MIN_ELEMENTS`). A scalar operand is judged
+    apart, by :func:`scalar_operand`."""
     spec = OPS.get(op)
     if spec is None or not computes(op, x.dtype) or (y is not None) != (spec.operand == "array"):
         return None
+    least = min_elements
     if y is None:
-        return "same" if _plain(x) else None
+        return "same" if _plain(x, least) else None
     if y.dtype != x.dtype or y.device != x.device:
         return None
     if y.shape == x.shape:
-        return "same" if _plain(x) and _plain(y) else None
-    if _plain(x) and _repeats(y, x):
+        return "same" if _plain(x, least) and _plain(y, least) else None
+    if _plain(x, least) and _repeats(y, x):
         return "repeat_y"
-    if _plain(y) and _repeats(x, y):
+    if _plain(y, least) and _repeats(x, y):
         return "repeat_x"
     return None
 
 
-def qualifies(op: str, x: ArrayFacts, y: ArrayFacts | None = None) -> bool:
+def qualifies(
+    op: str, x: ArrayFacts, y: ArrayFacts | None = None, *, min_elements: int = MIN_ELEMENTS
+) -> bool:
     """Whether the own kernel computes ``op`` on ``x`` (and ``y``): :func:`layout` is not
     None."""
-    return layout(op, x, y) is not None
+    return layout(op, x, y, min_elements=min_elements) is not None
 
 
 def scalar_operand(dtype: np.dtype, value: object) -> np.generic | None:
@@ -314,13 +323,14 @@ def scalar_operand(dtype: np.dtype, value: object) -> np.generic | None:
 def serves(op: str, x: Any, other: Any = None) -> bool:
     """Whether ``oplib.ops.oplib.<op>`` on cupy array ``x`` (and ``other``: a cupy array
     or a Python scalar, as the op takes) runs the own kernel: the switch on, and the
-    conditions in the module doc. ``False`` for anything else, and where cupy cannot be
-    imported."""
+    conditions in the module doc. ``False`` for anything else, where CUDA is unusable
+    (:func:`oplib_cuda.runtime.status`), and on a dtype whose own kernels did not compile
+    (:func:`failures`)."""
     spec = OPS.get(op)
-    if spec is None or runtime.cupy_import_error() is not None or not enabled():
+    if spec is None or runtime.status() is not None or not enabled():
         return False
     ndarray = runtime.cupy().ndarray
-    if type(x) is not ndarray:
+    if type(x) is not ndarray or np.dtype(x.dtype) in _failed:
         return False
     if spec.operand == "array":
         return type(other) is ndarray and qualifies(op, facts(x), facts(other))
@@ -497,6 +507,20 @@ def module_source(dtype: np.dtype) -> str:
     return "\n".join(parts)
 
 
+class KernelCompileWarning(RuntimeWarning):
+    """oplib-cuda's own elementwise kernels for a dtype did not compile or load on this
+    machine (cupy's error in the message); its calls go to cupy's functions instead."""
+
+
+_failed: dict[np.dtype, str] = {}  # dtype: cupy's error, once its module failed
+
+
+def failures() -> dict[str, str]:
+    """The dtypes (``"float16"`` ...) whose own kernels did not compile or load in this
+    process, each with cupy's error; calls on them go to cupy's functions."""
+    return {dtype.name: why for dtype, why in _failed.items()}
+
+
 @functools.cache
 def _module(dtype: np.dtype) -> Any:
     # one compile per dtype (NVRTC's cost is mostly per call: headers), cached by cupy
@@ -508,6 +532,33 @@ def _raw_kernel(op: str, dtype: np.dtype, how: Layout) -> Any:
     return _module(dtype).get_function(kernel_name(op, dtype, how))  # compiled on first use
 
 
+def _compile_errors() -> tuple[type[BaseException], ...]:
+    """What cupy raises for a module NVRTC rejects, and for one the driver cannot load (a
+    driver older than the NVRTC that compiled it)."""
+    cp = runtime.cupy()
+    return (cp.cuda.compiler.CompileException, cp.cuda.driver.CUDADriverError)
+
+
+def _kernel(op: str, dtype: np.dtype, how: Layout) -> Any:
+    """The compiled kernel, or ``None`` where ``dtype``'s module did not compile or load:
+    then one :class:`KernelCompileWarning` per dtype, and no second attempt (a compile
+    costs seconds)."""
+    if dtype in _failed:
+        return None
+    try:
+        return _raw_kernel(op, dtype, how)
+    except _compile_errors() as e:
+        _failed[dtype] = why = f"{type(e).__name__}: {e}"
+        warnings.warn(
+            f"oplib-cuda's own elementwise kernels for {dtype.name} did not compile or load "
+            f"({why[:2000]}); {dtype.name} calls go to cupy's functions, which compute the "
+            f"same at about 60% of the bandwidth. {SWITCH}=0 turns the own kernels off.",
+            KernelCompileWarning,
+            stacklevel=2,
+        )
+        return None
+
+
 @functools.cache
 def _blocks_most(device: int) -> int:
     sms = int(runtime.cupy().cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
@@ -517,32 +568,44 @@ def _blocks_most(device: int) -> int:
 def _launch(op: str, x: Any, second: tuple[Any, ...], how: Layout = "same") -> Any:
     """``op`` on ``x`` (and ``second``: the other array or the scalar's kernel argument, or
     nothing) by the own kernel for layout ``how``, on the current device (the caller's: the
-    plugin's kernels make the arrays' device current)."""
-    cp = runtime.cupy()
+    plugin's kernels make the arrays' device current); ``None`` where that kernel did not
+    compile (:func:`failures`)."""
     dtype = np.dtype(x.dtype)
+    kernel = _kernel(op, dtype, how)
+    if kernel is None:
+        return None
     big = second[0] if how == "repeat_x" else x
     n = int(big.size)
-    z = cp.empty(big.shape, dtype=_BOOL if FORMULAS[OPS[op].formula].predicate else dtype)
+    predicate = FORMULAS[OPS[op].formula].predicate
+    z = runtime.cupy().empty(big.shape, dtype=_BOOL if predicate else dtype)
     vectors = n // DTYPES[dtype][2]
     blocks = max(1, min(_blocks_most(int(x.data.device_id)), -(-vectors // _THREADS)))
     tail: tuple[Any, ...] = (np.int64(n),)
     if how != "same":
         tail += (np.int64((x if how == "repeat_x" else second[0]).size),)
-    _raw_kernel(op, dtype, how)((blocks,), (_THREADS,), (x, *second, z, *tail))
+    kernel((blocks,), (_THREADS,), (x, *second, z, *tail))
     _launches[f"{op} {dtype.name}" + ("" if how == "same" else f" {how}")] += 1
     return z
 
 
-def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
+def fast_kernel(
+    name: str, fallback: Callable[..., Any], *, min_elements: int = MIN_ELEMENTS
+) -> Callable[..., Any]:
     """The cuda kernel of core op ``name``: ``fallback`` (cupy's) itself when ``name`` is
     not one of :data:`OPS` or the switch is off; else a kernel that runs the own kernel
-    where the module doc's conditions hold and ``fallback`` for every other call. Calls on
-    arrays of fewer than :data:`MIN_ELEMENTS` (both arrays, for a binary op) go to
-    ``fallback`` with no Python frame between (``oplib_core.backends.by_size``): the small
-    calls are the launch-bound ones."""
+    where the module doc's conditions hold (at least ``min_elements`` elements) and
+    ``fallback`` for every other call, and where the own kernel did not compile
+    (:func:`failures`). Calls on arrays of fewer than ``min_elements`` (both arrays, for
+    a binary op) go to ``fallback`` with no Python frame between
+    (``oplib_core.backends.by_size``): the small calls are the launch-bound ones. The
+    plugin uses :data:`MIN_ELEMENTS`; ``bench/gpu.py`` passes 0 to time the own kernels
+    against cupy's at every size."""
     spec = OPS.get(name)
     if spec is None or not enabled():
         return fallback
+    if type(min_elements) is not int or min_elements < 0:
+        raise ValueError(f"min_elements must be an int >= 0, got {min_elements!r}")
+    least = min_elements
     # what the fast path would call in place of ``fallback`` (cupy's function itself)
     other_calls: Callable[..., Any] = getattr(fallback, "fast_entry", fallback)
 
@@ -551,23 +614,29 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
         return runtime.cupy().ndarray
 
     def unary(self: Any) -> Any:
-        if type(self) is ndarray() and qualifies(name, facts(self)):
-            return _launch(name, self, ())
+        if type(self) is ndarray() and qualifies(name, facts(self), min_elements=least):
+            z = _launch(name, self, ())
+            if z is not None:
+                return z
         return other_calls(self)
 
     def binary(self: Any, other: Any) -> Any:
         array = ndarray()
         if type(self) is array and type(other) is array:
-            how = layout(name, facts(self), facts(other))
+            how = layout(name, facts(self), facts(other), min_elements=least)
             if how is not None:
-                return _launch(name, self, (other,), how)
+                z = _launch(name, self, (other,), how)
+                if z is not None:
+                    return z
         return other_calls(self, other)
 
     def with_scalar(self: Any, other: Any) -> Any:
         if type(self) is ndarray():
             s = scalar_operand(np.dtype(self.dtype), other)
-            if s is not None and qualifies(name, facts(self)):
-                return _launch(name, self, (s,))
+            if s is not None and qualifies(name, facts(self), min_elements=least):
+                z = _launch(name, self, (s,))
+                if z is not None:
+                    return z
         return other_calls(self, other)
 
     forms: dict[str, Callable[..., Any]] = {"none": unary, "array": binary, "scalar": with_scalar}
@@ -576,7 +645,7 @@ def fast_kernel(name: str, fallback: Callable[..., Any]) -> Callable[..., Any]:
     return by_size(
         other_calls,
         large,
-        MIN_ELEMENTS,
+        least,
         name=getattr(fallback, "__name__", name),
         arguments=2 if spec.operand == "array" else 1,  # (bias - x: the large one second)
     )

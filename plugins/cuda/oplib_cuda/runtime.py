@@ -10,9 +10,10 @@ from typing import Any
 
 from oplib_core.errors import BackendError
 
-__all__ = ["cupy", "cupy_import_error", "device_count", "in_bad_fork", "status", "switched_on"]
+__all__ = ["cupy", "device_count", "in_bad_fork", "status", "switched_on"]
 
 _CUDA_ERROR_NO_DEVICE = 100  # cudaErrorNoDevice
+_CUDA_ERROR_INSUFFICIENT_DRIVER = 35  # cudaErrorInsufficientDriver: none, or too old
 
 
 def switched_on(variable: str) -> bool:
@@ -33,44 +34,70 @@ def _import() -> tuple[ModuleType | None, str | None]:
         return None, f"cupy failed to import: {type(e).__name__}: {e}"
 
 
-def cupy_import_error() -> str | None:
-    """Why cupy cannot be imported, or ``None`` (imports cupy)."""
-    return _import()[1]
-
-
 _initialised_in: list[int] = []
 
 
 def cupy() -> ModuleType:
-    """The cupy module; ``BackendError`` with the reason when CUDA is unusable."""
+    """The cupy module, once a CUDA device is usable; ``BackendError`` with the reason
+    (cupy not importable, no CUDA device, the driver's error) otherwise, so that a machine
+    with cupy installed but no GPU or driver says what ``oplib backends list`` says rather
+    than raising cupy's own error from deep in a kernel."""
     mod, problem = _import()
     if mod is None:
-        raise BackendError(f"the cuda backend is unavailable: {problem}")
+        raise _unavailable(problem)
     if not _initialised_in:
+        problem = _problem(mod)
+        if problem is not None:
+            raise _unavailable(problem)
         _initialised_in.append(os.getpid())
     return mod
+
+
+def _unavailable(problem: str | None) -> BackendError:
+    return BackendError(f"the cuda backend is unavailable: {problem}")
+
+
+def _driver_hint(mod: Any) -> str:
+    """What to do about ``cudaErrorInsufficientDriver``: no NVIDIA driver at all, or one
+    older than the CUDA that cupy was built for."""
+    try:
+        version = int(mod.cuda.runtime.runtimeGetVersion())
+    except Exception:
+        return " (no NVIDIA driver, or one too old for this cupy: update the driver)"
+    major, minor = version // 1000, version % 1000 // 10
+    older = " or use CUDA 12's cupy, pip install 'oplib-cuda[cuda12]'" if major >= 13 else ""
+    return (
+        f" (no NVIDIA driver, or one older than this cupy's CUDA {major}.{minor} needs: "
+        f"update the driver{older})"
+    )
 
 
 def _count(mod: Any) -> tuple[int, str | None]:
     try:
         n = int(mod.cuda.runtime.getDeviceCount())
     except mod.cuda.runtime.CUDARuntimeError as e:
-        if getattr(e, "status", None) == _CUDA_ERROR_NO_DEVICE:
+        status = getattr(e, "status", None)
+        if status == _CUDA_ERROR_NO_DEVICE:
             return 0, "no CUDA device"
-        return 0, f"CUDA driver error: {e}"
+        hint = _driver_hint(mod) if status == _CUDA_ERROR_INSUFFICIENT_DRIVER else ""
+        return 0, f"CUDA driver error: {e}{hint}"
     return n, None if n > 0 else "no CUDA device"
+
+
+def _problem(mod: Any) -> str | None:
+    """Why the CUDA devices of importable cupy ``mod`` are unusable, or ``None``. Never
+    raises."""
+    try:
+        return _count(mod)[1]
+    except Exception as e:
+        return f"CUDA check failed: {type(e).__name__}: {e}"
 
 
 def status() -> str | None:
     """``None`` when at least one CUDA device is usable, else why not: "cupy not
     installed", "no CUDA device" or the driver's error. Never raises."""
     mod, problem = _import()
-    if mod is None:
-        return problem
-    try:
-        return _count(mod)[1]
-    except Exception as e:
-        return f"CUDA check failed: {type(e).__name__}: {e}"
+    return problem if mod is None else _problem(mod)
 
 
 def device_count() -> int:
