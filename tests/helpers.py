@@ -9,10 +9,12 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import types
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -181,3 +183,31 @@ def load_batch(*plugins_and_dists: Any, entry_points: bool = False) -> tuple[lis
         warnings.simplefilter("always")
         host._run_phases(recs)
     return recs, caught
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def venv_with_plugin(where: Path, plugin: str, extra: str, *more: str) -> str:
+    """A fresh virtualenv under ``where`` holding oplib-core, oplib-cpu and the wheel of
+    ``plugins/<plugin>`` with its extra ``extra`` (and the requirements ``more``), installed
+    for real by pip (from PyPI, as a user installs them); its python's path."""
+    pip_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    wheels = where / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(wheels), str(ROOT / "plugins" / plugin)],
+        check=True, timeout=300, env=pip_env,
+    )  # fmt: skip
+    (wheel,) = wheels.glob(f"oplib_{plugin}-*.whl")
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "setuptools>=77", "wheel"], check=True, timeout=300, env=pip_env)
+    subprocess.run(
+        [*pip, "--no-build-isolation", str(ROOT), str(ROOT / "plugins" / "cpu"),
+         f"{wheel}[{extra}]", *more],
+        check=True, timeout=900, env=pip_env,
+    )  # fmt: skip
+    return py

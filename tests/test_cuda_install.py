@@ -12,38 +12,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import venv_with_plugin
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def python(tmp_path_factory: pytest.TempPathFactory) -> str:
     where = tmp_path_factory.mktemp("cuda-install")
-    pip_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    wheels = where / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(wheels), str(ROOT / "plugins" / "cuda")],
-        check=True, timeout=300, env=pip_env,
-    )  # fmt: skip
-    (wheel,) = wheels.glob("oplib_cuda-*.whl")
-    venv = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    py = str(venv / "bin" / "python")
-    pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "setuptools>=77", "wheel"], check=True, timeout=300, env=pip_env)
-    subprocess.run(
-        [*pip, "--no-build-isolation", str(ROOT), str(ROOT / "plugins" / "cpu"),
-         f"{wheel}[cuda13]", "nvidia-cuda-nvrtc>=13,<14"],
-        check=True, timeout=900, env=pip_env,
-    )  # fmt: skip
-    return py
+    return venv_with_plugin(where, "cuda", "cuda13", "nvidia-cuda-nvrtc>=13,<14")
 
 
 def _run(python: str, script: str) -> dict[str, object]:
