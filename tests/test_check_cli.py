@@ -85,6 +85,27 @@ def test_unavailable_backend_named_explicitly_is_skipped(capsys, teardown):
     assert rows[0]["reason"] == "backend not available: unplugged"
 
 
+def test_only_unavailable_backends_named_says_so_not_that_ops_lack_samples(capsys, teardown):
+    undo = oplib.backends.register(
+        oplib.BackendSpec(name="offline", array_types=(bytearray,), status=lambda: "unplugged")
+    )
+    teardown(undo)
+    for extra in ([], ["--json"]):
+        code = main(["check", "-b", "offline", *extra])
+        captured = capsys.readouterr()
+        assert code == 1
+        assert captured.err == (
+            "oplib: no backend asked for is available here, so no op was checked: "
+            "offline: unplugged\n"
+        )
+        if extra:  # the JSON says why too (scripts/gpu-check.sh reads it)
+            summary = json.loads(captured.out)["summary"]
+            assert summary["unavailable"] == {"offline": "unplugged"}
+            assert (summary["ops"], summary["backends"], summary["pass"]) == (0, [], 0)
+        else:
+            assert captured.out == ""
+
+
 def test_failure_exits_1_and_names_op_backend_check(capsys, ns):
     q = oplib.define(f"{ns}::bad", "(Tensor x) -> Tensor")
     oplib.impl(q, "cpu", lambda x: x + 1)

@@ -27,6 +27,15 @@ __all__ = ["add_parser", "run_checks"]
 _RANK = {FAIL: 0, PASS: 1, SKIP: 2}
 
 
+class NothingAvailable(CliError):
+    """No backend to check is available: the reasons, and the report (``--json`` prints it
+    before the error, so that a reader of the JSON learns why too)."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 def add_parser(sub: Any) -> None:
     p = leaf(sub, "check", "run opcheck on every op with sample inputs, on every backend", run)
     p.add_argument("qualname", nargs="*", help="ops to check (default: all with samples)")
@@ -92,10 +101,12 @@ def run_checks(
             )
     except UnknownName as e:  # removed while we looked
         raise CliError(f"no {e.kind} {e.name!r}", 2) from e
-    if not report.backends and not backends:
-        raise CliError(
-            "no installed backend is available here, so no op was checked: "
-            + "; ".join(f"{name}: {reason}" for name, reason in report.unavailable.items())
+    if not report.backends and not report.rows:  # (ops named: SKIP rows, said per row)
+        which = "backend asked for" if backends else "installed backend"
+        raise NothingAvailable(
+            f"no {which} is available here, so no op was checked: "
+            + "; ".join(f"{name}: {reason}" for name, reason in report.unavailable.items()),
+            report,
         )
     if not out.live_progress:
         out.note(_summary(report))
@@ -214,7 +225,12 @@ def _details(report: Report, args: argparse.Namespace, out: Output) -> None:
 def run(args: argparse.Namespace, out: Output) -> int:
     if args.contract:
         return run_contract(args, out)
-    report = run_checks(args.qualname, args.backend, out, isolate=args.isolate)
+    try:
+        report = run_checks(args.qualname, args.backend, out, isolate=args.isolate)
+    except NothingAvailable as e:
+        if args.json:
+            out.json(e.report.to_json())
+        raise
     if args.json:
         out.json(report.to_json())
     else:
