@@ -93,6 +93,25 @@ def test_without_a_driver_every_use_says_why(python: str) -> None:
     assert out["cpu"] == [3.0, 6.0]
 
 
+def test_oplib_check_on_cuda_says_it_is_unavailable(python: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_") and k != "PYTHONPATH"}
+    oplib = str(Path(python).with_name("oplib"))
+    listed = subprocess.run(
+        [oplib, "backends", "list", "--json"], capture_output=True, text=True, env=env, timeout=300
+    )
+    (cuda,) = [row for row in json.loads(listed.stdout) if row["name"] == "cuda"]
+    if cuda["available"]:
+        pytest.skip("a CUDA device is usable here: the cuda-marked tests cover it")
+    checked = subprocess.run(
+        [oplib, "check", "--backend", "cuda"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert checked.returncode == 1 and checked.stdout == ""
+    assert checked.stderr == (
+        "oplib: no backend asked for is available here, so no op was checked: "
+        f"cuda: {cuda['reason']}\n"
+    )
+
+
 def test_the_own_kernels_compile_with_cupys_nvrtc(python: str) -> None:
     out = _run(
         python,
