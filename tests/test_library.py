@@ -289,6 +289,32 @@ def test_custom_op_register_kernel_failure_leaves_nothing(ns, toy, teardown):
     assert _kernel_keys(f"{ns}::f") == {"cpu", "toy"}
 
 
+def test_custom_op_register_kernel_over_its_own_kernel(ns, teardown):
+    """torch's ``CustomOpDef.register_kernel`` replaces a device's kernel silently; oplib
+    asks for ``allow_override=True`` (docs/coming-from-torch.md), and a function for every
+    device (``device_types=None``) leaves each device free for a kernel of its own."""
+
+    @oplib.custom_op(f"{ns}::both", mutates_args=(), device_types=("cpu",))
+    def both(x: oplib.Tensor) -> oplib.Tensor:
+        return x + 1
+
+    @oplib.custom_op(f"{ns}::every", mutates_args=())
+    def every(x: oplib.Tensor) -> oplib.Tensor:
+        return x + 1
+
+    teardown(both)
+    teardown(every)
+    x = oplib.tensor([1.0])
+    with pytest.raises(
+        oplib.RegistrationError, match=rf"{ns}::both already has a kernel for 'cpu'"
+    ):
+        both.register_kernel("cpu", lambda x: x + 2)
+    both.register_kernel("cpu", lambda x: x + 3, allow_override=True)
+    assert both(x).tolist() == [4.0]
+    every.register_kernel("cpu", lambda x: x + 5)
+    assert every(x).tolist() == [6.0]
+
+
 def test_custom_op_with_bad_device_type_is_not_defined(ns):
     def f(x: oplib.Tensor) -> oplib.Tensor:
         return x
