@@ -250,7 +250,7 @@ def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
     dimensions: its shape (less leading 1s) is ``big``'s last dimensions and no more
     dimensions than ``big`` has, it is C-contiguous and 16-byte aligned, and a whole
     number of 16-byte vectors long (so each of ``big``'s vectors meets one of its own)."""
-    if len(small.shape) > len(big.shape) or small.ptr % ALIGNMENT:
+    if len(small.shape) > len(big.shape):
         return False
     shape = small.shape
     while shape and shape[0] == 1:
@@ -259,7 +259,7 @@ def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
         return False
     size = math.prod(shape)
     lanes = DTYPES[small.dtype][2]
-    return size % lanes == 0 and c_contiguous(small.shape, small.strides, small.dtype.itemsize)
+    return size % lanes == 0 and _plain(small, 0)
 
 
 def layout(
@@ -326,17 +326,36 @@ def serves(op: str, x: Any, other: Any = None) -> bool:
     conditions in the module doc. ``False`` for anything else, where CUDA is unusable
     (:func:`oplib_cuda.runtime.status`), and on a dtype whose own kernels did not compile
     (:func:`failures`)."""
-    spec = OPS.get(op)
-    if spec is None or runtime.status() is not None or not enabled():
+    if op not in OPS or runtime.status() is not None or not enabled():
         return False
-    ndarray = runtime.cupy().ndarray
-    if type(x) is not ndarray or np.dtype(x.dtype) in _failed:
-        return False
-    if spec.operand == "array":
-        return type(other) is ndarray and qualifies(op, facts(x), facts(other))
-    if spec.operand == "scalar" and scalar_operand(np.dtype(x.dtype), other) is None:
-        return False
-    return qualifies(op, facts(x))
+    return _plan(op, x, other, runtime.cupy().ndarray, MIN_ELEMENTS) is not None
+
+
+def _plan(
+    op: str, x: Any, other: Any, ndarray: Any, min_elements: int
+) -> tuple[tuple[Any, ...], Layout] | None:
+    """What the own kernel of ``op`` takes beside ``x`` (the other array, the scalar's kernel
+    argument, or nothing) and its layout, for a call on ``x`` (and ``other``); ``None``
+    where cupy's function computes it: the module doc's conditions, with ``min_elements``
+    for :data:`MIN_ELEMENTS`, and a dtype whose module compiled (:func:`failures`)."""
+    if type(x) is not ndarray:
+        return None
+    dtype = np.dtype(x.dtype)
+    if dtype in _failed:
+        return None
+    operand = OPS[op].operand
+    if operand == "array":
+        if type(other) is not ndarray:
+            return None
+        how = layout(op, facts(x), facts(other), min_elements=min_elements)
+        return None if how is None else ((other,), how)
+    second: tuple[Any, ...] = ()
+    if operand == "scalar":
+        s = scalar_operand(dtype, other)
+        if s is None:
+            return None
+        second = (s,)
+    return (second, "same") if qualifies(op, facts(x), min_elements=min_elements) else None
 
 
 def launches() -> dict[str, int]:
@@ -613,34 +632,20 @@ def fast_kernel(
     def ndarray() -> Any:
         return runtime.cupy().ndarray
 
+    def own(self: Any, other: Any) -> Any:
+        """The own kernel's result, or ``None`` where cupy's function computes the call."""
+        plan = _plan(name, self, other, ndarray(), least)
+        return None if plan is None else _launch(name, self, *plan)
+
     def unary(self: Any) -> Any:
-        if type(self) is ndarray() and qualifies(name, facts(self), min_elements=least):
-            z = _launch(name, self, ())
-            if z is not None:
-                return z
-        return other_calls(self)
+        z = own(self, None)
+        return other_calls(self) if z is None else z
 
     def binary(self: Any, other: Any) -> Any:
-        array = ndarray()
-        if type(self) is array and type(other) is array:
-            how = layout(name, facts(self), facts(other), min_elements=least)
-            if how is not None:
-                z = _launch(name, self, (other,), how)
-                if z is not None:
-                    return z
-        return other_calls(self, other)
+        z = own(self, other)
+        return other_calls(self, other) if z is None else z
 
-    def with_scalar(self: Any, other: Any) -> Any:
-        if type(self) is ndarray():
-            s = scalar_operand(np.dtype(self.dtype), other)
-            if s is not None and qualifies(name, facts(self), min_elements=least):
-                z = _launch(name, self, (s,))
-                if z is not None:
-                    return z
-        return other_calls(self, other)
-
-    forms: dict[str, Callable[..., Any]] = {"none": unary, "array": binary, "scalar": with_scalar}
-    large = forms[spec.operand]
+    large = unary if spec.operand == "none" else binary
     large.__doc__ = fallback.__doc__
     return by_size(
         other_calls,
