@@ -211,3 +211,9 @@ def venv_with_plugin(where: Path, plugin: str, extra: str, *more: str) -> str:
         check=True, timeout=900, env=pip_env,
     )  # fmt: skip
     return py
+
+
+def venv_env() -> dict[str, str]:
+    """The environment for processes of a :func:`venv_with_plugin` virtualenv: this one's,
+    less oplib's switches (``OPLIB_*``) and ``PYTHONPATH`` (which would reach the checkout)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_") and k != "PYTHONPATH"}

@@ -10,14 +10,13 @@ with no GPU and no NVIDIA driver, the case of every laptop and CI runner that in
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from helpers import venv_with_plugin
+from helpers import venv_env, venv_with_plugin
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +28,7 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _run(python: str, script: str) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_") and k != "PYTHONPATH"}
+    env = venv_env()
     proc = subprocess.run(
         [python, "-c", textwrap.dedent(script)],
         capture_output=True,
@@ -94,7 +93,7 @@ def test_without_a_driver_every_use_says_why(python: str) -> None:
 
 
 def test_oplib_check_on_cuda_says_it_is_unavailable(python: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPLIB_") and k != "PYTHONPATH"}
+    env = venv_env()
     oplib = str(Path(python).with_name("oplib"))
     listed = subprocess.run(
         [oplib, "backends", "list", "--json"], capture_output=True, text=True, env=env, timeout=300

@@ -4,13 +4,12 @@ oplib-cpu and jax[cpu], then discovered by a fresh interpreter (slow; CI runs it
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 
 import pytest
 
-from helpers import venv_with_plugin
+from helpers import venv_env, venv_with_plugin
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +29,7 @@ def test_wheel_installs_and_runs_an_op(tmp_path):
             "x64": jax.config.jax_enable_x64,
         }))
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPLIB_", "PYTHONPATH"))}
+    env = venv_env()
     proc = subprocess.run(
         [py, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
     )
