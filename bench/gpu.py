@@ -18,7 +18,8 @@ synchronized around every timed region; ratios against figures of this same run)
 - bandwidth, GB/s counting bytes read and written: ``add`` (and ``mul``) of two large
   contiguous arrays (float32, float16, int32), and one op of each other family of
   oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is
-  a byte an element; ``add`` of a bias repeated along the rows), against a
+  a byte an element; ``add`` of a bias repeated along the rows; ``sub`` of a 0-d array,
+  as ``x - x.mean()``), against a
   device-to-device copy (``cupy.copyto``; torch's ``copy_``), and which kernel served
   each oplib call ("oplib elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90%
   of the copy.
@@ -340,6 +341,7 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     two, one, cmp = 3 * n * size, 2 * n * size, 2 * n * size + n  # bytes read and written
     width = next(w for w in (4096, 1024, 64, 8, 1) if n % w == 0)
     rows, bias = a.reshape(n // width, width), xp.ones(width, dtype=dtype)
+    mean = xp.ones((), dtype=dtype)  # a 0-d array: x - x.mean()
     # oplib's calls, one of each family of oplib-cuda's own kernels: label, bytes moved, the
     # call, and the own kernel that would serve it (``elementwise.launches()``'s key)
     ours: list[tuple[str, int, Callable[[], object], str]] = [
@@ -350,6 +352,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         ("lt", cmp, lambda: OPS.lt(a, b), f"lt {dtype}"),
         # a bias repeated along the rows (its own reads, a row's worth, left out)
         ("add bias", one, lambda: OPS.add(rows, bias), f"add {dtype} repeat_y"),
+        # one element against every element
+        ("sub 0-d", one, lambda: OPS.sub(a, mean), f"sub {dtype} one_y"),
     ]
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
         "copy (cupy)": (one, lambda: xp.copyto(c, a)),
@@ -361,6 +365,7 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         "cupy mul by 2": (one, lambda: xp.multiply(a, 2)),
         "cupy lt": (cmp, lambda: xp.less(a, b)),
         "cupy add bias": (one, lambda: xp.add(rows, bias)),
+        "cupy sub 0-d": (one, lambda: xp.subtract(a, mean)),
         **{f"oplib {label}": (moved, call) for label, moved, call, _ in ours},
     }
     if rig.torch is not None:

@@ -21,7 +21,7 @@ import subprocess
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -118,7 +118,12 @@ def test_every_served_op_is_a_core_op_and_the_families_are_whole() -> None:
         ("int32 true division", f((N,), "int32"), f((N,), "int32"), "div"),
         ("mixed dtypes", f((N,), "float32"), f((N,), "float16"), "add"),
         ("mixed dtypes, comparison", f((N,), "float32"), f((N,), "int32"), "lt"),
-        ("broadcast", f((N,)), f((1,)), "add"),
+        ("one element in more dimensions", f((N,)), f((1, 1)), "add"),
+        ("one element, unaligned to its size", f((N,)), f((1,), ptr=0x7F0000000002), "add"),
+        ("one element, other dtype", f((N,)), f((), "float16"), "mul"),
+        ("one element, other device", f((N,)), f((), device=1), "mul"),
+        ("one element, the large one strided", f((N,), strides=(8,)), f(()), "sub"),
+        ("one element, the large one too small", f((N - 1,)), f(()), "sub"),
         ("broadcast along the last dimension", f((2048, 2048)), f((2048, 1)), "mul"),
         ("repeated, not a whole number of vectors", f((2048, 2050)), f((2050,)), "add"),
         ("repeated, unaligned", f((2048, 2048)), f((2048,), ptr=0x7F0000000004), "add"),
@@ -151,6 +156,13 @@ def test_everything_else_falls_back(why: str, x: ew.ArrayFacts, y: ew.ArrayFacts
         (f((4, 1024, 1024)), f((1024, 1024)), "repeat_y"),
         (f((4, 1024, 1024)), f((1, 1, 1024)), "repeat_y"),
         (f((2048,)), f((2048, 2048)), "repeat_x"),  # bias - x
+        (f((2048, 2048)), f(()), "one_y"),  # x - x.mean()
+        (f((2048, 2048)), f((1,)), "one_y"),
+        (f((2048, 2048)), f((1, 1)), "one_y"),
+        (f((2048, 2048)), f((1,), ptr=0x7F0000000004), "one_y"),  # 4-byte aligned will do
+        (f((2048, 2048)), f((1, 1), strides=(64, 12)), "one_y"),  # so will any strides
+        (f(()), f((2048, 2048)), "one_x"),  # x.max() - x
+        (f((1, 1)), f((2048, 2048)), "one_x"),
         (f((2048, 2048)), f((2048, 2048), ptr=0x7F0001000000), "same"),
     ],
 )
@@ -170,6 +182,18 @@ def test_int32_repeats_where_cupy_keeps_int32() -> None:
     x, y = f((2048, 2048), "int32"), f((2048,), "int32")
     assert ew.layout("mul", x, y) == "repeat_y" and ew.layout("ge", y, x) == "repeat_x"
     assert ew.layout("div", x, y) is None
+    one = f((), "int32")
+    assert ew.layout("sub", x, one) == "one_y" and ew.layout("lt", one, x) == "one_x"
+    assert ew.layout("div", x, one) is None
+
+
+@pytest.mark.parametrize("least", [0, 1])
+def test_one_element_each_side_at_min_elements_0(least: int) -> None:
+    """Both arrays one element: the result has the one of more dimensions' shape."""
+    assert ew.layout("add", f(()), f(()), min_elements=least) == "same"
+    assert ew.layout("add", f((1,)), f((1, 1)), min_elements=least) == "one_x"
+    assert ew.layout("add", f((1, 1)), f(()), min_elements=least) == "one_y"
+    assert ew.layout("add", f((1, 1)), f(()), min_elements=2) is None
 
 
 @pytest.mark.parametrize(
@@ -462,7 +486,7 @@ def _host_source() -> str:
                 "array": f"(const {scalar}*)y, ",
                 "scalar": f"*(const {'unsigned int' if dt.itemsize == 2 else scalar}*)s, ",
             }[spec.operand]
-            m = "" if how == "same" else ", m"
+            m = ", m" if how.startswith("repeat") else ""
             parts.append(
                 f'extern "C" void run_{name}(const void* x, const void* y, const void* s, '
                 "void* z, long long n, long long m, unsigned blocks, unsigned threads) {\n"
@@ -522,8 +546,10 @@ def _host_run(
     y = other if spec.operand == "array" else None
     how: ew.Layout = "same"
     if y is not None and y.shape != x.shape:
-        how = "repeat_y" if y.size < x.size else "repeat_x"
-    shape = x.shape if how != "repeat_x" else y.shape
+        small = "y" if y.ndim <= x.ndim and y.size <= x.size else "x"
+        how = cast(ew.Layout, f"{'one' if min(x.size, y.size) == 1 else 'repeat'}_{small}")
+        assert ew.layout(op, _facts(x), _facts(y), min_elements=0) == how
+    shape = x.shape if how in ("same", "repeat_y", "one_y") else y.shape
     # a sentinel: 7 is neither a bool's byte nor (for the tests' inputs) a likely result
     z = np.full(shape, 7, np.uint8 if predicate else x.dtype)
     s = None
@@ -534,7 +560,7 @@ def _host_run(
     fn = getattr(lib, f"run_{ew.kernel_name(op, x.dtype, how)}")
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
-    repeated = {"same": 0, "repeat_x": x.size, "repeat_y": 0 if y is None else y.size}[how]
+    repeated = {"repeat_x": x.size, "repeat_y": 0 if y is None else y.size}.get(how, 0)
     fn(
         x.ctypes.data,
         None if y is None else y.ctypes.data,
@@ -549,6 +575,11 @@ def _host_run(
         assert set(np.unique(z)) <= {0, 1}, "an element was not written"
         return z.view(np.bool_)
     return z
+
+
+def _facts(a: np.ndarray) -> ew.ArrayFacts:
+    """A numpy array's :class:`ArrayFacts`, as ``facts`` reads a cupy array's."""
+    return ew.ArrayFacts(a.shape, a.strides, a.dtype, a.ctypes.data, 0)
 
 
 def _expected(op: str, x: np.ndarray, other: Any = None) -> np.ndarray:
@@ -629,6 +660,34 @@ def test_generated_repeat_layouts_on_the_host_equal_numpy(
             _assert_like(op, _host_run(host_kernels, op, a, b, blocks), expected)
 
 
+@pytest.mark.parametrize(
+    ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
+)
+@pytest.mark.parametrize(
+    ("big", "one"), [((37,), ()), ((3, 8), (1,)), ((2, 4, 3), (1, 1)), ((1,), ())]
+)
+def test_generated_one_element_layouts_on_the_host_equal_numpy(
+    host_kernels: ctypes.CDLL,
+    op: str,
+    dtype: np.dtype,
+    big: tuple[int, ...],
+    one: tuple[int, ...],
+) -> None:
+    """One array a single element, on either side (``x - x.mean()``, ``x.max() - x``), each
+    of several values (NaN, inf, 0, an element of the other array): numpy's broadcasting."""
+    rng = np.random.default_rng(len(big))
+    x = _random(dtype, math.prod(big), rng).reshape(big)
+    values = [*_random(dtype, 3, rng), x.reshape(-1)[-1]]
+    if dtype.kind == "f":
+        values += [dtype.type(v) for v in (np.nan, np.inf, -0.0)]
+    for value in values:
+        y = np.full(one, value, dtype)
+        for a, b in ((x, y), (y, x)):
+            expected = _expected(op, a, b)
+            for blocks in (1, 3):
+                _assert_like(op, _host_run(host_kernels, op, a, b, blocks), expected)
+
+
 @pytest.mark.parametrize("op", ["maximum", "minimum", "lt", "ge", "eq", "ne"])
 @pytest.mark.parametrize("dtype", [np.dtype("float32"), np.dtype("float16")], ids=str)
 def test_generated_source_propagates_nan_and_orders_inf(
@@ -701,7 +760,13 @@ def test_source_names_its_vector_types_and_lanes() -> None:
     code, _ = ew.source("rdiv.Scalar", np.dtype("float16"))
     assert "const unsigned int s_arg" in code and "oplib_op(s, x[i])" in code
     code, _ = ew.source("exp", np.dtype("float32"))
-    assert "oplib_op(p.x)" in code and "expf(a)" in code
+    assert "oplib_op(x_i.x)" in code and "expf(a)" in code
+    # one element read once per thread, the other array's vectors the loop's
+    code, name = ew.source("sub", np.dtype("float32"), "one_x")
+    assert name == "oplib_sub_float32_one_x" and "const float s = x[0];" in code
+    assert "oplib_op(s, y_i.w)" in code and "xv" not in code and "long long m" not in code
+    code, _ = ew.source("div", np.dtype("float16"), "one_y")
+    assert "const unsigned short s = y[0];" in code and "oplib_op(x[i], s)" in code
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to compile the CUDA source")
@@ -844,7 +909,7 @@ def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
     pair(x[:0], other[:0] if two else None)  # empty
     pair(x[:16], other[:16] if two else None)  # small
     if two:
-        pair(x[: 2 * N].reshape(2, N), other[:1].reshape(1, 1))  # broadcast
+        pair(x[: 2 * N].reshape(N, 2), other[:N].reshape(N, 1))  # along the last dimension
         pair(x[:N], cp.broadcast_to(other[:1], (N,)))  # stride 0, same shape
         pair(x[:N], other[:N].astype(np.float64))  # mixed dtypes
     elif ew.OPS[op].operand == "scalar":
@@ -876,6 +941,19 @@ def test_a_repeated_array_equals_cupy(cp: Any, op: str, dtype: np.dtype) -> None
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize(
+    ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
+)
+def test_a_one_element_array_equals_cupy(cp: Any, op: str, dtype: np.dtype) -> None:
+    """``x - x.mean()`` and ``x.max() - x``: a 0-d or size-1 array against every element,
+    a strided view of one element too."""
+    x, y = _cupy_operands(cp, op, dtype, N + 5, 6)
+    _check(cp, op, x, y[7:8].reshape(()), fast=True, how="one_y")
+    _check(cp, op, y[3:4], x, fast=True, how="one_x")
+    _check(cp, op, x.reshape(1, N + 5), y[::4][:1].reshape(1, 1), fast=True, how="one_y")
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("op", ["exp", "tanh", "sigmoid", "div", "rdiv.Scalar"])
 def test_int32_results_cupy_gives_as_float64_fall_back(cp: Any, op: str) -> None:
     x, other = _cupy_operands(cp, op, np.dtype("int32"), N, 2)
@@ -901,6 +979,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     below = tx < ty
     act = oplib.ops.oplib.sigmoid(tx)
     biased = tx.reshape(N // 1024, 1024) + oplib.tensor(y[:1024].copy())
+    centred = tx - tx.max()
     after = ew.launches()
     for key in (
         "add float32",
@@ -908,6 +987,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
         "lt float32",
         "sigmoid float32",
         "add float32 repeat_y",
+        "sub float32 one_y",
     ):
         assert after.get(key, 0) == counts.get(key, 0) + 1, key
     _same(cp, out.native, cp.add(x, y))
@@ -915,6 +995,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     _same(cp, below.native, x < y)
     assert act.dtype == oplib.float32
     _same(cp, biased.native, x.reshape(N // 1024, 1024) + y[:1024])
+    _same(cp, centred.native, x - x.max())
 
 
 @pytest.mark.cuda

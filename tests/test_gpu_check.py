@@ -503,10 +503,16 @@ def test_bench_sections_run_through_oplib_on_the_cpu_backend(tmp_path):
     assert "autograd 50x(mul, tanh) on 64 float32, fwd+bwd: oplib " in summary
     assert "add int32, 0 MiB arrays: oplib" in summary and "20 small ops" in summary
     # one op of each family of oplib-cuda's own kernels, each with the kernel that served it
-    for family in ("neg float32", "mul by 2 float16", "lt int32", "add bias float32"):
+    for family in (
+        "neg float32",
+        "mul by 2 float16",
+        "lt int32",
+        "add bias float32",
+        "sub 0-d int32",
+    ):
         assert f"{family}, 0 MiB arrays: oplib " in summary, family
     row = data["bandwidth_GBps"]["float32"]
-    for op in ("add", "neg", "mul by 2", "lt", "add bias"):
+    for op in ("add", "neg", "mul by 2", "lt", "add bias", "sub 0-d"):
         assert row[f"oplib {op} served by"] == "cupy" and row[f"oplib {op}"] > 0  # (no cupy)
 
 

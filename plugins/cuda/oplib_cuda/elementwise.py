@@ -8,8 +8,9 @@ layout), all from one template and compiled as one module per dtype, in four fam
 - unary: ``neg``, ``abs``, ``relu``, ``exp``, ``log``, ``sin``, ``cos``, ``tanh``,
   ``sigmoid``, ``sqrt``;
 - binary: ``add``, ``sub``, ``mul``, ``div``, ``maximum``, ``minimum``, on two arrays of
-  one shape or with one of them repeated along the other's leading dimensions (``x +
-  bias``, ``bias - x``: the broadcast a bias or a scale makes);
+  one shape, with one of them repeated along the other's leading dimensions (``x +
+  bias``, ``bias - x``: the broadcast a bias or a scale makes), or with one of them a
+  single element (``x - x.mean()``, ``x / x.max()``: a 0-d or size-1 array);
 - a scalar operand: ``add.Scalar``, ``sub.Scalar``, ``mul.Scalar``, ``div.Scalar``,
   ``rsub.Scalar`` (``2.0 - x``) and ``rdiv.Scalar`` (``2.0 / x``);
 - comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
@@ -17,12 +18,15 @@ layout), all from one template and compiled as one module per dtype, in four fam
 
 A call takes the own kernel where it is plainly the same computation as cupy's:
 
-- every array C-contiguous, 16-byte aligned (so ``x[1:]`` of a float32 array is not), of
-  at least :data:`MIN_ELEMENTS` elements (below that a call is launch-bound: what it costs
-  the host decides, and cupy's call is the one measured there);
-- two arrays: the same dtype and device, and the same shape, or the smaller one's shape
+- every array C-contiguous and 16-byte aligned (so ``x[1:]`` of a float32 array is not),
+  but a single-element operand (below), and the largest of at least :data:`MIN_ELEMENTS`
+  elements (below that a call is launch-bound: what it costs the host decides, and cupy's
+  call is the one measured there);
+- two arrays: the same dtype and device, and the same shape; or the smaller one's shape
   (less leading 1s) the larger one's last dimensions, a whole number of 16-byte vectors
-  long (no other broadcasting);
+  long; or the smaller one a single element (in no more dimensions than the larger one
+  has: the result has the larger one's shape), which may be strided or unaligned to 16
+  bytes (no other broadcasting);
 - the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
   ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64);
 - a scalar operand: a Python ``int`` or ``float`` for float arrays (a float16 or float32 value
@@ -238,11 +242,13 @@ def _plain(x: ArrayFacts, min_elements: int) -> bool:
     return c_contiguous(x.shape, x.strides, x.dtype.itemsize)
 
 
-#: How the two arrays of a binary op or comparison line up: ``"same"`` shape, or one of
-#: them repeated along the other's leading dimensions (``x + bias`` with ``bias`` of shape
-#: ``x.shape[-k:]``: ``"repeat_y"``; ``bias - x``: ``"repeat_x"``).
-Layout = Literal["same", "repeat_x", "repeat_y"]
-LAYOUTS: tuple[Layout, ...] = ("same", "repeat_x", "repeat_y")
+#: How the two arrays of a binary op or comparison line up: ``"same"`` shape; one of them
+#: repeated along the other's leading dimensions (``x + bias`` with ``bias`` of shape
+#: ``x.shape[-k:]``: ``"repeat_y"``; ``bias - x``: ``"repeat_x"``); or one of them a single
+#: element, a 0-d or size-1 array, met by every element of the other (``x - x.mean()``:
+#: ``"one_y"``; ``x.max() - x``: ``"one_x"``).
+Layout = Literal["same", "repeat_x", "repeat_y", "one_x", "one_y"]
+LAYOUTS: tuple[Layout, ...] = ("same", "repeat_x", "repeat_y", "one_x", "one_y")
 
 
 def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
@@ -262,14 +268,24 @@ def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
     return size % lanes == 0 and _plain(small, 0)
 
 
+def _one(small: ArrayFacts, big: ArrayFacts) -> bool:
+    """Whether ``small`` is one element, aligned to its size, whose broadcast to ``big``'s
+    shape is ``big``'s shape (no more dimensions than ``big`` has)."""
+    return (
+        math.prod(small.shape) == 1
+        and len(small.shape) <= len(big.shape)
+        and small.ptr % small.dtype.itemsize == 0
+    )
+
+
 def layout(
     op: str, x: ArrayFacts, y: ArrayFacts | None = None, *, min_elements: int = MIN_ELEMENTS
 ) -> Layout | None:
     """How the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison of
-    two arrays, ``y``): ``"same"`` (the arrays one shape, or one array), ``"repeat_x"`` or
-    ``"repeat_y"`` (:data:`Layout`); ``None`` where it does not (the conditions in the
-    module doc, with ``min_elements`` for :data:`MIN_ELEMENTS`). A scalar operand is judged
-    apart, by :func:`scalar_operand`."""
+    two arrays, ``y``): ``"same"`` (the arrays one shape, or one array), ``"repeat_x"``,
+    ``"repeat_y"``, ``"one_x"`` or ``"one_y"`` (:data:`Layout`); ``None`` where it does not
+    (the conditions in the module doc, with ``min_elements`` for :data:`MIN_ELEMENTS`). A
+    scalar operand is judged apart, by :func:`scalar_operand`."""
     spec = OPS.get(op)
     if spec is None or not computes(op, x.dtype) or (y is not None) != (spec.operand == "array"):
         return None
@@ -284,6 +300,10 @@ def layout(
         return "repeat_y"
     if _plain(y, least) and _repeats(x, y):
         return "repeat_x"
+    if _one(y, x) and _plain(x, least):
+        return "one_y"
+    if _one(x, y) and _plain(y, least):
+        return "one_x"
     return None
 
 
@@ -410,7 +430,9 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     lane for comparisons), then the last ``n % lanes`` elements one by one. A scalar
     operand ``s`` comes as a 32-bit value (float16: its bits in the low half). The repeat
     layouts take ``m`` too, the repeated array's size (a whole number of vectors), and read
-    its element ``i % m``: ``name(x, y, z, n, m)``."""
+    its element ``i % m``: ``name(x, y, z, n, m)``. The one-element layouts read that
+    array's element once per thread: ``z[i] = op(x[0], y[i])`` (``"one_x"``, ``n`` the size
+    of ``y``) or ``op(x[i], y[0])``."""
     dtype = np.dtype(dtype)
     spec, scalar = OPS[op], DTYPES[dtype][0]
     if how != "same" and spec.operand != "array":
@@ -448,52 +470,61 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
     return {expr};
 }}
 """
-    p = _elements("p", scalar)
-    if spec.operand == "array":
-        calls = [f"oplib_op({a}, {b})" for a, b in zip(p, _elements("q", scalar), strict=True)]
-        tail = "oplib_op(x[i], y[i])"
+    lanes = DTYPES[dtype][2]
+    # each operand of oplib_op: a vector loaded per step (its lanes, and its element i for
+    # the tail) or one value for every element (s)
+    setup: list[str] = []
+    loads: list[str] = []
+
+    def loaded(array: str, at: str = "i", element: str = "i") -> tuple[list[str], str]:
+        setup.append(f"const {vector}* {array}v = reinterpret_cast<const {vector}*>({array});")
+        loads.append(f"const {vector} {array}_i = {array}v[{at}];")
+        return _elements(f"{array}_i", scalar), f"{array}[{element}]"
+
+    def one(value: str) -> tuple[list[str], str]:
+        setup.append(f"const {scalar} s = {value};")
+        return ["s"] * lanes, "s"
+
+    if how in ("repeat_x", "repeat_y"):  # one array repeats: its vector i % mv, element i % m
+        setup.append(f"const long long mv = m / {lanes};")
+    if spec.operand == "none":
+        args = [loaded("x")]
     elif spec.operand == "scalar":
-        calls = [f"oplib_op(s, {a})" if spec.reverse else f"oplib_op({a}, s)" for a in p]
-        tail = "oplib_op(s, x[i])" if spec.reverse else "oplib_op(x[i], s)"
+        args = [loaded("x"), one(f"({scalar})s_arg")]
+        if spec.reverse:
+            args.reverse()
+    elif how == "one_x":  # x is one element: y is the large one
+        args = [one("x[0]"), loaded("y")]
+    elif how == "one_y":
+        args = [loaded("x"), one("y[0]")]
     else:
-        calls = [f"oplib_op({a})" for a in p]
-        tail = "oplib_op(x[i])"
+        repeat = ("i % mv", "i % m")
+        args = [
+            loaded("x", *repeat) if how == "repeat_x" else loaded("x"),
+            loaded("y", *repeat) if how == "repeat_y" else loaded("y"),
+        ]
+    calls = [f"oplib_op({', '.join(lane)})" for lane in zip(*(o[0] for o in args), strict=True)]
+    tail = f"oplib_op({', '.join(o[1] for o in args)})"
     out_vector, packing = _packed(calls, scalar, vector, formula.predicate)
     second = {
         "none": "",
         "array": f"const {scalar}* __restrict__ y, ",
         "scalar": f"const {'unsigned int' if scalar == 'unsigned short' else scalar} s_arg, ",
     }[spec.operand]
-    setup = {
-        "none": "",
-        "array": f"\n    const {vector}* yv = reinterpret_cast<const {vector}*>(y);",
-        "scalar": f"\n    const {scalar} s = ({scalar})s_arg;",
-    }[spec.operand]
-    load_q = f"\n        const {vector} q = yv[i];" if spec.operand == "array" else ""
-    body = "\n        ".join(packing)
-    lanes = DTYPES[dtype][2]
-    x_at, y_at, x_tail, y_tail, period = "i", "i", "x[i]", "y[i]", ""
-    if how != "same":  # one array repeats: its vector i % (m / lanes), its element i % m
-        period = f"\n    const long long mv = m / {lanes};"
-        if how == "repeat_x":
-            x_at, x_tail = "i % mv", "x[i % m]"
-        else:
-            y_at, y_tail = "i % mv", "y[i % m]"
-        tail = tail.replace("x[i]", x_tail).replace("y[i]", y_tail)
-        load_q = load_q.replace("yv[i]", f"yv[{y_at}]")
-    m_param = ", const long long m" if how != "same" else ""
+    m_param = ", const long long m" if how in ("repeat_x", "repeat_y") else ""
+    indent = "\n    "
     kernel = f"""
 extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{result}* __restrict__ z,
                                   const long long n{m_param}) {{
     const long long start = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long vectors = n / {lanes};{period}
-    const {vector}* xv = reinterpret_cast<const {vector}*>(x);{setup}
+    const long long vectors = n / {lanes};
+    {indent.join(setup)}
     {out_vector}* zv = reinterpret_cast<{out_vector}*>(z);
     for (long long i = start; i < vectors; i += stride) {{
-        const {vector} p = xv[{x_at}];{load_q}
+        {(indent + "    ").join(loads)}
         {out_vector} r;
-        {body}
+        {(indent + "    ").join(packing)}
         zv[i] = r;
     }}
     for (long long i = vectors * {lanes} + start; i < n; i += stride) {{
@@ -593,14 +624,14 @@ def _launch(op: str, x: Any, second: tuple[Any, ...], how: Layout = "same") -> A
     kernel = _kernel(op, dtype, how)
     if kernel is None:
         return None
-    big = second[0] if how == "repeat_x" else x
+    big = second[0] if how in ("repeat_x", "one_x") else x
     n = int(big.size)
     predicate = FORMULAS[OPS[op].formula].predicate
     z = runtime.cupy().empty(big.shape, dtype=_BOOL if predicate else dtype)
     vectors = n // DTYPES[dtype][2]
     blocks = max(1, min(_blocks_most(int(x.data.device_id)), -(-vectors // _THREADS)))
     tail: tuple[Any, ...] = (np.int64(n),)
-    if how != "same":
+    if how in ("repeat_x", "repeat_y"):
         tail += (np.int64((x if how == "repeat_x" else second[0]).size),)
     kernel((blocks,), (_THREADS,), (x, *second, z, *tail))
     _launches[f"{op} {dtype.name}" + ("" if how == "same" else f" {how}")] += 1
