@@ -194,6 +194,8 @@ def test_one_element_each_side_at_min_elements_0(least: int) -> None:
     assert ew.layout("add", f((1,)), f((1, 1)), min_elements=least) == "one_x"
     assert ew.layout("add", f((1, 1)), f(()), min_elements=least) == "one_y"
     assert ew.layout("add", f((1, 1)), f(()), min_elements=2) is None
+    # an empty array repeats nothing (the kernel divides by the repeated size)
+    assert ew.layout("add", f((5, 0)), f((0,)), min_elements=least) is None
 
 
 @pytest.mark.parametrize(
@@ -639,7 +641,10 @@ def test_generated_source_on_the_host_equals_numpy(
     ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
 )
 @pytest.mark.parametrize(
-    ("big", "small"), [((5, 16), (16,)), ((3, 2, 8), (2, 8)), ((4, 24), (1, 24)), ((8,), (8,))]
+    ("big", "small"),
+    # (7, 40): 10 float32 vectors (5 of float16) repeat, where a grid of 4 or 12 threads
+    # strides past the repeated array's end to a different vector of it
+    [((5, 16), (16,)), ((3, 2, 8), (2, 8)), ((4, 24), (1, 24)), ((7, 40), (40,)), ((8,), (8,))],
 )
 def test_generated_repeat_layouts_on_the_host_equal_numpy(
     host_kernels: ctypes.CDLL,

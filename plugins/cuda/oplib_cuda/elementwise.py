@@ -255,7 +255,8 @@ def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
     """Whether ``small`` broadcast to ``big``'s shape repeats whole along ``big``'s leading
     dimensions: its shape (less leading 1s) is ``big``'s last dimensions and no more
     dimensions than ``big`` has, it is C-contiguous and 16-byte aligned, and a whole
-    number of 16-byte vectors long (so each of ``big``'s vectors meets one of its own)."""
+    number of 16-byte vectors long, not empty (so each of ``big``'s vectors meets one of
+    its own)."""
     if len(small.shape) > len(big.shape):
         return False
     shape = small.shape
@@ -265,7 +266,7 @@ def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
         return False
     size = math.prod(shape)
     lanes = DTYPES[small.dtype][2]
-    return size % lanes == 0 and _plain(small, 0)
+    return size > 0 and size % lanes == 0 and _plain(small, 0)
 
 
 def _one(small: ArrayFacts, big: ArrayFacts) -> bool:
@@ -429,7 +430,7 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     ``n // lanes`` vectors in a grid-stride loop, stores of the matching width (a bool per
     lane for comparisons), then the last ``n % lanes`` elements one by one. A scalar
     operand ``s`` comes as a 32-bit value (float16: its bits in the low half). The repeat
-    layouts take ``m`` too, the repeated array's size (a whole number of vectors), and read
+    layouts take ``m`` too, the repeated array's size (a whole number of vectors, not 0), and read
     its element ``i % m``: ``name(x, y, z, n, m)``. The one-element layouts read that
     array's element once per thread: ``z[i] = op(x[0], y[i])`` (``"one_x"``, ``n`` the size
     of ``y``) or ``op(x[i], y[0])``."""
@@ -485,8 +486,16 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
         setup.append(f"const {scalar} s = {value};")
         return ["s"] * lanes, "s"
 
-    if how in ("repeat_x", "repeat_y"):  # one array repeats: its vector i % mv, element i % m
-        setup.append(f"const long long mv = m / {lanes};")
+    advance = ""
+    if how in ("repeat_x", "repeat_y"):
+        # one array repeats: its vector i % mv, kept in j as i strides (a 64-bit % per step
+        # would cost more than the step's memory traffic), and its element i % m in the tail
+        setup += [
+            f"const long long mv = m / {lanes};",
+            "const long long step = stride % mv;",
+            "long long j = start % mv;",
+        ]
+        advance = "\n        j += step;\n        if (j >= mv) j -= mv;"
     if spec.operand == "none":
         args = [loaded("x")]
     elif spec.operand == "scalar":
@@ -498,7 +507,7 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
     elif how == "one_y":
         args = [loaded("x"), one("y[0]")]
     else:
-        repeat = ("i % mv", "i % m")
+        repeat = ("j", "i % m")
         args = [
             loaded("x", *repeat) if how == "repeat_x" else loaded("x"),
             loaded("y", *repeat) if how == "repeat_y" else loaded("y"),
@@ -525,7 +534,7 @@ extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{resul
         {(indent + "    ").join(loads)}
         {out_vector} r;
         {(indent + "    ").join(packing)}
-        zv[i] = r;
+        zv[i] = r;{advance}
     }}
     for (long long i = vectors * {lanes} + start; i < n; i += stride) {{
         z[i] = {tail};
