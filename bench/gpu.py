@@ -19,7 +19,8 @@ synchronized around every timed region; ratios against figures of this same run)
   contiguous arrays (float32, float16, int32), and one op of each other family of
   oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is
   a byte an element; ``add`` of a bias repeated along the rows; ``sub`` of a 0-d array,
-  as ``x - x.mean()``), against a
+  as ``x - x.mean()``; ``sub`` of one value per row, as ``x - x.max(-1, keepdims=True)``),
+  against a
   device-to-device copy (``cupy.copyto``; torch's ``copy_``), and which kernel served
   each oplib call ("oplib elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90%
   of the copy.
@@ -342,6 +343,7 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     width = next(w for w in (4096, 1024, 64, 8, 1) if n % w == 0)
     rows, bias = a.reshape(n // width, width), xp.ones(width, dtype=dtype)
     mean = xp.ones((), dtype=dtype)  # a 0-d array: x - x.mean()
+    peaks = xp.ones((n // width, 1), dtype=dtype)  # one per row: x - x.max(-1, keepdims=True)
     # oplib's calls, one of each family of oplib-cuda's own kernels: label, bytes moved, the
     # call, and the own kernel that would serve it (``elementwise.launches()``'s key)
     ours: list[tuple[str, int, Callable[[], object], str]] = [
@@ -354,6 +356,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         ("add bias", one, lambda: OPS.add(rows, bias), f"add {dtype} repeat_y"),
         # one element against every element
         ("sub 0-d", one, lambda: OPS.sub(a, mean), f"sub {dtype} one_y"),
+        # one value per row (its own reads, one element a row, left out)
+        ("sub per row", one, lambda: OPS.sub(rows, peaks), f"sub {dtype} rows_y"),
     ]
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
         "copy (cupy)": (one, lambda: xp.copyto(c, a)),
@@ -366,6 +370,7 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         "cupy lt": (cmp, lambda: xp.less(a, b)),
         "cupy add bias": (one, lambda: xp.add(rows, bias)),
         "cupy sub 0-d": (one, lambda: xp.subtract(a, mean)),
+        "cupy sub per row": (one, lambda: xp.subtract(rows, peaks)),
         **{f"oplib {label}": (moved, call) for label, moved, call, _ in ours},
     }
     if rig.torch is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import re
 import shutil
 import subprocess
 import warnings
@@ -124,7 +125,14 @@ def test_every_served_op_is_a_core_op_and_the_families_are_whole() -> None:
         ("one element, other device", f((N,)), f((), device=1), "mul"),
         ("one element, the large one strided", f((N,), strides=(8,)), f(()), "sub"),
         ("one element, the large one too small", f((N - 1,)), f(()), "sub"),
-        ("broadcast along the last dimension", f((2048, 2048)), f((2048, 1)), "mul"),
+        ("per row, not a whole number of vectors", f((2048, 2050)), f((2048, 1)), "mul"),
+        ("per row and repeated", f((4, 2048, 2048)), f((2048, 1)), "mul"),
+        ("per row, more dimensions", f((2048, 2048)), f((1, 2048, 1)), "mul"),
+        ("per row, strided", f((2048, 2048)), f((2048, 1), strides=(8, 4)), "mul"),
+        ("per row, unaligned", f((2048, 2048)), f((2048, 1), ptr=0x7F0000000002), "mul"),
+        ("per row, other dtype", f((2048, 2048)), f((2048, 1), "float16"), "mul"),
+        ("along a middle dimension", f((8, 512, 1024)), f((8, 1, 1024)), "add"),
+        ("an outer product", f((2048, 1)), f((1, 2048)), "mul"),
         ("repeated, not a whole number of vectors", f((2048, 2050)), f((2050,)), "add"),
         ("repeated, unaligned", f((2048, 2048)), f((2048,), ptr=0x7F0000000004), "add"),
         ("repeated, strided", f((2048, 2048)), f((2048,), strides=(8,)), "add"),
@@ -163,6 +171,12 @@ def test_everything_else_falls_back(why: str, x: ew.ArrayFacts, y: ew.ArrayFacts
         (f((2048, 2048)), f((1, 1), strides=(64, 12)), "one_y"),  # so will any strides
         (f(()), f((2048, 2048)), "one_x"),  # x.max() - x
         (f((1, 1)), f((2048, 2048)), "one_x"),
+        (f((2048, 2048)), f((2048, 1)), "rows_y"),  # x - x.max(-1, keepdims=True)
+        (f((4, 1024, 1024)), f((4, 1, 1)), "rows_y"),
+        (f((4, 1024, 1024)), f((4, 1024, 1)), "rows_y"),
+        (f((1, 2048, 2048)), f((2048, 1)), "rows_y"),
+        (f((2048, 2048)), f((2048, 1), ptr=0x7F0000000004), "rows_y"),  # 4-byte aligned
+        (f((2048, 1)), f((2048, 2048)), "rows_x"),  # x.sum(-1, keepdims=True) - x
         (f((2048, 2048)), f((2048, 2048), ptr=0x7F0001000000), "same"),
     ],
 )
@@ -488,7 +502,7 @@ def _host_source() -> str:
                 "array": f"(const {scalar}*)y, ",
                 "scalar": f"*(const {'unsigned int' if dt.itemsize == 2 else scalar}*)s, ",
             }[spec.operand]
-            m = ", m" if how.startswith("repeat") else ""
+            m = ", m" if how.startswith(("repeat", "rows")) else ""
             parts.append(
                 f'extern "C" void run_{name}(const void* x, const void* y, const void* s, '
                 "void* z, long long n, long long m, unsigned blocks, unsigned threads) {\n"
@@ -538,20 +552,30 @@ def _random(dtype: np.dtype, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _host_run(
-    lib: ctypes.CDLL, op: str, x: np.ndarray, other: Any = None, blocks: int = 1
+    lib: ctypes.CDLL,
+    op: str,
+    x: np.ndarray,
+    other: Any = None,
+    blocks: int = 1,
+    how: ew.Layout = "same",
 ) -> np.ndarray:
     """The generated kernel of ``op`` on ``x`` (and ``other``: an array or a Python scalar)
-    run on the host, in the layout ``layout`` gives for C-contiguous arrays of these shapes;
-    the result's every element must have been written."""
+    run on the host in layout ``how``, which must be the one ``layout`` gives for arrays
+    of these shapes; the result's every element must have been written."""
     spec = ew.OPS[op]
     predicate = ew.FORMULAS[spec.formula].predicate
     y = other if spec.operand == "array" else None
-    how: ew.Layout = "same"
-    if y is not None and y.shape != x.shape:
-        small = "y" if y.ndim <= x.ndim and y.size <= x.size else "x"
-        how = cast(ew.Layout, f"{'one' if min(x.size, y.size) == 1 else 'repeat'}_{small}")
-        assert ew.layout(op, _facts(x), _facts(y), min_elements=0) == how
-    shape = x.shape if how in ("same", "repeat_y", "one_y") else y.shape
+    shape = x.shape
+    m = 0  # the repeated array's size, or the length of a row
+    if y is not None:
+        if how != "same":  # (numpy's empty arrays have stride 0: not C-contiguous to layout)
+            assert ew.layout(op, _facts(x), _facts(y), min_elements=0) == how
+        shape = np.broadcast_shapes(x.shape, y.shape)
+        small = x if how.endswith("_x") else y
+        if how.startswith("repeat"):
+            m = small.size
+        elif how.startswith("rows"):
+            m = math.prod(shape) // small.size
     # a sentinel: 7 is neither a bool's byte nor (for the tests' inputs) a likely result
     z = np.full(shape, 7, np.uint8 if predicate else x.dtype)
     s = None
@@ -562,14 +586,13 @@ def _host_run(
     fn = getattr(lib, f"run_{ew.kernel_name(op, x.dtype, how)}")
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
-    repeated = {"repeat_x": x.size, "repeat_y": 0 if y is None else y.size}.get(how, 0)
     fn(
         x.ctypes.data,
         None if y is None else y.ctypes.data,
         None if s is None else s.ctypes.data,
         z.ctypes.data,
         z.size,
-        repeated,
+        m,
         blocks,
         4,
     )
@@ -641,28 +664,49 @@ def test_generated_source_on_the_host_equals_numpy(
     ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
 )
 @pytest.mark.parametrize(
-    ("big", "small"),
-    # (7, 40): 10 float32 vectors (5 of float16) repeat, where a grid of 4 or 12 threads
-    # strides past the repeated array's end to a different vector of it
-    [((5, 16), (16,)), ((3, 2, 8), (2, 8)), ((4, 24), (1, 24)), ((7, 40), (40,)), ((8,), (8,))],
+    ("big", "small", "kind"),
+    [
+        ((8,), (8,), "same"),
+        ((5, 16), (16,), "repeat"),
+        ((3, 2, 8), (2, 8), "repeat"),
+        ((4, 24), (1, 24), "repeat"),
+        # 10 float32 vectors (5 of float16) repeat, where a grid of 4 or 12 threads strides
+        # past the repeated array's end to a different vector of it
+        ((7, 40), (40,), "repeat"),
+        ((5, 16), (5, 1), "rows"),
+        ((3, 4, 8), (3, 1, 1), "rows"),
+        ((3, 4, 8), (3, 4, 1), "rows"),
+        ((1, 5, 16), (5, 1), "rows"),
+        # rows of 10 float32 vectors (5 of float16), a grid striding past a row's end
+        ((7, 40), (7, 1), "rows"),
+        # rows of one float16 vector (two of float32): a step crosses several rows
+        ((40, 8), (40, 1), "rows"),
+    ],
 )
-def test_generated_repeat_layouts_on_the_host_equal_numpy(
+def test_generated_broadcast_layouts_on_the_host_equal_numpy(
     host_kernels: ctypes.CDLL,
     op: str,
     dtype: np.dtype,
     big: tuple[int, ...],
     small: tuple[int, ...],
+    kind: str,
 ) -> None:
-    """One array repeated along the other's leading dimensions, on either side (``x +
-    bias``, ``bias - x``): numpy's broadcasting."""
+    """One array repeated along the other's leading dimensions (``x + bias``, ``bias - x``)
+    or one value per row of the other (``x - x.max(-1, keepdims=True)``), on either side:
+    numpy's broadcasting."""
     rng = np.random.default_rng(len(big))
     x = _random(dtype, math.prod(big), rng).reshape(big)
     y = _random(dtype, math.prod(small), rng).reshape(small)
-    x.reshape(-1)[: y.size] = y.reshape(-1)  # equal pairs too
-    for a, b in ((x, y), (y, x)):
+    flat = x.reshape(-1)
+    if kind == "rows":  # equal pairs too: each row's first element its row's value
+        flat[:: x.size // y.size] = y.reshape(-1)
+    else:
+        flat[: y.size] = y.reshape(-1)
+    for a, b, side in ((x, y, "y"), (y, x, "x")):
         expected = _expected(op, a, b)
+        how = cast(ew.Layout, "same" if kind == "same" else f"{kind}_{side}")
         for blocks in (1, 3):
-            _assert_like(op, _host_run(host_kernels, op, a, b, blocks), expected)
+            _assert_like(op, _host_run(host_kernels, op, a, b, blocks, how), expected)
 
 
 @pytest.mark.parametrize(
@@ -687,10 +731,10 @@ def test_generated_one_element_layouts_on_the_host_equal_numpy(
         values += [dtype.type(v) for v in (np.nan, np.inf, -0.0)]
     for value in values:
         y = np.full(one, value, dtype)
-        for a, b in ((x, y), (y, x)):
+        for a, b, how in ((x, y, "one_y"), (y, x, "one_x")):
             expected = _expected(op, a, b)
             for blocks in (1, 3):
-                _assert_like(op, _host_run(host_kernels, op, a, b, blocks), expected)
+                _assert_like(op, _host_run(host_kernels, op, a, b, blocks, how), expected)
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum", "lt", "ge", "eq", "ne"])
@@ -799,6 +843,11 @@ def test_every_module_compiles_with_nvcc_and_loads_16_bytes_at_a_time(
     for entry in entries:
         assert "ld.global.nc.v4" in entry, entry[:200]
         assert "st.global.v" in entry or "st.global.u32" in entry, entry[:200]
+        # the vector loop keeps its indices by adding: an integer division or remainder
+        # per 16-byte step costs more than the step's traffic (the tail may divide)
+        for block in re.split(r"\n\$L__BB\d+_\d+:", entry):
+            if "ld.global.nc.v4" in block:
+                assert not re.search(r"\b(rem|div)\.[su](32|64)\b", block), entry[:200]
 
 
 # -- on a GPU: against cupy -----------------------------------------------------------------
@@ -914,7 +963,7 @@ def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
     pair(x[:0], other[:0] if two else None)  # empty
     pair(x[:16], other[:16] if two else None)  # small
     if two:
-        pair(x[: 2 * N].reshape(N, 2), other[:N].reshape(N, 1))  # along the last dimension
+        pair(x[: 2 * N].reshape(N, 2), other[:N].reshape(N, 1))  # per row, rows of 2
         pair(x[:N], cp.broadcast_to(other[:1], (N,)))  # stride 0, same shape
         pair(x[:N], other[:N].astype(np.float64))  # mixed dtypes
     elif ew.OPS[op].operand == "scalar":
@@ -959,6 +1008,23 @@ def test_a_one_element_array_equals_cupy(cp: Any, op: str, dtype: np.dtype) -> N
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize(
+    ("op", "dtype"), [(op, dt) for op, dt in SERVED if op in TWO_ARRAYS], ids=str
+)
+def test_one_value_per_row_equals_cupy(cp: Any, op: str, dtype: np.dtype) -> None:
+    """``x - x.max(-1, keepdims=True)`` and ``x.sum(-1, keepdims=True) - x``: one value per
+    row of x, on either side; rows of 2**12 elements and of one 16-byte vector."""
+    x, y = _cupy_operands(cp, op, dtype, N, 8)
+    lanes = ew.DTYPES[dtype][2]
+    for row in (4096, lanes):
+        big = x.reshape(N // row, row)
+        per_row = y[: N // row].reshape(N // row, 1)
+        _check(cp, op, big, per_row, fast=True, how="rows_y")
+        _check(cp, op, per_row, big, fast=True, how="rows_x")
+    _check(cp, op, x.reshape(16, 64, -1), y[:16].reshape(16, 1, 1), fast=True, how="rows_y")
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("op", ["exp", "tanh", "sigmoid", "div", "rdiv.Scalar"])
 def test_int32_results_cupy_gives_as_float64_fall_back(cp: Any, op: str) -> None:
     x, other = _cupy_operands(cp, op, np.dtype("int32"), N, 2)
@@ -985,6 +1051,8 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     act = oplib.ops.oplib.sigmoid(tx)
     biased = tx.reshape(N // 1024, 1024) + oplib.tensor(y[:1024].copy())
     centred = tx - tx.max()
+    rows = tx.reshape(N // 1024, 1024)
+    shifted = rows - rows.max(-1, keepdim=True).values
     after = ew.launches()
     for key in (
         "add float32",
@@ -993,6 +1061,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
         "sigmoid float32",
         "add float32 repeat_y",
         "sub float32 one_y",
+        "sub float32 rows_y",
     ):
         assert after.get(key, 0) == counts.get(key, 0) + 1, key
     _same(cp, out.native, cp.add(x, y))
@@ -1001,6 +1070,8 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     assert act.dtype == oplib.float32
     _same(cp, biased.native, x.reshape(N // 1024, 1024) + y[:1024])
     _same(cp, centred.native, x - x.max())
+    r = x.reshape(N // 1024, 1024)
+    _same(cp, shifted.native, r - r.max(-1, keepdims=True))
 
 
 @pytest.mark.cuda

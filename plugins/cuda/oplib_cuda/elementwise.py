@@ -9,8 +9,9 @@ layout), all from one template and compiled as one module per dtype, in four fam
   ``sigmoid``, ``sqrt``;
 - binary: ``add``, ``sub``, ``mul``, ``div``, ``maximum``, ``minimum``, on two arrays of
   one shape, with one of them repeated along the other's leading dimensions (``x +
-  bias``, ``bias - x``: the broadcast a bias or a scale makes), or with one of them a
-  single element (``x - x.mean()``, ``x / x.max()``: a 0-d or size-1 array);
+  bias``, ``bias - x``: the broadcast a bias or a scale makes), with one of them a
+  single element (``x - x.mean()``, ``x / x.max()``: a 0-d or size-1 array), or with one
+  of them a value per row of the other (``x - x.max(-1, keepdims=True)``: softmax's);
 - a scalar operand: ``add.Scalar``, ``sub.Scalar``, ``mul.Scalar``, ``div.Scalar``,
   ``rsub.Scalar`` (``2.0 - x``) and ``rdiv.Scalar`` (``2.0 / x``);
 - comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
@@ -19,14 +20,17 @@ layout), all from one template and compiled as one module per dtype, in four fam
 A call takes the own kernel where it is plainly the same computation as cupy's:
 
 - every array C-contiguous and 16-byte aligned (so ``x[1:]`` of a float32 array is not),
-  but a single-element operand (below), and the largest of at least :data:`MIN_ELEMENTS`
-  elements (below that a call is launch-bound: what it costs the host decides, and cupy's
-  call is the one measured there);
+  but a single-element or per-row operand (below), and the largest of at least
+  :data:`MIN_ELEMENTS` elements (below that a call is launch-bound: what it costs the
+  host decides, and cupy's call is the one measured there);
 - two arrays: the same dtype and device, and the same shape; or the smaller one's shape
   (less leading 1s) the larger one's last dimensions, a whole number of 16-byte vectors
   long; or the smaller one a single element (in no more dimensions than the larger one
   has: the result has the larger one's shape), which may be strided or unaligned to 16
-  bytes (no other broadcasting);
+  bytes; or the smaller one's shape (with leading 1s up to the larger one's dimensions)
+  the larger one's first dimensions and then 1s, the row (the larger one's last
+  dimensions) a whole number of 16-byte vectors long, the smaller one C-contiguous but
+  aligned only to its element size (no other broadcasting);
 - the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
   ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64);
 - a scalar operand: a Python ``int`` or ``float`` for float arrays (a float16 or float32 value
@@ -244,11 +248,25 @@ def _plain(x: ArrayFacts, min_elements: int) -> bool:
 
 #: How the two arrays of a binary op or comparison line up: ``"same"`` shape; one of them
 #: repeated along the other's leading dimensions (``x + bias`` with ``bias`` of shape
-#: ``x.shape[-k:]``: ``"repeat_y"``; ``bias - x``: ``"repeat_x"``); or one of them a single
+#: ``x.shape[-k:]``: ``"repeat_y"``; ``bias - x``: ``"repeat_x"``); one of them a single
 #: element, a 0-d or size-1 array, met by every element of the other (``x - x.mean()``:
-#: ``"one_y"``; ``x.max() - x``: ``"one_x"``).
-Layout = Literal["same", "repeat_x", "repeat_y", "one_x", "one_y"]
-LAYOUTS: tuple[Layout, ...] = ("same", "repeat_x", "repeat_y", "one_x", "one_y")
+#: ``"one_y"``; ``x.max() - x``: ``"one_x"``); or one of them one value per row of the
+#: other, a row being the other's last dimensions, where it has 1s (``x - x.max(-1,
+#: keepdims=True)``: ``"rows_y"``; ``x.sum(-1, keepdims=True) - x``: ``"rows_x"``).
+Layout = Literal["same", "repeat_x", "repeat_y", "one_x", "one_y", "rows_x", "rows_y"]
+LAYOUTS: tuple[Layout, ...] = (
+    "same",
+    "repeat_x",
+    "repeat_y",
+    "one_x",
+    "one_y",
+    "rows_x",
+    "rows_y",
+)
+
+
+#: The layouts whose kernels take ``m`` (see :func:`source`).
+_WITH_M = ("repeat_x", "repeat_y", "rows_x", "rows_y")
 
 
 def _repeats(small: ArrayFacts, big: ArrayFacts) -> bool:
@@ -279,12 +297,34 @@ def _one(small: ArrayFacts, big: ArrayFacts) -> bool:
     )
 
 
+def _row_length(small: ArrayFacts, big: ArrayFacts) -> int | None:
+    """How many of ``big``'s elements each element of ``small`` meets, where ``small``
+    holds one value per row of ``big``: its shape (with leading 1s up to ``big``'s
+    dimensions) is ``big``'s first dimensions and then 1s, at least one of each; the row,
+    ``big``'s last dimensions, a whole number of 16-byte vectors long, not empty (so each of
+    ``big``'s vectors lies in one row); ``small`` C-contiguous and aligned to its element
+    size. ``None`` where it does not."""
+    if len(small.shape) > len(big.shape):
+        return None
+    shape = (1,) * (len(big.shape) - len(small.shape)) + small.shape
+    lead = len(shape)
+    while lead and shape[lead - 1] == 1:
+        lead -= 1
+    if lead in (0, len(shape)) or shape[:lead] != big.shape[:lead]:
+        return None
+    row = math.prod(big.shape[lead:])
+    if row == 0 or row % DTYPES[small.dtype][2] or small.ptr % small.dtype.itemsize:
+        return None
+    return row if c_contiguous(small.shape, small.strides, small.dtype.itemsize) else None
+
+
 def layout(
     op: str, x: ArrayFacts, y: ArrayFacts | None = None, *, min_elements: int = MIN_ELEMENTS
 ) -> Layout | None:
     """How the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison of
     two arrays, ``y``): ``"same"`` (the arrays one shape, or one array), ``"repeat_x"``,
-    ``"repeat_y"``, ``"one_x"`` or ``"one_y"`` (:data:`Layout`); ``None`` where it does not
+    ``"repeat_y"``, ``"one_x"``, ``"one_y"``, ``"rows_x"`` or ``"rows_y"``
+    (:data:`Layout`); ``None`` where it does not
     (the conditions in the module doc, with ``min_elements`` for :data:`MIN_ELEMENTS`). A
     scalar operand is judged apart, by :func:`scalar_operand`."""
     spec = OPS.get(op)
@@ -305,6 +345,10 @@ def layout(
         return "one_y"
     if _one(x, y) and _plain(y, least):
         return "one_x"
+    if _plain(x, least) and _row_length(y, x):
+        return "rows_y"
+    if _plain(y, least) and _row_length(x, y):
+        return "rows_x"
     return None
 
 
@@ -433,7 +477,8 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     layouts take ``m`` too, the repeated array's size (a whole number of vectors, not 0), and read
     its element ``i % m``: ``name(x, y, z, n, m)``. The one-element layouts read that
     array's element once per thread: ``z[i] = op(x[0], y[i])`` (``"one_x"``, ``n`` the size
-    of ``y``) or ``op(x[i], y[0])``."""
+    of ``y``) or ``op(x[i], y[0])``. The row layouts take ``m``, the length of a row (a
+    whole number of vectors, not 0), and read the smaller array's element ``i / m``."""
     dtype = np.dtype(dtype)
     spec, scalar = OPS[op], DTYPES[dtype][0]
     if how != "same" and spec.operand != "array":
@@ -506,6 +551,21 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
         args = [one("x[0]"), loaded("y")]
     elif how == "one_y":
         args = [loaded("x"), one("y[0]")]
+    elif how in ("rows_x", "rows_y"):
+        # the row of the step's vector, k, kept as i strides with o, the vector's place in
+        # its row: one division per thread, none per step
+        setup += [
+            f"const long long mv = m / {lanes};",
+            "const long long step_k = stride / mv, step_o = stride % mv;",
+            "long long k = start / mv, o = start % mv;",
+        ]
+        advance = (
+            "\n        o += step_o;\n        k += step_k;\n        if (o >= mv) { o -= mv; ++k; }"
+        )
+        small = "x" if how == "rows_x" else "y"
+        loads.append(f"const {scalar} s = {small}[k];")
+        per_row = (["s"] * lanes, f"{small}[i / m]")
+        args = [per_row, loaded("y")] if how == "rows_x" else [loaded("x"), per_row]
     else:
         repeat = ("j", "i % m")
         args = [
@@ -520,7 +580,7 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
         "array": f"const {scalar}* __restrict__ y, ",
         "scalar": f"const {'unsigned int' if scalar == 'unsigned short' else scalar} s_arg, ",
     }[spec.operand]
-    m_param = ", const long long m" if how in ("repeat_x", "repeat_y") else ""
+    m_param = ", const long long m" if how in _WITH_M else ""
     indent = "\n    "
     kernel = f"""
 extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{result}* __restrict__ z,
@@ -633,15 +693,16 @@ def _launch(op: str, x: Any, second: tuple[Any, ...], how: Layout = "same") -> A
     kernel = _kernel(op, dtype, how)
     if kernel is None:
         return None
-    big = second[0] if how in ("repeat_x", "one_x") else x
+    big = second[0] if how.endswith("_x") else x  # (x the small one: "repeat_x" ...)
     n = int(big.size)
     predicate = FORMULAS[OPS[op].formula].predicate
     z = runtime.cupy().empty(big.shape, dtype=_BOOL if predicate else dtype)
     vectors = n // DTYPES[dtype][2]
     blocks = max(1, min(_blocks_most(int(x.data.device_id)), -(-vectors // _THREADS)))
     tail: tuple[Any, ...] = (np.int64(n),)
-    if how in ("repeat_x", "repeat_y"):
-        tail += (np.int64((x if how == "repeat_x" else second[0]).size),)
+    if how in _WITH_M:  # the repeated array's size, or the length of a row
+        small = int((x if big is not x else second[0]).size)
+        tail += (np.int64(small if how.startswith("repeat") else n // small),)
     kernel((blocks,), (_THREADS,), (x, *second, z, *tail))
     _launches[f"{op} {dtype.name}" + ("" if how == "same" else f" {how}")] += 1
     return z
