@@ -201,6 +201,35 @@ def test_int32_repeats_where_cupy_keeps_int32() -> None:
     assert ew.layout("div", x, one) is None
 
 
+def test_softmax_and_a_layer_norm_take_the_own_kernel_at_every_full_size_step() -> None:
+    """``scipy.special.softmax``'s body (``x - max(x, keepdims=True)``, ``exp``, ``/ sum(...,
+    keepdims=True)``) and a layer norm's (``(x - mean) / sqrt(var + eps) * weight + bias``)
+    over the last axis of a 2048 x 2048 float32 array, each step's arrays as numpy makes
+    them (cupy's reductions with ``keepdims`` make the same shapes, C-contiguous): every
+    elementwise step on the full array takes an own kernel; the per-row steps (``var +
+    eps``, ``sqrt``) are small and go to cupy."""
+    x = np.ones((2048, 2048), np.float32)
+    peak = np.max(x, axis=-1, keepdims=True)
+    assert ew.layout("sub", _facts(x), _facts(peak)) == "rows_y"
+    shifted = x - peak
+    assert ew.layout("exp", _facts(shifted)) == "same"
+    e = np.exp(shifted)
+    assert ew.layout("div", _facts(e), _facts(np.sum(e, axis=-1, keepdims=True))) == "rows_y"
+
+    weight, bias = np.ones(2048, np.float32), np.zeros(2048, np.float32)
+    mean = np.mean(x, axis=-1, keepdims=True)
+    assert ew.layout("sub", _facts(x), _facts(mean)) == "rows_y"
+    centred = x - mean
+    assert ew.layout("mul", _facts(centred), _facts(centred)) == "same"
+    var = np.mean(centred * centred, axis=-1, keepdims=True)
+    assert ew.layout("add.Scalar", _facts(var)) is None  # 2048 elements: cupy's
+    scale = np.sqrt(var + 1e-5)
+    assert ew.layout("div", _facts(centred), _facts(scale)) == "rows_y"
+    normed = centred / scale
+    assert ew.layout("mul", _facts(normed), _facts(weight)) == "repeat_y"
+    assert ew.layout("add", _facts(normed * weight), _facts(bias)) == "repeat_y"
+
+
 @pytest.mark.parametrize("least", [0, 1])
 def test_one_element_each_side_at_min_elements_0(least: int) -> None:
     """Both arrays one element: the result has the one of more dimensions' shape."""
@@ -1072,6 +1101,21 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     _same(cp, centred.native, x - x.max())
     r = x.reshape(N // 1024, 1024)
     _same(cp, shifted.native, r - r.max(-1, keepdims=True))
+
+
+@pytest.mark.cuda
+def test_softmax_on_tensors_takes_the_own_kernels(cp: Any) -> None:
+    """scipy's softmax written with Tensors, over the last axis of a 2048 x 2048 array."""
+    x = cp.asarray(np.random.default_rng(0).standard_normal((2048, 2048), np.float32))
+    keys = ("sub float32 rows_y", "exp float32", "div float32 rows_y")
+    before = ew.launches()
+    t = oplib.tensor(x)
+    e = (t - t.amax(-1, keepdim=True)).exp()
+    out = e / e.sum(-1, keepdim=True)
+    after = ew.launches()
+    assert [after.get(k, 0) - before.get(k, 0) for k in keys] == [1, 1, 1]
+    ce = cp.exp(x - x.max(-1, keepdims=True))
+    cp.testing.assert_allclose(out.native, ce / ce.sum(-1, keepdims=True), rtol=1e-5)
 
 
 @pytest.mark.cuda
