@@ -474,11 +474,12 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     ``n // lanes`` vectors in a grid-stride loop, stores of the matching width (a bool per
     lane for comparisons), then the last ``n % lanes`` elements one by one. A scalar
     operand ``s`` comes as a 32-bit value (float16: its bits in the low half). The repeat
-    layouts take ``m`` too, the repeated array's size (a whole number of vectors, not 0), and read
-    its element ``i % m``: ``name(x, y, z, n, m)``. The one-element layouts read that
-    array's element once per thread: ``z[i] = op(x[0], y[i])`` (``"one_x"``, ``n`` the size
-    of ``y``) or ``op(x[i], y[0])``. The row layouts take ``m``, the length of a row (a
-    whole number of vectors, not 0), and read the smaller array's element ``i / m``."""
+    layouts take ``m`` too, the repeated array's size (a whole number of vectors, not 0),
+    and read its element ``i % m``: ``name(x, y, z, n, m)``. The one-element layouts read
+    that array's element once per thread: ``z[i] = op(x[0], y[i])`` (``"one_x"``, ``n``
+    the size of ``y``) or ``op(x[i], y[0])``. The row layouts take ``m``, the length of a
+    row (a whole number of vectors, not 0), and read the smaller array's element
+    ``i / m``."""
     dtype = np.dtype(dtype)
     spec, scalar = OPS[op], DTYPES[dtype][0]
     if how != "same" and spec.operand != "array":
@@ -531,16 +532,7 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
         setup.append(f"const {scalar} s = {value};")
         return ["s"] * lanes, "s"
 
-    advance = ""
-    if how in ("repeat_x", "repeat_y"):
-        # one array repeats: its vector i % mv, kept in j as i strides (a 64-bit % per step
-        # would cost more than the step's memory traffic), and its element i % m in the tail
-        setup += [
-            f"const long long mv = m / {lanes};",
-            "const long long step = stride % mv;",
-            "long long j = start % mv;",
-        ]
-        advance = "\n        j += step;\n        if (j >= mv) j -= mv;"
+    advance: list[str] = []  # statements ending each step of the vector loop
     if spec.operand == "none":
         args = [loaded("x")]
     elif spec.operand == "scalar":
@@ -559,14 +551,21 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
             "const long long step_k = stride / mv, step_o = stride % mv;",
             "long long k = start / mv, o = start % mv;",
         ]
-        advance = (
-            "\n        o += step_o;\n        k += step_k;\n        if (o >= mv) { o -= mv; ++k; }"
-        )
+        advance = ["o += step_o;", "k += step_k;", "if (o >= mv) { o -= mv; ++k; }"]
         small = "x" if how == "rows_x" else "y"
         loads.append(f"const {scalar} s = {small}[k];")
         per_row = (["s"] * lanes, f"{small}[i / m]")
         args = [per_row, loaded("y")] if how == "rows_x" else [loaded("x"), per_row]
     else:
+        if how != "same":
+            # one array repeats: its vector i % mv, kept in j as i strides (a 64-bit % per
+            # step would cost more than the step's traffic), its element i % m in the tail
+            setup += [
+                f"const long long mv = m / {lanes};",
+                "const long long step = stride % mv;",
+                "long long j = start % mv;",
+            ]
+            advance = ["j += step;", "if (j >= mv) j -= mv;"]
         repeat = ("j", "i % m")
         args = [
             loaded("x", *repeat) if how == "repeat_x" else loaded("x"),
@@ -594,7 +593,7 @@ extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{resul
         {(indent + "    ").join(loads)}
         {out_vector} r;
         {(indent + "    ").join(packing)}
-        zv[i] = r;{advance}
+        zv[i] = r;{"".join(indent + "    " + a for a in advance)}
     }}
     for (long long i = vectors * {lanes} + start; i < n; i += stride) {{
         z[i] = {tail};
