@@ -7,13 +7,14 @@ layout), all from one template and compiled as one module per dtype, in four fam
 
 - unary: ``neg``, ``abs``, ``relu``, ``exp``, ``log``, ``sin``, ``cos``, ``tanh``,
   ``sigmoid``, ``sqrt``;
-- binary: ``add``, ``sub``, ``mul``, ``div``, ``maximum``, ``minimum``, on two arrays of
-  one shape, with one of them repeated along the other's leading dimensions (``x +
-  bias``, ``bias - x``: the broadcast a bias or a scale makes), with one of them a
+- binary: ``add``, ``sub``, ``mul``, ``div``, ``pow``, ``maximum``, ``minimum``, on two
+  arrays of one shape, with one of them repeated along the other's leading dimensions
+  (``x + bias``, ``bias - x``: the broadcast a bias or a scale makes), with one of them a
   single element (``x - x.mean()``, ``x / x.max()``: a 0-d or size-1 array), or with one
   of them a value per row of the other (``x - x.max(-1, keepdims=True)``: softmax's);
 - a scalar operand: ``add.Scalar``, ``sub.Scalar``, ``mul.Scalar``, ``div.Scalar``,
-  ``rsub.Scalar`` (``2.0 - x``) and ``rdiv.Scalar`` (``2.0 / x``);
+  ``pow.Scalar`` (``x ** 2``), ``rsub.Scalar`` (``2.0 - x``), ``rdiv.Scalar`` (``2.0 / x``)
+  and ``rpow.Scalar`` (``2.0 ** x``);
 - comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
   ``.Scalar`` forms.
 
@@ -32,7 +33,8 @@ A call takes the own kernel where it is plainly the same computation as cupy's:
   dimensions) a whole number of 16-byte vectors long, the smaller one C-contiguous but
   aligned only to its element size (no other broadcasting);
 - the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
-  ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64);
+  ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64,
+  nor ``pow``, which cupy computes on integers by a loop of its own);
 - a scalar operand: a Python ``int`` or ``float`` for float arrays (a float16 or float32 value
   that overflows where the scalar does not is left to cupy), an ``int`` within int32 for
   int32 arrays (a weak scalar, NEP 50: cupy casts it to the array's dtype first, as here).
@@ -111,7 +113,7 @@ class Formula(NamedTuple):
     """What one element of the result is, as C expressions of ``a`` (and ``b``)."""
 
     on_float: str  # a, b: float (float32, and float16 computed in float)
-    on_int: str | None  # a, b: int; None: not served on int32 (cupy's result is float64)
+    on_int: str | None  # a, b: int; None: not served on int32 (see the module doc)
     predicate: bool = False  # a bool result
 
 
@@ -144,6 +146,7 @@ FORMULAS: dict[str, Formula] = {
     "sub": Formula("a - b", _WRAP.format("-")),
     "mul": Formula("a * b", _WRAP.format("*")),
     "div": Formula("a / b", None),
+    "pow": Formula("powf(a, b)", None),  # cupy's float16 and float32 power
     "maximum": Formula(f"(a != a || b != b) ? {_NAN} : fmaxf(a, b)", "a > b ? a : b"),
     "minimum": Formula(f"(a != a || b != b) ? {_NAN} : fminf(a, b)", "a < b ? a : b"),
     # comparisons
@@ -165,9 +168,9 @@ class Op(NamedTuple):
 
 
 _UNARY = ("neg", "abs", "relu", "exp", "log", "sin", "cos", "tanh", "sigmoid", "sqrt")
-_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+_BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-_WITH_SCALAR = ("add", "sub", "mul", "div", *_COMPARE)
+_WITH_SCALAR = ("add", "sub", "mul", "div", "pow", *_COMPARE)
 
 #: Each served core op (its name with overload and without namespace, as ``CORE_OPS``).
 OPS: dict[str, Op] = {
@@ -176,6 +179,7 @@ OPS: dict[str, Op] = {
     **{f"{name}.Scalar": Op(name, "scalar") for name in _WITH_SCALAR},
     "rsub.Scalar": Op("sub", "scalar", reverse=True),
     "rdiv.Scalar": Op("div", "scalar", reverse=True),
+    "rpow.Scalar": Op("pow", "scalar", reverse=True),
 }
 
 #: The dtypes served, each with its C storage type, 16-byte vector type and lanes per vector.
