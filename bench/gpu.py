@@ -19,7 +19,8 @@ synchronized around every timed region; ratios against figures of this same run)
   contiguous arrays (float32, float16, int32), and one op of each other family of
   oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is
   a byte an element; ``add`` of a bias repeated along the rows; ``sub`` of a 0-d array,
-  as ``x - x.mean()``; ``sub`` of one value per row, as ``x - x.max(-1, keepdims=True)``),
+  as ``x - x.mean()``; ``sub`` of one value per row, as ``x - x.max(-1, keepdims=True)``;
+  ``clamp(-1, 1)``, against cupy's ``clip``),
   against a
   device-to-device copy (``cupy.copyto``; torch's ``copy_``), and which kernel served
   each oplib call ("oplib elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90%
@@ -358,6 +359,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         ("sub 0-d", one, lambda: OPS.sub(a, mean), f"sub {dtype} one_y"),
         # one value per row (its own reads, one element a row, left out)
         ("sub per row", one, lambda: OPS.sub(rows, peaks), f"sub {dtype} rows_y"),
+        # two bounds: one pass (cupy's clip, and the core's maximum then minimum, two)
+        ("clamp", one, lambda: OPS.clamp(a, -1, 1), f"clamp {dtype}"),
     ]
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
         "copy (cupy)": (one, lambda: xp.copyto(c, a)),
@@ -371,6 +374,7 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         "cupy add bias": (one, lambda: xp.add(rows, bias)),
         "cupy sub 0-d": (one, lambda: xp.subtract(a, mean)),
         "cupy sub per row": (one, lambda: xp.subtract(rows, peaks)),
+        "cupy clamp": (one, lambda: xp.clip(a, -1, 1)),
         **{f"oplib {label}": (moved, call) for label, moved, call, _ in ours},
     }
     if rig.torch is not None:

@@ -47,6 +47,14 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, one / (one + e), e / (one + e)).astype(x.dtype)
 
 
+def _clamp(x: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
+    """The core's clamp: ``maximum`` with ``lo``, then ``minimum`` with ``hi``, each where
+    not None."""
+    if lo is not None:
+        x = np.maximum(x, lo)
+    return x if hi is None else np.minimum(x, hi)
+
+
 #: numpy's computation of each formula (the core's kernels on numpy arrays compute these).
 NUMPY: dict[str, Any] = {
     "neg": np.negative,
@@ -60,6 +68,7 @@ NUMPY: dict[str, Any] = {
     "sqrt": np.sqrt,
     "sigmoid": _sigmoid,
     **NUMPY_BINARY,
+    "clamp": _clamp,
 }
 #: the formulas whose host results may differ from numpy's in the last place (a C library's
 #: ``expf`` is not numpy's); on a GPU every formula is held to cupy's results exactly
@@ -317,6 +326,33 @@ def test_scalar_operand_leaves_everything_else_to_cupy(why: str, dtype: str, val
     assert ew.scalar_operand(np.dtype(dtype), value) is None, why
 
 
+def test_clamp_bounds_cast_as_scalars_and_none_is_the_identity() -> None:
+    f32, f16, i32 = np.dtype("float32"), np.dtype("float16"), np.dtype("int32")
+    assert ew.clamp_bounds(f32, 0, 6.5) == (np.float32(0), np.float32(6.5))
+    assert ew.clamp_bounds(f32, None, 1) == (np.float32(-np.inf), np.float32(1))
+    assert ew.clamp_bounds(f32, -1, None) == (np.float32(-1), np.float32(np.inf))
+    lo, hi = ew.clamp_bounds(f16, None, 0.5) or ()
+    assert lo == np.uint32(0xFC00) and hi == np.uint32(0x3800)  # -inf and 0.5, as bits
+    assert ew.clamp_bounds(i32, None, 3) == (np.int32(-(1 << 31)), np.int32(3))
+    assert ew.clamp_bounds(i32, -3, None) == (np.int32(-3), np.int32((1 << 31) - 1))
+
+
+@pytest.mark.parametrize(
+    ("why", "dtype", "lo", "hi"),
+    [
+        ("both None: the core raises", "float32", None, None),
+        ("int32 with a float bound: a float result", "int32", 0.5, None),
+        ("int32 bound out of range", "int32", None, 1 << 31),
+        ("overflows float16", "float16", -1e6, None),
+        ("a numpy scalar", "float32", np.float32(0), 1.0),
+        ("a bool", "float32", 0.0, True),
+        ("a 0-d array", "float32", np.zeros(()), None),
+    ],
+)
+def test_clamp_bounds_leave_everything_else_to_cupy(why: str, dtype: str, lo: Any, hi: Any) -> None:
+    assert ew.clamp_bounds(np.dtype(dtype), lo, hi) is None, why
+
+
 def test_c_contiguous_ignores_strides_of_length_one_dimensions() -> None:
     assert ew.c_contiguous((N, 1), (4, 12345), 4)
     assert ew.c_contiguous((1, N), (0, 4), 4)
@@ -356,9 +392,9 @@ def test_switch_on_wraps_the_served_ops_only(
     wrapped = ew.fast_kernel("add", cupy_add)
     assert wrapped is not cupy_add
     assert wrapped.__name__ == "cupy_add" and wrapped.__doc__ == "cupy's."
-    for name in ("neg", "div", "pow", "add.Scalar", "rpow.Scalar", "ge.Scalar", "eq"):
+    for name in ("neg", "div", "pow", "add.Scalar", "rpow.Scalar", "ge.Scalar", "eq", "clamp"):
         assert ew.fast_kernel(name, cupy_add) is not cupy_add, name
-    for name in ("where", "clamp", "add.out", "mul_.Tensor", "sum", "matmul"):
+    for name in ("where", "clamp_", "add.out", "mul_.Tensor", "sum", "matmul"):
         assert ew.fast_kernel(name, cupy_add) is cupy_add, name
 
 
@@ -424,7 +460,8 @@ def test_small_calls_go_to_cupys_kernel_without_looking_further() -> None:
 
 
 @pytest.mark.parametrize(
-    ("op", "args"), [("tanh", ()), ("mul.Scalar", (2.0,)), ("lt.Scalar", (1,))]
+    ("op", "args"),
+    [("tanh", ()), ("mul.Scalar", (2.0,)), ("lt.Scalar", (1,)), ("clamp", (0.0, None))],
 )
 def test_small_unary_and_scalar_calls_go_to_cupys_kernel(op: str, args: tuple[Any, ...]) -> None:
     calls = []
@@ -518,8 +555,9 @@ static inline oplib_half __float2half_rn(float v) { return (oplib_half)v; }
 def _host_source() -> str:
     """Every own kernel, from the modules the plugin compiles (``module_source``), each with
     ``run_<name>(x, y, s, z, n, m, blocks, threads)`` running every thread of the grid in
-    turn (``y``: the second array, ``s``: a pointer to the scalar's 32-bit argument, ``m``:
-    the repeated array's size; each used only by the kernels taking it)."""
+    turn (``y``: the second array, ``s``: a pointer to the scalar's 32-bit argument, or to
+    clamp's two, ``m``: the repeated array's size or a row's length; each used only by the
+    kernels taking it)."""
     parts = [_SHIM]
     for dt in DTYPES:
         parts.append(ew.module_source(dt).replace("#include <cuda_fp16.h>", ""))
@@ -527,10 +565,12 @@ def _host_source() -> str:
             name = ew.kernel_name(op, dt, how)
             spec, scalar = ew.OPS[op], ew.DTYPES[dt][0]
             result = "bool" if ew.FORMULAS[spec.formula].predicate else scalar
+            arg = "unsigned int" if dt.itemsize == 2 else scalar
             second = {
                 "none": "",
                 "array": f"(const {scalar}*)y, ",
-                "scalar": f"*(const {'unsigned int' if dt.itemsize == 2 else scalar}*)s, ",
+                "scalar": f"*(const {arg}*)s, ",
+                "bounds": f"((const {arg}*)s)[0], ((const {arg}*)s)[1], ",
             }[spec.operand]
             m = ", m" if how.startswith(("repeat", "rows")) else ""
             parts.append(
@@ -595,9 +635,10 @@ def _host_run(
     blocks: int = 1,
     how: ew.Layout = "same",
 ) -> np.ndarray:
-    """The generated kernel of ``op`` on ``x`` (and ``other``: an array or a Python scalar)
-    run on the host in layout ``how``, which must be the one ``layout`` gives for arrays
-    of these shapes; the result's every element must have been written."""
+    """The generated kernel of ``op`` on ``x`` (and ``other``: an array, a Python scalar,
+    or clamp's bounds as a pair) run on the host in layout ``how``, which must be the one
+    ``layout`` gives for arrays of these shapes; the result's every element must have been
+    written."""
     spec = ew.OPS[op]
     predicate = ew.FORMULAS[spec.formula].predicate
     y = other if spec.operand == "array" else None
@@ -616,9 +657,10 @@ def _host_run(
     z = np.full(shape, 7, np.uint8 if predicate else x.dtype)
     s = None
     if spec.operand == "scalar":
-        s = ew.scalar_operand(x.dtype, other)
-        assert s is not None
-        s = np.array(s)
+        s = np.array(ew.scalar_operand(x.dtype, other))
+    elif spec.operand == "bounds":
+        s = np.array(ew.clamp_bounds(x.dtype, *other))
+    assert s is None or s.dtype != object
     fn = getattr(lib, f"run_{ew.kernel_name(op, x.dtype, how)}")
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 2 + [ctypes.c_uint] * 2
@@ -652,6 +694,8 @@ def _expected(op: str, x: np.ndarray, other: Any = None) -> np.ndarray:
             return np.asarray(fn(x))
         if spec.operand == "array":
             return np.asarray(fn(x, other))
+        if spec.operand == "bounds":
+            return np.asarray(fn(x, *(None if b is None else x.dtype.type(b) for b in other)))
         s = x.dtype.type(other)
         return np.asarray(fn(s, x) if op in REVERSED else fn(x, s))
 
@@ -672,6 +716,21 @@ _SCALARS: dict[str, list[Any]] = {
     "float": [2.5, -0.0, 0.1, 3, -1e-3, float("inf"), float("nan")],
     "int": [0, 7, -3, (1 << 31) - 1, -(1 << 31)],
 }
+#: clamp's (min, max): either None, min above max (max wins, as the core's order makes it)
+_BOUNDS: dict[str, list[tuple[Any, Any]]] = {
+    "float": [
+        (0.0, 6.0),
+        (None, 1.5),
+        (-2.5, None),
+        (5.0, 3.0),
+        (-0.0, 0.0),
+        (0.1, None),
+        (float("nan"), None),
+        (None, float("nan")),
+        (-float("inf"), float("inf")),
+    ],
+    "int": [(0, 6), (None, 3), (-5, None), (5, 3), (-(1 << 31), (1 << 31) - 1)],
+}
 
 
 @pytest.mark.parametrize(("op", "dtype"), SERVED, ids=str)
@@ -688,6 +747,9 @@ def test_generated_source_on_the_host_equals_numpy(
     elif spec.operand == "scalar":
         others = _SCALARS["int" if dtype == np.int32 else "float"]
         x[: n // 4] = x.dtype.type(others[0])  # elements equal to the scalar too
+    elif spec.operand == "bounds":
+        others = _BOUNDS["int" if dtype == np.int32 else "float"]
+        x[: n // 4] = x.dtype.type(6)  # elements equal to a bound too
     else:
         others = [None]
     for other in others:
@@ -813,6 +875,25 @@ def test_generated_float16_source_rounds_as_cupy_on_every_float16_value(
     assert (ulps <= 1).all()
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_generated_clamp_keeps_every_value_a_none_bound_does_not_limit(
+    host_kernels: ctypes.CDLL, dtype: np.dtype
+) -> None:
+    """A None bound changes nothing: the extremes (int32's least and greatest, -inf and
+    +inf) and NaN come through."""
+    if dtype == np.int32:
+        x = np.array([-(1 << 31), (1 << 31) - 1, -1, 0, 1, 2, 3, 4, 5], dtype)
+    else:
+        x = np.array([-np.inf, np.inf, np.nan, -0.0, 0.0, -1, 1, 2, 3], dtype)
+    for bounds in ((None, 1), (-1, None)):
+        got = _host_run(host_kernels, "clamp", x, bounds)
+        _assert_like("clamp", got, _expected("clamp", x, bounds))
+    np.testing.assert_array_equal(_host_run(host_kernels, "clamp", x, (None, 1))[[0, 2]], x[[0, 2]])
+    np.testing.assert_array_equal(
+        _host_run(host_kernels, "clamp", x, (-1, None))[[1, 2]], x[[1, 2]]
+    )
+
+
 def test_generated_source_of_int32_wraps_as_cupy(host_kernels: ctypes.CDLL) -> None:
     lo, hi = -(1 << 31), (1 << 31) - 1
     x = np.array([lo, hi, -1, 0, 5, lo, hi, 3, 4], np.int32)
@@ -914,7 +995,7 @@ def _core_kernels(cp: Any) -> dict[str, Any]:
 
 def _cupy_operands(cp: Any, op: str, dtype: np.dtype, n: int, seed: int) -> tuple[Any, Any]:
     """A random cupy array of ``n`` elements and the op's other operand (an array, a Python
-    scalar, or None)."""
+    scalar, clamp's bounds as a pair, or None)."""
     rng = np.random.default_rng(seed)
     x = _random(dtype, n, rng)
     spec = ew.OPS[op]
@@ -926,7 +1007,15 @@ def _cupy_operands(cp: Any, op: str, dtype: np.dtype, n: int, seed: int) -> tupl
         s = _SCALARS["int" if dtype == np.int32 else "float"][seed % 5]
         x[: n // 5] = x.dtype.type(s)
         return cp.asarray(x), s
+    if spec.operand == "bounds":
+        bounds = _BOUNDS["int" if dtype == np.int32 else "float"][seed % 5]
+        return cp.asarray(x), bounds
     return cp.asarray(x), None
+
+
+def _others(op: str, other: Any) -> tuple[Any, ...]:
+    """The op's arguments after ``x``, from :func:`_cupy_operands`'s ``other``."""
+    return {"none": (), "bounds": other}.get(ew.OPS[op].operand, (other,))
 
 
 def _same(cp: Any, got: Any, expected: Any) -> None:
@@ -939,7 +1028,7 @@ def _same(cp: Any, got: Any, expected: Any) -> None:
 
 
 def _check(cp: Any, op: str, x: Any, other: Any, *, fast: bool, how: str = "same") -> None:
-    args = () if ew.OPS[op].operand == "none" else (other,)
+    args = _others(op, other)
     assert ew.serves(op, x, *args) is fast
     key = f"{op} {np.dtype(x.dtype).name}" + ("" if how == "same" else f" {how}")
     before = ew.launches().get(key, 0)
@@ -981,7 +1070,7 @@ def test_own_kernel_nan_and_inf_like_cupy(cp: Any, op: str, dtype: str) -> None:
 FAMILIES = [
     (op, dt)
     for op, dt in SERVED
-    if op in ("add", "neg", "sigmoid", "mul.Scalar", "rsub.Scalar", "lt", "ge.Scalar")
+    if op in ("add", "neg", "sigmoid", "mul.Scalar", "rsub.Scalar", "lt", "ge.Scalar", "clamp")
 ]
 
 
@@ -1014,6 +1103,12 @@ def test_other_calls_fall_back_to_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
                 _call(op, x[:N], s)
         else:
             _same(cp, _call(op, x[:N], s), expected)
+    elif ew.OPS[op].operand == "bounds":
+        with pytest.raises(RuntimeError, match="At least one of 'min' or 'max' must not be None"):
+            _call(op, x[:N], None, None)
+        # int32 with a float bound (a float result); a numpy scalar, whose dtype counts
+        bounds = (0.5, None) if dtype == np.int32 else (np.float64(-1.0), None)
+        _check(cp, op, x[:N], bounds, fast=False)
 
 
 @pytest.mark.cuda
@@ -1084,6 +1179,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     out = tx + ty
     scaled = tx * 2.0
     squared = tx**2
+    clipped = tx.clamp(-1, 1)
     below = tx < ty
     act = oplib.ops.oplib.sigmoid(tx)
     biased = tx.reshape(N // 1024, 1024) + oplib.tensor(y[:1024].copy())
@@ -1095,6 +1191,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
         "add float32",
         "mul.Scalar float32",
         "pow.Scalar float32",
+        "clamp float32",
         "lt float32",
         "sigmoid float32",
         "add float32 repeat_y",
@@ -1105,12 +1202,22 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     _same(cp, out.native, cp.add(x, y))
     _same(cp, scaled.native, x * 2.0)
     _same(cp, squared.native, cp.power(x, 2))  # (the core's pow: cupy.power, powf)
+    _same(cp, clipped.native, cp.minimum(cp.maximum(x, -1.0), 1.0))
     _same(cp, below.native, x < y)
     assert act.dtype == oplib.float32
     _same(cp, biased.native, x.reshape(N // 1024, 1024) + y[:1024])
     _same(cp, centred.native, x - x.max())
     r = x.reshape(N // 1024, 1024)
     _same(cp, shifted.native, r - r.max(-1, keepdims=True))
+
+
+@pytest.mark.cuda
+def test_serves_reads_a_missing_argument_as_none(cp: Any) -> None:
+    x, y = _cupy_operands(cp, "add", np.dtype("float32"), N, 1)
+    assert ew.serves("clamp", x, 0) and ew.serves("clamp", x, 0, None)
+    assert not ew.serves("clamp", x) and not ew.serves("clamp", x, None, None)
+    assert not ew.serves("add", x) and not ew.serves("mul.Scalar", x)
+    assert not ew.serves("neg", x, y) and not ew.serves("add", x, y, y)
 
 
 @pytest.mark.cuda
@@ -1129,12 +1236,12 @@ def test_softmax_on_tensors_takes_the_own_kernels(cp: Any) -> None:
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("op", ["add", "neg", "tanh", "mul.Scalar", "rsub.Scalar", "lt"])
+@pytest.mark.parametrize("op", ["add", "neg", "tanh", "mul.Scalar", "rsub.Scalar", "lt", "clamp"])
 @pytest.mark.parametrize("n", [1, 5, 4099])
 def test_own_kernel_on_small_arrays_with_min_elements_0(cp: Any, op: str, n: int) -> None:
     """What ``bench/gpu.py`` times against cupy at every size: ``min_elements=0``."""
     x, other = _cupy_operands(cp, op, np.dtype("float32"), n, n)
-    args = () if ew.OPS[op].operand == "none" else (other,)
+    args = _others(op, other)
     key = f"{op} float32"
     before = ew.launches().get(key, 0)
     got = ew.fast_kernel(op, _reference(cp, op), min_elements=0)(x, *args)

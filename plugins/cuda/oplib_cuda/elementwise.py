@@ -16,7 +16,9 @@ layout), all from one template and compiled as one module per dtype, in four fam
   ``pow.Scalar`` (``x ** 2``), ``rsub.Scalar`` (``2.0 - x``), ``rdiv.Scalar`` (``2.0 / x``)
   and ``rpow.Scalar`` (``2.0 ** x``);
 - comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
-  ``.Scalar`` forms.
+  ``.Scalar`` forms;
+- bounds: ``clamp`` (``x.clamp(0, 6)``, ``x.clamp(min=-1)``), one pass where cupy's
+  computation is two (``maximum``, then ``minimum``).
 
 A call takes the own kernel where it is plainly the same computation as cupy's:
 
@@ -37,7 +39,9 @@ A call takes the own kernel where it is plainly the same computation as cupy's:
   nor ``pow``, which cupy computes on integers by a loop of its own);
 - a scalar operand: a Python ``int`` or ``float`` for float arrays (a float16 or float32 value
   that overflows where the scalar does not is left to cupy), an ``int`` within int32 for
-  int32 arrays (a weak scalar, NEP 50: cupy casts it to the array's dtype first, as here).
+  int32 arrays (a weak scalar, NEP 50: cupy casts it to the array's dtype first, as here);
+  ``clamp``'s bounds alike, at least one of them not None (a None bound is the dtype's
+  identity: -inf or +inf, int32's least or greatest value).
 
 Every other call goes to cupy's function (the core's kernel) unchanged. The arithmetic is
 cupy's own: float32 and int32 as C does it (int32 wraps in two's complement), float16
@@ -77,6 +81,7 @@ __all__ = [
     "Layout",
     "Op",
     "c_contiguous",
+    "clamp_bounds",
     "computes",
     "enabled",
     "facts",
@@ -125,6 +130,7 @@ _NAN = "__int_as_float(0x7fffffff)"
 _WRAP = "(int)((unsigned int)a {} (unsigned int)b)"  # int32 arithmetic wraps
 _EXP_NEG_ABS = "OPLIB_R(expf(-fabsf(a)))"
 _ONE_PLUS = f"OPLIB_R(1.0f + {_EXP_NEG_ABS})"
+_MAX_AB = f"((a != a || b != b) ? {_NAN} : fmaxf(a, b))"
 FORMULAS: dict[str, Formula] = {
     # unary
     "neg": Formula("-a", "(int)(0u - (unsigned int)a)"),
@@ -147,7 +153,7 @@ FORMULAS: dict[str, Formula] = {
     "mul": Formula("a * b", _WRAP.format("*")),
     "div": Formula("a / b", None),
     "pow": Formula("powf(a, b)", None),  # cupy's float16 and float32 power
-    "maximum": Formula(f"(a != a || b != b) ? {_NAN} : fmaxf(a, b)", "a > b ? a : b"),
+    "maximum": Formula(_MAX_AB[1:-1], "a > b ? a : b"),
     "minimum": Formula(f"(a != a || b != b) ? {_NAN} : fminf(a, b)", "a < b ? a : b"),
     # comparisons
     "eq": Formula("a == b", "a == b", predicate=True),
@@ -156,14 +162,20 @@ FORMULAS: dict[str, Formula] = {
     "le": Formula("a <= b", "a <= b", predicate=True),
     "gt": Formula("a > b", "a > b", predicate=True),
     "ge": Formula("a >= b", "a >= b", predicate=True),
+    # bounds: minimum(maximum(a, b), c), the core's clamp (b: min, c: max)
+    "clamp": Formula(
+        f"({_MAX_AB} != {_MAX_AB} || c != c) ? {_NAN} : fminf({_MAX_AB}, c)",
+        "(a > b ? a : b) < c ? (a > b ? a : b) : c",
+    ),
 }
 
 
 class Op(NamedTuple):
-    """A core op the own kernels serve: its formula and where its second operand comes from."""
+    """A core op the own kernels serve: its formula and where its other operands come from."""
 
     formula: str  # a key of FORMULAS
-    operand: Literal["none", "array", "scalar"]  # unary, two arrays, an array and a scalar
+    # unary, two arrays, an array and a scalar, an array and two scalars (clamp's bounds)
+    operand: Literal["none", "array", "scalar", "bounds"]
     reverse: bool = False  # the scalar is the left operand (``2.0 - x``)
 
 
@@ -180,6 +192,7 @@ OPS: dict[str, Op] = {
     "rsub.Scalar": Op("sub", "scalar", reverse=True),
     "rdiv.Scalar": Op("div", "scalar", reverse=True),
     "rpow.Scalar": Op("pow", "scalar", reverse=True),
+    "clamp": Op("clamp", "bounds"),
 }
 
 #: The dtypes served, each with its C storage type, 16-byte vector type and lanes per vector.
@@ -389,24 +402,44 @@ def scalar_operand(dtype: np.dtype, value: object) -> np.generic | None:
     return arg
 
 
-def serves(op: str, x: Any, other: Any = None) -> bool:
-    """Whether ``oplib.ops.oplib.<op>`` on cupy array ``x`` (and ``other``: a cupy array
-    or a Python scalar, as the op takes) runs the own kernel: the switch on, and the
-    conditions in the module doc. ``False`` for anything else, where CUDA is unusable
-    (:func:`oplib_cuda.runtime.status`), and on a dtype whose own kernels did not compile
-    (:func:`failures`)."""
+def clamp_bounds(dtype: np.dtype, lo: object, hi: object) -> tuple[np.generic, np.generic] | None:
+    """The two kernel arguments carrying ``clamp``'s bounds ``lo`` and ``hi`` to an own
+    kernel on ``dtype`` arrays: each as :func:`scalar_operand` casts it, a None bound the
+    dtype's identity (-inf or +inf, int32's least or greatest value: ``maximum`` and
+    ``minimum`` with it change nothing); ``None`` where both bounds are None (the core's
+    kernel raises) or either is not plainly cupy's computation."""
+    if lo is None and hi is None:
+        return None
+    low, high = (-math.inf, math.inf) if dtype != _INT32 else (-(1 << 31), (1 << 31) - 1)
+    a = scalar_operand(dtype, low if lo is None else lo)
+    b = scalar_operand(dtype, high if hi is None else hi)
+    return None if a is None or b is None else (a, b)
+
+
+def serves(op: str, x: Any, *others: Any) -> bool:
+    """Whether ``oplib.ops.oplib.<op>`` on cupy array ``x`` and ``others``, as the op
+    takes them (a cupy array, a Python scalar, ``clamp``'s two bounds), runs the own
+    kernel: the switch on, and the conditions in the module doc (a missing argument
+    counts as None, as the op's defaults make it). ``False`` for anything else, where CUDA
+    is unusable (:func:`oplib_cuda.runtime.status`), and on a dtype whose own kernels did
+    not compile (:func:`failures`)."""
     if op not in OPS or runtime.status() is not None or not enabled():
         return False
-    return _plan(op, x, other, runtime.cupy().ndarray, MIN_ELEMENTS) is not None
+    wanted = {"none": 0, "bounds": 2}.get(OPS[op].operand, 1)
+    if len(others) > wanted:
+        return False
+    others += (None,) * (wanted - len(others))
+    return _plan(op, x, others, runtime.cupy().ndarray, MIN_ELEMENTS) is not None
 
 
 def _plan(
-    op: str, x: Any, other: Any, ndarray: Any, min_elements: int
+    op: str, x: Any, others: tuple[Any, ...], ndarray: Any, min_elements: int
 ) -> tuple[tuple[Any, ...], Layout] | None:
-    """What the own kernel of ``op`` takes beside ``x`` (the other array, the scalar's kernel
-    argument, or nothing) and its layout, for a call on ``x`` (and ``other``); ``None``
-    where cupy's function computes it: the module doc's conditions, with ``min_elements``
-    for :data:`MIN_ELEMENTS`, and a dtype whose module compiled (:func:`failures`)."""
+    """What the own kernel of ``op`` takes beside ``x`` (the other array, the scalars'
+    kernel arguments, or nothing) and its layout, for a call on ``x`` and ``others`` (the
+    op's other arguments); ``None`` where cupy's function computes it: the module doc's
+    conditions, with ``min_elements`` for :data:`MIN_ELEMENTS`, and a dtype whose module
+    compiled (:func:`failures`)."""
     if type(x) is not ndarray:
         return None
     dtype = np.dtype(x.dtype)
@@ -414,17 +447,20 @@ def _plan(
         return None
     operand = OPS[op].operand
     if operand == "array":
+        (other,) = others
         if type(other) is not ndarray:
             return None
         how = layout(op, facts(x), facts(other), min_elements=min_elements)
         return None if how is None else ((other,), how)
-    second: tuple[Any, ...] = ()
+    second: tuple[Any, ...] | None = ()
     if operand == "scalar":
-        s = scalar_operand(dtype, other)
-        if s is None:
-            return None
-        second = (s,)
-    return (second, "same") if qualifies(op, facts(x), min_elements=min_elements) else None
+        s = scalar_operand(dtype, *others)
+        second = None if s is None else (s,)
+    elif operand == "bounds":
+        second = clamp_bounds(dtype, *others)
+    if second is None or not qualifies(op, facts(x), min_elements=min_elements):
+        return None
+    return second, "same"
 
 
 def launches() -> dict[str, int]:
@@ -492,8 +528,8 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     vector = DTYPES[dtype][1]
     result = "bool" if formula.predicate else scalar
     name = kernel_name(op, dtype, how)
-    arity = 1 if spec.operand == "none" else 2
-    operands = ("a", "b")[:arity]
+    arity = {"none": 1, "bounds": 3}.get(spec.operand, 2)
+    operands = ("a", "b", "c")[:arity]
     if scalar == "unsigned short":  # float16: through float
         in_float = ", ".join(f"float {v}" for v in operands)
         in_half = ", ".join(f"unsigned short {v}" for v in operands)
@@ -532,9 +568,9 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
         loads.append(f"const {vector} {array}_i = {array}v[{at}];")
         return _elements(f"{array}_i", scalar), f"{array}[{element}]"
 
-    def one(value: str) -> tuple[list[str], str]:
-        setup.append(f"const {scalar} s = {value};")
-        return ["s"] * lanes, "s"
+    def one(value: str, name: str = "s") -> tuple[list[str], str]:
+        setup.append(f"const {scalar} {name} = {value};")
+        return [name] * lanes, name
 
     advance: list[str] = []  # statements ending each step of the vector loop
     if spec.operand == "none":
@@ -543,6 +579,8 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
         args = [loaded("x"), one(f"({scalar})s_arg")]
         if spec.reverse:
             args.reverse()
+    elif spec.operand == "bounds":
+        args = [loaded("x"), one(f"({scalar})lo_arg", "lo"), one(f"({scalar})hi_arg", "hi")]
     elif how == "one_x":  # x is one element: y is the large one
         args = [one("x[0]"), loaded("y")]
     elif how == "one_y":
@@ -578,10 +616,12 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
     calls = [f"oplib_op({', '.join(lane)})" for lane in zip(*(o[0] for o in args), strict=True)]
     tail = f"oplib_op({', '.join(o[1] for o in args)})"
     out_vector, packing = _packed(calls, scalar, vector, formula.predicate)
+    arg = "unsigned int" if scalar == "unsigned short" else scalar  # a scalar's 32 bits
     second = {
         "none": "",
         "array": f"const {scalar}* __restrict__ y, ",
-        "scalar": f"const {'unsigned int' if scalar == 'unsigned short' else scalar} s_arg, ",
+        "scalar": f"const {arg} s_arg, ",
+        "bounds": f"const {arg} lo_arg, const {arg} hi_arg, ",
     }[spec.operand]
     m_param = ", const long long m" if how in _WITH_M else ""
     indent = "\n    "
@@ -736,20 +776,24 @@ def fast_kernel(
     def ndarray() -> Any:
         return runtime.cupy().ndarray
 
-    def own(self: Any, other: Any) -> Any:
+    def own(self: Any, *others: Any) -> Any:
         """The own kernel's result, or ``None`` where cupy's function computes the call."""
-        plan = _plan(name, self, other, ndarray(), least)
+        plan = _plan(name, self, others, ndarray(), least)
         return None if plan is None else _launch(name, self, *plan)
 
     def unary(self: Any) -> Any:
-        z = own(self, None)
+        z = own(self)
         return other_calls(self) if z is None else z
 
     def binary(self: Any, other: Any) -> Any:
         z = own(self, other)
         return other_calls(self, other) if z is None else z
 
-    large = unary if spec.operand == "none" else binary
+    def bounded(self: Any, lo: Any = None, hi: Any = None) -> Any:
+        z = own(self, lo, hi)
+        return other_calls(self, lo, hi) if z is None else z
+
+    large = {"none": unary, "bounds": bounded}.get(spec.operand, binary)
     large.__doc__ = fallback.__doc__
     return by_size(
         other_calls,
