@@ -535,10 +535,11 @@ _SHIM = r"""
 #define __forceinline__ inline
 struct oplib_dim { unsigned int x; };
 static oplib_dim blockIdx, blockDim, threadIdx, gridDim;
-struct float4 { float x, y, z, w; };
-struct int4 { int x, y, z, w; };
-struct uint4 { unsigned int x, y, z, w; };
-struct uint2 { unsigned int x, y; };
+// aligned as CUDA aligns them, so that the sanitizer below catches a misaligned vector load
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+struct alignas(8) uint2 { unsigned int x, y; };
 typedef _Float16 oplib_half;
 static inline float __int_as_float(int i) { float v; std::memcpy(&v, &i, 4); return v; }
 static inline oplib_half __ushort_as_half(unsigned short u) {
@@ -592,25 +593,40 @@ def host_kernels(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     if cxx is None:
         pytest.skip("needs a C++ compiler (g++) to run the generated source on the host")
     work: Path = tmp_path_factory.mktemp("elementwise")
-    (work / "k.cpp").write_text(_host_source())
+    # UBSan's options (read as its runtime loads): its reports to files of work's
+    options = f"log_path={work / 'ubsan'}:halt_on_error=0"
+    hook = f'extern "C" const char* __ubsan_default_options() {{ return "{options}"; }}\n'
+    (work / "k.cpp").write_text(_host_source() + hook)
+    command = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", str(work / "k.so")]
+    # UBSan, where the compiler has it: a misaligned vector load, a signed overflow or a
+    # division by zero in a kernel fails the test that ran it, with UBSan's report (on a
+    # GPU, a misaligned load is a sticky CUDA error failing every later test of the process)
     done = subprocess.run(
-        [
-            cxx,
-            "-std=c++17",
-            "-O1",
-            "-shared",
-            "-fPIC",
-            "-o",
-            str(work / "k.so"),
-            str(work / "k.cpp"),
-        ],
-        capture_output=True,
-        text=True,
+        [*command, "-fsanitize=undefined", str(work / "k.cpp")], capture_output=True, text=True
     )
+    sanitized = done.returncode == 0
+    if not sanitized:
+        done = subprocess.run([*command, str(work / "k.cpp")], capture_output=True, text=True)
     if done.returncode and "_Float16" in done.stderr:
         pytest.skip(f"{cxx} has no _Float16 for the float16 stand-in")
     assert done.returncode == 0, done.stderr[-3000:]
-    return ctypes.CDLL(str(work / "k.so"))
+    lib = ctypes.CDLL(str(work / "k.so"))
+    _UBSAN_REPORTS[lib._name] = work if sanitized else None
+    return lib
+
+
+#: where each host library's UBSan writes its reports (None: built without UBSan)
+_UBSAN_REPORTS: dict[str, Path | None] = {}
+
+
+def _undefined_behaviour(lib: ctypes.CDLL) -> str:
+    """What UBSan reported for ``lib`` since the last call (the reports are removed)."""
+    work = _UBSAN_REPORTS.get(lib._name)
+    found = [] if work is None else sorted(work.glob("ubsan*"))
+    text = "".join(f.read_text() for f in found)
+    for f in found:
+        f.unlink()
+    return text
 
 
 def _random(dtype: np.dtype, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -674,6 +690,8 @@ def _host_run(
         blocks,
         4,
     )
+    reported = _undefined_behaviour(lib)
+    assert not reported, f"undefined behaviour in {ew.kernel_name(op, x.dtype, how)}: {reported}"
     if predicate:
         assert set(np.unique(z)) <= {0, 1}, "an element was not written"
         return z.view(np.bool_)
@@ -833,6 +851,40 @@ def test_generated_one_element_layouts_on_the_host_equal_numpy(
             expected = _expected(op, a, b)
             for blocks in (1, 3):
                 _assert_like(op, _host_run(host_kernels, op, a, b, blocks, how), expected)
+
+
+def _offset(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` one element past an aligned allocation's start: aligned to its
+    element size, not to 16 bytes."""
+    buffer = np.empty(a.size + 1, a.dtype)
+    out = buffer[1:].reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % ew.ALIGNMENT
+    return out
+
+
+@pytest.mark.parametrize(("op", "dtype"), [("sub", dt) for dt in DTYPES], ids=str)
+@pytest.mark.parametrize(
+    ("big", "small", "kind"),
+    [((64,), (1,), "one"), ((4, 16), (), "one"), ((8, 16), (8, 1), "rows")],
+)
+def test_generated_layouts_read_an_operand_aligned_to_its_element_alone(
+    host_kernels: ctypes.CDLL,
+    op: str,
+    dtype: np.dtype,
+    big: tuple[int, ...],
+    small: tuple[int, ...],
+    kind: str,
+) -> None:
+    """A single element or a value per row may be aligned to its element size alone: the
+    kernels read it element by element (a 16-byte load of it would stop the sanitized
+    host run)."""
+    rng = np.random.default_rng(3)
+    x = _random(dtype, math.prod(big), rng).reshape(big)
+    y = _offset(_random(dtype, max(1, math.prod(small)), rng).reshape(small))
+    for a, b, side in ((x, y, "y"), (y, x, "x")):
+        how = cast(ew.Layout, f"{kind}_{side}")
+        _assert_like(op, _host_run(host_kernels, op, a, b, 3, how), _expected(op, a, b))
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum", "lt", "ge", "eq", "ne"])
