@@ -20,7 +20,7 @@ synchronized around every timed region; ratios against figures of this same run)
   oplib-cuda's own kernels (``neg``; ``mul`` by the scalar 2; ``lt``, whose bool result is
   a byte an element; ``add`` of a bias repeated along the rows; ``sub`` of a 0-d array,
   as ``x - x.mean()``; ``sub`` of one value per row, as ``x - x.max(-1, keepdims=True)``;
-  ``clamp(-1, 1)``, against cupy's ``clip``),
+  ``clamp(-1, 1)``, against cupy's ``clip``; ``where`` of a bool condition and two arrays),
   against a
   device-to-device copy (``cupy.copyto``; torch's ``copy_``), and which kernel served
   each oplib call ("oplib elementwise", oplib-cuda's own, or "cupy"). Budget: >= 90%
@@ -341,6 +341,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
     a, b, c = xp.ones(n, dtype=dtype), xp.ones(n, dtype=dtype), xp.empty(n, dtype=dtype)
     ta, tb = oplib.tensor(a), oplib.tensor(b)
     two, one, cmp = 3 * n * size, 2 * n * size, 2 * n * size + n  # bytes read and written
+    where = two + n
+    mask = xp.zeros(n, dtype=bool)
     width = next(w for w in (4096, 1024, 64, 8, 1) if n % w == 0)
     rows, bias = a.reshape(n // width, width), xp.ones(width, dtype=dtype)
     mean = xp.ones((), dtype=dtype)  # a 0-d array: x - x.mean()
@@ -361,6 +363,8 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         ("sub per row", one, lambda: OPS.sub(rows, peaks), f"sub {dtype} rows_y"),
         # two bounds: one pass (cupy's clip, and the core's maximum then minimum, two)
         ("clamp", one, lambda: OPS.clamp(a, -1, 1), f"clamp {dtype}"),
+        # a bool condition choosing between two arrays: three reads (one of a byte), a write
+        ("where", where, lambda: OPS.where(mask, a, b), f"where {dtype}"),
     ]
     runs: dict[str, tuple[int, Callable[[], object]]] = {  # bytes moved per call, the call
         "copy (cupy)": (one, lambda: xp.copyto(c, a)),
@@ -375,6 +379,7 @@ def _bandwidth(rig: Rig, sizes: Sizes, dtype: str) -> dict[str, float | str]:
         "cupy sub 0-d": (one, lambda: xp.subtract(a, mean)),
         "cupy sub per row": (one, lambda: xp.subtract(rows, peaks)),
         "cupy clamp": (one, lambda: xp.clip(a, -1, 1)),
+        "cupy where": (where, lambda: xp.where(mask, a, b)),
         **{f"oplib {label}": (moved, call) for label, moved, call, _ in ours},
     }
     if rig.torch is not None:

@@ -69,6 +69,7 @@ NUMPY: dict[str, Any] = {
     "sigmoid": _sigmoid,
     **NUMPY_BINARY,
     "clamp": _clamp,
+    "where": np.where,
 }
 #: the formulas whose host results may differ from numpy's in the last place (a C library's
 #: ``expf`` is not numpy's); on a GPU every formula is held to cupy's results exactly
@@ -93,7 +94,9 @@ def f(
 
 @pytest.mark.parametrize(("op", "dtype"), SERVED, ids=str)
 def test_qualifies_contiguous_aligned_large_same_dtype(op: str, dtype: np.dtype) -> None:
-    if op in TWO_ARRAYS:
+    if ew.OPS[op].operand == "select":
+        assert ew.select_layout(f((N,), "bool"), f((N,), dtype), f((N,), dtype)) == "same"
+    elif op in TWO_ARRAYS:
         assert ew.qualifies(op, f((N,), dtype), f((N,), dtype))
         assert ew.qualifies(op, f((2048, 2048), dtype), f((2048, 2048), dtype, ptr=0x7F0001000000))
     else:
@@ -269,6 +272,48 @@ def test_one_array_forms_fall_back(why: str, x: ew.ArrayFacts, op: str) -> None:
     assert not ew.qualifies(op, x), why
 
 
+@pytest.mark.parametrize(
+    ("c", "x", "y", "how"),
+    [
+        (f((N,), "bool"), f((N,)), f((N,)), "same"),
+        (f((2048, 2048), "bool"), f((2048, 2048), "float16"), f((2048, 2048), "float16"), "same"),
+        (f((N,), "bool"), f((N,), "int32"), f((N,), "int32"), "same"),
+        (f((N,), "bool"), f((N,)), f(()), "one_y"),  # x.where(mask, 0.0)
+        (f((N,), "bool"), f((1,), ptr=0x7F0000000004), f((N,)), "one_x"),
+        (f((N,), "bool"), f((N,)), f((N,), ptr=0x7F0001000000), "same"),
+    ],
+)
+def test_where_on_a_bool_condition_and_arrays_of_its_shape_or_one_element(
+    c: ew.ArrayFacts, x: ew.ArrayFacts, y: ew.ArrayFacts, how: str
+) -> None:
+    assert ew.select_layout(c, x, y) == how
+    assert ew.layout("where", x, y) is None  # (judged by select_layout alone)
+
+
+@pytest.mark.parametrize(
+    ("why", "c", "x", "y"),
+    [
+        ("a condition not bool", f((N,), "uint8"), f((N,)), f((N,))),
+        ("a condition broadcast", f((1,), "bool"), f((N,)), f((N,))),
+        ("a condition along the last dimension", f((2048, 1), "bool"), f((2048, 2048)), f(())),
+        ("a strided condition", f((N,), "bool", strides=(2,)), f((N,)), f((N,))),
+        ("an unaligned condition", f((N,), "bool", ptr=0x7F0000000004), f((N,)), f((N,))),
+        ("too small", f((N - 1,), "bool"), f((N - 1,)), f((N - 1,))),
+        ("mixed dtypes", f((N,), "bool"), f((N,)), f((N,), "float16")),
+        ("float64", f((N,), "bool"), f((N,), "float64"), f((N,), "float64")),
+        ("x strided", f((N,), "bool"), f((N,), strides=(8,)), f((N,))),
+        ("y unaligned", f((N,), "bool"), f((N,)), f((N,), ptr=0x7F0000000004)),
+        ("x repeated (a bias)", f((2048, 2048), "bool"), f((2048,)), f((2048, 2048))),
+        ("both one element", f((N,), "bool"), f(()), f(())),
+        ("other device", f((N,), "bool"), f((N,)), f((N,), device=1)),
+    ],
+)
+def test_where_falls_back_for_everything_else(
+    why: str, c: ew.ArrayFacts, x: ew.ArrayFacts, y: ew.ArrayFacts
+) -> None:
+    assert ew.select_layout(c, x, y) is None, why
+
+
 def test_the_operands_must_be_the_ops_own() -> None:
     """A binary op needs its second array; a unary or scalar op takes none."""
     assert not ew.qualifies("add", f((N,)))
@@ -392,9 +437,19 @@ def test_switch_on_wraps_the_served_ops_only(
     wrapped = ew.fast_kernel("add", cupy_add)
     assert wrapped is not cupy_add
     assert wrapped.__name__ == "cupy_add" and wrapped.__doc__ == "cupy's."
-    for name in ("neg", "div", "pow", "add.Scalar", "rpow.Scalar", "ge.Scalar", "eq", "clamp"):
+    for name in (
+        "neg",
+        "div",
+        "pow",
+        "add.Scalar",
+        "rpow.Scalar",
+        "ge.Scalar",
+        "eq",
+        "clamp",
+        "where",
+    ):
         assert ew.fast_kernel(name, cupy_add) is not cupy_add, name
-    for name in ("where", "clamp_", "add.out", "mul_.Tensor", "sum", "matmul"):
+    for name in ("clamp_", "add.out", "mul_.Tensor", "sum", "matmul", "atan2"):
         assert ew.fast_kernel(name, cupy_add) is cupy_add, name
 
 
@@ -556,9 +611,9 @@ static inline oplib_half __float2half_rn(float v) { return (oplib_half)v; }
 def _host_source() -> str:
     """Every own kernel, from the modules the plugin compiles (``module_source``), each with
     ``run_<name>(x, y, s, z, n, m, blocks, threads)`` running every thread of the grid in
-    turn (``y``: the second array, ``s``: a pointer to the scalar's 32-bit argument, or to
-    clamp's two, ``m``: the repeated array's size or a row's length; each used only by the
-    kernels taking it)."""
+    turn (``y``: the second array, ``s``: a pointer to the scalar's 32-bit argument, to
+    clamp's two or to where's condition, ``m``: the repeated array's size or a row's
+    length; each used only by the kernels taking it)."""
     parts = [_SHIM]
     for dt in DTYPES:
         parts.append(ew.module_source(dt).replace("#include <cuda_fp16.h>", ""))
@@ -567,13 +622,16 @@ def _host_source() -> str:
             spec, scalar = ew.OPS[op], ew.DTYPES[dt][0]
             result = "bool" if ew.FORMULAS[spec.formula].predicate else scalar
             arg = "unsigned int" if dt.itemsize == 2 else scalar
-            second = {
-                "none": "",
-                "array": f"(const {scalar}*)y, ",
-                "scalar": f"*(const {arg}*)s, ",
-                "bounds": f"((const {arg}*)s)[0], ((const {arg}*)s)[1], ",
+            x, y = f"(const {scalar}*)x", f"(const {scalar}*)y"
+            operands = {
+                "none": [x],
+                "array": [x, y],
+                "scalar": [x, f"*(const {arg}*)s"],
+                "bounds": [x, f"((const {arg}*)s)[0]", f"((const {arg}*)s)[1]"],
+                "select": ["(const unsigned char*)s", x, y],  # the condition at s
             }[spec.operand]
-            m = ", m" if how.startswith(("repeat", "rows")) else ""
+            m = ["m"] if how.startswith(("repeat", "rows")) else []
+            call = ", ".join([*operands, f"({result}*)z", "n", *m])
             parts.append(
                 f'extern "C" void run_{name}(const void* x, const void* y, const void* s, '
                 "void* z, long long n, long long m, unsigned blocks, unsigned threads) {\n"
@@ -581,7 +639,7 @@ def _host_source() -> str:
                 "    for (unsigned b = 0; b < blocks; ++b)\n"
                 "        for (unsigned t = 0; t < threads; ++t) {\n"
                 "            blockIdx.x = b; threadIdx.x = t;\n"
-                f"            ns_{name}::{name}((const {scalar}*)x, {second}({result}*)z, n{m});\n"
+                f"            ns_{name}::{name}({call});\n"
                 "        }\n}\n"
             )
     return "\n".join(parts)
@@ -652,15 +710,22 @@ def _host_run(
     how: ew.Layout = "same",
 ) -> np.ndarray:
     """The generated kernel of ``op`` on ``x`` (and ``other``: an array, a Python scalar,
-    or clamp's bounds as a pair) run on the host in layout ``how``, which must be the one
-    ``layout`` gives for arrays of these shapes; the result's every element must have been
-    written."""
+    clamp's bounds as a pair, or where's condition and other array) run on the host in
+    layout ``how``, which must be the one ``layout`` (``select_layout``) gives for arrays
+    of these shapes; the result's every element must have been written."""
     spec = ew.OPS[op]
     predicate = ew.FORMULAS[spec.formula].predicate
     y = other if spec.operand == "array" else None
     shape = x.shape
     m = 0  # the repeated array's size, or the length of a row
-    if y is not None:
+    s = None
+    if spec.operand == "select":
+        s, y = other
+        assert s.dtype == np.bool_
+        if how != "same":
+            assert ew.select_layout(_facts(s), _facts(x), _facts(y), min_elements=0) == how
+        shape = s.shape
+    elif y is not None:
         if how != "same":  # (numpy's empty arrays have stride 0: not C-contiguous to layout)
             assert ew.layout(op, _facts(x), _facts(y), min_elements=0) == how
         shape = np.broadcast_shapes(x.shape, y.shape)
@@ -671,7 +736,6 @@ def _host_run(
             m = math.prod(shape) // small.size
     # a sentinel: 7 is neither a bool's byte nor (for the tests' inputs) a likely result
     z = np.full(shape, 7, np.uint8 if predicate else x.dtype)
-    s = None
     if spec.operand == "scalar":
         s = np.array(ew.scalar_operand(x.dtype, other))
     elif spec.operand == "bounds":
@@ -714,6 +778,9 @@ def _expected(op: str, x: np.ndarray, other: Any = None) -> np.ndarray:
             return np.asarray(fn(x, other))
         if spec.operand == "bounds":
             return np.asarray(fn(x, *(None if b is None else x.dtype.type(b) for b in other)))
+        if spec.operand == "select":
+            condition, y = other
+            return np.asarray(np.where(condition, x, y))
         s = x.dtype.type(other)
         return np.asarray(fn(s, x) if op in REVERSED else fn(x, s))
 
@@ -768,6 +835,8 @@ def test_generated_source_on_the_host_equals_numpy(
     elif spec.operand == "bounds":
         others = _BOUNDS["int" if dtype == np.int32 else "float"]
         x[: n // 4] = x.dtype.type(6)  # elements equal to a bound too
+    elif spec.operand == "select":
+        others = [(rng.random(n) < 0.5, _random(dtype, n, rng))]
     else:
         others = [None]
     for other in others:
@@ -885,6 +954,25 @@ def test_generated_layouts_read_an_operand_aligned_to_its_element_alone(
     for a, b, side in ((x, y, "y"), (y, x, "x")):
         how = cast(ew.Layout, f"{kind}_{side}")
         _assert_like(op, _host_run(host_kernels, op, a, b, 3, how), _expected(op, a, b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 9, 64, 4099])
+def test_generated_where_with_one_element_on_either_side_equals_numpy(
+    host_kernels: ctypes.CDLL, dtype: np.dtype, n: int
+) -> None:
+    """``x.where(mask, 0.0)`` and ``where(mask, 0.0, y)``: the single element's stored value
+    (float16 NaN and -0.0 bits too) wherever the condition picks it."""
+    rng = np.random.default_rng(n)
+    condition, x = rng.random(n) < 0.5, _random(dtype, n, rng)
+    for value in _random(dtype, 4, rng):
+        one = np.full((), value, dtype)
+        for a, b, how in ((x, one, "one_y"), (one, x, "one_x")):
+            got = _host_run(host_kernels, "where", a, (condition, b), 3, how)
+            expected = _expected("where", a, (condition, b))
+            np.testing.assert_array_equal(
+                got.view(f"u{dtype.itemsize}"), expected.view(f"u{dtype.itemsize}")
+            )
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum", "lt", "ge", "eq", "ne"])
@@ -1047,7 +1135,8 @@ def _core_kernels(cp: Any) -> dict[str, Any]:
 
 def _cupy_operands(cp: Any, op: str, dtype: np.dtype, n: int, seed: int) -> tuple[Any, Any]:
     """A random cupy array of ``n`` elements and the op's other operand (an array, a Python
-    scalar, clamp's bounds as a pair, or None)."""
+    scalar, clamp's bounds as a pair, or None); for ``where``, a random condition and the
+    two arrays as a pair."""
     rng = np.random.default_rng(seed)
     x = _random(dtype, n, rng)
     spec = ew.OPS[op]
@@ -1062,12 +1151,15 @@ def _cupy_operands(cp: Any, op: str, dtype: np.dtype, n: int, seed: int) -> tupl
     if spec.operand == "bounds":
         bounds = _BOUNDS["int" if dtype == np.int32 else "float"][seed % 5]
         return cp.asarray(x), bounds
+    if spec.operand == "select":
+        condition = rng.random(n) < 0.5
+        return cp.asarray(condition), (cp.asarray(x), cp.asarray(_random(dtype, n, rng)))
     return cp.asarray(x), None
 
 
 def _others(op: str, other: Any) -> tuple[Any, ...]:
     """The op's arguments after ``x``, from :func:`_cupy_operands`'s ``other``."""
-    return {"none": (), "bounds": other}.get(ew.OPS[op].operand, (other,))
+    return {"none": (), "bounds": other, "select": other}.get(ew.OPS[op].operand, (other,))
 
 
 def _same(cp: Any, got: Any, expected: Any) -> None:
@@ -1082,7 +1174,8 @@ def _same(cp: Any, got: Any, expected: Any) -> None:
 def _check(cp: Any, op: str, x: Any, other: Any, *, fast: bool, how: str = "same") -> None:
     args = _others(op, other)
     assert ew.serves(op, x, *args) is fast
-    key = f"{op} {np.dtype(x.dtype).name}" + ("" if how == "same" else f" {how}")
+    data = args[0] if ew.OPS[op].operand == "select" else x  # (where's x: the condition)
+    key = f"{op} {np.dtype(data.dtype).name}" + ("" if how == "same" else f" {how}")
     before = ew.launches().get(key, 0)
     got = _call(op, x, *args)
     after = ew.launches().get(key, 0)
@@ -1208,6 +1301,22 @@ def test_one_value_per_row_equals_cupy(cp: Any, op: str, dtype: np.dtype) -> Non
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_where_with_one_element_and_its_other_calls_like_cupy(cp: Any, dtype: np.dtype) -> None:
+    """A single element on either side takes the own kernel; a broadcast condition, a
+    strided array, mixed dtypes and small arrays go to cupy."""
+    condition, (x, y) = _cupy_operands(cp, "where", dtype, N + 5, 2)
+    zero = y[3:4].reshape(())
+    _check(cp, "where", condition, (x, zero), fast=True, how="one_y")
+    _check(cp, "where", condition, (zero, x), fast=True, how="one_x")
+    half = condition[: (N + 5) // 2]
+    _check(cp, "where", condition[::2], (x[::2], y[::2]), fast=False)
+    _check(cp, "where", half, (x[: half.size], y[: half.size].astype(np.float64)), fast=False)
+    _check(cp, "where", condition[:1], (x, y), fast=False)  # the condition broadcast
+    _check(cp, "where", condition[:16], (x[:16], y[:16]), fast=False)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("op", ["exp", "tanh", "sigmoid", "div", "rdiv.Scalar"])
 def test_int32_results_cupy_gives_as_float64_fall_back(cp: Any, op: str) -> None:
     x, other = _cupy_operands(cp, op, np.dtype("int32"), N, 2)
@@ -1232,6 +1341,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     scaled = tx * 2.0
     squared = tx**2
     clipped = tx.clamp(-1, 1)
+    masked = tx.where(tx < ty, 0.0)
     below = tx < ty
     act = oplib.ops.oplib.sigmoid(tx)
     biased = tx.reshape(N // 1024, 1024) + oplib.tensor(y[:1024].copy())
@@ -1244,6 +1354,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
         "mul.Scalar float32",
         "pow.Scalar float32",
         "clamp float32",
+        "where float32 one_y",
         "lt float32",
         "sigmoid float32",
         "add float32 repeat_y",
@@ -1255,6 +1366,7 @@ def test_tensors_take_the_own_kernel(cp: Any) -> None:
     _same(cp, scaled.native, x * 2.0)
     _same(cp, squared.native, cp.power(x, 2))  # (the core's pow: cupy.power, powf)
     _same(cp, clipped.native, cp.minimum(cp.maximum(x, -1.0), 1.0))
+    _same(cp, masked.native, cp.where(x < y, x, cp.float32(0)))
     _same(cp, below.native, x < y)
     assert act.dtype == oplib.float32
     _same(cp, biased.native, x.reshape(N // 1024, 1024) + y[:1024])
@@ -1288,7 +1400,9 @@ def test_softmax_on_tensors_takes_the_own_kernels(cp: Any) -> None:
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("op", ["add", "neg", "tanh", "mul.Scalar", "rsub.Scalar", "lt", "clamp"])
+@pytest.mark.parametrize(
+    "op", ["add", "neg", "tanh", "mul.Scalar", "rsub.Scalar", "lt", "clamp", "where"]
+)
 @pytest.mark.parametrize("n", [1, 5, 4099])
 def test_own_kernel_on_small_arrays_with_min_elements_0(cp: Any, op: str, n: int) -> None:
     """What ``bench/gpu.py`` times against cupy at every size: ``min_elements=0``."""

@@ -139,7 +139,7 @@ def test_the_own_kernels_compile_with_cupys_nvrtc(python: str) -> None:
         """,
     )
     assert out["nvrtc"][0] == 13  # type: ignore[index]
-    for dtype, kernels in (("float32", 116), ("int32", 91), ("float16", 116)):
+    for dtype, kernels in (("float32", 119), ("int32", 94), ("float16", 119)):
         assert out[dtype] == {"kernels": kernels, "missing": []}, dtype
     kind, message = out["bad"]  # type: ignore[misc]
     assert kind == "cupy.cuda.compiler.CompileException"

@@ -511,10 +511,21 @@ def test_bench_sections_run_through_oplib_on_the_cpu_backend(tmp_path):
         "sub 0-d int32",
         "sub per row float16",
         "clamp int32",
+        "where float32",
     ):
         assert f"{family}, 0 MiB arrays: oplib " in summary, family
     row = data["bandwidth_GBps"]["float32"]
-    for op in ("add", "neg", "mul by 2", "lt", "add bias", "sub 0-d", "sub per row", "clamp"):
+    for op in (
+        "add",
+        "neg",
+        "mul by 2",
+        "lt",
+        "add bias",
+        "sub 0-d",
+        "sub per row",
+        "clamp",
+        "where",
+    ):
         assert row[f"oplib {op} served by"] == "cupy" and row[f"oplib {op}"] > 0  # (no cupy)
 
 

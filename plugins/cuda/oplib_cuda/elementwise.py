@@ -18,7 +18,9 @@ layout), all from one template and compiled as one module per dtype, in four fam
 - comparisons, with bool results: ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` and their
   ``.Scalar`` forms;
 - bounds: ``clamp`` (``x.clamp(0, 6)``, ``x.clamp(min=-1)``), one pass where cupy's
-  computation is two (``maximum``, then ``minimum``).
+  computation is two (``maximum``, then ``minimum``);
+- select: ``where(condition, x, y)`` on a bool condition and two arrays of its shape, or
+  one of them a single element (``x.where(mask, 0.0)``).
 
 A call takes the own kernel where it is plainly the same computation as cupy's:
 
@@ -34,6 +36,8 @@ A call takes the own kernel where it is plainly the same computation as cupy's:
   the larger one's first dimensions and then 1s, the row (the larger one's last
   dimensions) a whole number of 16-byte vectors long, the smaller one C-contiguous but
   aligned only to its element size (no other broadcasting);
+- ``where``: a bool condition of the result's shape, C-contiguous and 16-byte aligned, and
+  two arrays of one dtype, each of its shape or a single element (:func:`select_layout`);
 - the dtype float32 or float16, or int32 where cupy's result on int32 is int32 (not for
   ``div``, ``sigmoid`` and the transcendental functions, whose int32 results are float64,
   nor ``pow``, which cupy computes on integers by a loop of its own);
@@ -49,7 +53,8 @@ converted to float32, computed there and rounded back to float16 to nearest even
 ``float16`` type does the same), each intermediate of ``sigmoid`` rounded as the core's
 formula rounds it (``exp(-|x|)``, then ``1 + e``, then the quotient); ``maximum`` and
 ``minimum`` give NaN where either input is NaN, else CUDA's ``fmaxf``/``fminf`` (cupy's
-formula). ``OPLIB_CUDA_FAST_ELEMENTWISE=0`` (or ``false``, ``no``, ``off``) turns the
+formula); ``where`` copies the stored value it chooses (float16's bits unconverted).
+``OPLIB_CUDA_FAST_ELEMENTWISE=0`` (or ``false``, ``no``, ``off``) turns the
 kernels off; it is read when each op first runs.
 """
 
@@ -115,11 +120,13 @@ _BLOCKS_PER_SM = 8  # issue 30's reference kernel: 132 SMs x 8 blocks x 256 thre
 
 
 class Formula(NamedTuple):
-    """What one element of the result is, as C expressions of ``a`` (and ``b``)."""
+    """What one element of the result is, as C expressions of ``a`` (and ``b``, ``c``)."""
 
     on_float: str  # a, b: float (float32, and float16 computed in float)
     on_int: str | None  # a, b: int; None: not served on int32 (see the module doc)
     predicate: bool = False  # a bool result
+    # chooses one of its operands' stored values (float16's bits too, not converted)
+    bits: bool = False
 
 
 #: cupy compiles these as it compiles its own kernels (NVRTC, ``-ftz=true``: float32
@@ -167,6 +174,8 @@ FORMULAS: dict[str, Formula] = {
         f"({_MAX_AB} != {_MAX_AB} || c != c) ? {_NAN} : fminf({_MAX_AB}, c)",
         "(a > b ? a : b) < c ? (a > b ? a : b) : c",
     ),
+    # select: c (the condition's byte) ? a : b, the core's where
+    "where": Formula("c ? a : b", "c ? a : b", bits=True),
 }
 
 
@@ -174,8 +183,9 @@ class Op(NamedTuple):
     """A core op the own kernels serve: its formula and where its other operands come from."""
 
     formula: str  # a key of FORMULAS
-    # unary, two arrays, an array and a scalar, an array and two scalars (clamp's bounds)
-    operand: Literal["none", "array", "scalar", "bounds"]
+    # unary, two arrays, an array and a scalar, an array and two scalars (clamp's bounds),
+    # a bool condition choosing between two arrays (where)
+    operand: Literal["none", "array", "scalar", "bounds", "select"]
     reverse: bool = False  # the scalar is the left operand (``2.0 - x``)
 
 
@@ -193,6 +203,7 @@ OPS: dict[str, Op] = {
     "rdiv.Scalar": Op("div", "scalar", reverse=True),
     "rpow.Scalar": Op("pow", "scalar", reverse=True),
     "clamp": Op("clamp", "bounds"),
+    "where": Op("where", "select"),
 }
 
 #: The dtypes served, each with its C storage type, 16-byte vector type and lanes per vector.
@@ -341,11 +352,13 @@ def layout(
     """How the own kernel computes ``op`` on ``x`` (and, for a binary op or comparison of
     two arrays, ``y``): ``"same"`` (the arrays one shape, or one array), ``"repeat_x"``,
     ``"repeat_y"``, ``"one_x"``, ``"one_y"``, ``"rows_x"`` or ``"rows_y"``
-    (:data:`Layout`); ``None`` where it does not
-    (the conditions in the module doc, with ``min_elements`` for :data:`MIN_ELEMENTS`). A
-    scalar operand is judged apart, by :func:`scalar_operand`."""
+    (:data:`Layout`); ``None`` where it does not (the conditions in the module doc, with
+    ``min_elements`` for :data:`MIN_ELEMENTS`). A scalar operand is judged apart, by
+    :func:`scalar_operand`, and ``where`` by :func:`select_layout`."""
     spec = OPS.get(op)
     if spec is None or not computes(op, x.dtype) or (y is not None) != (spec.operand == "array"):
+        return None
+    if spec.operand == "select":
         return None
     least = min_elements
     if y is None:
@@ -366,6 +379,28 @@ def layout(
         return "rows_y"
     if _plain(y, least) and _row_length(x, y):
         return "rows_x"
+    return None
+
+
+def select_layout(
+    condition: ArrayFacts, x: ArrayFacts, y: ArrayFacts, *, min_elements: int = MIN_ELEMENTS
+) -> Layout | None:
+    """How the own kernel computes ``where(condition, x, y)``: ``"same"`` (the three arrays
+    one shape), ``"one_x"`` or ``"one_y"`` (that one a single element, the other two one
+    shape); ``None`` where it does not: ``condition`` a bool array, C-contiguous and
+    16-byte aligned, of at least ``min_elements`` elements, ``x`` and ``y`` of one served
+    dtype and its device (every other broadcast goes to cupy)."""
+    if condition.dtype != _BOOL or not computes("where", x.dtype) or y.dtype != x.dtype:
+        return None
+    if not (condition.device == x.device == y.device and _plain(condition, min_elements)):
+        return None
+    shape = condition.shape
+    if x.shape == shape and _plain(x, 0):
+        if y.shape == shape:
+            return "same" if _plain(y, 0) else None
+        return "one_y" if _one(y, condition) else None
+    if y.shape == shape and _plain(y, 0) and _one(x, condition):
+        return "one_x"
     return None
 
 
@@ -425,7 +460,7 @@ def serves(op: str, x: Any, *others: Any) -> bool:
     not compile (:func:`failures`)."""
     if op not in OPS or runtime.status() is not None or not enabled():
         return False
-    wanted = {"none": 0, "bounds": 2}.get(OPS[op].operand, 1)
+    wanted = {"none": 0, "bounds": 2, "select": 2}.get(OPS[op].operand, 1)
     if len(others) > wanted:
         return False
     others += (None,) * (wanted - len(others))
@@ -442,10 +477,16 @@ def _plan(
     compiled (:func:`failures`)."""
     if type(x) is not ndarray:
         return None
+    operand = OPS[op].operand
+    if operand == "select":  # x: the condition
+        a, b = others
+        if type(a) is not ndarray or type(b) is not ndarray or np.dtype(a.dtype) in _failed:
+            return None
+        how = select_layout(facts(x), facts(a), facts(b), min_elements=min_elements)
+        return None if how is None else ((a, b), how)
     dtype = np.dtype(x.dtype)
     if dtype in _failed:
         return None
-    operand = OPS[op].operand
     if operand == "array":
         (other,) = others
         if type(other) is not ndarray:
@@ -522,15 +563,22 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     ``i / m``."""
     dtype = np.dtype(dtype)
     spec, scalar = OPS[op], DTYPES[dtype][0]
-    if how != "same" and spec.operand != "array":
-        raise ValueError(f"{op} takes one array: no {how} layout")
+    if how not in _LAYOUTS_OF[spec.operand]:
+        raise ValueError(f"{op} has no {how} layout: it takes {_LAYOUTS_OF[spec.operand]}")
     formula = FORMULAS[spec.formula]
     vector = DTYPES[dtype][1]
     result = "bool" if formula.predicate else scalar
     name = kernel_name(op, dtype, how)
     arity = {"none": 1, "bounds": 3}.get(spec.operand, 2)
     operands = ("a", "b", "c")[:arity]
-    if scalar == "unsigned short":  # float16: through float
+    if formula.bits:  # the condition's byte first, then the stored values chosen among
+        head = f"""#define OPLIB_R(v) (v)
+
+__device__ __forceinline__ {result} oplib_op(unsigned char c, {scalar} a, {scalar} b) {{
+    return {formula.on_float if scalar != "int" else formula.on_int};
+}}
+"""
+    elif scalar == "unsigned short":  # float16: through float
         in_float = ", ".join(f"float {v}" for v in operands)
         in_half = ", ".join(f"unsigned short {v}" for v in operands)
         converted = ", ".join(f"__half2float(__ushort_as_half({v}))" for v in operands)
@@ -581,6 +629,16 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
             args.reverse()
     elif spec.operand == "bounds":
         args = [loaded("x"), one(f"({scalar})lo_arg", "lo"), one(f"({scalar})hi_arg", "hi")]
+    elif spec.operand == "select":
+        # the condition's bytes, a byte a lane: 4 in a 32-bit word, 8 in two
+        words = "unsigned int" if lanes == 4 else "uint2"
+        setup.append(f"const {words}* cv = reinterpret_cast<const {words}*>(c);")
+        loads.append(f"const {words} c_i = cv[i];")
+        parts = ["c_i"] if lanes == 4 else ["c_i.x", "c_i.y"]
+        condition = [f"(unsigned char)({w} >> {8 * k})" for w in parts for k in range(4)], "c[i]"
+        x_arg = one("x[0]", "s_x") if how == "one_x" else loaded("x")
+        y_arg = one("y[0]", "s_y") if how == "one_y" else loaded("y")
+        args = [condition, x_arg, y_arg]
     elif how == "one_x":  # x is one element: y is the large one
         args = [one("x[0]"), loaded("y")]
     elif how == "one_y":
@@ -617,16 +675,20 @@ __device__ __forceinline__ {result} oplib_op({params}) {{
     tail = f"oplib_op({', '.join(o[1] for o in args)})"
     out_vector, packing = _packed(calls, scalar, vector, formula.predicate)
     arg = "unsigned int" if scalar == "unsigned short" else scalar  # a scalar's 32 bits
+    first = f"const {scalar}* __restrict__ x, "
+    if spec.operand == "select":
+        first = f"const unsigned char* __restrict__ c, {first}"
     second = {
         "none": "",
         "array": f"const {scalar}* __restrict__ y, ",
         "scalar": f"const {arg} s_arg, ",
         "bounds": f"const {arg} lo_arg, const {arg} hi_arg, ",
+        "select": f"const {scalar}* __restrict__ y, ",
     }[spec.operand]
     m_param = ", const long long m" if how in _WITH_M else ""
     indent = "\n    "
     kernel = f"""
-extern "C" __global__ void {name}(const {scalar}* __restrict__ x, {second}{result}* __restrict__ z,
+extern "C" __global__ void {name}({first}{second}{result}* __restrict__ z,
                                   const long long n{m_param}) {{
     const long long start = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -654,8 +716,18 @@ def kernels_of(dtype: np.dtype) -> list[tuple[str, Layout]]:
         (op, how)
         for op, spec in OPS.items()
         if computes(op, dtype)
-        for how in (LAYOUTS if spec.operand == "array" else LAYOUTS[:1])
+        for how in _LAYOUTS_OF[spec.operand]
     ]
+
+
+#: The layouts of each kind of op (:data:`Op`'s ``operand``).
+_LAYOUTS_OF: dict[str, tuple[Layout, ...]] = {
+    "none": ("same",),
+    "array": LAYOUTS,
+    "scalar": ("same",),
+    "bounds": ("same",),
+    "select": ("same", "one_x", "one_y"),
+}
 
 
 def module_source(dtype: np.dtype) -> str:
@@ -728,15 +800,18 @@ def _blocks_most(device: int) -> int:
 
 
 def _launch(op: str, x: Any, second: tuple[Any, ...], how: Layout = "same") -> Any:
-    """``op`` on ``x`` (and ``second``: the other array or the scalar's kernel argument, or
-    nothing) by the own kernel for layout ``how``, on the current device (the caller's: the
+    """``op`` on ``x`` (and ``second``: the other array, the scalars' kernel arguments, or
+    nothing; for ``where``, ``x`` is the condition and ``second`` the two arrays) by the own
+    kernel for layout ``how``, on the current device (the caller's: the
     plugin's kernels make the arrays' device current); ``None`` where that kernel did not
     compile (:func:`failures`)."""
-    dtype = np.dtype(x.dtype)
+    select = OPS[op].operand == "select"  # x: the condition, second: the two arrays
+    dtype = np.dtype((second[0] if select else x).dtype)
     kernel = _kernel(op, dtype, how)
     if kernel is None:
         return None
-    big = second[0] if how.endswith("_x") else x  # (x the small one: "repeat_x" ...)
+    # the result's shape: the larger array's (x the small one: "repeat_x" ...)
+    big = second[0] if how.endswith("_x") and not select else x
     n = int(big.size)
     predicate = FORMULAS[OPS[op].formula].predicate
     z = runtime.cupy().empty(big.shape, dtype=_BOOL if predicate else dtype)
@@ -793,7 +868,12 @@ def fast_kernel(
         z = own(self, lo, hi)
         return other_calls(self, lo, hi) if z is None else z
 
-    large = {"none": unary, "bounds": bounded}.get(spec.operand, binary)
+    def select(condition: Any, self: Any, other: Any) -> Any:
+        z = own(condition, self, other)
+        return other_calls(condition, self, other) if z is None else z
+
+    forms: dict[str, Callable[..., Any]] = {"none": unary, "bounds": bounded, "select": select}
+    large = forms.get(spec.operand, binary)
     large.__doc__ = fallback.__doc__
     return by_size(
         other_calls,
