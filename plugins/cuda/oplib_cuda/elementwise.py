@@ -3,7 +3,7 @@
 cupy's generated elementwise kernels move about 60% of an H200's copy bandwidth; a plain
 ``cupy.RawKernel`` that reads and writes 16 bytes at a time in a grid-stride loop moves
 about 96% (issue 30). So the elementwise core ops get such a kernel, one per (op, dtype,
-layout), all from one template and compiled as one module per dtype, in four families:
+layout), all from one template and compiled as one module per dtype, in six families:
 
 - unary: ``neg``, ``abs``, ``relu``, ``exp``, ``log``, ``sin``, ``cos``, ``tanh``,
   ``sigmoid``, ``sqrt``;
@@ -453,11 +453,12 @@ def clamp_bounds(dtype: np.dtype, lo: object, hi: object) -> tuple[np.generic, n
 
 def serves(op: str, x: Any, *others: Any) -> bool:
     """Whether ``oplib.ops.oplib.<op>`` on cupy array ``x`` and ``others``, as the op
-    takes them (a cupy array, a Python scalar, ``clamp``'s two bounds), runs the own
-    kernel: the switch on, and the conditions in the module doc (a missing argument
-    counts as None, as the op's defaults make it). ``False`` for anything else, where CUDA
-    is unusable (:func:`oplib_cuda.runtime.status`), and on a dtype whose own kernels did
-    not compile (:func:`failures`)."""
+    takes them (a cupy array, a Python scalar, ``clamp``'s two bounds; ``where``'s
+    condition as ``x``, then its two arrays), runs the own kernel: the switch on, and the
+    conditions in the module doc (a missing argument counts as None, as the op's defaults
+    make it). ``False`` for anything else, where CUDA is unusable
+    (:func:`oplib_cuda.runtime.status`), and on a dtype whose own kernels did not compile
+    (:func:`failures`)."""
     if op not in OPS or runtime.status() is not None or not enabled():
         return False
     wanted = {"none": 0, "bounds": 2, "select": 2}.get(OPS[op].operand, 1)

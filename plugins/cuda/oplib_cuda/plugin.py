@@ -142,8 +142,8 @@ def _on_device(name: str) -> Any:
     """The cuda kernel of core op ``name``: ``array_kernels(cupy)[name]``, bound on the
     first call, run on the call's device (``on_device``: ``cupy.cuda.Device(i)`` is entered
     only when ``i`` is not this thread's current device). Issue 30: the elementwise ops
-    (``elementwise.OPS``: unary, binary, a scalar operand, comparisons) on large contiguous
-    arrays run oplib-cuda's own vectorized kernel, the rest cupy's
+    (``elementwise.OPS``: unary, binary, a scalar operand, comparisons, clamp, where) on
+    large contiguous arrays run oplib-cuda's own vectorized kernel, the rest cupy's
     (``OPLIB_CUDA_FAST_ELEMENTWISE=0``: off)."""
     return on_device(
         lambda: elementwise.fast_kernel(name, _kernels()[name]),
