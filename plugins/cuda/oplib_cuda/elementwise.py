@@ -346,6 +346,16 @@ def _row_length(small: ArrayFacts, big: ArrayFacts) -> int | None:
     return row if c_contiguous(small.shape, small.strides, small.dtype.itemsize) else None
 
 
+#: Each broadcast of one array against a larger one that an own kernel computes, in the
+#: order tried: whether ``small`` fits ``big`` so, and the layouts with the small one as
+#: ``y`` and as ``x``.
+_BROADCASTS: tuple[tuple[Callable[[ArrayFacts, ArrayFacts], object], Layout, Layout], ...] = (
+    (_repeats, "repeat_y", "repeat_x"),
+    (_one, "one_y", "one_x"),
+    (_row_length, "rows_y", "rows_x"),
+)
+
+
 def layout(
     op: str, x: ArrayFacts, y: ArrayFacts | None = None, *, min_elements: int = MIN_ELEMENTS
 ) -> Layout | None:
@@ -367,18 +377,11 @@ def layout(
         return None
     if y.shape == x.shape:
         return "same" if _plain(x, least) and _plain(y, least) else None
-    if _plain(x, least) and _repeats(y, x):
-        return "repeat_y"
-    if _plain(y, least) and _repeats(x, y):
-        return "repeat_x"
-    if _one(y, x) and _plain(x, least):
-        return "one_y"
-    if _one(x, y) and _plain(y, least):
-        return "one_x"
-    if _plain(x, least) and _row_length(y, x):
-        return "rows_y"
-    if _plain(y, least) and _row_length(x, y):
-        return "rows_x"
+    for fits, small_y, small_x in _BROADCASTS:
+        if fits(y, x) and _plain(x, least):
+            return small_y
+        if fits(x, y) and _plain(y, least):
+            return small_x
     return None
 
 
