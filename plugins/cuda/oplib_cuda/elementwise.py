@@ -325,34 +325,33 @@ def _one(small: ArrayFacts, big: ArrayFacts) -> bool:
     )
 
 
-def _row_length(small: ArrayFacts, big: ArrayFacts) -> int | None:
-    """How many of ``big``'s elements each element of ``small`` meets, where ``small``
-    holds one value per row of ``big``: its shape (with leading 1s up to ``big``'s
-    dimensions) is ``big``'s first dimensions and then 1s, at least one of each; the row,
-    ``big``'s last dimensions, a whole number of 16-byte vectors long, not empty (so each of
-    ``big``'s vectors lies in one row); ``small`` C-contiguous and aligned to its element
-    size. ``None`` where it does not."""
+def _per_row(small: ArrayFacts, big: ArrayFacts) -> bool:
+    """Whether ``small`` holds one value per row of ``big``: its shape (with leading 1s up to
+    ``big``'s dimensions) is ``big``'s first dimensions and then 1s, at least one of each;
+    the row, ``big``'s last dimensions, a whole number of 16-byte vectors long, not empty
+    (so each of ``big``'s vectors lies in one row); ``small`` C-contiguous and aligned to
+    its element size. (The kernel takes the row's length, ``big.size // small.size``.)"""
     if len(small.shape) > len(big.shape):
-        return None
+        return False
     shape = (1,) * (len(big.shape) - len(small.shape)) + small.shape
     lead = len(shape)
     while lead and shape[lead - 1] == 1:
         lead -= 1
     if lead in (0, len(shape)) or shape[:lead] != big.shape[:lead]:
-        return None
+        return False
     row = math.prod(big.shape[lead:])
     if row == 0 or row % DTYPES[small.dtype][2] or small.ptr % small.dtype.itemsize:
-        return None
-    return row if c_contiguous(small.shape, small.strides, small.dtype.itemsize) else None
+        return False
+    return c_contiguous(small.shape, small.strides, small.dtype.itemsize)
 
 
 #: Each broadcast of one array against a larger one that an own kernel computes, in the
 #: order tried: whether ``small`` fits ``big`` so, and the layouts with the small one as
 #: ``y`` and as ``x``.
-_BROADCASTS: tuple[tuple[Callable[[ArrayFacts, ArrayFacts], object], Layout, Layout], ...] = (
+_BROADCASTS: tuple[tuple[Callable[[ArrayFacts, ArrayFacts], bool], Layout, Layout], ...] = (
     (_repeats, "repeat_y", "repeat_x"),
     (_one, "one_y", "one_x"),
-    (_row_length, "rows_y", "rows_x"),
+    (_per_row, "rows_y", "rows_x"),
 )
 
 
@@ -464,7 +463,7 @@ def serves(op: str, x: Any, *others: Any) -> bool:
     (:func:`failures`)."""
     if op not in OPS or runtime.status() is not None or not enabled():
         return False
-    wanted = {"none": 0, "bounds": 2, "select": 2}.get(OPS[op].operand, 1)
+    wanted = _OTHERS[OPS[op].operand]
     if len(others) > wanted:
         return False
     others += (None,) * (wanted - len(others))
@@ -573,8 +572,7 @@ def source(op: str, dtype: np.dtype, how: Layout = "same") -> tuple[str, str]:
     vector = DTYPES[dtype][1]
     result = "bool" if formula.predicate else scalar
     name = kernel_name(op, dtype, how)
-    arity = {"none": 1, "bounds": 3}.get(spec.operand, 2)
-    operands = ("a", "b", "c")[:arity]
+    operands = ("a", "b", "c")[: 1 + _OTHERS[spec.operand]]
     if formula.bits:  # the condition's byte first, then the stored values chosen among
         head = f"""#define OPLIB_R(v) (v)
 
@@ -724,7 +722,10 @@ def kernels_of(dtype: np.dtype) -> list[tuple[str, Layout]]:
     ]
 
 
-#: The layouts of each kind of op (:data:`Op`'s ``operand``).
+#: How many arguments each kind of op (:data:`Op`'s ``operand``) takes after its first.
+_OTHERS: dict[str, int] = {"none": 0, "array": 1, "scalar": 1, "bounds": 2, "select": 2}
+
+#: The layouts of each kind of op.
 _LAYOUTS_OF: dict[str, tuple[Layout, ...]] = {
     "none": ("same",),
     "array": LAYOUTS,
